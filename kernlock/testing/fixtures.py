@@ -1,0 +1,254 @@
+"""Build fixture kernel repositories (real git repos) from declarative TOML files.
+
+Each ``fixtures/<org>__<name>.toml`` describes one kernel repository::
+
+    repo = "kernels-community/flash-attn2"
+    template = "attention"          # directory under fixtures/templates/
+    layout = "package"              # "package": build/<variant>/<python_name>/__init__.py
+                                    # "flat":    build/<variant>/__init__.py
+    kernel-depends = [{ repo-id = "kernels-community/activation", version = 1 }]  # optional
+
+    [variant-sets]                  # optional named groups of build variants
+    cuda = ["torch210-cxx11-cu128-x86_64-linux", ...]
+
+    [[commits]]                     # in order; every commit is a full snapshot of the repo
+    label = "flash-attn2 v1 #1"     # build label, embedded in the kernel code (KERNEL_IDENTITY)
+    branch = "v1"                   # branch the commit is made on (parent: its current tip)
+    from = "main"                   # optional: parent for a new branch
+    also = ["main"]                 # optional: other branches moved to this commit
+    tags = ["v1.0.0"]               # optional: lightweight tags on this commit
+    variants = ["cuda", "torch213-cxx11-cpu-x86_64-linux"]   # set names or variant names
+    version = 1                     # optional: metadata version (default: N of branch vN, else 1)
+
+Commits are written with ``git fast-import`` using fixed author, committer and
+dates, so commit SHAs are identical across runs and machines.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import re
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+
+_AUTHOR = "Kernlock Fixtures <fixtures@kernlock.invalid>"
+_EPOCH = 1767225600  # 2026-01-01T00:00:00Z
+_COMMIT_INTERVAL = 3600
+_GIT_ENV = {
+    "GIT_AUTHOR_NAME": "Kernlock Fixtures",
+    "GIT_AUTHOR_EMAIL": "fixtures@kernlock.invalid",
+    "GIT_COMMITTER_NAME": "Kernlock Fixtures",
+    "GIT_COMMITTER_EMAIL": "fixtures@kernlock.invalid",
+    "GIT_AUTHOR_DATE": f"{_EPOCH} +0000",
+    "GIT_COMMITTER_DATE": f"{_EPOCH} +0000",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+}
+_IDENTITY_CALL = re.compile(rb'identity\(__file__, "([^"]*)", "([^"]*)"\)')
+
+
+def default_fixtures_dir() -> Path:
+    """The repository's ``fixtures/`` directory."""
+    return Path(__file__).resolve().parents[2] / "fixtures"
+
+
+def git(repo: Path, *args: str, input: bytes | None = None) -> bytes:
+    """Run ``git`` in ``repo`` with a fixed identity and no user/system config."""
+    return subprocess.run(
+        ["git", "-C", str(repo), *args],
+        input=input,
+        capture_output=True,
+        check=True,
+        env={**os.environ, **_GIT_ENV},
+    ).stdout
+
+
+def build_fixture_repos(fixtures_dir: Path, dest: Path) -> dict[str, Path]:
+    """Build one bare git repo per ``*.toml`` in ``fixtures_dir`` under ``dest``.
+
+    Returns a mapping of repo id to bare repository path.
+    """
+    dest.mkdir(parents=True, exist_ok=True)
+    repos = {}
+    for toml_path in sorted(fixtures_dir.glob("*.toml")):
+        spec = tomlkit.loads(toml_path.read_text()).unwrap()
+        repo_path = dest / f"{spec['repo'].replace('/', '__')}.git"
+        _build_repo(spec, fixtures_dir / "templates", repo_path)
+        repos[spec["repo"]] = repo_path
+    return repos
+
+
+def _build_repo(spec: Mapping[str, Any], templates_dir: Path, repo_path: Path) -> None:
+    git(repo_path.parent, "init", "-q", "--bare", "-b", "main", str(repo_path))
+    stream = bytearray()
+    marks: dict[str, int] = {}  # branch -> mark of its tip
+    for index, commit in enumerate(spec["commits"], start=1):
+        branch = commit["branch"]
+        parent = marks.get(branch) or marks.get(commit.get("from", ""))
+        files = _render_commit(spec, commit, templates_dir)
+        stream += _commit_command(
+            f"refs/heads/{branch}",
+            mark=index,
+            parent=f":{parent}" if parent else None,
+            timestamp=_EPOCH + index * _COMMIT_INTERVAL,
+            message=commit["label"],
+            files=files,
+            full_snapshot=True,
+        )
+        marks[branch] = index
+        for other in commit.get("also", []):
+            stream += f"reset refs/heads/{other}\nfrom :{index}\n\n".encode()
+            marks[other] = index
+        for tag in commit.get("tags", []):
+            stream += f"reset refs/tags/{tag}\nfrom :{index}\n\n".encode()
+    git(repo_path, "fast-import", "--quiet", "--force", input=bytes(stream))
+
+
+def _commit_command(
+    ref: str,
+    *,
+    mark: int | None,
+    parent: str | None,
+    timestamp: int,
+    message: str,
+    files: Mapping[str, bytes | None],
+    full_snapshot: bool,
+) -> bytes:
+    """A ``git fast-import`` commit command."""
+    msg = message.encode()
+    out = bytearray(f"commit {ref}\n".encode())
+    if mark is not None:
+        out += f"mark :{mark}\n".encode()
+    out += f"author {_AUTHOR} {timestamp} +0000\ncommitter {_AUTHOR} {timestamp} +0000\n".encode()
+    out += f"data {len(msg)}\n".encode() + msg + b"\n"
+    if parent is not None:
+        out += f"from {parent}\n".encode()
+    if full_snapshot:
+        out += b"deleteall\n"
+    for path, content in sorted(files.items()):
+        if content is None:
+            out += f"D {path}\n".encode()
+        else:
+            out += f"M 100644 inline {path}\ndata {len(content)}\n".encode() + content + b"\n"
+    return bytes(out + b"\n")
+
+
+def _render_commit(spec: Mapping[str, Any], commit: Mapping[str, Any], templates_dir: Path) -> dict[str, bytes]:
+    """All files of one fixture commit: README plus one build directory per variant."""
+    repo_id: str = spec["repo"]
+    label: str = commit["label"]
+    kernel_name = repo_id.split("/")[1]
+    python_name = kernel_name.replace("-", "_")
+    sets: Mapping[str, list[str]] = spec.get("variant-sets", {})
+    variants = [v for entry in commit["variants"] for v in sets.get(entry, [entry])]
+    version = commit.get("version") or _branch_version(commit["branch"])
+    depends = spec.get("kernel-depends", [])
+    sources = _template_sources(templates_dir, spec["template"])
+    substitutions = {
+        b"@@REPO@@": repo_id.encode(),
+        b"@@BUILD@@": label.encode(),
+        b"@@DEP@@": depends[0]["repo-id"].encode() if depends else b"",
+    }
+    build_id = f"_{python_name}_{hashlib.sha256(f'{repo_id}@{label}'.encode()).hexdigest()[:7]}"
+
+    files = {"README.md": f"# {repo_id}\n\nFixture kernel, build `{label}`.\n".encode()}
+    for variant in variants:
+        base = f"build/{variant}"
+        package = base if spec.get("layout", "package") == "flat" else f"{base}/{python_name}"
+        metadata = {
+            "id": build_id,
+            "name": kernel_name,
+            "version": version,
+            "license": "Apache-2.0",
+            "python-depends": [],
+            "backend": _backend(variant),
+        }
+        if depends:
+            metadata["kernel-depends"] = depends
+        files[f"{base}/metadata.json"] = (json.dumps(metadata, indent=2) + "\n").encode()
+        for name, source in sources.items():
+            for placeholder, value in substitutions.items():
+                source = source.replace(placeholder, value)
+            files[f"{package}/{name}"] = source
+        files[f"{package}/_ops.so"] = _fake_binary(f"{repo_id}/{variant}@{label}")
+    return files
+
+
+def _template_sources(templates_dir: Path, template: str) -> dict[str, bytes]:
+    paths = [*(templates_dir / "common").glob("*.py"), *(templates_dir / template).glob("*.py")]
+    return {p.name: p.read_bytes() for p in paths}
+
+
+def _branch_version(branch: str) -> int:
+    return int(branch[1:]) if re.fullmatch(r"v\d+", branch) else 1
+
+
+def _backend(variant: str) -> dict[str, Any]:
+    """The metadata.json ``backend`` of a variant name (noarch ``universal`` builds are CPU)."""
+    for part in variant.split("-"):
+        if part.startswith("cu") and part[2:].isdigit():
+            return {"type": "cuda", "archs": ["8.0", "9.0"]}
+        if part.startswith("rocm"):
+            return {"type": "rocm", "archs": ["gfx942"]}
+        if part.startswith("xpu"):
+            return {"type": "xpu"}
+        if part == "metal":
+            return {"type": "metal"}
+    return {"type": "cpu"}
+
+
+def _fake_binary(seed: str) -> bytes:
+    """Deterministic, incompressible ELF-looking bytes of 2-32 KiB."""
+    rng = random.Random(seed)
+    return b"\x7fELF\x02\x01\x01\x00" + rng.randbytes(rng.randint(2048, 32 * 1024))
+
+
+def rev_parse(repo_path: Path, rev: str) -> str:
+    """The commit SHA of ``rev`` (branch, tag or SHA) in ``repo_path``."""
+    return git(repo_path, "rev-parse", "--verify", "--end-of-options", f"{rev}^{{commit}}").decode().strip()
+
+
+def push_commit(repo_path: Path, branch: str, files: Mapping[str, bytes | None], message: str) -> str:
+    """Add a commit on ``branch`` changing ``files`` (``None`` deletes); returns its SHA.
+
+    The commit is dated one interval after its parent, so SHAs stay deterministic.
+    """
+    parent = rev_parse(repo_path, f"refs/heads/{branch}")
+    timestamp = int(git(repo_path, "log", "-1", "--format=%ct", parent)) + _COMMIT_INTERVAL
+    stream = _commit_command(
+        f"refs/heads/{branch}",
+        mark=None,
+        parent=parent,
+        timestamp=timestamp,
+        message=message,
+        files=files,
+        full_snapshot=False,
+    )
+    git(repo_path, "fast-import", "--quiet", "--force", input=stream)
+    return rev_parse(repo_path, f"refs/heads/{branch}")
+
+
+def move_branch(repo_path: Path, branch: str, to_sha: str) -> None:
+    """Point ``branch`` at ``to_sha`` (force), like a force-push to the Hub."""
+    git(repo_path, "update-ref", f"refs/heads/{branch}", to_sha)
+
+
+def advance_branch(repo_path: Path, branch: str) -> str:
+    """Add a commit on ``branch`` whose kernels carry the build label ``<label> (moved)``."""
+    tip = rev_parse(repo_path, f"refs/heads/{branch}")
+    paths = git(repo_path, "ls-tree", "-r", "--name-only", "-z", tip, "build").decode().split("\0")
+    changed = {}
+    for path in paths:
+        if path.endswith("/__init__.py"):
+            source = git(repo_path, "cat-file", "blob", f"{tip}:{path}")
+            changed[path] = _IDENTITY_CALL.sub(
+                lambda m: b'identity(__file__, "%s", "%s (moved)")' % (m[1], m[2]), source
+            )
+    return push_commit(repo_path, branch, changed, f"Move {branch}")
