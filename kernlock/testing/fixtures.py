@@ -85,6 +85,13 @@ def build_fixture_repos(fixtures_dir: Path, dest: Path) -> dict[str, Path]:
     return repos
 
 
+def ensure_fixture_repos(fixtures_dir: Path, dest: Path) -> dict[str, Path]:
+    """Build the fixture repos into ``dest`` unless it already holds them; returns them."""
+    if not dest.is_dir() or not any(dest.glob("*.git")):
+        return build_fixture_repos(fixtures_dir, dest)
+    return {p.name.removesuffix(".git").replace("__", "/", 1): p for p in sorted(dest.glob("*.git"))}
+
+
 def _build_repo(spec: Mapping[str, Any], templates_dir: Path, repo_path: Path) -> None:
     git(repo_path.parent, "init", "-q", "--bare", "-b", "main", str(repo_path))
     stream = bytearray()

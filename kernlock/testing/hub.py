@@ -1,0 +1,584 @@
+"""A Hugging Face Hub-compatible HTTP server for kernel repos, backed by real git repositories.
+
+It implements the subset of the Hub API that ``huggingface_hub`` and ``kernels``
+use for ``repo_type="kernel"``:
+
+- ``GET  /api/kernels/{repo}/refs``                      branches and tags
+- ``GET  /api/kernels/{repo}/tree/{rev}[/{path}]``       ``recursive`` and ``expand`` (no pagination)
+- ``GET  /api/kernels/{repo}[/revision/{rev}]``          repo info (``siblings``; ``blobs=true`` adds metadata)
+- ``POST /api/kernels/{repo}/paths-info/{rev}``          form or JSON body with ``paths`` and ``expand``
+- ``GET|HEAD /kernels/{repo}/resolve/{rev}/{path}``      file bytes (single ``Range`` supported)
+- ``GET  /api/organizations/{org}/overview``             with ``trustedKernelPublisher``
+
+Revisions are branch names, tag names, full ref names (``refs/heads/v1``) or full
+commit SHAs. Files are stored as plain blobs in git; a file is reported as LFS
+when its name ends in ``.so`` or its content contains a NUL byte. For LFS files
+the tree ``oid`` is the git id of the LFS pointer file the real Hub would store,
+``lfs.oid`` is the sha256 of the content, and ``resolve`` answers with the sha256
+as ``ETag``/``X-Linked-Etag`` plus ``X-Linked-Size`` (served directly, no CDN redirect).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import hashlib
+import json
+import re
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from kernlock.testing.fixtures import default_fixtures_dir, ensure_fixture_repos, git
+
+FAULT_KINDS = ("status", "reset", "truncate", "corrupt", "delay")
+_SHA_RE = re.compile(r"[0-9a-f]{40}")
+_LFS_POINTER = "version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A file or directory of a commit, as the Hub reports it."""
+
+    path: str
+    type: str  # "file" or "directory"
+    oid: str  # git tree id, blob id, or LFS pointer blob id
+    size: int
+    blob: str = ""  # git blob id of the actual content (files only)
+    lfs: dict[str, Any] | None = None
+
+    def to_json(self, last_commit: dict[str, str] | None = None) -> dict[str, Any]:
+        data: dict[str, Any] = {"type": self.type, "oid": self.oid, "size": self.size, "path": self.path}
+        if self.lfs is not None:
+            data["lfs"] = self.lfs
+        if last_commit is not None:
+            data["lastCommit"] = last_commit
+            if self.type == "file":
+                data["securityFileStatus"] = {"status": "safe", "avScan": None, "pickleImportScan": None}
+        return data
+
+
+def _iso(timestamp: int) -> str:
+    return datetime.fromtimestamp(timestamp, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+
+def _is_lfs(path: str, content: bytes) -> bool:
+    return path.endswith(".so") or b"\0" in content
+
+
+class GitRepo:
+    """Read access to one git repository; per-commit data is cached (commits are immutable)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._entries: dict[str, dict[str, Entry]] = {}
+        self._last_commits: dict[str, dict[str, dict[str, str]]] = {}
+        self._blobs: dict[str, bytes] = {}
+
+    def refs(self) -> dict[str, str]:
+        """Full ref name -> commit SHA (read fresh: branches move)."""
+        out = git(self.path, "for-each-ref", "--format=%(refname) %(objectname) %(*objectname)")
+        refs = {}
+        for line in out.decode().splitlines():
+            name, oid, peeled = (line.split(" ") + [""])[:3]
+            refs[name] = peeled or oid
+        return refs
+
+    def resolve(self, rev: str) -> str | None:
+        """Commit SHA for a branch, tag, full ref name or full SHA; None if unknown."""
+        refs = self.refs()
+        for name in (rev, f"refs/heads/{rev}", f"refs/tags/{rev}"):
+            if name.startswith("refs/") and name in refs:
+                return refs[name]
+        if _SHA_RE.fullmatch(rev):
+            kind = subprocess.run(
+                ["git", "-C", str(self.path), "cat-file", "-t", rev], capture_output=True, text=True
+            ).stdout.strip()
+            return rev if kind == "commit" else None
+        return None
+
+    def entries(self, commit: str) -> dict[str, Entry]:
+        """All files and directories of ``commit`` by path (the root is ``""``)."""
+        with self._lock:
+            if commit not in self._entries:
+                self._entries[commit] = self._read_entries(commit)
+            return self._entries[commit]
+
+    def content(self, entry: Entry) -> bytes:
+        return self._blobs[entry.blob]
+
+    def commit_info(self, commit: str) -> tuple[int, str]:
+        """(committer timestamp, title) of ``commit``."""
+        timestamp, _, title = git(self.path, "log", "-1", "--format=%ct %s", commit).decode().strip().partition(" ")
+        return int(timestamp), title
+
+    def last_commits(self, commit: str) -> dict[str, dict[str, str]]:
+        """Path -> the Hub's ``lastCommit`` (last commit touching it, up to ``commit``)."""
+        with self._lock:
+            if commit not in self._last_commits:
+                self._last_commits[commit] = self._read_last_commits(commit)
+            return self._last_commits[commit]
+
+    def _read_entries(self, commit: str) -> dict[str, Entry]:
+        tree = git(self.path, "rev-parse", f"{commit}^{{tree}}").decode().strip()
+        listing = git(self.path, "ls-tree", "-r", "-t", "-l", "-z", commit).decode().split("\0")
+        rows = []
+        for line in filter(None, listing):
+            meta, path = line.split("\t", 1)
+            _mode, kind, oid, size = meta.split()
+            rows.append((path, kind, oid, size))
+        self._read_blobs([oid for _, kind, oid, _ in rows if kind == "blob" and oid not in self._blobs])
+        entries = {"": Entry(path="", type="directory", oid=tree, size=0)}
+        for path, kind, oid, size in rows:
+            if kind == "tree":
+                entries[path] = Entry(path=path, type="directory", oid=oid, size=0)
+                continue
+            content = self._blobs[oid]
+            if _is_lfs(path, content):
+                sha256 = hashlib.sha256(content).hexdigest()
+                pointer = _LFS_POINTER.format(sha256=sha256, size=len(content)).encode()
+                pointer_oid = hashlib.sha1(b"blob %d\0" % len(pointer) + pointer).hexdigest()
+                lfs = {"oid": sha256, "size": len(content), "pointerSize": len(pointer)}
+                entries[path] = Entry(path, "file", pointer_oid, len(content), blob=oid, lfs=lfs)
+            else:
+                entries[path] = Entry(path, "file", oid, int(size), blob=oid)
+        return entries
+
+    def _read_blobs(self, oids: list[str]) -> None:
+        if not oids:
+            return
+        out = git(self.path, "cat-file", "--batch", input="".join(f"{oid}\n" for oid in oids).encode())
+        pos = 0
+        for oid in oids:
+            header_end = out.index(b"\n", pos)
+            size = int(out[pos:header_end].split()[2])
+            self._blobs[oid] = out[header_end + 1 : header_end + 1 + size]
+            pos = header_end + 1 + size + 1
+
+    def _read_last_commits(self, commit: str) -> dict[str, dict[str, str]]:
+        log = git(self.path, "log", "--format=\x01%H %ct %s", "--name-only", commit).decode()
+        result: dict[str, dict[str, str]] = {}
+        for block in filter(None, log.split("\x01")):
+            header, *paths = block.strip("\n").split("\n")
+            sha, timestamp, title = (header.split(" ", 2) + [""])[:3]
+            info = {"id": sha, "title": title, "date": _iso(int(timestamp))}
+            result.setdefault("", info)
+            for path in filter(None, paths):
+                parts = path.split("/")
+                for i in range(1, len(parts) + 1):
+                    result.setdefault("/".join(parts[:i]), info)
+        return result
+
+
+@dataclass
+class Fault:
+    """An injected failure affecting the next ``times`` requests whose path matches ``match``."""
+
+    kind: str
+    match: str
+    times: int
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Response:
+    status: int
+    body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class HubError(Exception):
+    """An error answered in the Hub's shape (``X-Error-Code`` header, JSON ``error`` body)."""
+
+    def __init__(self, status: int, code: str | None, message: str, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.response = _json_response({"error": message}, status)
+        if code:
+            self.response.headers["X-Error-Code"] = code
+            self.response.headers["X-Error-Message"] = message
+        self.response.headers.update(headers or {})
+
+
+def _json_response(data: Any, status: int = 200) -> Response:
+    return Response(status, json.dumps(data).encode(), {"Content-Type": "application/json; charset=utf-8"})
+
+
+def _flag(value: str | None) -> bool:
+    return (value or "").lower() in ("1", "true")
+
+
+class TestHub:
+    """Threaded Hub-compatible server on 127.0.0.1 serving git repos as kernel repos.
+
+    ``requests`` counts requests by endpoint kind ("refs", "tree", "revision",
+    "paths-info", "resolve", "overview", "other"); ``log`` lists ``(method, path)``.
+    """
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(
+        self,
+        repos: dict[str, Path],
+        trusted_orgs: set[str] | frozenset[str] = frozenset({"kernels-community"}),
+        latency: float = 0.0,
+    ) -> None:
+        self.repos = {repo_id: GitRepo(Path(path)) for repo_id, path in repos.items()}
+        self.trusted_orgs = set(trusted_orgs)
+        self.latency = latency
+        self.requests: collections.Counter[str] = collections.Counter()
+        self.log: list[tuple[str, str]] = []
+        self.bytes_sent = 0
+        self.url = ""
+        self._faults: list[Fault] = []
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self, port: int = 0) -> TestHub:
+        """Start serving on 127.0.0.1:``port`` (0: a free port) in a background thread."""
+        handler = type("Handler", (_Handler,), {"hub": self})
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, name="TestHub", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the listening socket."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> TestHub:
+        return self if self._server is not None else self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def repo_path(self, repo_id: str) -> Path:
+        """The git repository served as ``repo_id``."""
+        return self.repos[repo_id].path
+
+    def reset_counts(self) -> None:
+        """Forget request counts, the request log and ``bytes_sent``."""
+        with self._lock:
+            self.requests.clear()
+            self.log.clear()
+            self.bytes_sent = 0
+
+    def add_fault(self, kind: str, *, match: str = "", times: int = 1, **params: Any) -> None:
+        """Inject a failure into the next ``times`` requests whose path matches regex ``match``.
+
+        Kinds: ``status`` (``code`` = 500, optional ``retry_after``), ``reset`` (connection reset
+        mid-body), ``truncate`` (fewer bytes than ``Content-Length``, then close), ``corrupt``
+        (bytes of the body flipped), ``delay`` (sleep ``seconds`` = 1.0 before answering).
+        """
+        if kind not in FAULT_KINDS:
+            raise ValueError(f"Unknown fault kind {kind!r}, expected one of {FAULT_KINDS}")
+        with self._lock:
+            self._faults.append(Fault(kind, match, times, params))
+
+    def clear_faults(self) -> None:
+        with self._lock:
+            self._faults.clear()
+
+    def _record(self, method: str, path: str, kind: str) -> Fault | None:
+        """Count a request and take the first matching fault, if any."""
+        with self._lock:
+            self.requests[kind] += 1
+            self.log.append((method, path))
+            for fault in self._faults:
+                if re.search(fault.match, path):
+                    fault.times -= 1
+                    if fault.times <= 0:
+                        self._faults.remove(fault)
+                    return fault
+        return None
+
+    def _count_bytes(self, n: int) -> None:
+        with self._lock:
+            self.bytes_sent += n
+
+    # Endpoints.
+
+    def _repo(self, repo_id: str) -> GitRepo:
+        repo = self.repos.get(repo_id)
+        if repo is None:
+            raise HubError(404, "RepoNotFound", "Repository not found")
+        return repo
+
+    def _commit(self, repo: GitRepo, rev: str) -> str:
+        commit = repo.resolve(rev)
+        if commit is None:
+            raise HubError(404, "RevisionNotFound", f"Invalid rev id: {rev}")
+        return commit
+
+    def refs(self, repo_id: str) -> Response:
+        refs = self._repo(repo_id).refs()
+
+        def section(prefix: str) -> list[dict[str, str]]:
+            return [
+                {"name": name[len(prefix) :], "ref": name, "targetCommit": sha}
+                for name, sha in sorted(refs.items())
+                if name.startswith(prefix)
+            ]
+
+        return _json_response(
+            {
+                "branches": section("refs/heads/"),
+                "converts": section("refs/convert/"),
+                "tags": section("refs/tags/"),
+                "pullRequests": section("refs/pr/"),
+            }
+        )
+
+    def tree(self, repo_id: str, rev: str, path: str, recursive: bool, expand: bool) -> Response:
+        repo = self._repo(repo_id)
+        commit = self._commit(repo, rev)
+        entries = repo.entries(commit)
+        path = path.strip("/")
+        if path not in entries:
+            raise HubError(404, "EntryNotFound", f"{path} does not exist on {rev}")
+        if entries[path].type == "file":
+            selected = [entries[path]]
+        else:
+            prefix = f"{path}/" if path else ""
+            selected = [
+                e
+                for p, e in entries.items()
+                if p and p.startswith(prefix) and (recursive or "/" not in p[len(prefix) :])
+            ]
+        last = repo.last_commits(commit) if expand else {}
+        return _json_response([e.to_json(last.get(e.path)) for e in sorted(selected, key=lambda e: e.path)])
+
+    def paths_info(self, repo_id: str, rev: str, paths: list[str], expand: bool) -> Response:
+        repo = self._repo(repo_id)
+        commit = self._commit(repo, rev)
+        entries = repo.entries(commit)
+        last = repo.last_commits(commit) if expand else {}
+        found = [entries[p.strip("/")] for p in paths if p.strip("/") in entries and p.strip("/")]
+        return _json_response([e.to_json(last.get(e.path)) for e in found])
+
+    def repo_info(self, repo_id: str, rev: str, blobs: bool) -> Response:
+        repo = self._repo(repo_id)
+        commit = self._commit(repo, rev)
+        timestamp, _ = repo.commit_info(commit)
+        siblings = []
+        for entry in sorted(repo.entries(commit).values(), key=lambda e: e.path):
+            if entry.type != "file":
+                continue
+            sibling: dict[str, Any] = {"rfilename": entry.path}
+            if blobs:
+                sibling.update(size=entry.size, blobId=entry.oid)
+                if entry.lfs is not None:
+                    sibling["lfs"] = {"sha256": entry.lfs["oid"], **entry.lfs}
+            siblings.append(sibling)
+        org = repo_id.split("/")[0]
+        return _json_response(
+            {
+                "_id": hashlib.sha1(repo_id.encode()).hexdigest()[:24],
+                "id": repo_id,
+                "author": org,
+                "sha": commit,
+                "lastModified": _iso(timestamp),
+                "private": False,
+                "gated": False,
+                "disabled": False,
+                "downloads": 0,
+                "likes": 0,
+                "tags": ["kernel"],
+                "siblings": siblings,
+            }
+        )
+
+    def resolve(self, repo_id: str, rev: str, path: str, range_header: str | None) -> Response:
+        repo = self._repo(repo_id)
+        commit = self._commit(repo, rev)
+        entry = repo.entries(commit).get(path)
+        if entry is None or entry.type != "file":
+            raise HubError(404, "EntryNotFound", "Entry not found", {"X-Repo-Commit": commit})
+        content = repo.content(entry)
+        headers = {
+            "Content-Type": "application/octet-stream",
+            "Accept-Ranges": "bytes",
+            "X-Repo-Commit": commit,
+            "ETag": f'"{entry.lfs["oid"] if entry.lfs else entry.oid}"',
+        }
+        if entry.lfs is not None:
+            headers["X-Linked-Etag"] = f'"{entry.lfs["oid"]}"'
+            headers["X-Linked-Size"] = str(entry.size)
+        match = re.fullmatch(r"bytes=(\d+)-(\d*)", range_header or "")
+        if match and int(match[1]) < len(content):
+            start = int(match[1])
+            end = min(int(match[2]) if match[2] else len(content) - 1, len(content) - 1)
+            headers["Content-Range"] = f"bytes {start}-{end}/{len(content)}"
+            return Response(206, content[start : end + 1], headers)
+        return Response(200, content, headers)
+
+    def overview(self, org: str) -> Response:
+        if org not in self.trusted_orgs and not any(r.split("/")[0] == org for r in self.repos):
+            return _json_response({"error": "Organization not found"}, 404)
+        return _json_response(
+            {
+                "avatarUrl": f"{self.url}/avatars/{org}.png",
+                "name": org,
+                "fullname": org,
+                "isVerified": False,
+                "isFollowing": False,
+                "numUsers": 1,
+                "numModels": 0,
+                "numSpaces": 0,
+                "numDatasets": 0,
+                "numFollowers": 0,
+                "numPapers": 0,
+                "numKernels": sum(r.split("/")[0] == org for r in self.repos),
+                "trustedKernelPublisher": org in self.trusted_orgs,
+            }
+        )
+
+
+_API_REPO = re.compile(r"/api/kernels/([^/]+)/([^/]+)(?:/(refs|tree|revision|paths-info)(?:/([^/]+)(/.*)?)?)?")
+_RESOLVE = re.compile(r"/kernels/([^/]+)/([^/]+)/resolve/([^/]+)/(.+)")
+_OVERVIEW = re.compile(r"/api/organizations/([^/]+)/overview")
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Routes requests to a ``TestHub`` and applies its latency and faults."""
+
+    hub: TestHub
+    protocol_version = "HTTP/1.1"
+    timeout = 60
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self._handle("GET")
+
+    def do_HEAD(self) -> None:
+        self._handle("HEAD")
+
+    def do_POST(self) -> None:
+        self._handle("POST")
+
+    def _handle(self, method: str) -> None:
+        url = urlsplit(self.path)
+        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0)) if method == "POST" else b""
+        kind, call = self._route(method, url.path, query, body)
+        fault = self.hub._record(method, url.path, kind)
+        try:
+            response = call() if call is not None else _json_response({"error": "Not found"}, 404)
+        except HubError as error:
+            response = error.response
+        if self.hub.latency:
+            time.sleep(self.hub.latency)
+        self._send(method, response, fault)
+
+    def _route(self, method: str, path: str, query: dict[str, str], body: bytes) -> tuple[str, Any]:
+        hub = self.hub
+        if m := _OVERVIEW.fullmatch(path):
+            return "overview", lambda: hub.overview(unquote(m[1]))
+        if (m := _RESOLVE.fullmatch(path)) and method in ("GET", "HEAD"):
+            repo_id, rev, file = f"{unquote(m[1])}/{unquote(m[2])}", unquote(m[3]), unquote(m[4])
+            return "resolve", lambda: hub.resolve(repo_id, rev, file, self.headers.get("Range"))
+        if m := _API_REPO.fullmatch(path):
+            repo_id, action, rev = f"{unquote(m[1])}/{unquote(m[2])}", m[3], unquote(m[4] or "main")
+            sub = unquote(m[5] or "")
+            if action is None and method == "GET":
+                return "revision", lambda: hub.repo_info(repo_id, "main", _flag(query.get("blobs")))
+            if action == "refs" and method == "GET":
+                return "refs", lambda: hub.refs(repo_id)
+            if action == "revision" and method == "GET" and m[4] and not sub:
+                return "revision", lambda: hub.repo_info(repo_id, rev, _flag(query.get("blobs")))
+            if action == "tree" and method == "GET" and m[4]:
+                recursive, expand = _flag(query.get("recursive")), _flag(query.get("expand"))
+                return "tree", lambda: hub.tree(repo_id, rev, sub, recursive, expand)
+            if action == "paths-info" and method == "POST" and m[4] and not sub:
+                paths, expand = self._paths_info_body(body)
+                return "paths-info", lambda: hub.paths_info(repo_id, rev, paths, expand)
+        return "other", None
+
+    def _paths_info_body(self, body: bytes) -> tuple[list[str], bool]:
+        if "json" in (self.headers.get("Content-Type") or ""):
+            data = json.loads(body or b"{}")
+            paths = data.get("paths", [])
+            return ([paths] if isinstance(paths, str) else list(paths)), bool(data.get("expand"))
+        form = parse_qs(body.decode(), keep_blank_values=True)
+        return form.get("paths", []), _flag((form.get("expand") or [""])[-1])
+
+    def _send(self, method: str, response: Response, fault: Fault | None) -> None:
+        body = response.body
+        if fault is not None and fault.kind == "delay":
+            time.sleep(float(fault.params.get("seconds", 1.0)))
+        elif fault is not None and fault.kind == "status":
+            code = int(fault.params.get("code", 500))
+            response = _json_response({"error": f"Injected fault: HTTP {code}"}, code)
+            if "retry_after" in fault.params:
+                response.headers["Retry-After"] = str(fault.params["retry_after"])
+            body = response.body
+        elif fault is not None and fault.kind == "corrupt" and body:
+            middle = len(body) // 2
+            body = body[:middle] + bytes(b ^ 0xFF for b in body[middle : middle + 16]) + body[middle + 16 :]
+        cut = fault is not None and fault.kind in ("reset", "truncate")
+        if cut and (method == "HEAD" or not body):
+            self._abort(reset=fault.kind == "reset")
+            return
+        self.send_response(response.status)
+        for name, value in response.headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if method == "HEAD":
+            return
+        sent = body[: len(body) // 2] if cut else body
+        self.wfile.write(sent)
+        self.hub._count_bytes(len(sent))
+        if cut:
+            self._abort(reset=fault.kind == "reset")
+
+    def _abort(self, *, reset: bool) -> None:
+        """Close the connection: with a TCP RST if ``reset``, else a normal FIN."""
+        self.wfile.flush()
+        self.close_connection = True
+        if reset:
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.close()
+        else:
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Build the fixture repos into ``--workdir`` (if absent) and serve them until killed."""
+    parser = argparse.ArgumentParser(prog="python -m kernlock.testing.hub", description=main.__doc__)
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: a free port)")
+    parser.add_argument("--workdir", type=Path, required=True, help="directory holding the git repos")
+    parser.add_argument("--fixtures", type=Path, default=default_fixtures_dir(), help="fixture TOML directory")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds to sleep before each response")
+    args = parser.parse_args(argv)
+
+    repos = ensure_fixture_repos(args.fixtures, args.workdir)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    with TestHub(repos, latency=args.latency).start(args.port) as hub:
+        print(f"HF_ENDPOINT={hub.url}", flush=True)
+        while not stop.wait(1.0):
+            pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())
