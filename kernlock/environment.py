@@ -1,0 +1,152 @@
+"""Targets: the environments a lock must cover, and detection of the running one.
+
+Target grammar (kernels' own vocabulary, with a dotted Torch version)::
+
+    torch<major>.<minor>[-cxx11|-cxx98]-<backend>-<cpu>-<os>
+
+e.g. `torch2.13-cxx11-cpu-x86_64-linux`, `torch2.9-cxx11-cu128-aarch64-linux`,
+`torch2.11-cxx11-cu130-x86_64-linux`, `torch2.8-rocm63-x86_64-linux`,
+`torch2.9-metal-aarch64-darwin`. Backends are kernels' backend names: `cpu`,
+`cu<major><minor>`, `rocm<major><minor>`, `xpu<version>`, `metal`, `cann<...>`,
+`neuron`, `tpu`. On Linux the ABI tag defaults to `cxx11` when omitted (every
+Torch wheel since 2.7 uses it); on other systems it is absent.
+
+`current_target()` reads Torch's installed metadata and `torch/version.py`
+instead of importing Torch, so checks stay fast. `kernels_target()` asks kernels
+itself (importing Torch) and is what the loader patch uses.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import platform
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernlock.errors import TargetError
+
+_TARGET_RE = re.compile(
+    r"torch(?P<major>\d+)\.(?P<minor>\d+)"
+    r"(?:-(?P<abi>cxx11|cxx98))?"
+    r"-(?P<backend>cpu|metal|neuron|tpu|cu\d{2,4}|rocm\d{2,4}|xpu\d{2,8}|cann\d{2,4})"
+    r"-(?P<cpu>[a-z0-9_]+)-(?P<os>[a-z]+)"
+)
+_VERSION_FIELD_RE = re.compile(r"^(cuda|hip|xpu)\s*(?::[^=]*)?=\s*'([^']*)'", re.MULTILINE)
+
+
+@dataclass(frozen=True, order=True)
+class Target:
+    """One environment: Torch version and ABI, compute backend, CPU and OS."""
+
+    torch: tuple[int, int]
+    backend: str
+    cpu: str
+    os: str
+    cxx11_abi: bool | None = None
+
+    def __str__(self) -> str:
+        abi = "" if self.cxx11_abi is None else ("-cxx11" if self.cxx11_abi else "-cxx98")
+        return f"torch{self.torch[0]}.{self.torch[1]}{abi}-{self.backend}-{self.cpu}-{self.os}"
+
+    @property
+    def torch_version(self) -> str:
+        """Torch `major.minor`, e.g. `2.13`."""
+        return f"{self.torch[0]}.{self.torch[1]}"
+
+
+def parse_target(text: str) -> Target:
+    """Parse a target string; raise `TargetError` with the grammar on failure."""
+    match = _TARGET_RE.fullmatch(text.strip())
+    if not match:
+        raise TargetError(
+            f"invalid target {text!r}: expected torch<major>.<minor>[-cxx11|-cxx98]-<backend>-<cpu>-<os>, "
+            "e.g. torch2.13-cxx11-cpu-x86_64-linux or torch2.9-cxx11-cu128-x86_64-linux"
+        )
+    os_name = match["os"]
+    abi = match["abi"]
+    cxx11 = None if os_name != "linux" else abi != "cxx98"
+    return Target(
+        torch=(int(match["major"]), int(match["minor"])),
+        backend=match["backend"],
+        cpu=match["cpu"],
+        os=os_name,
+        cxx11_abi=cxx11,
+    )
+
+
+def system_platform() -> tuple[str, str]:
+    """CPU and OS the way kernels names them (`x86_64`, `linux`)."""
+    cpu = platform.machine()
+    os_name = platform.system().lower()
+    if os_name == "darwin":
+        cpu = "aarch64" if cpu == "arm64" else cpu
+    elif os_name == "windows":
+        cpu = "x86_64" if cpu == "AMD64" else cpu
+    return cpu, os_name
+
+
+def _torch_version_file() -> Path | None:
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations))) / "version.py"
+
+
+def _backend_from_version_file(path: Path | None, os_name: str) -> str:
+    fields: dict[str, str] = {}
+    if path is not None and path.is_file():
+        fields = dict(_VERSION_FIELD_RE.findall(path.read_text(encoding="utf-8")))
+    if fields.get("cuda"):
+        major, minor = fields["cuda"].split(".")[:2]
+        return f"cu{major}{minor}"
+    if fields.get("hip"):
+        major, minor = fields["hip"].split("-")[0].split(".")[:2]
+        return f"rocm{major}{minor}"
+    if fields.get("xpu"):
+        xpu = fields["xpu"]
+        return f"xpu{xpu[0:4]}{xpu[5:6]}"
+    if os_name == "darwin":
+        return "metal"
+    return "cpu"
+
+
+def current_target() -> Target:
+    """The running environment as a target, without importing Torch.
+
+    Raises `TargetError` when Torch is not installed.
+    """
+    try:
+        version = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        raise TargetError(
+            "torch is not installed, so there is no current environment; pass --target explicitly"
+        ) from None
+    numbers = re.match(r"(\d+)\.(\d+)", version)
+    if not numbers:
+        raise TargetError(f"cannot read the installed torch version {version!r}; pass --target explicitly")
+    cpu, os_name = system_platform()
+    torch = (int(numbers.group(1)), int(numbers.group(2)))
+    # Torch wheels switched to the C++11 ABI in 2.7; earlier PyPI wheels used the old ABI.
+    cxx11 = (torch >= (2, 7)) if os_name == "linux" else None
+    backend = _backend_from_version_file(_torch_version_file(), os_name)
+    return Target(torch=torch, backend=backend, cpu=cpu, os=os_name, cxx11_abi=cxx11)
+
+
+def kernels_target() -> Target:
+    """The running environment exactly as kernels detects it (imports Torch)."""
+    import torch
+    from kernels.backends import _select_backend
+
+    cpu, os_name = system_platform()
+    version = re.match(r"(\d+)\.(\d+)", torch.__version__)
+    assert version is not None
+    cxx11 = bool(torch.compiled_with_cxx11_abi()) if os_name == "linux" else None
+    return Target(
+        torch=(int(version.group(1)), int(version.group(2))),
+        backend=_select_backend(None).variant_str,
+        cpu=cpu,
+        os=os_name,
+        cxx11_abi=cxx11,
+    )

@@ -1,0 +1,69 @@
+"""Error types. Every error kernlock raises on purpose is a `KernlockError`.
+
+Each carries a one-line message that names the problem and the fix; the CLI
+prints it without a traceback and exits with the error's `exit_code`.
+"""
+
+from __future__ import annotations
+
+
+class KernlockError(Exception):
+    """Base class of kernlock's errors."""
+
+    exit_code = 1
+
+
+class UsageError(KernlockError):
+    """Bad input from the user: a spec, a target string, a config key."""
+
+    exit_code = 2
+
+
+class SpecError(UsageError):
+    """A kernel spec string does not parse."""
+
+
+class TargetError(UsageError):
+    """A target string does not parse."""
+
+
+class ConfigError(UsageError):
+    """`pyproject.toml` or another source of specs is malformed."""
+
+
+class LockfileError(KernlockError):
+    """`kernels.lock` is missing, unreadable or invalid."""
+
+    exit_code = 2
+
+
+class LockfileNotFoundError(LockfileError):
+    """No `kernels.lock` was found where kernlock looked."""
+
+
+class ResolutionError(KernlockError):
+    """A spec could not be resolved against the Hub."""
+
+
+class HubError(ResolutionError):
+    """The Hub could not be reached or answered with an error."""
+
+
+class TrustError(ResolutionError):
+    """A kernel's publisher is not trusted and the project does not allow it."""
+
+
+class NoVariantError(KernlockError):
+    """A kernel has no build variant for an environment."""
+
+
+class UnlockedKernelError(KernlockError):
+    """A kernel was loaded that the lock does not cover (strict mode)."""
+
+
+class IntegrityError(KernlockError):
+    """A cached kernel file does not match the hash recorded in the lock."""
+
+
+class MissingFilesError(KernlockError):
+    """Locked files are not in the cache and cannot be downloaded."""

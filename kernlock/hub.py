@@ -1,0 +1,207 @@
+"""The Hub, as kernlock needs it: refs, trees with hashes, small files, publisher trust.
+
+A thin layer over `huggingface_hub.HfApi` (so `HF_ENDPOINT`, `HF_TOKEN` and the
+client's headers behave as users expect). Retries and concurrency live here and
+nowhere else. Every failure becomes a one-line `HubError` naming the repo.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from kernlock.errors import HubError
+
+T = TypeVar("T")
+
+RETRY_STATUS = (429, 500, 502, 503, 504)
+MAX_ATTEMPTS = 4
+BASE_DELAY = 0.2
+MAX_DELAY = 4.0
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A branch or tag and the commit it points at."""
+
+    name: str
+    kind: str  # "branch" or "tag"
+    commit: str
+
+
+@dataclass(frozen=True)
+class TreeFile:
+    """A file in a repo tree: path, size, git blob id and LFS sha256 when the Hub stores it in LFS."""
+
+    path: str
+    size: int
+    blob_id: str
+    lfs_sha256: str | None
+
+
+def git_blob_id(data: bytes) -> str:
+    """The git blob SHA-1 of `data` (what the Hub reports as `oid` for non-LFS files)."""
+    return hashlib.sha1(b"blob %d\x00" % len(data) + data).hexdigest()
+
+
+def _status(error: BaseException) -> int | None:
+    response = getattr(error, "response", None)
+    return getattr(response, "status_code", None)
+
+
+def _retry_after(error: BaseException) -> float | None:
+    response = getattr(error, "response", None)
+    value = getattr(response, "headers", {}).get("Retry-After") if response is not None else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    """The HTTP library's transport errors (huggingface_hub 2.x uses httpx2, 1.x httpx)."""
+    import importlib
+
+    found: list[type[BaseException]] = [ConnectionError, TimeoutError]
+    for name in ("httpx2", "httpx"):
+        try:
+            found.append(importlib.import_module(name).TransportError)
+        except (ImportError, AttributeError):
+            continue
+    return tuple(found)
+
+
+def _is_transient(error: BaseException) -> bool:
+    return isinstance(error, _transport_errors()) or _status(error) in RETRY_STATUS
+
+
+def describe(error: BaseException, repo: str) -> str:
+    """A one-line description of a Hub failure for `repo`, with the fix where there is one."""
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        RemoteEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    status = _status(error)
+    if isinstance(error, GatedRepoError) or status in (401, 403):
+        return (
+            f"{repo}: access denied (HTTP {status}); the repo is gated or private: "
+            "log in with `hf auth login` or set HF_TOKEN to a token with access"
+        )
+    if isinstance(error, RepositoryNotFoundError):
+        return f"{repo}: repository not found on the Hub; check the spelling (or authenticate if it is private)"
+    if isinstance(error, RevisionNotFoundError):
+        return f"{repo}: revision not found on the Hub"
+    if isinstance(error, RemoteEntryNotFoundError):
+        return f"{repo}: file not found on the Hub"
+    if status is not None:
+        return f"{repo}: the Hub answered HTTP {status}; try again later"
+    return f"{repo}: cannot reach the Hub ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})"
+
+
+class Hub:
+    """Hub access for one resolution: memoised, retried, thread-safe."""
+
+    def __init__(self, endpoint: str | None = None, token: str | bool | None = None, sleep: Callable[[float], None] = time.sleep):
+        from huggingface_hub import HfApi
+
+        self.api = HfApi(endpoint=endpoint, token=token, library_name="kernlock")
+        self._sleep = sleep
+        self._lock = threading.Lock()
+        self._org_trust: dict[str, bool] = {}
+
+    def _call(self, repo: str, fn: Callable[[], T]) -> T:
+        """Run `fn` with bounded retries and exponential backoff on transient failures."""
+        delay = BASE_DELAY
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            try:
+                return fn()
+            except Exception as error:
+                if attempt == MAX_ATTEMPTS or not _is_transient(error):
+                    raise HubError(describe(error, repo)) from error
+                wait = _retry_after(error)
+                self._sleep(min(MAX_DELAY, wait if wait is not None else delay))
+                delay *= 2
+        raise AssertionError("unreachable")
+
+    def refs(self, repo: str) -> list[Ref]:
+        """Branches and tags of a kernel repo."""
+
+        def fetch() -> list[Ref]:
+            refs = self.api.list_repo_refs(repo, repo_type="kernel")
+            return [Ref(b.name, "branch", b.target_commit) for b in refs.branches] + [
+                Ref(t.name, "tag", t.target_commit) for t in refs.tags
+            ]
+
+        return self._call(repo, fetch)
+
+    def commits(self, repo: str, revision: str) -> list[str]:
+        """Commit SHAs reachable from `revision`, newest first."""
+        return self._call(
+            repo, lambda: [c.commit_id for c in self.api.list_repo_commits(repo, repo_type="kernel", revision=revision)]
+        )
+
+    def tree(self, repo: str, commit: str, path: str = "build") -> list[TreeFile]:
+        """Every file under `path` at `commit`, with sizes, blob ids and LFS hashes."""
+        from huggingface_hub.hf_api import RepoFile
+
+        def fetch() -> list[TreeFile]:
+            entries = self.api.list_repo_tree(
+                repo, path_in_repo=path, repo_type="kernel", revision=commit, recursive=True, expand=True
+            )
+            return [
+                TreeFile(
+                    path=entry.path,
+                    size=int(entry.size),
+                    blob_id=entry.blob_id,
+                    lfs_sha256=entry.lfs.sha256 if entry.lfs else None,
+                )
+                for entry in entries
+                if isinstance(entry, RepoFile)
+            ]
+
+        return self._call(repo, fetch)
+
+    def fetch(self, repo: str, commit: str, path: str, blob_id: str) -> bytes:
+        """Download one small file and check it against its git blob id."""
+        from huggingface_hub import hf_hub_url
+        from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+
+        url = hf_hub_url(repo, path, repo_type="kernel", revision=commit, endpoint=self.api.endpoint)
+
+        def fetch() -> bytes:
+            response = get_session().get(url, headers=build_hf_headers(token=self.api.token, library_name="kernlock"))
+            hf_raise_for_status(response)
+            data = response.content
+            if git_blob_id(data) != blob_id:
+                raise ConnectionError(f"{path}: the downloaded bytes do not match the Hub's blob id")
+            return data
+
+        return self._call(repo, fetch)
+
+    def publisher_trusted(self, org: str) -> bool:
+        """Whether the Hub marks `org` as a trusted kernel publisher."""
+        with self._lock:
+            if org in self._org_trust:
+                return self._org_trust[org]
+
+        def fetch() -> bool:
+            overview = self.api.get_organization_overview(org)
+            return bool(getattr(overview, "trustedKernelPublisher", False))
+
+        try:
+            trusted = self._call(org, fetch)
+        except HubError as error:
+            if _status(error.__cause__) == 404:
+                trusted = False
+            else:
+                raise
+        with self._lock:
+            self._org_trust[org] = trusted
+        return trusted

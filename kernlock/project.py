@@ -1,0 +1,178 @@
+"""A project: its `pyproject.toml` settings and every source of kernel specs.
+
+Sources, merged: `[tool.kernlock] kernels`, kernels' own
+`[tool.kernels.dependencies]`, files under `[tool.kernlock] scan` (and
+`--scan`), and opt-in `use-kernels` (the Hub kernels Transformers'
+`use_kernels=True` mapping loads).
+
+    [tool.kernlock]
+    kernels = ["kernels-community/flash-attn2", "kernels-community/activation@v1"]
+    targets = ["torch2.13-cxx11-cpu-x86_64-linux", "torch2.9-cxx11-cu128-x86_64-linux"]
+    trust = ["my-org/my-kernel"]       # allow kernels from untrusted publishers
+    scan = ["train.py", "configs/"]    # find attn_implementation values
+    use-kernels = false                # or true, or a list of repos to keep
+    lockfile = "kernels.lock"
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernlock.environment import Target, current_target, parse_target
+from kernlock.errors import ConfigError, TargetError, UsageError
+from kernlock.lockfile import LOCK_FILENAME
+from kernlock.spec import KernelSpec, Origin, parse_spec, spec_from_version
+
+PYPROJECT = "pyproject.toml"
+_KNOWN_KEYS = {"kernels", "targets", "trust", "scan", "use-kernels", "lockfile"}
+
+
+@dataclass(frozen=True)
+class Project:
+    """A directory with (optionally) a `pyproject.toml` and a `kernels.lock`."""
+
+    root: Path
+    kernels: tuple[str, ...] = ()
+    kernel_dependencies: tuple[tuple[str, Any], ...] = ()
+    targets: tuple[str, ...] = ()
+    trust: tuple[str, ...] = ()
+    scan: tuple[str, ...] = ()
+    use_kernels: bool | tuple[str, ...] = False
+    lockfile_name: str = LOCK_FILENAME
+    has_pyproject: bool = False
+    lines: dict[str, int] = field(default_factory=dict, compare=False)
+
+    @property
+    def pyproject(self) -> Path:
+        """Path of `pyproject.toml`."""
+        return self.root / PYPROJECT
+
+    @property
+    def lockfile(self) -> Path:
+        """Path of the project's lock file."""
+        return self.root / self.lockfile_name
+
+
+def find_project_root(start: Path) -> Path:
+    """The nearest directory at or above `start` with a `pyproject.toml` or `kernels.lock`, else `start`."""
+    start = start.resolve()
+    for directory in (start, *start.parents):
+        if (directory / PYPROJECT).is_file() or (directory / LOCK_FILENAME).is_file():
+            return directory
+    return start
+
+
+def _string_list(value: Any, key: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{PYPROJECT}: [tool.kernlock] {key} must be a list of strings")
+    return tuple(value)
+
+
+def _line_of(text: str, needle: str) -> int | None:
+    for number, line in enumerate(text.splitlines(), start=1):
+        if needle in line:
+            return number
+    return None
+
+
+def load_project(root: Path | str = ".") -> Project:
+    """Read `[tool.kernlock]` and `[tool.kernels.dependencies]` of the project at `root`."""
+    root = Path(root).resolve()
+    path = root / PYPROJECT
+    if not path.is_file():
+        return Project(root=root)
+    text = path.read_text(encoding="utf-8")
+    try:
+        import tomllib
+
+        data = tomllib.loads(text)
+    except ModuleNotFoundError:  # Python 3.10
+        import tomlkit
+
+        data = tomlkit.parse(text).unwrap()
+    except ValueError as error:
+        raise ConfigError(f"{path}: not valid TOML ({error})") from None
+    tool = data.get("tool", {})
+    config = tool.get("kernlock", {})
+    if not isinstance(config, dict):
+        raise ConfigError(f"{path}: [tool.kernlock] must be a table")
+    unknown = sorted(set(config) - _KNOWN_KEYS)
+    if unknown:
+        raise ConfigError(f"{path}: unknown key [tool.kernlock] {unknown[0]}; known keys: {', '.join(sorted(_KNOWN_KEYS))}")
+    deps = tool.get("kernels", {}).get("dependencies", {})
+    if not isinstance(deps, dict):
+        raise ConfigError(f"{path}: [tool.kernels.dependencies] must be a table of \"org/repo\" = <version>")
+    use_kernels = config.get("use-kernels", False)
+    if isinstance(use_kernels, list):
+        use_kernels = _string_list(use_kernels, "use-kernels")
+    elif not isinstance(use_kernels, bool):
+        raise ConfigError(f"{path}: [tool.kernlock] use-kernels must be true, false or a list of repos")
+    lockfile = config.get("lockfile", LOCK_FILENAME)
+    if not isinstance(lockfile, str) or not lockfile:
+        raise ConfigError(f"{path}: [tool.kernlock] lockfile must be a file name")
+    kernels = _string_list(config.get("kernels", []), "kernels")
+    lines = {spec: line for spec in kernels if (line := _line_of(text, f'"{spec}"')) is not None}
+    lines.update({repo: line for repo in deps if (line := _line_of(text, f'"{repo}"')) is not None})
+    return Project(
+        root=root,
+        kernels=kernels,
+        kernel_dependencies=tuple(deps.items()),
+        targets=_string_list(config.get("targets", []), "targets"),
+        trust=_string_list(config.get("trust", []), "trust"),
+        scan=_string_list(config.get("scan", []), "scan"),
+        use_kernels=use_kernels,
+        lockfile_name=lockfile,
+        has_pyproject=True,
+        lines=lines,
+    )
+
+
+def project_targets(project: Project, extra: tuple[str, ...] = ()) -> tuple[Target, ...]:
+    """Targets to lock: the configured ones plus `extra`.
+
+    A project that configures no targets covers the current environment (plus `extra`).
+    """
+    targets = [parse_target(t) for t in (*project.targets, *extra)]
+    if not project.targets:
+        try:
+            targets.append(current_target())
+        except TargetError:
+            if not targets:
+                raise
+    return tuple(sorted(set(targets)))
+
+
+def project_specs(project: Project, scan_paths: tuple[str, ...] = ()) -> list[KernelSpec]:
+    """Every spec the project declares, each with its origin (file and line)."""
+    from kernlock.scan import scan_paths as scan
+
+    pyproject = os.path.relpath(project.pyproject)
+    specs = [parse_spec(text, Origin(pyproject, project.lines.get(text))) for text in project.kernels]
+    for repo, version in project.kernel_dependencies:
+        specs.append(spec_from_version(repo, version, Origin(pyproject, project.lines.get(repo))))
+    paths = [*(project.root / p for p in project.scan), *(Path(p) for p in scan_paths)]
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        raise UsageError(f"scan path {missing[0]} does not exist; fix [tool.kernlock] scan or --scan")
+    specs.extend(scan(paths))
+    if project.use_kernels:
+        specs.extend(_use_kernels_specs(project.use_kernels))
+    return specs
+
+
+def _use_kernels_specs(selection: bool | tuple[str, ...]) -> list[KernelSpec]:
+    from kernlock.transformers_compat import use_kernels_repos
+
+    origin = Origin("Transformers use_kernels mapping")
+    specs = []
+    for repo, version, revision in use_kernels_repos():
+        if isinstance(selection, tuple) and repo not in selection:
+            continue
+        if revision is not None:
+            specs.append(parse_spec(f"{repo}@{revision}", origin))
+        else:
+            specs.append(spec_from_version(repo, version if version is not None else 1, origin))
+    return specs

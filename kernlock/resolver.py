@@ -1,0 +1,386 @@
+"""Resolution: kernel specs → commits, build variants per target, file hashes.
+
+Variant choice reuses kernels' own parsing and ranking
+(`kernels.variants.parse_variant` and `_resolve_variant_for_system`), evaluated
+for each target instead of the running machine, so the lock predicts exactly
+what kernels will load. Hub requests run concurrently through `kernlock.hub`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+
+from kernlock.environment import Target
+from kernlock.errors import NoVariantError, ResolutionError, TrustError
+from kernlock.hub import Hub, Ref, TreeFile
+from kernlock.lockfile import LockedFile, LockedKernel, Lockfile, LockedVariant
+from kernlock.spec import KernelSpec, looks_like_sha, version_of_branch
+from kernlock.transformers_compat import default_version
+
+MAX_VARIANTS = 1000
+MAX_METADATA_BYTES = 1 << 20
+_VARIANT_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_IGNORED = re.compile(r"(^|/)__pycache__/|\.pyc$")
+_SHA1_RE = re.compile(r"[0-9a-f]{40}")
+
+
+@dataclass(frozen=True)
+class ResolveOptions:
+    """What to lock beyond the specs themselves."""
+
+    targets: tuple[Target, ...]
+    all_variants: bool = False
+    trust_allowlist: frozenset[str] = frozenset()
+    upgrade_all: bool = False
+    upgrade: frozenset[str] = frozenset()  # repos to re-resolve
+    resolving_target: Target | None = None  # whose Transformers defaults apply to bare specs
+
+    def upgrading(self, repo: str) -> bool:
+        """Whether an existing pin of `repo` must be re-resolved."""
+        return self.upgrade_all or repo in self.upgrade
+
+
+@dataclass
+class _Work:
+    spec: KernelSpec
+    requested: set[str] = field(default_factory=set)
+    dependency_of: set[str] = field(default_factory=set)
+
+
+def _variant_target_decision(variant_names: Iterable[str], target: Target):
+    """kernels' accepted-first decision trace for `target` over `variant_names`."""
+    from kernels.backends import parse_backend
+    from kernels.variants import _resolve_variant_for_system, parse_variant
+    from packaging.version import Version
+
+    variants = []
+    for name in variant_names:
+        try:
+            variants.append(parse_variant(name))
+        except ValueError:
+            continue
+    _, trace = _resolve_variant_for_system(
+        variants=variants,
+        selected_backend=parse_backend(target.backend),
+        cpu=target.cpu,
+        os=target.os,
+        torch_version=Version(target.torch_version),
+        torch_cxx11_abi=target.cxx11_abi,
+        tvm_ffi_version=None,
+        macos_version=Version("26.0") if target.os == "darwin" else None,
+    )
+    return trace
+
+
+def choose_variant(variant_names: Iterable[str], target: Target) -> tuple[str | None, list[str]]:
+    """The variant kernels would load on `target`, and one line per variant with kernels' reason."""
+    from kernels.variants import VariantAccepted
+
+    trace = _variant_target_decision(variant_names, target)
+    chosen = trace[0].variant.variant_str if trace and isinstance(trace[0], VariantAccepted) else None
+    lines = []
+    for decision in trace:
+        name = decision.variant.variant_str
+        if isinstance(decision, VariantAccepted):
+            lines.append(f"{name}: {'chosen' if name == chosen else 'compatible, lower preference'}")
+        else:
+            lines.append(f"{name}: {decision.reason}")
+    return chosen, lines
+
+
+def _group_variants(repo: str, commit: str, files: list[TreeFile]) -> dict[str, list[TreeFile]]:
+    """Files under `build/` grouped by variant, rejecting hostile names."""
+    grouped: dict[str, list[TreeFile]] = {}
+    for entry in files:
+        path = entry.path
+        parts = path.split("/")
+        if (
+            "\x00" in path or "\\" in path or path.startswith("/") or ".." in parts or "" in parts
+            or len(parts) < 3 or parts[0] != "build"
+        ):
+            raise ResolutionError(f"{repo}@{commit[:12]}: the Hub listed an unsafe file path {path!r}; refusing to lock it")
+        variant = parts[1]
+        if not _VARIANT_NAME_RE.fullmatch(variant):
+            raise ResolutionError(f"{repo}@{commit[:12]}: the Hub listed an unsafe variant name {variant!r}; refusing to lock it")
+        if _IGNORED.search(path):
+            continue
+        grouped.setdefault(variant, []).append(entry)
+    if len(grouped) > MAX_VARIANTS:
+        raise ResolutionError(f"{repo}@{commit[:12]}: {len(grouped)} build variants is more than kernlock accepts ({MAX_VARIANTS})")
+    return grouped
+
+
+class Resolver:
+    """Resolves specs against a Hub, reusing pins from a previous lock."""
+
+    def __init__(self, hub: Hub, options: ResolveOptions, previous: Lockfile | None = None,
+                 progress: Callable[[str], None] | None = None, workers: int = 16):
+        self.hub = hub
+        self.options = options
+        self.previous = previous
+        self.progress = progress or (lambda message: None)
+        self.workers = workers
+        self._files = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kernlock-file")
+
+    # ---------------------------------------------------------------- public
+
+    def resolve(self, specs: list[KernelSpec]) -> Lockfile:
+        """Resolve every spec (and transitive kernel dependencies) into a lock."""
+        try:
+            return self._resolve(specs)
+        finally:
+            self._files.shutdown(wait=True, cancel_futures=True)
+
+    def _resolve(self, specs: list[KernelSpec]) -> Lockfile:
+        work: dict[str, _Work] = {}
+        for spec in specs:
+            work.setdefault(spec.key, _Work(spec=spec)).requested.add(spec.alias or spec.key)
+        inputs = tuple(sorted(work))
+        resolved: dict[str, LockedKernel] = {}
+        pending = list(work.values())
+        with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="kernlock-kernel") as pool:
+            while pending:
+                results = list(pool.map(self._resolve_one, pending))
+                for kernel, _ in results:
+                    resolved[kernel.spec] = kernel
+                follow: dict[str, _Work] = {}
+                for kernel, deps in results:
+                    for dep in deps:
+                        if dep.key in resolved:
+                            existing = resolved[dep.key]
+                            resolved[dep.key] = replace(
+                                existing, dependency_of=tuple(sorted({*existing.dependency_of, kernel.spec}))
+                            )
+                        else:
+                            item = follow.setdefault(dep.key, _Work(spec=dep, requested={dep.key}))
+                            item.dependency_of.add(kernel.spec)
+                pending = list(follow.values())
+        return Lockfile(
+            targets=tuple(sorted(str(t) for t in self.options.targets)),
+            inputs=inputs,
+            kernels=tuple(resolved[key] for key in sorted(resolved)),
+            resolved_with=_resolving_context(self.options.resolving_target),
+        )
+
+    # ---------------------------------------------------------------- one spec
+
+    def _resolve_one(self, item: _Work) -> tuple[LockedKernel, list[KernelSpec]]:
+        spec = item.spec
+        previous = self.previous.kernel(spec.key) if self.previous else None
+        if previous is not None and not self.options.upgrading(spec.repo):
+            self.progress(f"{spec.key}: keeping {previous.commit[:12]}")
+            kernel = self._extend_previous(previous)
+        else:
+            self.progress(f"{spec.key}: resolving")
+            kernel = self._resolve_fresh(spec)
+        kernel = replace(
+            kernel,
+            requested=tuple(sorted(item.requested)),
+            dependency_of=tuple(sorted(item.dependency_of)),
+        )
+        deps = [_dep_spec(d) for d in kernel.depends]
+        return kernel, deps
+
+    def _extend_previous(self, previous: LockedKernel) -> LockedKernel:
+        """Keep a pinned commit; add variants only for targets the old lock lacked."""
+        wanted = {str(t) for t in self.options.targets}
+        have = {t for v in previous.variants for t in v.targets}
+        complete = wanted <= have and (not self.options.all_variants or {v.name for v in previous.variants} >= set(previous.build_variants))
+        if complete and (previous.trust != "allowlist" or previous.repo in self.options.trust_allowlist):
+            variants = tuple(
+                replace(v, targets=tuple(t for t in v.targets if t in wanted))
+                for v in previous.variants
+                if self.options.all_variants or any(t in wanted for t in v.targets)
+            )
+            return replace(previous, variants=variants)
+        fresh = self._lock_commit(
+            repo=previous.repo, spec_key=previous.spec, commit=previous.commit, ref=previous.ref,
+            version=previous.version, resolution=previous.resolution,
+        )
+        return fresh
+
+    def _resolve_fresh(self, spec: KernelSpec) -> LockedKernel:
+        refs = self.hub.refs(spec.repo)
+        ref, version, commit, resolution = self._pick_commit(spec, refs)
+        return self._lock_commit(
+            repo=spec.repo, spec_key=spec.key, commit=commit, ref=ref, version=version,
+            resolution=resolution, refs=refs,
+        )
+
+    def _pick_commit(self, spec: KernelSpec, refs: list[Ref]) -> tuple[str | None, int | None, str, str]:
+        branches = {r.name: r for r in refs if r.kind == "branch"}
+        tags = {r.name: r for r in refs if r.kind == "tag"}
+        if spec.floating or spec.version is not None:
+            if spec.version is not None:
+                version, why = spec.version, f"version {spec.version}"
+            else:
+                target = self.options.resolving_target or self.options.targets[0]
+                version, why = default_version(spec.repo, target)
+            branch = branches.get(f"v{version}")
+            if branch is None:
+                available = sorted(v for v in (version_of_branch(b) for b in branches) if v is not None)
+                raise ResolutionError(
+                    f"{spec.key}: version {version} ({why}) has no branch v{version} on the Hub; "
+                    f"available versions: {', '.join(map(str, available)) or 'none'}; pin one with {spec.repo}@v<N>"
+                )
+            return branch.name, version, branch.commit, f"{why} → branch {branch.name}"
+        revision = spec.revision or ""
+        if revision in branches:
+            return revision, version_of_branch(revision), branches[revision].commit, f"branch {revision}"
+        if revision in tags:
+            return revision, None, tags[revision].commit, f"tag {revision}"
+        if _SHA1_RE.fullmatch(revision):
+            return None, None, revision, "commit"
+        if looks_like_sha(revision):
+            return None, None, self._expand_short_sha(spec, revision, refs), f"commit {revision}"
+        raise ResolutionError(
+            f"{spec.key}: no branch or tag {revision!r} on the Hub; branches: {', '.join(sorted(branches)) or 'none'}"
+            + (f"; tags: {', '.join(sorted(tags))}" if tags else "")
+        )
+
+    def _expand_short_sha(self, spec: KernelSpec, prefix: str, refs: list[Ref]) -> str:
+        candidates: set[str] = set()
+        for ref in refs:
+            if ref.kind == "branch":
+                candidates.update(c for c in self.hub.commits(spec.repo, ref.name) if c.startswith(prefix))
+            elif ref.commit.startswith(prefix):
+                candidates.add(ref.commit)
+        if not candidates:
+            raise ResolutionError(f"{spec.key}: no commit starting with {prefix!r} on any branch or tag")
+        if len(candidates) > 1:
+            raise ResolutionError(
+                f"{spec.key}: short SHA {prefix!r} is ambiguous ({', '.join(sorted(c[:12] for c in candidates))}); use more characters"
+            )
+        return candidates.pop()
+
+    def _trust(self, repo: str) -> str:
+        if repo in self.options.trust_allowlist:
+            return "allowlist"
+        org = repo.split("/", 1)[0]
+        if self.hub.publisher_trusted(org):
+            return "trusted-publisher"
+        raise TrustError(
+            f"{repo}: publisher {org!r} is not a trusted kernel publisher; review the kernel, then add "
+            f"\"{repo}\" to [tool.kernlock] trust in pyproject.toml (or pass --trust {repo})"
+        )
+
+    def _lock_commit(self, *, repo: str, spec_key: str, commit: str, ref: str | None, version: int | None,
+                     resolution: str, refs: list[Ref] | None = None) -> LockedKernel:
+        trust = self._trust(repo)
+        grouped = _group_variants(repo, commit, self.hub.tree(repo, commit))
+        names = sorted(grouped)
+        chosen: dict[str, set[str]] = {}
+        for target in self.options.targets:
+            variant, reasons = choose_variant(names, target)
+            if variant is None:
+                raise NoVariantError(self._no_variant_message(spec_key, repo, commit, target, reasons, refs))
+            chosen.setdefault(variant, set()).add(str(target))
+        if self.options.all_variants:
+            for name in names:
+                chosen.setdefault(name, set())
+        variants = []
+        depends: set[str] = set()
+        for name in sorted(chosen):
+            files, metadata = self._hash_variant(repo, commit, name, grouped[name])
+            variants.append(LockedVariant(name=name, targets=tuple(sorted(chosen[name])), files=files))
+            depends.update(_kernel_depends(repo, name, metadata))
+        return LockedKernel(
+            spec=spec_key, repo=repo, commit=commit, resolution=resolution, trust=trust,
+            version=version, ref=ref, depends=tuple(sorted(depends)),
+            build_variants=tuple(names), variants=tuple(variants),
+        )
+
+    def _hash_variant(self, repo: str, commit: str, variant: str, files: list[TreeFile]) -> tuple[tuple[LockedFile, ...], bytes | None]:
+        prefix = f"build/{variant}/"
+        small = [f for f in files if f.lfs_sha256 is None]
+        contents = dict(zip(
+            (f.path for f in small),
+            self._files.map(lambda f: self.hub.fetch(repo, commit, f.path, f.blob_id), small),
+        ))
+        locked = []
+        for entry in files:
+            digest = entry.lfs_sha256 or hashlib.sha256(contents[entry.path]).hexdigest()
+            locked.append(LockedFile(path=entry.path[len(prefix):], sha256=digest, size=entry.size))
+        metadata = contents.get(prefix + "metadata.json")
+        return tuple(sorted(locked, key=lambda f: f.path)), metadata
+
+    def _no_variant_message(self, spec_key: str, repo: str, commit: str, target: Target, reasons: list[str],
+                            refs: list[Ref] | None) -> str:
+        hint = ""
+        for ref in sorted(refs or [], key=lambda r: -(version_of_branch(r.name) or -1)):
+            if version_of_branch(ref.name) is None or ref.commit == commit:
+                continue
+            try:
+                names = {f.path.split("/")[1] for f in self.hub.tree(repo, ref.commit) if f.path.count("/") >= 2}
+            except ResolutionError:
+                continue
+            variant, _ = choose_variant(names, target)
+            if variant is not None:
+                hint = f" {repo}@{ref.name} has {variant} for it."
+                break
+        listing = "; ".join(reasons) or "the commit has no build variants"
+        return (
+            f"{spec_key} ({commit[:12]}) has no build variant for target {target}: {listing}.{hint} "
+            f"Fix: drop that target, pin another version, or run `kernlock explain {repo} --target {target}`"
+        )
+
+
+def _kernel_depends(repo: str, variant: str, metadata: bytes | None) -> set[str]:
+    """Spec keys of the kernels a variant depends on, from its metadata.json."""
+    if metadata is None:
+        return set()
+    if len(metadata) > MAX_METADATA_BYTES:
+        raise ResolutionError(f"{repo} {variant}: metadata.json is {len(metadata)} bytes, more than {MAX_METADATA_BYTES}")
+    try:
+        from kernels import Metadata
+
+        parsed = Metadata.from_bytes(metadata)
+    except Exception as error:
+        raise ResolutionError(f"{repo} {variant}: metadata.json is not valid kernel metadata ({error})") from None
+    keys = set()
+    for dep in parsed.kernel_depends:
+        version = getattr(dep.version, "version", None)
+        revision = getattr(dep.version, "revision", None)
+        keys.add(f"{dep.repo_id}@v{version}" if version is not None else f"{dep.repo_id}@{revision}")
+    return keys
+
+
+def _dep_spec(key: str) -> KernelSpec:
+    from kernlock.spec import parse_spec, spec_from_version
+
+    spec = parse_spec(key)
+    number = version_of_branch(spec.revision or "")
+    return spec_from_version(spec.repo, number) if number is not None else spec
+
+
+def _resolving_context(target: Target | None) -> dict[str, str]:
+    """Versions of the tools that shaped this resolution (no timestamps, so no diff churn)."""
+    import importlib.metadata
+
+    context = {}
+    for name in ("kernlock", "kernels", "transformers"):
+        try:
+            context[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    if target is not None:
+        context["torch"] = target.torch_version
+    return context
+
+
+def json_summary(lock: Lockfile) -> list[dict]:
+    """A JSON-ready summary of a lock's kernels."""
+    return [
+        {
+            "spec": k.spec, "repo": k.repo, "ref": k.ref, "version": k.version, "commit": k.commit,
+            "resolution": k.resolution, "trust": k.trust, "requested": list(k.requested),
+            "dependency_of": list(k.dependency_of),
+            "variants": {t: v.name for v in k.variants for t in v.targets},
+        }
+        for k in lock.kernels
+    ]
+
