@@ -188,6 +188,7 @@ class Fault:
     kind: str
     match: str
     times: int
+    method: str | None = None
     params: dict[str, Any] = field(default_factory=dict)
 
 
@@ -279,8 +280,11 @@ class TestHub:
             self.log.clear()
             self.bytes_sent = 0
 
-    def add_fault(self, kind: str, *, match: str = "", times: int = 1, **params: Any) -> None:
-        """Inject a failure into the next ``times`` requests whose path matches regex ``match``.
+    def add_fault(
+        self, kind: str, *, match: str = "", times: int = 1, method: str | None = None, **params: Any
+    ) -> None:
+        """Inject a failure into the next ``times`` requests whose path matches regex ``match``
+        (and whose HTTP method is ``method``, if given).
 
         Kinds: ``status`` (``code`` = 500, optional ``retry_after``), ``reset`` (connection reset
         mid-body), ``truncate`` (fewer bytes than ``Content-Length``, then close), ``corrupt``
@@ -289,7 +293,7 @@ class TestHub:
         if kind not in FAULT_KINDS:
             raise ValueError(f"Unknown fault kind {kind!r}, expected one of {FAULT_KINDS}")
         with self._lock:
-            self._faults.append(Fault(kind, match, times, params))
+            self._faults.append(Fault(kind, match, times, method, params))
 
     def clear_faults(self) -> None:
         with self._lock:
@@ -301,7 +305,7 @@ class TestHub:
             self.requests[kind] += 1
             self.log.append((method, path))
             for fault in self._faults:
-                if re.search(fault.match, path):
+                if re.search(fault.match, path) and fault.method in (None, method):
                     fault.times -= 1
                     if fault.times <= 0:
                         self._faults.remove(fault)
