@@ -1,0 +1,161 @@
+"""Locked variants on disk: where they live, whether they are intact, fetching the missing ones.
+
+Files live where kernels reads them: the Hugging Face Hub cache
+(`KERNELS_CACHE`, else `HF_HUB_CACHE`, else `HF_HOME/hub`), under
+`kernels--org--repo/snapshots/<commit>/build/<variant>/`. A verified-file stamp
+(path, size, mtime, inode → sha256) lets warm starts skip re-hashing; any change
+to a file's size, mtime or inode forces a full hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from kernlock.errors import IntegrityError, MissingFilesError
+from kernlock.lockfile import LockedFile, LockedKernel, LockedVariant
+
+_CHUNK = 1 << 20
+
+
+def hub_cache_dir() -> Path:
+    """The cache directory kernels downloads into, read from the environment now."""
+    explicit = os.environ.get("KERNELS_CACHE") or os.environ.get("HF_HUB_CACHE")
+    if explicit:
+        return Path(explicit).expanduser()
+    home = os.environ.get("HF_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface"
+    )
+    return Path(home).expanduser() / "hub"
+
+
+def repo_folder(repo: str) -> str:
+    """The cache folder name of a kernel repo (`kernels--org--name`)."""
+    return "kernels--" + repo.replace("/", "--")
+
+
+def variant_dir(kernel: LockedKernel, variant: str, cache: Path | None = None) -> Path:
+    """Where a locked variant lives in the Hub cache."""
+    return (cache or hub_cache_dir()) / repo_folder(kernel.repo) / "snapshots" / kernel.commit / "build" / variant
+
+
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file, streamed."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _stamp_path(kernel: LockedKernel, variant: str, cache: Path) -> Path:
+    return cache / ".kernlock" / "stamps" / repo_folder(kernel.repo) / kernel.commit / f"{variant}.json"
+
+
+def _read_stamp(path: Path) -> dict[str, list]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_stamp(path: Path, stamp: dict[str, list]) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            json.dump(stamp, out, sort_keys=True)
+        os.replace(temp, path)
+    except OSError:
+        pass  # a read-only cache only costs re-hashing next time
+
+
+def missing_files(kernel: LockedKernel, variant: LockedVariant, root: Path) -> list[LockedFile]:
+    """Locked files that are absent under `root` (a variant directory)."""
+    return [f for f in variant.files if not (root / f.path).is_file()]
+
+
+def check_variant(kernel: LockedKernel, variant: LockedVariant, root: Path, stamp_file: Path | None = None) -> None:
+    """Raise `IntegrityError` unless every file under `root` matches the lock.
+
+    With `stamp_file`, files whose size, mtime and inode match the stamp are not re-hashed.
+    """
+    stamp = _read_stamp(stamp_file) if stamp_file else {}
+    fresh: dict[str, list] = {}
+    for locked in variant.files:
+        path = root / locked.path
+        try:
+            info = path.stat()
+        except FileNotFoundError:
+            raise MissingFilesError(
+                f"{kernel.spec}: {variant.name}/{locked.path} is missing from {root}; run `kernlock sync` to fetch it"
+            ) from None
+        key = [info.st_size, info.st_mtime_ns, info.st_ino, locked.sha256]
+        if stamp.get(locked.path) == key:
+            fresh[locked.path] = key
+            continue
+        actual = sha256_file(path) if info.st_size == locked.size else f"(size {info.st_size}, expected {locked.size})"
+        if actual != locked.sha256:
+            raise IntegrityError(
+                f"{kernel.spec}: {variant.name}/{locked.path} does not match kernels.lock "
+                f"(expected sha256 {locked.sha256}, found {actual}); "
+                "run `kernlock sync --repair` to re-download it, or `kernlock lock -P "
+                f"{kernel.repo}` if the lock is what is wrong"
+            )
+        fresh[locked.path] = key
+    if stamp_file and fresh != stamp:
+        _write_stamp(stamp_file, fresh)
+
+
+def download_variant(kernel: LockedKernel, variant: LockedVariant, cache: Path, files: list[LockedFile] | None = None,
+                     force: bool = False) -> None:
+    """Fetch locked files of one variant into the Hub cache (only those files, at the locked commit)."""
+    from huggingface_hub import hf_hub_download
+
+    wanted = variant.files if files is None else files
+
+    def fetch(locked: LockedFile) -> None:
+        hf_hub_download(
+            kernel.repo,
+            f"build/{variant.name}/{locked.path}",
+            repo_type="kernel",
+            revision=kernel.commit,
+            cache_dir=str(cache),
+            force_download=force,
+        )
+
+    if not wanted:
+        return
+    with ThreadPoolExecutor(max_workers=min(8, len(wanted))) as pool:
+        list(pool.map(fetch, wanted))
+
+
+def ensure_variant(kernel: LockedKernel, variant: LockedVariant, *, offline: bool = False) -> Path:
+    """The verified directory of a locked variant, downloading only its missing files."""
+    cache = hub_cache_dir()
+    root = variant_dir(kernel, variant.name, cache)
+    missing = missing_files(kernel, variant, root)
+    if missing:
+        if offline:
+            raise MissingFilesError(
+                f"{kernel.spec}: {len(missing)} locked file(s) of {variant.name} are not in the cache "
+                f"({', '.join(f.path for f in missing[:3])}{'…' if len(missing) > 3 else ''}) and the Hub is unavailable; "
+                "run `kernlock sync` where the Hub is reachable"
+            )
+        try:
+            download_variant(kernel, variant, cache, missing)
+        except Exception as error:
+            if isinstance(error, (IntegrityError, MissingFilesError)):
+                raise
+            raise MissingFilesError(
+                f"{kernel.spec}: cannot download {len(missing)} locked file(s) of {variant.name} "
+                f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}); "
+                "run `kernlock sync` where the Hub is reachable"
+            ) from None
+    check_variant(kernel, variant, root, _stamp_path(kernel, variant.name, cache))
+    return root

@@ -1,0 +1,370 @@
+"""The loader patch: `kernlock.apply()` binds every kernel load to `kernels.lock`.
+
+kernels resolves every load (`get_kernel`, `has_kernel`, layer and function
+repositories, Transformers' `attn_implementation` kernels, `kernelize`)
+through the resolver chain built in `kernels.load`; its first link comes from
+`kernels.load._get_local_kernel_overrides()`. The patch puts a lock-backed
+resolver there, so a locked repo resolves to the locked commit and variant in
+the local cache with no Hub request, and it answers version lookups of layer
+repositories and `get_kernel_variants` from the lock. If kernels is not imported
+yet, the patch waits for its import (an import hook), so `apply()` works before
+or after Transformers and kernels are imported.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import logging
+import os
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from kernlock.environment import Target, current_target, kernels_target
+from kernlock.errors import KernlockError, LockfileNotFoundError, NoVariantError, UnlockedKernelError
+from kernlock.lockfile import LOCK_FILENAME, LockedKernel, Lockfile, find_lockfile, load_lockfile
+from kernlock.spec import looks_like_sha
+
+logger = logging.getLogger("kernlock")
+
+LOCKFILE_ENV = "KERNLOCK_LOCKFILE"
+STRICT_ENV = "KERNLOCK_STRICT"
+
+
+class VariantMismatchError(KernlockError):
+    """kernels would load a different build variant than the lock records."""
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What `apply()` bound: for logs and tests."""
+
+    lockfile: Path
+    target: str
+    strict: bool
+    kernels: dict[str, tuple[str, str]] = field(default_factory=dict)  # spec -> (commit, variant)
+
+    def __str__(self) -> str:
+        pins = ", ".join(f"{spec}@{commit[:12]} [{variant}]" for spec, (commit, variant) in sorted(self.kernels.items()))
+        return f"kernlock: {self.lockfile} applied for {self.target} ({'strict' if self.strict else 'lenient'}): {pins}"
+
+
+class _State:
+    """The one active binding in this process."""
+
+    def __init__(self) -> None:
+        self.lock: Lockfile | None = None
+        self.path: Path | None = None
+        self.target: Target | None = None
+        self.strict = True
+        self.warned: set[str] = set()
+        self.mutex = threading.RLock()
+        self.patched: set[str] = set()
+
+
+_STATE = _State()
+
+
+# ---------------------------------------------------------------- finding the lock
+
+
+def locate_lockfile(lockfile: str | os.PathLike[str] | None = None) -> Path:
+    """The lock to apply: argument, then $KERNLOCK_LOCKFILE, then cwd and parents, then beside the script."""
+    looked: list[str] = []
+    if lockfile is not None:
+        path = Path(lockfile)
+        if path.is_file():
+            return path.resolve()
+        raise LockfileNotFoundError(f"lock file {path} does not exist; create it with `kernlock lock`")
+    env = os.environ.get(LOCKFILE_ENV)
+    if env:
+        if Path(env).is_file():
+            return Path(env).resolve()
+        raise LockfileNotFoundError(f"${LOCKFILE_ENV} points at {env}, which does not exist; fix it or run `kernlock lock`")
+    found = find_lockfile(Path.cwd())
+    if found:
+        return found.resolve()
+    looked.append(f"{Path.cwd()} and its parents")
+    script = sys.argv[0] if sys.argv and sys.argv[0] not in ("", "-c", "-m") else None
+    if script and Path(script).is_file():
+        found = find_lockfile(Path(script).resolve().parent)
+        if found:
+            return found.resolve()
+        looked.append(f"beside {script}")
+    raise LockfileNotFoundError(
+        f"no {LOCK_FILENAME} found (looked in {'; '.join(looked)}; ${LOCKFILE_ENV} is unset); "
+        "run `kernlock lock` or pass kernlock.apply(lockfile=...)"
+    )
+
+
+# ---------------------------------------------------------------- the checker
+
+
+def _environment() -> Target:
+    """The running environment; exact when Torch is already imported, else from metadata."""
+    if "torch" in sys.modules and "kernels" in sys.modules:
+        return kernels_target()
+    return current_target()
+
+
+def check_coverage(lock: Lockfile, target: Target, lockfile: Path | str = LOCK_FILENAME) -> None:
+    """Raise `NoVariantError` unless every locked kernel has a variant for `target`."""
+    missing = [k.spec for k in lock.kernels if k.variant_for(str(target)) is None]
+    if missing:
+        have = ", ".join(lock.targets) or "none"
+        raise NoVariantError(
+            f"{lockfile} has no build variant for this environment ({target}) for {', '.join(missing)}; "
+            f"locked targets: {have}; fix: kernlock lock --target {target}"
+        )
+
+
+# ---------------------------------------------------------------- binding requests to entries
+
+
+def find_entry(lock: Lockfile, repo: str, version: int | None, revision: str | None) -> LockedKernel | None:
+    """The lock entry a kernels request (`repo`, version or revision) binds to."""
+    entries = lock.for_repo(repo)
+    if not entries:
+        return None
+    if revision is not None:
+        for entry in entries:
+            if revision in (entry.commit, entry.ref) or (looks_like_sha(revision) and entry.commit.startswith(revision)):
+                return entry
+        return None
+    for entry in entries:
+        if entry.spec == f"{repo}@v{version}":
+            return entry
+    for entry in entries:
+        if entry.spec == repo:
+            if entry.version != version:
+                _warn_once(
+                    f"default:{repo}",
+                    f"{repo}: this Transformers release asks for version {version}; "
+                    f"the lock pins the bare spec at version {entry.version} ({entry.commit[:12]}), which is what loads",
+                )
+            return entry
+    for entry in entries:
+        if entry.version == version:
+            return entry
+    return None
+
+
+def _warn_once(key: str, message: str) -> None:
+    with _STATE.mutex:
+        if key in _STATE.warned:
+            return
+        _STATE.warned.add(key)
+    logger.warning(message)
+
+
+def _unlocked(repo: str, what: str) -> None:
+    message = (
+        f"kernel {repo} ({what}) is not in {_STATE.path}; lock it with `kernlock lock {repo}` "
+        "(or call kernlock.apply(strict=False) to let unlocked kernels load as usual)"
+    )
+    if _STATE.strict:
+        raise UnlockedKernelError(message)
+    _warn_once(f"unlocked:{repo}:{what}", message)
+
+
+def _request_parts(kernel_dependency: Any) -> tuple[int | None, str | None]:
+    version = getattr(kernel_dependency.version, "version", None)
+    revision = getattr(kernel_dependency.version, "revision", None)
+    return version, revision
+
+
+def _locked_local_kernel(entry: LockedKernel):
+    """Resolve a locked entry to kernels' `LocalKernel` in the verified cache."""
+    from kernels._rust import Metadata
+    from kernels.resolver import LocalKernel, RemoteKernel
+    from kernels.variants import parse_variant, resolve_variant
+
+    from kernlock.cache import ensure_variant
+
+    target = str(_STATE.target)
+    variant = entry.variant_for(target)
+    if variant is None:
+        raise NoVariantError(f"{entry.spec}: no variant locked for {target}; fix: kernlock lock --target {target}")
+    names = []
+    for name in entry.build_variants or [variant.name]:
+        try:
+            names.append(parse_variant(name))
+        except ValueError:
+            continue
+    preferred, _ = resolve_variant(names, None)
+    if preferred is None or preferred.variant_str != variant.name:
+        raise VariantMismatchError(
+            f"{entry.spec}: kernels would load {preferred.variant_str if preferred else 'no variant'} here, "
+            f"but the lock records {variant.name} for {target}; the environment differs from the locked target: "
+            f"run `kernlock lock --target {kernels_target()}`"
+        )
+    from huggingface_hub import constants
+
+    root = ensure_variant(entry, variant, offline=bool(constants.HF_HUB_OFFLINE))
+    metadata = Metadata.read_from_file(root / "metadata.json")
+    origin = RemoteKernel(repo_id=entry.repo, revision=entry.commit, metadata=metadata, variant=parse_variant(variant.name))
+    return LocalKernel(variant_path=root, metadata=metadata, origin=origin)
+
+
+class LockedResolver:
+    """A kernels resolver backed by the lock (first in kernels' resolver chain)."""
+
+    def resolve(self, *, api: Any, backend: str | None, kernel: Any):
+        """Return the locked build of a locked repo; refuse or pass on an unlocked one."""
+        lock = _STATE.lock
+        if lock is None:
+            return None
+        version, revision = _request_parts(kernel)
+        entry = find_entry(lock, kernel.repo_id, version, revision)
+        if entry is None:
+            _unlocked(kernel.repo_id, _describe(version, revision))
+            return None
+        if backend not in (None, _STATE.target.backend if _STATE.target else None) and backend != "cpu":
+            return None
+        return _locked_local_kernel(entry)
+
+
+# ---------------------------------------------------------------- patching kernels
+
+
+def _describe(version: int | None, revision: str | None) -> str:
+    return f"version {version}" if version is not None else f"revision {revision}"
+
+
+def _patch_load(module: ModuleType) -> None:
+    """Put the lock-backed resolver first in every resolver chain kernels builds."""
+    from kernels.resolver import SequentialResolver
+
+    original = module._get_local_kernel_overrides
+    locked = LockedResolver()
+
+    def _get_local_kernel_overrides():
+        return SequentialResolver(resolvers=[locked, original()])
+
+    module._get_local_kernel_overrides = _get_local_kernel_overrides
+
+
+def _patch_versions(module: ModuleType) -> None:
+    """Answer version → commit lookups (layer and function repositories) from the lock."""
+    original = module.select_revision_or_version
+
+    def select_revision_or_version(repo_id: str, *, revision: str | None, version: int | None, local_files_only: bool) -> str:
+        lock = _STATE.lock
+        entry = find_entry(lock, repo_id, version, revision) if lock else None
+        if entry is not None:
+            return entry.commit
+        if lock is not None:
+            _unlocked(repo_id, _describe(version, revision))
+        return original(repo_id, revision=revision, version=version, local_files_only=local_files_only)
+
+    module.select_revision_or_version = select_revision_or_version
+    for name in ("kernels.variants", "kernels.layer.layer", "kernels.layer.func"):
+        importer = sys.modules.get(name)
+        if importer is not None and getattr(importer, "select_revision_or_version", None) is original:
+            importer.select_revision_or_version = select_revision_or_version
+
+
+def _patch_variants(module: ModuleType) -> None:
+    """Answer `get_kernel_variants` for locked repos from the lock, with kernels' own ranking."""
+    original = module.get_kernel_variants
+
+    def get_kernel_variants(repo_id: str, *, revision: str | None = None, version: int | None = None, backend: str | None = None):
+        lock = _STATE.lock
+        entry = find_entry(lock, repo_id, version, revision) if lock else None
+        if entry is None:
+            if lock is not None:
+                _unlocked(repo_id, _describe(version, revision))
+            return original(repo_id, revision=revision, version=version, backend=backend)
+        parsed = []
+        for name in entry.build_variants:
+            try:
+                parsed.append(module.parse_variant(name))
+            except ValueError:
+                continue
+        _, trace = module.resolve_variants(parsed, backend)
+        return trace
+
+    get_kernel_variants.__doc__ = original.__doc__
+    module.get_kernel_variants = get_kernel_variants
+    package = sys.modules.get("kernels")
+    if package is not None and getattr(package, "get_kernel_variants", None) is original:
+        package.get_kernel_variants = get_kernel_variants
+
+
+_PATCHES = {"kernels._versions": _patch_versions, "kernels.variants": _patch_variants, "kernels.load": _patch_load}
+
+
+def _patch_module(name: str, module: ModuleType) -> None:
+    with _STATE.mutex:
+        if name in _STATE.patched:
+            return
+        _STATE.patched.add(name)
+    _PATCHES[name](module)
+
+
+class _KernelsImportHook(importlib.abc.MetaPathFinder):
+    """Patches kernels' modules the moment they are first imported."""
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None):
+        if fullname not in _PATCHES or fullname in _STATE.patched:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return None
+        loader = spec.loader
+        original_exec = loader.exec_module
+
+        def exec_module(module: ModuleType) -> None:
+            original_exec(module)
+            _patch_module(fullname, module)
+
+        loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def _ensure_patched() -> None:
+    """Patch kernels now where it is imported, and on import otherwise."""
+    for name in _PATCHES:
+        module = sys.modules.get(name)
+        if module is not None:
+            _patch_module(name, module)
+    if not all(name in _STATE.patched for name in _PATCHES) and not any(
+        isinstance(finder, _KernelsImportHook) for finder in sys.meta_path
+    ):
+        sys.meta_path.insert(0, _KernelsImportHook())
+
+
+# ---------------------------------------------------------------- public
+
+
+def apply(lockfile: str | os.PathLike[str] | None = None, *, strict: bool | None = None) -> Applied:
+    """Bind every kernel load in this process to the lock; fail early if it cannot cover this environment.
+
+    Idempotent: calling it again re-reads the lock and re-checks the environment.
+    """
+    path = locate_lockfile(lockfile)
+    lock = load_lockfile(path)
+    if strict is None:
+        strict = os.environ.get(STRICT_ENV, "1").lower() not in ("0", "false", "no")
+    target = _environment()
+    check_coverage(lock, target, path)
+    with _STATE.mutex:
+        _STATE.lock, _STATE.path, _STATE.target, _STATE.strict = lock, path, target, strict
+    _ensure_patched()
+    applied = Applied(
+        lockfile=path,
+        target=str(target),
+        strict=strict,
+        kernels={k.spec: (k.commit, k.variant_for(str(target)).name) for k in lock.kernels},  # type: ignore[union-attr]
+    )
+    logger.info("%s", applied)
+    return applied
+
+
+def active_lock() -> Lockfile | None:
+    """The lock applied in this process, if any."""
+    return _STATE.lock
