@@ -23,12 +23,21 @@ from huggingface_hub.errors import (
 from huggingface_hub.hf_api import RepoFile, RepoFolder
 
 import kernels
-from kernlock.testing.fixtures import advance_branch, build_fixture_repos, default_fixtures_dir, git, rev_parse
+from kernlock.testing.fixtures import (
+    advance_branch,
+    build_fixture_repos,
+    default_fixtures_dir,
+    git,
+    move_branch,
+    push_commit,
+    rev_parse,
+)
 from kernlock.testing.hub import TestHub
 
 FA2 = "kernels-community/flash-attn2"
 CPU_VARIANT = "torch213-cxx11-cpu-x86_64-linux"
 CPU_BUILD = f"build/{CPU_VARIANT}"
+CPU_FILES = ["metadata.json", "flash_attn2/__init__.py", "flash_attn2/_identity.py", "flash_attn2/_ops.so"]
 
 
 def _blob(hub: TestHub, repo_id: str, rev: str, path: str) -> bytes:
@@ -58,17 +67,11 @@ def test_list_repo_refs_matches_git(hub: TestHub) -> None:
 
 
 def test_list_repo_tree_expand_reports_blobs_and_lfs(hub: TestHub) -> None:
-    tree = list(
-        HfApi().list_repo_tree(FA2, path_in_repo=CPU_BUILD, recursive=True, expand=True, revision="v2", repo_type="kernel")
-    )
+    api = HfApi()
+    tree = list(api.list_repo_tree(FA2, CPU_BUILD, recursive=True, expand=True, revision="v2", repo_type="kernel"))
     files = {e.path: e for e in tree if isinstance(e, RepoFile)}
     assert {e.path for e in tree if isinstance(e, RepoFolder)} == {f"{CPU_BUILD}/flash_attn2"}
-    assert set(files) == {
-        f"{CPU_BUILD}/metadata.json",
-        f"{CPU_BUILD}/flash_attn2/__init__.py",
-        f"{CPU_BUILD}/flash_attn2/_identity.py",
-        f"{CPU_BUILD}/flash_attn2/_ops.so",
-    }
+    assert set(files) == {f"{CPU_BUILD}/{name}" for name in CPU_FILES}
     for path, entry in files.items():
         content = _blob(hub, FA2, "v2", path)
         assert entry.size == len(content)
@@ -80,7 +83,7 @@ def test_list_repo_tree_expand_reports_blobs_and_lfs(hub: TestHub) -> None:
         else:
             assert entry.lfs is None
             assert entry.blob_id == git(hub.repo_path(FA2), "rev-parse", f"v2:{path}").decode().strip()
-    variants = {e.path for e in HfApi().list_repo_tree(FA2, path_in_repo="build", revision="v1", repo_type="kernel")}
+    variants = {e.path for e in api.list_repo_tree(FA2, "build", revision="v1", repo_type="kernel")}
     assert f"build/{CPU_VARIANT}" not in variants and len(variants) == 12
 
 
@@ -100,9 +103,7 @@ def test_snapshot_download_allow_patterns(hub: TestHub) -> None:
     folder = Path(snapshot_download(FA2, revision="v3", repo_type="kernel", allow_patterns=[f"{CPU_BUILD}/*"]))
     assert folder.name == rev_parse(hub.repo_path(FA2), "v3")
     files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
-    assert files == sorted(
-        f"{CPU_BUILD}/{name}" for name in ("metadata.json", "flash_attn2/__init__.py", "flash_attn2/_identity.py", "flash_attn2/_ops.so")
-    )
+    assert files == sorted(f"{CPU_BUILD}/{name}" for name in CPU_FILES)
     for name in files:
         assert (folder / name).read_bytes() == _blob(hub, FA2, "v3", name)
 
@@ -219,6 +220,31 @@ def test_moving_a_branch_changes_unlocked_loads(hub: TestHub, fresh_kernels: Non
     assert before["build"] == "flash-attn2 v4 #2"
     assert after["build"] == "flash-attn2 v4 #2 (moved)"
     assert after["commit"] == new_sha != before["commit"]
+
+
+def test_push_commit_and_move_branch(hub: TestHub) -> None:
+    repo = hub.repo_path(FA2)
+    old = rev_parse(repo, "v3")
+    new = push_commit(repo, "v3", {f"{CPU_BUILD}/{name}": None for name in CPU_FILES}, "Drop the CPU build")
+    assert git(repo, "rev-parse", f"{new}^").decode().strip() == old
+    with pytest.raises(FileNotFoundError, match="Cannot find a build variant"):
+        kernels.get_kernel(FA2, version=3)
+    move_branch(repo, "v3", old)
+    assert kernels.get_kernel(FA2, version=3).KERNEL_IDENTITY["commit"] == old
+
+
+def test_fixture_attention_matches_sdpa_with_gqa_and_bottom_right_causal_mask(hub: TestHub) -> None:
+    kernel = kernels.get_kernel(FA2, version=4)
+    q, k, v = torch.randn(2, 3, 4, 16), torch.randn(2, 7, 2, 16), torch.randn(2, 7, 2, 16)
+    mask = torch.ones(3, 7, dtype=torch.bool).tril(diagonal=7 - 3)  # flash-attn aligns causal bottom-right
+    expected = torch.nn.functional.scaled_dot_product_attention(
+        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask, enable_gqa=True
+    ).transpose(1, 2)
+    torch.testing.assert_close(kernel.flash_attn_func(q, k, v, causal=True), expected)
+    cu_q, cu_k = torch.tensor([0, 3, 6]), torch.tensor([0, 7, 14])
+    flat_q, flat_k, flat_v = (x.flatten(0, 1) for x in (q, k, v))
+    varlen = kernel.flash_attn_varlen_func(flat_q, flat_k, flat_v, cu_q, cu_k, 3, 7, causal=True)
+    torch.testing.assert_close(varlen, expected.flatten(0, 1))
 
 
 def test_request_counters(hub: TestHub) -> None:
