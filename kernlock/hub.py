@@ -141,32 +141,57 @@ class Hub:
 
         return self._call(repo, fetch)
 
+    def _get_pages(self, repo: str, url: str, params: dict[str, str]) -> list:
+        """GET a JSON list endpoint, following the Hub's `Link: rel="next"` pagination.
+
+        Uses the client's session and headers but not its internal retries, so
+        the one retry policy here applies.
+        """
+        from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+
+        headers = build_hf_headers(token=self.api.token, library_name="kernlock")
+        items: list = []
+        next_url: str | None = url
+        first = True
+        while next_url:
+            def page(u: str = next_url, p: dict[str, str] | None = params if first else None):
+                response = get_session().get(u, params=p, headers=headers)
+                hf_raise_for_status(response)
+                data = response.json()
+                if not isinstance(data, list):
+                    raise HubError(f"{repo}: the Hub answered {u} with unexpected JSON")
+                return data, response.links.get("next", {}).get("url")
+
+            data, next_url = self._call(repo, page)
+            items.extend(data)
+            first = False
+        return items
+
     def commits(self, repo: str, revision: str) -> list[str]:
         """Commit SHAs reachable from `revision`, newest first."""
-        return self._call(
-            repo, lambda: [c.commit_id for c in self.api.list_repo_commits(repo, repo_type="kernel", revision=revision)]
-        )
+        from urllib.parse import quote
+
+        url = f"{self.api.endpoint}/api/kernels/{repo}/commits/{quote(revision, safe='')}"
+        return [str(item.get("id", "")) for item in self._get_pages(repo, url, {})]
 
     def tree(self, repo: str, commit: str, path: str = "build") -> list[TreeFile]:
         """Every file under `path` at `commit`, with sizes, blob ids and LFS hashes."""
-        from huggingface_hub.hf_api import RepoFile
-
-        def fetch() -> list[TreeFile]:
-            entries = self.api.list_repo_tree(
-                repo, path_in_repo=path, repo_type="kernel", revision=commit, recursive=True, expand=True
-            )
-            return [
-                TreeFile(
-                    path=entry.path,
-                    size=int(entry.size),
-                    blob_id=entry.blob_id,
-                    lfs_sha256=entry.lfs.sha256 if entry.lfs else None,
-                )
-                for entry in entries
-                if isinstance(entry, RepoFile)
-            ]
-
-        return self._call(repo, fetch)
+        url = f"{self.api.endpoint}/api/kernels/{repo}/tree/{commit}/{path}"
+        files = []
+        for entry in self._get_pages(repo, url, {"recursive": "true"}):
+            if not isinstance(entry, dict) or entry.get("type") != "file":
+                continue
+            try:
+                lfs = entry.get("lfs")
+                files.append(TreeFile(
+                    path=str(entry["path"]),
+                    size=int(entry["size"]),
+                    blob_id=str(entry["oid"]),
+                    lfs_sha256=str(lfs["oid"]) if lfs else None,
+                ))
+            except (KeyError, TypeError, ValueError):
+                raise HubError(f"{repo}: the Hub listed a malformed tree entry at {commit[:12]}") from None
+        return files
 
     def fetch(self, repo: str, commit: str, path: str, blob_id: str) -> bytes:
         """Download one small file and check it against its git blob id."""

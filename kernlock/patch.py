@@ -368,3 +368,10 @@ def apply(lockfile: str | os.PathLike[str] | None = None, *, strict: bool | None
 def active_lock() -> Lockfile | None:
     """The lock applied in this process, if any."""
     return _STATE.lock
+
+
+def release() -> None:
+    """Stop binding loads to a lock in this process (the patch stays installed, inert)."""
+    with _STATE.mutex:
+        _STATE.lock = _STATE.path = _STATE.target = None
+        _STATE.warned.clear()

@@ -432,6 +432,18 @@ class TestHub:
             return Response(206, content[start : end + 1], headers)
         return Response(200, content, headers)
 
+    def commits(self, repo_id: str, rev: str) -> Response:
+        """Commits reachable from ``rev``, newest first (``list_repo_commits``)."""
+        repo = self._repo(repo_id)
+        commit = self._commit(repo, rev)
+        out = git(repo.path, "log", "--format=%H%x09%ct%x09%s", commit).decode()
+        items = []
+        for line in out.splitlines():
+            sha, timestamp, title = line.split("\t", 2)
+            items.append({"id": sha, "title": title, "message": "", "date": _iso(int(timestamp)),
+                          "authors": [{"user": "fixture"}]})
+        return _json_response(items)
+
     def overview(self, org: str) -> Response:
         if org not in self.trusted_orgs and not any(r.split("/")[0] == org for r in self.repos):
             return _json_response({"error": "Organization not found"}, 404)
@@ -454,7 +466,7 @@ class TestHub:
         )
 
 
-_API_REPO = re.compile(r"/api/kernels/([^/]+)/([^/]+)(?:/(refs|tree|revision|paths-info)(?:/([^/]+)(/.*)?)?)?")
+_API_REPO = re.compile(r"/api/kernels/([^/]+)/([^/]+)(?:/(refs|tree|revision|paths-info|commits)(?:/([^/]+)(/.*)?)?)?")
 _RESOLVE = re.compile(r"/kernels/([^/]+)/([^/]+)/resolve/([^/]+)/(.+)")
 _OVERVIEW = re.compile(r"/api/organizations/([^/]+)/overview")
 
@@ -511,6 +523,8 @@ class _Handler(BaseHTTPRequestHandler):
             if action == "tree" and method == "GET" and m[4]:
                 recursive, expand = _flag(query.get("recursive")), _flag(query.get("expand"))
                 return "tree", lambda: hub.tree(repo_id, rev, sub, recursive, expand)
+            if action == "commits" and method == "GET" and m[4] and not sub:
+                return "commits", lambda: hub.commits(repo_id, rev)
             if action == "paths-info" and method == "POST" and m[4] and not sub:
                 paths, expand = self._paths_info_body(body)
                 return "paths-info", lambda: hub.paths_info(repo_id, rev, paths, expand)
