@@ -1,12 +1,14 @@
 """The `kernlock` command line: a thin shell over the library API.
 
-Errors print as one line (`kernlock: error: …`) with exit code 2 for bad
-usage or unreadable input and 1 for failed checks or resolution.
+Each command lives in `kernlock/commands/<name>.py` and is imported only when
+it runs, so `kernlock verify` starts fast. Errors print as one line
+(`kernlock: error: …`): exit 2 for bad usage or unreadable input, 1 for failed
+checks or resolution.
 """
 
 from __future__ import annotations
 
-import json
+import importlib
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -17,8 +19,14 @@ import click
 from kernlock import __version__
 from kernlock.errors import KernlockError
 
+COMMANDS = {
+    "lock": "Resolve kernel specs and write kernels.lock.",
+    "run": "Run a command with the lock applied in every Python process.",
+}
 
-def _fail(message: str, code: int) -> None:
+
+def fail(message: str, code: int) -> None:
+    """Print one error line and exit."""
     click.echo(f"kernlock: error: {message}", err=True)
     sys.exit(code)
 
@@ -31,75 +39,31 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return fn(*args, **kwargs)
         except KernlockError as error:
-            _fail(str(error), error.exit_code)
+            fail(str(error), error.exit_code)
         except KeyboardInterrupt:
-            _fail("interrupted", 130)
+            fail("interrupted", 130)
 
     return wrapper
 
 
-def _progress() -> Callable[[str], None] | None:
-    """A one-line progress indicator on a TTY, nothing otherwise."""
-    if not sys.stderr.isatty():
-        return None
-    width = [0]
+class LazyGroup(click.Group):
+    """A group that imports a command's module only when that command is used."""
 
-    def show(message: str) -> None:
-        text = message[:100]
-        click.echo("\r" + text.ljust(width[0]), err=True, nl=False)
-        width[0] = len(text)
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
 
-    return show
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        module = importlib.import_module(f"kernlock.commands.{name}")
+        return getattr(module, f"{name}_command")
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, COMMANDS[name]) for name in self.list_commands(ctx)])
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="kernlock")
 def main() -> None:
     """Lock Hugging Face Hub kernels to exact commits, build variants and file hashes."""
-
-
-@main.command("lock")
-@click.argument("specs", nargs=-1)
-@click.option("--target", "targets", multiple=True, metavar="TARGET", help="Environment to cover, e.g. torch2.9-cxx11-cu128-x86_64-linux (repeatable).")
-@click.option("--scan", multiple=True, metavar="PATH", help="Find attn_implementation values in these files or directories (repeatable).")
-@click.option("--upgrade", "-U", is_flag=True, help="Re-resolve every kernel instead of keeping existing pins.")
-@click.option("--upgrade-kernel", "-P", "upgrade_kernels", multiple=True, metavar="REPO", help="Re-resolve only this repo (repeatable).")
-@click.option("--all-variants", is_flag=True, help="Lock every build variant at each commit, not only the targets'.")
-@click.option("--trust", multiple=True, metavar="REPO", help="Allow this repo from an untrusted publisher (repeatable).")
-@click.option("--lockfile", type=click.Path(dir_okay=False), help="Lock file path (default: kernels.lock in the project).")
-@click.option("--project", "project_dir", default=".", type=click.Path(file_okay=False), help="Project directory.")
-@click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
-@handle_errors
-def lock_command(specs: tuple[str, ...], targets: tuple[str, ...], scan: tuple[str, ...], upgrade: bool,
-                 upgrade_kernels: tuple[str, ...], all_variants: bool, trust: tuple[str, ...],
-                 lockfile: str | None, project_dir: str, as_json: bool) -> None:
-    """Resolve kernel specs and write kernels.lock.
-
-    SPECS and --target values are added to [tool.kernlock] in pyproject.toml,
-    like `uv add`, so later runs and `kernlock verify` see them.
-    """
-    from kernlock.locking import lock
-    from kernlock.resolver import json_summary
-
-    progress = _progress()
-    result = lock(project_dir, specs, targets=targets, scan=scan, upgrade=upgrade, upgrade_kernels=upgrade_kernels,
-                  all_variants=all_variants, trust=trust, lockfile=lockfile, progress=progress)
-    if progress:
-        click.echo("\r" + " " * 100 + "\r", err=True, nl=False)
-    if as_json:
-        click.echo(json.dumps({
-            "lockfile": str(result.path), "written": result.written, "targets": list(result.lockfile.targets),
-            "added": list(result.added), "removed": list(result.removed), "updated": list(result.updated),
-            "kernels": json_summary(result.lockfile),
-        }, indent=2))
-        return
-    for kernel in result.lockfile.kernels:
-        ref = kernel.ref or "commit"
-        click.echo(f"{kernel.spec}  → {ref} → {kernel.commit[:12]}  ({kernel.resolution})")
-        for variant in kernel.variants:
-            for target in variant.targets:
-                click.echo(f"    {target}: {variant.name}")
-    state = "wrote" if result.written else "unchanged:"
-    changes = ", ".join(f"{n} {label}" for n, label in (
-        (len(result.added), "added"), (len(result.updated), "updated"), (len(result.removed), "removed")) if n)
-    click.echo(f"{state} {result.path} ({len(result.lockfile.kernels)} kernels, {len(result.lockfile.targets)} targets{', ' + changes if changes else ''})")

@@ -55,8 +55,9 @@ _IDENTITY_CALL = re.compile(rb'identity\(__file__, "([^"]*)", "([^"]*)"\)')
 
 
 def default_fixtures_dir() -> Path:
-    """The repository's ``fixtures/`` directory."""
-    return Path(__file__).resolve().parents[2] / "fixtures"
+    """The fixture descriptions: the checkout's ``fixtures/``, or the copy shipped in the wheel."""
+    checkout = Path(__file__).resolve().parents[2] / "fixtures"
+    return checkout if checkout.is_dir() else Path(__file__).resolve().parent / "_fixtures"
 
 
 def git(repo: Path, *args: str, input: bytes | None = None) -> bytes:

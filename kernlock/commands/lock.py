@@ -1,0 +1,72 @@
+"""`kernlock lock`: resolve kernel specs and write kernels.lock."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+
+import click
+
+from kernlock.cli import handle_errors
+
+
+def _progress() -> Callable[[str], None] | None:
+    """A one-line progress indicator on a TTY, nothing otherwise."""
+    if not sys.stderr.isatty():
+        return None
+    width = [0]
+
+    def show(message: str) -> None:
+        text = message[:100]
+        click.echo("\r" + text.ljust(width[0]), err=True, nl=False)
+        width[0] = len(text)
+
+    return show
+
+
+@click.command("lock")
+@click.argument("specs", nargs=-1)
+@click.option("--target", "targets", multiple=True, metavar="TARGET", help="Environment to cover, e.g. torch2.9-cxx11-cu128-x86_64-linux (repeatable).")
+@click.option("--scan", multiple=True, metavar="PATH", help="Find attn_implementation values in these files or directories (repeatable).")
+@click.option("--upgrade", "-U", is_flag=True, help="Re-resolve every kernel instead of keeping existing pins.")
+@click.option("--upgrade-kernel", "-P", "upgrade_kernels", multiple=True, metavar="REPO", help="Re-resolve only this repo (repeatable).")
+@click.option("--all-variants", is_flag=True, help="Lock every build variant at each commit, not only the targets'.")
+@click.option("--trust", multiple=True, metavar="REPO", help="Allow this repo from an untrusted publisher (repeatable).")
+@click.option("--lockfile", type=click.Path(dir_okay=False), help="Lock file path (default: kernels.lock in the project).")
+@click.option("--project", "project_dir", default=".", type=click.Path(file_okay=False), help="Project directory.")
+@click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
+@handle_errors
+def lock_command(specs: tuple[str, ...], targets: tuple[str, ...], scan: tuple[str, ...], upgrade: bool,
+                 upgrade_kernels: tuple[str, ...], all_variants: bool, trust: tuple[str, ...],
+                 lockfile: str | None, project_dir: str, as_json: bool) -> None:
+    """Resolve kernel specs and write kernels.lock.
+
+    SPECS and --target values are added to [tool.kernlock] in pyproject.toml,
+    like `uv add`, so later runs and `kernlock verify` see them.
+    """
+    from kernlock.locking import lock
+    from kernlock.resolver import json_summary
+
+    progress = _progress()
+    result = lock(project_dir, specs, targets=targets, scan=scan, upgrade=upgrade, upgrade_kernels=upgrade_kernels,
+                  all_variants=all_variants, trust=trust, lockfile=lockfile, progress=progress)
+    if progress:
+        click.echo("\r" + " " * 100 + "\r", err=True, nl=False)
+    if as_json:
+        click.echo(json.dumps({
+            "lockfile": str(result.path), "written": result.written, "targets": list(result.lockfile.targets),
+            "added": list(result.added), "removed": list(result.removed), "updated": list(result.updated),
+            "kernels": json_summary(result.lockfile),
+        }, indent=2))
+        return
+    for kernel in result.lockfile.kernels:
+        ref = kernel.ref or "commit"
+        click.echo(f"{kernel.spec}  → {ref} → {kernel.commit[:12]}  ({kernel.resolution})")
+        for variant in kernel.variants:
+            for target in variant.targets:
+                click.echo(f"    {target}: {variant.name}")
+    state = "wrote" if result.written else "unchanged:"
+    changes = ", ".join(f"{n} {label}" for n, label in (
+        (len(result.added), "added"), (len(result.updated), "updated"), (len(result.removed), "removed")) if n)
+    click.echo(f"{state} {result.path} ({len(result.lockfile.kernels)} kernels, {len(result.lockfile.targets)} targets{', ' + changes if changes else ''})")
