@@ -20,6 +20,8 @@ from kernlock.errors import IntegrityError, MissingFilesError
 from kernlock.lockfile import LockedFile, LockedKernel, LockedVariant
 
 _CHUNK = 1 << 20
+VENDOR_ENV = "KERNLOCK_VENDOR_DIR"
+VENDOR_MARKER = ".kernlock-vendor"
 
 
 def hub_cache_dir() -> Path:
@@ -31,6 +33,17 @@ def hub_cache_dir() -> Path:
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface"
     )
     return Path(home).expanduser() / "hub"
+
+
+def vendor_dir() -> Path | None:
+    """The vendor directory named by `$KERNLOCK_VENDOR_DIR`, if any."""
+    value = os.environ.get(VENDOR_ENV)
+    return Path(value).expanduser() if value else None
+
+
+def vendored_variant_dir(kernel: LockedKernel, variant: str, vendor: Path) -> Path:
+    """Where `kernlock vendor` puts a locked variant."""
+    return vendor / repo_folder(kernel.repo) / kernel.commit / variant
 
 
 def repo_folder(repo: str) -> str:
@@ -135,8 +148,40 @@ def download_variant(kernel: LockedKernel, variant: LockedVariant, cache: Path, 
         list(pool.map(fetch, wanted))
 
 
+def _describe_files(files: list[LockedFile]) -> str:
+    names = ", ".join(f.path for f in files[:3])
+    return names + ("…" if len(files) > 3 else "")
+
+
+def discard(kernel: LockedKernel, variant: str, files: list[LockedFile], cache: Path) -> None:
+    """Remove cached files (snapshot links and their blobs) so they are fetched again."""
+    root = variant_dir(kernel, variant, cache)
+    for locked in files:
+        link = root / locked.path
+        target = link.resolve() if link.is_symlink() else None
+        link.unlink(missing_ok=True)
+        if target is not None and target.is_relative_to(cache):
+            target.unlink(missing_ok=True)
+
+
 def ensure_variant(kernel: LockedKernel, variant: LockedVariant, *, offline: bool = False) -> Path:
-    """The verified directory of a locked variant, downloading only its missing files."""
+    """The verified directory of a locked variant.
+
+    From `$KERNLOCK_VENDOR_DIR` when set (never the Hub); else from the Hub
+    cache, downloading only the variant's missing files (not when `offline`).
+    A downloaded file that does not match the lock is removed again.
+    """
+    vendor = vendor_dir()
+    if vendor is not None:
+        root = vendored_variant_dir(kernel, variant.name, vendor)
+        missing = missing_files(kernel, variant, root)
+        if missing:
+            raise MissingFilesError(
+                f"{kernel.spec}: {variant.name} is not complete in the vendor directory {vendor} "
+                f"(missing {_describe_files(missing)}); re-run `kernlock vendor {vendor}` with this lock"
+            )
+        check_variant(kernel, variant, root, vendor / ".kernlock" / "stamps" / repo_folder(kernel.repo) / kernel.commit / f"{variant.name}.json")
+        return root
     cache = hub_cache_dir()
     root = variant_dir(kernel, variant.name, cache)
     missing = missing_files(kernel, variant, root)
@@ -144,18 +189,19 @@ def ensure_variant(kernel: LockedKernel, variant: LockedVariant, *, offline: boo
         if offline:
             raise MissingFilesError(
                 f"{kernel.spec}: {len(missing)} locked file(s) of {variant.name} are not in the cache "
-                f"({', '.join(f.path for f in missing[:3])}{'…' if len(missing) > 3 else ''}) and the Hub is unavailable; "
-                "run `kernlock sync` where the Hub is reachable"
+                f"({_describe_files(missing)}) and the Hub is offline; run `kernlock sync` where the Hub is reachable"
             )
         try:
             download_variant(kernel, variant, cache, missing)
         except Exception as error:
-            if isinstance(error, (IntegrityError, MissingFilesError)):
-                raise
             raise MissingFilesError(
-                f"{kernel.spec}: cannot download {len(missing)} locked file(s) of {variant.name} "
-                f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}); "
+                f"{kernel.spec}: {len(missing)} locked file(s) of {variant.name} are not in the cache "
+                f"({_describe_files(missing)}) and cannot be downloaded ({type(error).__name__}); "
                 "run `kernlock sync` where the Hub is reachable"
             ) from None
-    check_variant(kernel, variant, root, _stamp_path(kernel, variant.name, cache))
+    try:
+        check_variant(kernel, variant, root, _stamp_path(kernel, variant.name, cache))
+    except IntegrityError:
+        discard(kernel, variant.name, missing, cache)  # never keep a mismatched download
+        raise
     return root

@@ -22,6 +22,13 @@ from kernlock.errors import KernlockError
 COMMANDS = {
     "lock": "Resolve kernel specs and write kernels.lock.",
     "run": "Run a command with the lock applied in every Python process.",
+    "verify": "Check kernels.lock: valid, fresh, covering the targets (and cached, on the Hub).",
+    "show": "Show what kernels.lock pins: spec, ref, commit, variant per target.",
+    "outdated": "List locked kernels whose branch moved or that have a newer version.",
+    "explain": "Explain the variant choice of a locked kernel for a target.",
+    "export": "Export kernels.lock in another tool's format (kernels' JSON lock).",
+    "sync": "Download and verify exactly the locked variants.",
+    "vendor": "Export the locked variants into a self-contained directory.",
 }
 
 

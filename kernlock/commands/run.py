@@ -32,9 +32,10 @@ def run_environment(lockfile: Path, strict: bool = True) -> dict[str, str]:
 @click.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--lockfile", type=click.Path(dir_okay=False), help="Lock file (default: found like kernlock.apply()).")
 @click.option("--lenient", is_flag=True, help="Let kernels outside the lock load as usual (with a warning).")
+@click.option("--vendor", "vendor", type=click.Path(file_okay=False, exists=True), help="Load the lock and kernels from this `kernlock vendor` directory.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @handle_errors
-def run_command(lockfile: str | None, lenient: bool, command: tuple[str, ...]) -> None:
+def run_command(lockfile: str | None, lenient: bool, vendor: str | None, command: tuple[str, ...]) -> None:
     """Run COMMAND with the lock applied in it and every Python process it starts.
 
     The lock is checked against this environment first; the command then
@@ -44,6 +45,10 @@ def run_command(lockfile: str | None, lenient: bool, command: tuple[str, ...]) -
     from kernlock.lockfile import load_lockfile
     from kernlock.patch import check_coverage, locate_lockfile
 
+    from kernlock.cache import VENDOR_ENV
+
+    if vendor:
+        os.environ[VENDOR_ENV] = str(Path(vendor).resolve())
     path = locate_lockfile(lockfile)
     check_coverage(load_lockfile(path), current_target(), path)
     program = shutil.which(command[0])

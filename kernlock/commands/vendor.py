@@ -1,0 +1,27 @@
+"""`kernlock vendor DIR`: export the locked variants for an air-gapped cluster."""
+
+from __future__ import annotations
+
+import click
+
+from kernlock.cli import handle_errors
+
+
+@click.command("vendor")
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--target", "targets", multiple=True, metavar="TARGET", help="Export only this target's variants (repeatable; default: every locked target).")
+@click.option("--lockfile", type=click.Path(dir_okay=False), help="Lock file (default: the project's kernels.lock).")
+@click.option("--project", "project_dir", default=".", type=click.Path(file_okay=False), help="Project directory.")
+@handle_errors
+def vendor_command(directory: str, targets: tuple[str, ...], lockfile: str | None, project_dir: str) -> None:
+    """Copy the locked variants and the lock into DIRECTORY.
+
+    Then run with KERNLOCK_VENDOR_DIR=DIRECTORY: no Hub and no Hub cache needed.
+    """
+    from kernlock.vendor import vendor
+
+    report = vendor(directory, project_dir, targets=targets, lockfile=lockfile)
+    click.echo(
+        f"vendored {report.variants} variants ({report.files} files, {report.bytes} bytes) into {report.directory}; "
+        f"use it with KERNLOCK_VENDOR_DIR={report.directory.resolve()}"
+    )

@@ -1,0 +1,128 @@
+"""`kernlock sync`: put exactly the locked variants into the Hub cache, verified.
+
+Only the files the lock lists are fetched, at the locked commit, into the
+cache kernels reads (`KERNELS_CACHE`, `HF_HUB_CACHE`, `HF_HOME`). Files already
+present are verified against the lock; `repair` re-downloads those that fail.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kernlock.cache import check_variant, discard, download_variant, hub_cache_dir, missing_files, variant_dir
+from kernlock.environment import current_target, parse_target
+from kernlock.errors import IntegrityError, KernlockError, MissingFilesError, UsageError
+from kernlock.lockfile import LockedKernel, LockedVariant, Lockfile, load_lockfile
+from kernlock.project import find_project_root, load_project
+
+
+@dataclass
+class SyncReport:
+    """What `sync()` did, per variant."""
+
+    cache: Path
+    downloaded: list[str] = field(default_factory=list)  # "spec variant/path"
+    repaired: list[str] = field(default_factory=list)
+    verified: int = 0
+    variants: int = 0
+    bytes: int = 0
+
+
+def selected_variants(lock: Lockfile, targets: Iterable[str] = (), all_targets: bool = False) -> list[tuple[LockedKernel, LockedVariant]]:
+    """The (kernel, variant) pairs locked for the chosen targets (default: this environment)."""
+    if all_targets:
+        names = set(lock.targets)
+    else:
+        names = {str(parse_target(t)) for t in targets} or {str(current_target())}
+    pairs = []
+    for kernel in lock.kernels:
+        for name in sorted(names):
+            variant = kernel.variant_for(name)
+            if variant is None:
+                raise KernlockError(
+                    f"{kernel.spec} has no variant locked for {name}; fix: kernlock lock --target {name}"
+                )
+            if (kernel, variant) not in pairs:
+                pairs.append((kernel, variant))
+    return pairs
+
+
+def sync_variant(kernel: LockedKernel, variant: LockedVariant, cache: Path, repair: bool) -> SyncReport:
+    """Fetch one variant's missing files and verify all of them (re-fetching bad ones with `repair`)."""
+    report = SyncReport(cache=cache, variants=1, verified=len(variant.files))
+    root = variant_dir(kernel, variant.name, cache)
+    missing = missing_files(kernel, variant, root)
+    if missing:
+        download_variant(kernel, variant, cache, missing)
+        report.downloaded = [f"{kernel.spec} {variant.name}/{f.path}" for f in missing]
+        report.bytes += sum(f.size for f in missing)
+    try:
+        check_variant(kernel, variant, root)
+    except IntegrityError:
+        bad = [f for f in variant.files if _mismatched(root / f.path, f.sha256, f.size)]
+        if not repair:
+            discard(kernel, variant.name, [f for f in bad if f in missing], cache)
+            raise
+        discard(kernel, variant.name, bad, cache)
+        download_variant(kernel, variant, cache, bad, force=True)
+        check_variant(kernel, variant, root)
+        report.repaired = [f"{kernel.spec} {variant.name}/{f.path}" for f in bad]
+        report.bytes += sum(f.size for f in bad)
+    return report
+
+
+def _mismatched(path: Path, sha256: str, size: int) -> bool:
+    from kernlock.cache import sha256_file
+
+    try:
+        return path.stat().st_size != size or sha256_file(path) != sha256
+    except FileNotFoundError:
+        return True
+
+
+def sync(
+    project_dir: str | os.PathLike[str] = ".",
+    *,
+    targets: Iterable[str] = (),
+    all_targets: bool = False,
+    repair: bool = False,
+    lockfile: str | os.PathLike[str] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> SyncReport:
+    """Download and verify the locked variants for `targets` (default: this environment)."""
+    from huggingface_hub.utils import disable_progress_bars
+
+    disable_progress_bars()
+    path = Path(lockfile) if lockfile else load_project(find_project_root(Path(project_dir))).lockfile
+    lock = load_lockfile(path)
+    pairs = selected_variants(lock, targets, all_targets)
+    if not pairs:
+        raise UsageError(f"{path} locks no kernels; run `kernlock lock` first")
+    cache = hub_cache_dir()
+    report = SyncReport(cache=cache)
+    done = 0
+    with ThreadPoolExecutor(max_workers=min(8, len(pairs))) as pool:
+        futures = [pool.submit(sync_variant, k, v, cache, repair) for k, v in pairs]
+        for future in futures:
+            try:
+                part = future.result()
+            except KernlockError:
+                raise
+            except Exception as error:
+                raise MissingFilesError(
+                    f"cannot download locked files ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}); "
+                    "check HF_ENDPOINT, your network and HF_TOKEN, then re-run `kernlock sync`"
+                ) from None
+            report.downloaded += part.downloaded
+            report.repaired += part.repaired
+            report.verified += part.verified
+            report.variants += part.variants
+            report.bytes += part.bytes
+            done += 1
+            if progress:
+                progress(done, len(pairs))
+    return report

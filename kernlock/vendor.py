@@ -1,0 +1,78 @@
+"""`kernlock vendor DIR`: a self-contained copy of the locked variants, for air-gapped clusters.
+
+Layout::
+
+    DIR/kernels.lock                                  the lock, copied
+    DIR/.kernlock-vendor                              marker
+    DIR/kernels--org--repo/<commit>/<variant>/...     the locked files (plain copies)
+
+Point a run at it with `KERNLOCK_VENDOR_DIR=DIR` (or `kernlock run --vendor
+DIR`): `kernlock.apply()` then reads the lock and every kernel from DIR, with
+no Hub and no Hub cache.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernlock.cache import VENDOR_MARKER, check_variant, variant_dir, vendored_variant_dir
+from kernlock.lockfile import LOCK_FILENAME, load_lockfile
+from kernlock.project import find_project_root, load_project
+from kernlock.sync import selected_variants, sync
+
+
+@dataclass(frozen=True)
+class VendorReport:
+    """What `vendor()` wrote."""
+
+    directory: Path
+    variants: int
+    files: int
+    bytes: int
+
+
+def vendor(
+    directory: str | os.PathLike[str],
+    project_dir: str | os.PathLike[str] = ".",
+    *,
+    targets: Iterable[str] = (),
+    all_targets: bool = True,
+    lockfile: str | os.PathLike[str] | None = None,
+) -> VendorReport:
+    """Export the locked variants for `targets` (default: every locked target) into `directory`."""
+    path = Path(lockfile) if lockfile else load_project(find_project_root(Path(project_dir))).lockfile
+    lock = load_lockfile(path)
+    targets = tuple(targets)
+    use_all = all_targets and not targets
+    sync(project_dir, targets=targets, all_targets=use_all, lockfile=path)
+    from kernlock.cache import hub_cache_dir
+
+    cache = hub_cache_dir()
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    files = size = 0
+    pairs = selected_variants(lock, targets, use_all)
+    for kernel, variant in pairs:
+        source = variant_dir(kernel, variant.name, cache)
+        final = vendored_variant_dir(kernel, variant.name, out)
+        if final.exists():
+            check_variant(kernel, variant, final)
+        else:
+            staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=out))
+            for locked in variant.files:
+                destination = staging / locked.path
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source / locked.path, destination)
+            check_variant(kernel, variant, staging)
+            final.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staging, final)
+        files += len(variant.files)
+        size += sum(f.size for f in variant.files)
+    shutil.copyfile(path, out / LOCK_FILENAME)
+    (out / VENDOR_MARKER).write_text("kernlock vendor directory: set KERNLOCK_VENDOR_DIR to this directory\n")
+    return VendorReport(directory=out, variants=len(pairs), files=files, bytes=size)
