@@ -24,6 +24,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from kernlock.cache import VENDOR_ENV, vendor_dir
 from kernlock.environment import Target, current_target, kernels_target
 from kernlock.errors import KernlockError, LockfileNotFoundError, NoVariantError, UnlockedKernelError
 from kernlock.lockfile import LOCK_FILENAME, LockedKernel, Lockfile, find_lockfile, load_lockfile
@@ -85,6 +86,13 @@ def locate_lockfile(lockfile: str | os.PathLike[str] | None = None) -> Path:
         if Path(env).is_file():
             return Path(env).resolve()
         raise LockfileNotFoundError(f"${LOCKFILE_ENV} points at {env}, which does not exist; fix it or run `kernlock lock`")
+    vendor = vendor_dir()
+    if vendor is not None:
+        if (vendor / LOCK_FILENAME).is_file():
+            return (vendor / LOCK_FILENAME).resolve()
+        raise LockfileNotFoundError(
+            f"${VENDOR_ENV} points at {vendor}, which has no {LOCK_FILENAME}; create it with `kernlock vendor {vendor}`"
+        )
     found = find_lockfile(Path.cwd())
     if found:
         return found.resolve()
