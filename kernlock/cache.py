@@ -12,12 +12,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kernlock.errors import IntegrityError, MissingFilesError
 from kernlock.lockfile import LockedFile, LockedKernel, LockedVariant
+
+if TYPE_CHECKING:
+    from kernlock.hub import Hub
 
 _CHUNK = 1 << 20
 VENDOR_ENV = "KERNLOCK_VENDOR_DIR"
@@ -125,27 +131,61 @@ def check_variant(kernel: LockedKernel, variant: LockedVariant, root: Path, stam
         _write_stamp(stamp_file, fresh)
 
 
+def _install_file(hub: "Hub", kernel: LockedKernel, variant: str, locked: LockedFile, cache: Path, force: bool) -> None:
+    """Download one locked file into the Hub cache layout, verified before it becomes visible.
+
+    Same layout and lock files as huggingface_hub (`blobs/<etag>`, a relative
+    symlink in `snapshots/<commit>/`, `.locks/`), so kernels and `hf cache`
+    tools see an ordinary cache. Concurrent processes serialise on the file's
+    lock; the first downloads, the others find it in place.
+    """
+    from filelock import FileLock
+
+    storage = cache / repo_folder(kernel.repo)
+    link = storage / "snapshots" / kernel.commit / "build" / variant / locked.path
+    locks = cache / ".locks" / repo_folder(kernel.repo)
+    locks.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(locks / f"{kernel.commit}-{variant}-{locked.path.replace('/', '--')}.lock")):
+        if link.is_file() and not force:
+            return
+        blobs = storage / "blobs"
+        blobs.mkdir(parents=True, exist_ok=True)
+        handle, temp = tempfile.mkstemp(dir=blobs, suffix=".incomplete")
+        os.close(handle)
+        try:
+            etag = hub.download(kernel.repo, kernel.commit, f"build/{variant}/{locked.path}", Path(temp))
+            actual = sha256_file(Path(temp))
+            if actual != locked.sha256:
+                raise IntegrityError(
+                    f"{kernel.spec}: the Hub sent {variant}/{locked.path} with sha256 {actual}, "
+                    f"but kernels.lock expects {locked.sha256}; nothing was kept. Re-run, or re-lock with "
+                    f"`kernlock lock -P {kernel.repo}` if the repository was rewritten"
+                )
+            blob = blobs / (etag if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", etag or "") else locked.sha256)
+            os.replace(temp, blob)
+        except BaseException:
+            Path(temp).unlink(missing_ok=True)
+            raise
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        try:
+            link.symlink_to(os.path.relpath(blob, link.parent))
+        except OSError:  # file systems without symlinks: a plain copy, as huggingface_hub does
+            shutil.copyfile(blob, link)
+
+
 def download_variant(kernel: LockedKernel, variant: LockedVariant, cache: Path, files: list[LockedFile] | None = None,
                      force: bool = False) -> None:
     """Fetch locked files of one variant into the Hub cache (only those files, at the locked commit)."""
-    from huggingface_hub import hf_hub_download
+    from kernlock.hub import Hub
 
-    wanted = variant.files if files is None else files
-
-    def fetch(locked: LockedFile) -> None:
-        hf_hub_download(
-            kernel.repo,
-            f"build/{variant.name}/{locked.path}",
-            repo_type="kernel",
-            revision=kernel.commit,
-            cache_dir=str(cache),
-            force_download=force,
-        )
-
+    wanted = list(variant.files if files is None else files)
     if not wanted:
         return
+    hub = Hub()
     with ThreadPoolExecutor(max_workers=min(8, len(wanted))) as pool:
-        list(pool.map(fetch, wanted))
+        list(pool.map(lambda locked: _install_file(hub, kernel, variant.name, locked, cache, force), wanted))
 
 
 def _describe_files(files: list[LockedFile]) -> str:
@@ -193,15 +233,13 @@ def ensure_variant(kernel: LockedKernel, variant: LockedVariant, *, offline: boo
             )
         try:
             download_variant(kernel, variant, cache, missing)
+        except IntegrityError:
+            raise
         except Exception as error:
             raise MissingFilesError(
                 f"{kernel.spec}: {len(missing)} locked file(s) of {variant.name} are not in the cache "
                 f"({_describe_files(missing)}) and cannot be downloaded ({type(error).__name__}); "
                 "run `kernlock sync` where the Hub is reachable"
             ) from None
-    try:
-        check_variant(kernel, variant, root, _stamp_path(kernel, variant.name, cache))
-    except IntegrityError:
-        discard(kernel, variant.name, missing, cache)  # never keep a mismatched download
-        raise
+    check_variant(kernel, variant, root, _stamp_path(kernel, variant.name, cache))
     return root

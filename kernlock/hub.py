@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar
 
 from kernlock.errors import HubError
@@ -207,6 +208,36 @@ class Hub:
             if git_blob_id(data) != blob_id:
                 raise ConnectionError(f"{path}: the downloaded bytes do not match the Hub's blob id")
             return data
+
+        return self._call(repo, fetch)
+
+    def download(self, repo: str, commit: str, path: str, destination: Path) -> str:
+        """Stream one file at `commit` into `destination`; return the Hub's etag for it.
+
+        Retried like every Hub call; a body cut short raises, so callers verify
+        and rename into place only complete files.
+        """
+        from huggingface_hub import hf_hub_url
+        from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+
+        url = hf_hub_url(repo, path, repo_type="kernel", revision=commit, endpoint=self.api.endpoint)
+        headers = build_hf_headers(token=self.api.token, library_name="kernlock")
+
+        def fetch() -> str:
+            with get_session().stream("GET", url, headers=headers, follow_redirects=True) as response:
+                if response.status_code >= 400:
+                    response.read()
+                hf_raise_for_status(response)
+                expected = response.headers.get("Content-Length")
+                written = 0
+                with open(destination, "wb") as out:
+                    for chunk in response.iter_bytes():
+                        out.write(chunk)
+                        written += len(chunk)
+                if expected is not None and written != int(expected):
+                    raise ConnectionError(f"{path}: received {written} of {expected} bytes")
+                etag = response.headers.get("X-Linked-Etag") or response.headers.get("ETag") or ""
+                return etag.removeprefix("W/").strip('"')
 
         return self._call(repo, fetch)
 

@@ -65,7 +65,6 @@ def sync_variant(kernel: LockedKernel, variant: LockedVariant, cache: Path, repa
     except IntegrityError:
         bad = [f for f in variant.files if _mismatched(root / f.path, f.sha256, f.size)]
         if not repair:
-            discard(kernel, variant.name, [f for f in bad if f in missing], cache)
             raise
         discard(kernel, variant.name, bad, cache)
         download_variant(kernel, variant, cache, bad, force=True)
