@@ -9,14 +9,20 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernlock.environment import Target, current_target, parse_target
-from kernlock.errors import KernlockError, LockfileError, TargetError
+from kernlock.environment import parse_target
+from kernlock.errors import KernlockError, LockfileError
 from kernlock.hub import Hub
 from kernlock.lockfile import Lockfile, load_lockfile, write_lockfile
-from kernlock.project import Project, find_project_root, load_project, project_specs, project_targets
+from kernlock.project import (  # noqa: F401  (collect_specs, expand_aliases, resolving_target: re-exported)
+    Project,
+    collect_specs,
+    expand_aliases,
+    find_project_root,
+    load_project,
+    project_targets,
+    resolving_target,
+)
 from kernlock.resolver import ResolveOptions, Resolver
-from kernlock.spec import KernelSpec, Origin, parse_spec
-from kernlock.transformers_compat import alias_repo
 
 
 @dataclass(frozen=True)
@@ -29,26 +35,6 @@ class LockResult:
     added: tuple[str, ...]
     removed: tuple[str, ...]
     updated: tuple[str, ...]
-
-
-def expand_aliases(specs: Iterable[KernelSpec], target: Target) -> list[KernelSpec]:
-    """Replace `flash_attention_N` with the Hub kernel Transformers falls back to."""
-    return [spec.with_repo(alias_repo(spec.alias, target)) if spec.alias else spec for spec in specs]
-
-
-def resolving_target(targets: tuple[Target, ...]) -> Target:
-    """The environment whose Transformers defaults decide bare specs: this one, else the first target."""
-    try:
-        return current_target()
-    except TargetError:
-        return targets[0]
-
-
-def collect_specs(project: Project, specs: Iterable[str] = (), scan: Iterable[str] = (), target: Target | None = None) -> list[KernelSpec]:
-    """Every spec from the command line and the project's sources, aliases expanded."""
-    extra = [parse_spec(text, Origin("command line")) for text in specs]
-    found = [*extra, *project_specs(project, tuple(scan))]
-    return expand_aliases(found, target or resolving_target(project_targets(project)))
 
 
 def _file_lock(path: Path):

@@ -17,6 +17,7 @@ Sources, merged: `[tool.kernlock] kernels`, kernels' own
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -176,3 +177,25 @@ def _use_kernels_specs(selection: bool | tuple[str, ...]) -> list[KernelSpec]:
         else:
             specs.append(spec_from_version(repo, version if version is not None else 1, origin))
     return specs
+
+
+def expand_aliases(specs: Iterable[KernelSpec], target: Target) -> list[KernelSpec]:
+    """Replace `flash_attention_N` with the Hub kernel Transformers falls back to."""
+    from kernlock.transformers_compat import alias_repo
+
+    return [spec.with_repo(alias_repo(spec.alias, target)) if spec.alias else spec for spec in specs]
+
+
+def resolving_target(targets: tuple[Target, ...]) -> Target:
+    """The environment whose Transformers defaults decide bare specs: this one, else the first target."""
+    try:
+        return current_target()
+    except TargetError:
+        return targets[0]
+
+
+def collect_specs(project: Project, specs: Iterable[str] = (), scan: Iterable[str] = (), target: Target | None = None) -> list[KernelSpec]:
+    """Every spec from the command line and the project's sources, aliases expanded."""
+    extra = [parse_spec(text, Origin("command line")) for text in specs]
+    found = [*extra, *project_specs(project, tuple(scan))]
+    return expand_aliases(found, target or resolving_target(project_targets(project)))

@@ -1,0 +1,478 @@
+"""`kernlock verify` as a library call: is `kernels.lock` valid, fresh, covering and intact?
+
+Checks, in order (later ones run only when the lock parses):
+
+* ``lock``     — the lock parses and validates (errors name the key path or line)
+  and is self-consistent (every input and dependency has an entry).
+* ``fresh``    — the specs of the project's sources (`[tool.kernlock] kernels`,
+  `[tool.kernels.dependencies]`, `[tool.kernlock] scan` paths, `use-kernels`)
+  are exactly the lock's `inputs`, and every configured target is locked. No
+  network; like `uv lock --check`.
+* ``coverage`` — every kernel has a locked variant for each checked target (the
+  running environment by default, `targets=...`, or every declared target).
+* ``cache``    — (opt-in) every locked variant of the checked targets is in the
+  local Hub cache and matches the lock's file hashes.
+* ``remote``   — (opt-in) every locked commit still exists on the Hub; branches
+  that moved past the lock are reported as notes (not failures).
+
+Plain verification (``lock``, ``fresh``, ``coverage``) imports neither Torch,
+Transformers, kernels nor huggingface_hub.
+
+JSON report (`VerifyReport.to_json()`, `kernlock verify --json`)::
+
+    {
+      "ok": bool,                      # every check passed
+      "lockfile": str,                 # path of the checked lock
+      "checks": [
+        {
+          "name": "lock" | "fresh" | "coverage" | "cache" | "remote",
+          "ok": bool,
+          "summary": str,              # e.g. "7 specs", "3 targets"
+          "problems": [                # empty when ok
+            {"message": str, "fix": str,
+             # optional context keys, present where they apply:
+             "spec": str, "kernel": str, "target": str, "file": str, "line": int,
+             "variant": str, "path": str}
+          ],
+          "notes": [str]               # informational, never fail the check
+        }
+      ]
+    }
+
+Exit codes (`VerifyReport.exit_code`): 0 all good, 1 a check failed, 2 the lock
+is unreadable or invalid.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kernlock.environment import Target, current_target, parse_target
+from kernlock.errors import LockfileError, TargetError
+from kernlock.lockfile import LockedKernel, Lockfile, load_lockfile
+from kernlock.project import Project, expand_aliases, find_project_root, load_project, project_specs
+from kernlock.spec import KernelSpec, version_of_branch
+
+if TYPE_CHECKING:
+    from kernlock.hub import Hub, Ref
+
+CHECK_NAMES = ("lock", "fresh", "coverage", "cache", "remote")
+
+
+@dataclass
+class Problem:
+    """One failed expectation and the command that fixes it."""
+
+    message: str
+    fix: str
+    context: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"message": self.message, "fix": self.fix, **self.context}
+
+
+@dataclass
+class CheckResult:
+    """The outcome of one check."""
+
+    name: str
+    summary: str = ""
+    problems: list[Problem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def problem(self, message: str, fix: str, **context: Any) -> None:
+        self.problems.append(Problem(message, fix, {k: v for k, v in context.items() if v is not None}))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "ok": self.ok, "summary": self.summary,
+            "problems": [p.to_json() for p in self.problems], "notes": list(self.notes),
+        }
+
+
+@dataclass
+class VerifyReport:
+    """Every check that ran, in order."""
+
+    lockfile: Path
+    checks: list[CheckResult] = field(default_factory=list)
+    unreadable: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return all(check.ok for check in self.checks)
+
+    @property
+    def exit_code(self) -> int:
+        if self.unreadable:
+            return 2
+        return 0 if self.ok else 1
+
+    def check(self, name: str) -> CheckResult | None:
+        """The result of the check called `name`, if it ran."""
+        return next((c for c in self.checks if c.name == name), None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "lockfile": str(self.lockfile), "checks": [c.to_json() for c in self.checks]}
+
+    def format(self) -> str:
+        """Human-readable report: one line per check, problems indented with their fix."""
+        lines = []
+        for check in self.checks:
+            if check.ok:
+                lines.append(f"ok   {check.name}" + (f" ({check.summary})" if check.summary else ""))
+            else:
+                count = len(check.problems)
+                lines.append(f"FAIL {check.name}: {count} problem{'s' if count != 1 else ''}"
+                             + (f" ({check.summary})" if check.summary else ""))
+            for problem in check.problems:
+                lines.append(f"     {problem.message}")
+                if problem.fix:
+                    lines.append(f"       fix: {problem.fix}")
+            for note in check.notes:
+                lines.append(f"     note: {note}")
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- targets
+
+
+def _targets_to_check(project: Project, lock: Lockfile, targets: Iterable[str], all_targets: bool) -> list[Target]:
+    """Explicit targets, else the declared ones (`all_targets`), else the running environment."""
+    chosen = [parse_target(t) for t in targets]
+    if all_targets:
+        declared = project.targets or lock.targets
+        chosen.extend(parse_target(t) for t in declared)
+    if not chosen:
+        try:
+            chosen.append(current_target())
+        except TargetError as error:
+            raise TargetError(f"{error} or --all-targets") from None
+    return sorted(set(chosen), key=str)
+
+
+def _resolving_target(project: Project, lock: Lockfile) -> Target | None:
+    """Whose Transformers defaults expand aliases: this environment, else the first declared target."""
+    try:
+        return current_target()
+    except TargetError:
+        declared = sorted(parse_target(t) for t in (*project.targets, *lock.targets))
+        return declared[0] if declared else None
+
+
+# ---------------------------------------------------------------- checks
+
+
+def check_lock_consistency(lock: Lockfile, result: CheckResult) -> None:
+    """Inputs and dependencies that have no `[[kernel]]` entry."""
+    specs = {k.spec for k in lock.kernels}
+    for key in lock.inputs:
+        if key not in specs:
+            result.problem(f"inputs lists {key} but the lock has no [[kernel]] entry for it",
+                           "kernlock lock", spec=key)
+    for kernel in lock.kernels:
+        for dep in kernel.depends:
+            if dep not in specs:
+                result.problem(f"{kernel.spec} depends on {dep}, which the lock does not contain",
+                               "kernlock lock", spec=kernel.spec)
+
+
+def _project_specs(project: Project, lock: Lockfile) -> list[KernelSpec]:
+    """The project's specs, aliases expanded the way `kernlock lock` expands them."""
+    found = project_specs(project)
+    if not any(spec.alias for spec in found):
+        return found
+    target = _resolving_target(project, lock)
+    if target is None:
+        raise TargetError("cannot expand flash_attention_N without a target; declare [tool.kernlock] targets")
+    return expand_aliases(found, target)
+
+
+def check_fresh(project: Project, lock: Lockfile, result: CheckResult) -> None:
+    """Specs of the project's sources ↔ the lock's inputs; declared targets ↔ the lock's targets."""
+    specs = _project_specs(project, lock)
+    by_key: dict[str, KernelSpec] = {}
+    for spec in specs:
+        by_key.setdefault(spec.key, spec)
+    locked = set(lock.inputs)
+    added = sorted(set(by_key) - locked)
+    removed = sorted(locked - set(by_key))
+    removed_by_repo: dict[str, list[str]] = {}
+    for key in removed:
+        removed_by_repo.setdefault(key.split("@", 1)[0], []).append(key)
+    changed: set[str] = set()
+    for key in added:
+        spec = by_key[key]
+        origin = spec.origin
+        where = f"{origin}: " if origin is not None else ""
+        context = {"spec": key, "file": origin.where if origin else None, "line": origin.line if origin else None}
+        old = removed_by_repo.get(spec.repo, [])
+        if len(old) == 1 and old[0] not in changed:
+            changed.add(old[0])
+            result.problem(f"{where}{spec.text} changed: the lock has {old[0]}, the sources ask for {key}",
+                           "kernlock lock", was=old[0], **context)
+        else:
+            result.problem(f"{where}{spec.text} is not in the lock", "kernlock lock", **context)
+    for key in removed:
+        if key not in changed:
+            result.problem(f"{key} is locked but no longer named by any source", "kernlock lock", spec=key)
+    locked_targets = set(lock.targets)
+    for text in project.targets:
+        target = str(parse_target(text))
+        if target not in locked_targets:
+            result.problem(f"target {target} is declared in [tool.kernlock] targets but not locked",
+                           "kernlock lock", target=target)
+    result.summary = f"{len(by_key)} spec{'s' if len(by_key) != 1 else ''}"
+    if not added and not removed:
+        _note_default_drift(lock, by_key, project, result)
+
+
+def _note_default_drift(lock: Lockfile, specs: dict[str, KernelSpec], project: Project, result: CheckResult) -> None:
+    """A note when the installed Transformers would now pick another default version for a bare spec."""
+    floating = [k for k in lock.kernels if k.spec in specs and specs[k.spec].floating and k.version is not None]
+    if not floating:
+        return
+    from kernlock.transformers_compat import default_version, installed_transformers
+
+    recorded = lock.resolved_with.get("transformers")
+    installed = installed_transformers().version
+    if installed is None or recorded == installed:
+        return
+    target = _resolving_target(project, lock)
+    if target is None:
+        return
+    for kernel in floating:
+        version, _ = default_version(kernel.repo, target)
+        if version != kernel.version:
+            result.notes.append(
+                f"{kernel.spec}: transformers {installed} would load v{version} by default, the lock pins "
+                f"v{kernel.version} (locked with transformers {recorded}); kernlock.apply() keeps the lock's pin; "
+                f"`kernlock lock -P {kernel.repo}` takes the new default"
+            )
+
+
+def check_coverage(lock: Lockfile, targets: list[Target], result: CheckResult) -> None:
+    """Each kernel has a locked variant for every checked target."""
+    locked_targets = set(lock.targets)
+    for target in targets:
+        name = str(target)
+        fix = f"kernlock lock --target {name}"
+        if name not in locked_targets:
+            result.problem(f"target {name} is not covered by the lock (locked targets: "
+                           f"{', '.join(lock.targets) or 'none'})", fix, target=name)
+            continue
+        for kernel in lock.kernels:
+            if kernel.variant_for(name) is None:
+                result.problem(f"{kernel.spec} has no locked variant for target {name}", fix,
+                               kernel=kernel.spec, target=name)
+    result.summary = ", ".join(str(t) for t in targets)
+
+
+def check_cache(lock: Lockfile, targets: list[Target], result: CheckResult) -> None:
+    """Locked variants of the checked targets are in the Hub cache and match their hashes."""
+    from kernlock import cache
+    from kernlock.errors import IntegrityError, MissingFilesError
+
+    root = cache.hub_cache_dir()
+    seen: set[tuple[str, str]] = set()
+    for kernel in lock.kernels:
+        for target in targets:
+            variant = kernel.variant_for(str(target))
+            if variant is None or (kernel.spec, variant.name) in seen:
+                continue
+            seen.add((kernel.spec, variant.name))
+            directory = cache.variant_dir(kernel, variant.name, root)
+            context = {"kernel": kernel.spec, "variant": variant.name, "target": str(target)}
+            missing = cache.missing_files(kernel, variant, directory)
+            if missing:
+                names = ", ".join(f.path for f in missing[:3]) + ("…" if len(missing) > 3 else "")
+                result.problem(f"{kernel.spec}: {len(missing)} of {len(variant.files)} file(s) of {variant.name} "
+                               f"are not in the cache ({names})", "kernlock sync", path=str(directory), **context)
+                continue
+            stamp = getattr(cache, "_stamp_path", None)
+            try:
+                cache.check_variant(kernel, variant, directory, stamp(kernel, variant.name, root) if stamp else None)
+            except MissingFilesError as error:
+                result.problem(str(error), "kernlock sync", path=str(directory), **context)
+            except IntegrityError as error:
+                result.problem(str(error), "kernlock sync --repair", path=str(directory), **context)
+    result.summary = f"{len(seen)} variant{'s' if len(seen) != 1 else ''} in {root}"
+
+
+# ---------------------------------------------------------------- remote
+
+
+@dataclass(frozen=True)
+class KernelStatus:
+    """How a locked kernel compares with its repo's refs on the Hub now."""
+
+    kernel: LockedKernel
+    current: str | None          # commit the locked ref points at now (None: no ref, or ref gone)
+    ref_kind: str | None         # "branch", "tag" or None
+    latest_version: int | None   # highest `vN` branch on the Hub
+    error: str | None = None     # the Hub could not be asked
+
+    @property
+    def moved(self) -> bool:
+        return self.current is not None and self.current != self.kernel.commit
+
+    @property
+    def ref_gone(self) -> bool:
+        return self.error is None and self.kernel.ref is not None and self.ref_kind is None
+
+    @property
+    def newer_version(self) -> int | None:
+        version = self.kernel.version
+        if version is None and self.kernel.ref is not None:
+            version = version_of_branch(self.kernel.ref)
+        if version is not None and self.latest_version is not None and self.latest_version > version:
+            return self.latest_version
+        return None
+
+
+def fetch_refs(repos: Iterable[str], hub: Hub) -> dict[str, list[Ref] | str]:
+    """Refs of each repo, one request per repo, concurrently; a failure becomes its message."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kernlock.errors import HubError
+
+    def one(repo: str) -> list[Ref] | str:
+        try:
+            return hub.refs(repo)
+        except HubError as error:
+            return str(error)
+
+    repos = sorted(set(repos))
+    if not repos:
+        return {}
+    with ThreadPoolExecutor(max_workers=min(16, len(repos))) as pool:
+        return dict(zip(repos, pool.map(one, repos)))
+
+
+def kernel_statuses(lock: Lockfile, hub: Hub | None = None) -> list[KernelStatus]:
+    """Each locked kernel against its repo's current refs."""
+    if hub is None:
+        from kernlock.hub import Hub
+
+        hub = Hub()
+    refs = fetch_refs((k.repo for k in lock.kernels), hub)
+    statuses = []
+    for kernel in lock.kernels:
+        found = refs[kernel.repo]
+        if isinstance(found, str):
+            statuses.append(KernelStatus(kernel, None, None, None, error=found))
+            continue
+        versions = [v for v in (version_of_branch(r.name) for r in found if r.kind == "branch") if v is not None]
+        match = next((r for r in found if r.name == kernel.ref), None) if kernel.ref else None
+        statuses.append(KernelStatus(
+            kernel,
+            current=match.commit if match else None,
+            ref_kind=match.kind if match else None,
+            latest_version=max(versions) if versions else None,
+        ))
+    return statuses
+
+
+def check_remote(lock: Lockfile, result: CheckResult, hub: Hub | None = None) -> None:
+    """Locked commits still exist on the Hub; moved branches are notes."""
+    from kernlock.errors import HubError
+
+    if hub is None:
+        from kernlock.hub import Hub
+
+        hub = Hub()
+    statuses = kernel_statuses(lock, hub)
+    for status in statuses:
+        kernel = status.kernel
+        fix = f"kernlock lock -P {kernel.repo}"
+        if status.error is not None:
+            result.problem(status.error, "check the network, HF_ENDPOINT and HF_TOKEN", kernel=kernel.spec)
+            continue
+        if status.current != kernel.commit:
+            # Not the head of its ref: ask for the commit itself.
+            try:
+                hub.tree(kernel.repo, kernel.commit)
+            except HubError as error:
+                result.problem(f"{kernel.spec}: locked commit {kernel.commit[:12]} is no longer on the Hub ({error})",
+                               fix, kernel=kernel.spec)
+                continue
+        if status.moved:
+            result.notes.append(f"{kernel.spec}: {status.ref_kind} {kernel.ref} moved from {kernel.commit[:12]} "
+                                f"to {status.current[:12]}; `{fix}` to take it")
+        elif status.ref_gone:
+            result.notes.append(f"{kernel.spec}: ref {kernel.ref} no longer exists on the Hub (the locked commit does)")
+    result.summary = f"{len({s.kernel.repo for s in statuses})} repos"
+
+
+# ---------------------------------------------------------------- entry point
+
+
+def verify(
+    project_dir: str | os.PathLike[str] = ".",
+    *,
+    targets: Iterable[str] = (),
+    all_targets: bool = False,
+    cache: bool = False,
+    remote: bool = False,
+    lockfile: str | os.PathLike[str] | None = None,
+    hub: Hub | None = None,
+) -> VerifyReport:
+    """Check the project's `kernels.lock`; see the module docstring for the checks and the report.
+
+    Raises `ConfigError`, `SpecError` or `TargetError` (exit 2) for bad configuration or targets;
+    an unreadable lock is reported as a failed ``lock`` check with `exit_code` 2.
+    """
+    root = find_project_root(Path(project_dir))
+    project = load_project(root)
+    path = Path(lockfile) if lockfile is not None else project.lockfile
+    report = VerifyReport(lockfile=path)
+    first = CheckResult("lock")
+    report.checks.append(first)
+    try:
+        lock = load_lockfile(path)
+    except LockfileError as error:
+        first.problem(str(error), "kernlock lock")
+        report.unreadable = True
+        return report
+    check_lock_consistency(lock, first)
+    first.summary = f"{len(lock.kernels)} kernels, {len(lock.targets)} targets"
+    checked = _targets_to_check(project, lock, targets, all_targets)
+    for name, run in (
+        ("fresh", lambda r: check_fresh(project, lock, r)),
+        ("coverage", lambda r: check_coverage(lock, checked, r)),
+        ("cache", (lambda r: check_cache(lock, checked, r)) if cache else None),
+        ("remote", (lambda r: check_remote(lock, r, hub)) if remote else None),
+    ):
+        if run is None:
+            continue
+        result = CheckResult(name)
+        run(result)
+        report.checks.append(result)
+    return report
+
+
+def report_json(report: VerifyReport) -> str:
+    """The report as indented JSON text."""
+    return json.dumps(report.to_json(), indent=2)
+
+
+__all__ = [
+    "CHECK_NAMES", "CheckResult", "KernelStatus", "Problem", "VerifyReport",
+    "check_cache", "check_coverage", "check_fresh", "check_lock_consistency", "check_remote",
+    "fetch_refs", "kernel_statuses", "verify",
+]
+
+
+def project_lock(project_dir: str | os.PathLike[str] = ".", lockfile: str | os.PathLike[str] | None = None) -> tuple[Project, Lockfile]:
+    """The project at `project_dir` and its parsed lock (raises `LockfileError`)."""
+    project = load_project(find_project_root(Path(project_dir)))
+    return project, load_lockfile(Path(lockfile) if lockfile is not None else project.lockfile)

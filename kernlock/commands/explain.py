@@ -1,0 +1,56 @@
+"""`kernlock explain`: every variant at a locked commit with kernels' verdict for a target."""
+
+from __future__ import annotations
+
+import click
+
+from kernlock.cli import handle_errors
+from kernlock.commands.show import lock_options
+
+
+@click.command("explain")
+@click.argument("repo")
+@click.option("--target", "targets", multiple=True, metavar="TARGET", help="Environment to explain (repeatable; default: the lock's targets).")
+@lock_options
+@handle_errors
+def explain_command(repo: str, targets: tuple[str, ...], lockfile: str | None, project_dir: str, as_json: bool) -> None:
+    """Explain which build variant of REPO (org/repo or a locked spec) each target gets, and why the others do not fit.
+
+    Uses kernels' own variant ranking against the variants listed in the lock; no network.
+    """
+    import json
+
+    from kernlock.check import project_lock
+    from kernlock.environment import parse_target
+    from kernlock.errors import UsageError
+    from kernlock.resolver import choose_variant
+
+    _, lock = project_lock(project_dir, lockfile)
+    kernels = [k for k in lock.kernels if repo in (k.repo, k.spec)]
+    if not kernels:
+        raise UsageError(f"{repo} is not in the lock; locked: {', '.join(k.spec for k in lock.kernels) or 'nothing'}")
+    chosen_targets = [parse_target(t) for t in targets] or [parse_target(t) for t in lock.targets]
+    report = []
+    for kernel in kernels:
+        entry = {"spec": kernel.spec, "commit": kernel.commit, "build_variants": list(kernel.build_variants), "targets": []}
+        for target in chosen_targets:
+            choice, reasons = choose_variant(kernel.build_variants, target)
+            locked = kernel.variant_for(str(target))
+            entry["targets"].append({
+                "target": str(target), "kernels_choice": choice, "locked": locked.name if locked else None,
+                "agrees": (locked.name if locked else None) == choice, "reasons": reasons,
+            })
+        report.append(entry)
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+        return
+    for entry in report:
+        click.echo(f"{entry['spec']} at {entry['commit'][:12]} ({len(entry['build_variants'])} build variants)")
+        for item in entry["targets"]:
+            locked = item["locked"] or "nothing (target not locked)"
+            click.echo(f"  target {item['target']}: kernels picks {item['kernels_choice'] or 'no variant'}; the lock has {locked}")
+            if item["locked"] and not item["agrees"]:
+                click.echo("    warning: the lock disagrees with kernels' choice; re-run `kernlock lock`")
+            for reason in item["reasons"]:
+                mark = "*" if item["locked"] and reason.startswith(item["locked"] + ":") else " "
+                click.echo(f"   {mark} {reason}")

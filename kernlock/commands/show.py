@@ -1,0 +1,50 @@
+"""`kernlock show`: what kernels.lock pins, as a table or JSON."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from kernlock.cli import handle_errors
+
+
+def lock_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`--lockfile`, `--project` and `--json`, shared by the inspection commands."""
+    fn = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")(fn)
+    fn = click.option("--project", "project_dir", default=".", type=click.Path(file_okay=False), help="Project directory.")(fn)
+    return click.option("--lockfile", type=click.Path(dir_okay=False), help="Lock file path (default: kernels.lock in the project).")(fn)
+
+
+def table(rows: list[list[str]]) -> str:
+    """Left-aligned columns separated by two spaces."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
+
+
+@click.command("show")
+@lock_options
+@handle_errors
+def show_command(lockfile: str | None, project_dir: str, as_json: bool) -> None:
+    """Show every locked kernel: spec, requested → ref → commit, variant per target."""
+    import json
+
+    from kernlock.check import project_lock
+    from kernlock.resolver import json_summary
+
+    _, lock = project_lock(project_dir, lockfile)
+    if as_json:
+        click.echo(json.dumps({"targets": list(lock.targets), "kernels": json_summary(lock)}, indent=2))
+        return
+    rows = [["KERNEL", "PIN", *lock.targets]]
+    for kernel in lock.kernels:
+        requested = ", ".join(r for r in kernel.requested if r != kernel.spec)
+        pin = f"{requested + ' → ' if requested else ''}{kernel.ref or 'commit'} → {kernel.commit[:12]}"
+        spec = kernel.spec + (f" (dependency of {', '.join(kernel.dependency_of)})" if kernel.dependency_of else "")
+        cells = []
+        for target in lock.targets:
+            variant = kernel.variant_for(target)
+            cells.append(variant.name if variant else "-")
+        rows.append([spec, pin, *cells])
+    click.echo(table(rows))

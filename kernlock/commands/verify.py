@@ -1,0 +1,31 @@
+"""`kernlock verify`: check kernels.lock is valid, fresh, covers the targets, and (opt-in) cached and on the Hub."""
+
+from __future__ import annotations
+
+import click
+
+from kernlock.cli import handle_errors
+
+
+@click.command("verify")
+@click.option("--target", "targets", multiple=True, metavar="TARGET", help="Check coverage of this environment instead of the current one (repeatable).")
+@click.option("--all-targets", is_flag=True, help="Check coverage of every target declared in [tool.kernlock] targets (else the lock's).")
+@click.option("--cache", is_flag=True, help="Also check the locked variants are in the local Hub cache and match their hashes.")
+@click.option("--remote", is_flag=True, help="Also check every locked commit still exists on the Hub; report moved branches.")
+@click.option("--lockfile", type=click.Path(dir_okay=False), help="Lock file path (default: kernels.lock in the project).")
+@click.option("--project", "project_dir", default=".", type=click.Path(file_okay=False), help="Project directory.")
+@click.option("--json", "as_json", is_flag=True, help="Print a machine-readable report (schema in kernlock.check).")
+@handle_errors
+def verify_command(targets: tuple[str, ...], all_targets: bool, cache: bool, remote: bool, lockfile: str | None,
+                   project_dir: str, as_json: bool) -> None:
+    """Check kernels.lock without resolving anything.
+
+    Exit 0 when every check passes, 1 when one fails, 2 for bad usage or an unreadable lock.
+    """
+    import sys
+
+    from kernlock.check import report_json, verify
+
+    report = verify(project_dir, targets=targets, all_targets=all_targets, cache=cache, remote=remote, lockfile=lockfile)
+    click.echo(report_json(report) if as_json else report.format())
+    sys.exit(report.exit_code)
