@@ -1,0 +1,32 @@
+"""kernlock benchmarks against the anchors (GitHub issue #7).
+
+Run::
+
+    python -m benchmarks                  # full run (~15 min on 2 cores)
+    python -m benchmarks --quick          # smoke run (fewer sizes and repetitions, ~3 min)
+    python -m benchmarks --only lock      # one benchmark (repeatable): lock, load, cold, verify, scaling
+    python -m benchmarks --json out.json  # where the results JSON goes (default: a temp dir; path printed)
+
+Each benchmark starts the test Hub (`kernlock.testing.hub.TestHub`, in-process
+thread) over synthetic kernel repos generated at benchmark time into a temp
+dir (N kernels x 15 build variants, small Python files plus one `_ops.so`),
+with an injected per-request latency of 0 ms and 50 ms (the latter standing in
+for a real Hub round trip). Children run in fresh processes pointed at the Hub
+through HF_ENDPOINT and a private HF_HOME. Figures are medians over
+repetitions and ratios measured in the same run, never absolute timings.
+
+Benchmarks (one module each):
+
+1. `lock`    — `kernlock lock` vs `kernels lock` for 1/10/50 kernels: wall time, requests, bytes,
+               and what each lock records (variants, file hashes).
+2. `load`    — time to kernel ready, warm cache: `kernlock.apply()` + `get_kernel` vs unlocked
+               `get_kernel`; Hub requests; `import kernlock; kernlock.apply()` overhead.
+3. `cold`    — bytes a cold load downloads: locked vs unlocked `get_kernel` vs `kernels download`
+               (with and without `--all-variants`).
+4. `verify`  — `kernlock verify` on a 50 kernels x 20 variants lock next to `python -c pass`;
+               checks that it imports neither torch, transformers, kernels nor huggingface_hub.
+5. `scaling` — load + validate + coverage check of 10/100/1,000-kernel locks, and the integrity
+               re-check of a 256 MB file with and without the verified-file stamp.
+
+The run ends with a summary of targets (PASS/MISS).
+"""

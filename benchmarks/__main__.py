@@ -1,0 +1,70 @@
+"""`python -m benchmarks [--quick] [--only NAME] [--json PATH]`: run benchmarks, print tables, write JSON."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import platform
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+from benchmarks.harness import Result, Target, Workspace, format_table
+
+BENCHMARKS = ("lock", "load", "cold", "verify", "scaling")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions and sizes (smoke run)")
+    parser.add_argument("--only", action="append", choices=BENCHMARKS, help="run only this benchmark (repeatable)")
+    parser.add_argument("--json", type=Path, help="results JSON path (default: a temp dir)")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary work directory")
+    args = parser.parse_args(argv)
+
+    selected = [name for name in BENCHMARKS if not args.only or name in args.only]
+    ws = Workspace(keep=args.keep)
+    results: list[Result] = []
+    started = time.perf_counter()
+    try:
+        for name in selected:
+            print(f"== {name} ...", flush=True)
+            t0 = time.perf_counter()
+            module = importlib.import_module(f"benchmarks.{name}")
+            try:
+                result = module.run(ws, args.quick)
+            except Exception:
+                traceback.print_exc()
+                result = Result(name, targets=[Target(f"{name}: benchmark ran", "error", "no error", False)])
+            result.data["seconds"] = round(time.perf_counter() - t0, 1)
+            results.append(result)
+            print(format_table(result.rows))
+            for note in result.notes:
+                print(f"  note: {note}")
+            print(f"   ({result.data['seconds']} s)\n", flush=True)
+    finally:
+        ws.close()
+
+    targets = [t.row() for r in results for t in r.targets]
+    print("== summary")
+    print(format_table(targets))
+    out = args.json or Path(tempfile.mkdtemp(prefix="kernlock-bench-results-")) / "results.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({
+        "quick": args.quick,
+        "python": sys.version.split()[0],
+        "machine": platform.platform(),
+        "seconds": round(time.perf_counter() - started, 1),
+        "benchmarks": {r.name: {"rows": r.rows, "targets": [t.row() for t in r.targets], "notes": r.notes,
+                                "data": r.data} for r in results},
+        "summary": targets,
+    }, indent=2, default=str))
+    print(f"\nresults: {out}  ({time.perf_counter() - started:.0f} s)")
+    return 0 if all(t["status"] == "PASS" for t in targets) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

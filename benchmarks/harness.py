@@ -1,0 +1,264 @@
+"""Shared machinery: synthetic kernel repos, a test Hub with latency, child processes, medians.
+
+Everything a benchmark touches lives under one temporary work directory
+(`Workspace`); nothing is written into the checkout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernlock.testing.fixtures import build_fixture_repos, default_fixtures_dir
+from kernlock.testing.hub import TestHub
+
+PYTHON = sys.executable
+KERNELS_CLI = str(Path(sys.executable).with_name("kernels"))
+KERNLOCK_CLI = str(Path(sys.executable).with_name("kernlock"))
+ORG = "kernels-community"  # a trusted publisher on the test Hub, so neither tool refuses the kernels
+CPU_TARGET = "torch2.13-cxx11-cpu-x86_64-linux"
+CUDA_TARGET = "torch2.12-cxx11-cu128-x86_64-linux"
+
+# ~15 build variants per commit, as on real kernel repos; the CPU one is what loads here.
+VARIANTS = (
+    "torch29-cxx11-cu126-x86_64-linux",
+    "torch29-cxx11-cu128-x86_64-linux",
+    "torch29-cxx11-cu128-aarch64-linux",
+    "torch210-cxx11-cu126-x86_64-linux",
+    "torch210-cxx11-cu128-x86_64-linux",
+    "torch210-cxx11-cu128-aarch64-linux",
+    "torch211-cxx11-cu128-x86_64-linux",
+    "torch211-cxx11-cu130-x86_64-linux",
+    "torch212-cxx11-cu128-x86_64-linux",
+    "torch212-cxx11-cu130-x86_64-linux",
+    "torch213-cxx11-cu130-x86_64-linux",
+    "torch211-cxx11-cpu-x86_64-linux",
+    "torch212-cxx11-cpu-x86_64-linux",
+    "torch213-cxx11-cpu-x86_64-linux",
+    "torch213-cxx11-rocm64-x86_64-linux",
+)
+
+# Variables that would point a child process somewhere other than the test Hub and its fresh cache.
+_UNSET_ENV = (
+    "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_CACHE",
+    "HUGGINGFACE_HUB_CACHE", "HF_HUB_DISABLE_TELEMETRY", "KERNELS_CACHE", "LOCAL_KERNELS", "HF_TOKEN_PATH",
+    "HF_XET_CACHE", "KERNLOCK_LOCKFILE", "KERNLOCK_APPLY", "KERNLOCK_STRICT",
+)
+
+
+def kernel_repo(index: int) -> str:
+    return f"{ORG}/bench-k{index:03d}"
+
+
+def kernel_module(repo: str) -> str:
+    return repo.split("/")[1].replace("-", "_")
+
+
+# ---------------------------------------------------------------- synthetic repos
+
+
+def write_fixtures(directory: Path, count: int, variants: Sequence[str] = VARIANTS, commits: int = 2) -> list[str]:
+    """Fixture TOMLs for `count` kernels (branch v1, also main) reusing the checkout's templates."""
+    directory.mkdir(parents=True, exist_ok=True)
+    templates = directory / "templates"
+    if not templates.exists():
+        templates.symlink_to(default_fixtures_dir() / "templates", target_is_directory=True)
+    variant_list = ", ".join(f'"{v}"' for v in variants)
+    repos = []
+    for index in range(count):
+        repo = kernel_repo(index)
+        lines = [f'repo = "{repo}"', 'template = "simple"', "", "[variant-sets]", f"all = [{variant_list}]"]
+        for n in range(1, commits + 1):
+            lines += ["", "[[commits]]", f'label = "{repo} v1 #{n}"', 'branch = "v1"', 'also = ["main"]', 'variants = ["all"]']
+        (directory / f"{repo.replace('/', '__')}.toml").write_text("\n".join(lines) + "\n")
+        repos.append(repo)
+    return repos
+
+
+# ---------------------------------------------------------------- projects
+
+
+def write_project(root: Path, repos: Sequence[str], targets: Sequence[str] = (), version: int = 1) -> Path:
+    """A pyproject.toml listing `repos` in `[tool.kernels.dependencies]` (read by both tools)."""
+    root.mkdir(parents=True, exist_ok=True)
+    lines = ["[project]", 'name = "bench"', 'version = "0"', ""]
+    if targets:
+        lines += ["[tool.kernlock]", "targets = [" + ", ".join(f'"{t}"' for t in targets) + "]", ""]
+    lines += ["[tool.kernels.dependencies]", *(f'"{repo}" = {version}' for repo in repos)]
+    (root / "pyproject.toml").write_text("\n".join(lines) + "\n")
+    return root
+
+
+# ---------------------------------------------------------------- the workspace
+
+
+class Workspace:
+    """A temporary directory holding fixture repos, projects and fresh HF_HOMEs."""
+
+    def __init__(self, keep: bool = False) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="kernlock-bench-"))
+        self.keep = keep
+        self._counter = 0
+        self._repos: dict[int, dict[str, Path]] = {}
+
+    def path(self, name: str) -> Path:
+        self._counter += 1
+        path = self.root / f"{self._counter:04d}-{name}"
+        path.mkdir(parents=True)
+        return path
+
+    def repos(self, count: int) -> dict[str, Path]:
+        """Bare git repos of the first `count` synthetic kernels (built once, shared)."""
+        if count not in self._repos:
+            fixtures = self.root / f"fixtures-{count}"
+            write_fixtures(fixtures, count)
+            self._repos[count] = build_fixture_repos(fixtures, self.root / f"repos-{count}")
+        return self._repos[count]
+
+    def close(self) -> None:
+        if not self.keep:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+@contextmanager
+def running_hub(repos: dict[str, Path], latency: float = 0.0) -> Iterator[TestHub]:
+    """A started TestHub whose per-commit caches are already filled (so no tool pays the server's warm-up)."""
+    with TestHub(repos, latency=latency) as hub:
+        for repo in hub.repos.values():
+            for commit in set(repo.refs().values()):
+                repo.entries(commit)
+                repo.last_commits(commit)
+        yield hub
+
+
+def child_env(hub: TestHub, hf_home: Path, **extra: str) -> dict[str, str]:
+    """The environment of a child process that talks to `hub` with cache `hf_home`."""
+    env = {k: v for k, v in os.environ.items() if k not in _UNSET_ENV}
+    env.update(HF_ENDPOINT=hub.url, HF_HOME=str(hf_home), KERNLOCK_STATE_DIR=str(hf_home / "kernlock-state"))
+    env.update(extra)
+    return env
+
+
+# ---------------------------------------------------------------- measuring
+
+
+@dataclass
+class Run:
+    """One measured child process."""
+
+    wall: float
+    requests: int
+    by_kind: dict[str, int]
+    bytes: int
+    stdout: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+class ChildFailed(RuntimeError):
+    pass
+
+
+def run_child(argv: Sequence[str], hub: TestHub, env: dict[str, str], cwd: Path | None = None, timeout: float = 600) -> Run:
+    """Run a process to completion, timing it and counting the Hub traffic it caused."""
+    hub.reset_counts()
+    start = time.perf_counter()
+    proc = subprocess.run(list(argv), cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise ChildFailed(f"{' '.join(argv)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+    data = {}
+    for line in proc.stdout.splitlines():
+        if line.startswith("BENCH "):
+            data = json.loads(line[6:])
+    return Run(wall, sum(hub.requests.values()), dict(hub.requests), hub.bytes_sent, proc.stdout, data)
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def summarize(runs: Sequence[Run], keys: Sequence[str] = ()) -> dict[str, Any]:
+    """Medians over repetitions of wall time (ms), requests, bytes and named child-reported values."""
+    out: dict[str, Any] = {
+        "reps": len(runs),
+        "wall_ms": round(median([r.wall for r in runs]) * 1000, 1),
+        "requests": median([r.requests for r in runs]),
+        "bytes": median([r.bytes for r in runs]),
+        "requests_by_kind": runs[0].by_kind if runs else {},
+    }
+    for key in keys:
+        out[key] = round(median([r.data[key] for r in runs]), 2)
+    return out
+
+
+def timeit_median(fn: Callable[[], Any], reps: int) -> float:
+    """Median seconds of `reps` calls of `fn`."""
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return median(times)
+
+
+def ratio(slow: float, fast: float) -> float:
+    return round(slow / fast, 2) if fast else float("inf")
+
+
+# ---------------------------------------------------------------- reporting
+
+
+@dataclass
+class Target:
+    """A figure with a goal: PASS or MISS in the summary."""
+
+    name: str
+    value: Any
+    goal: str
+    ok: bool
+
+    def row(self) -> dict[str, Any]:
+        return {"target": self.name, "value": self.value, "goal": self.goal, "status": "PASS" if self.ok else "MISS"}
+
+
+@dataclass
+class Result:
+    """What one benchmark returns: table rows, targets and raw data for the JSON."""
+
+    name: str
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    targets: list[Target] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def format_table(rows: Sequence[dict[str, Any]]) -> str:
+    """A plain-text table of dict rows (union of keys, in first-seen order)."""
+    if not rows:
+        return "(no rows)"
+    columns: list[str] = []
+    for row in rows:
+        columns += [k for k in row if k not in columns]
+    cells = [[_cell(row.get(c, "")) for c in columns] for row in rows]
+    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in cells]
+    return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:g}" if abs(value) < 1e6 else f"{value:.3e}"
+    return str(value)
