@@ -1,0 +1,82 @@
+"""The `kernlock-verify` pre-commit hook, run by the real `pre-commit` tool (`try-repo` on this checkout)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import CPU, CUDA_X86, cli, make_project
+from kernlock.testing.hub import TestHub
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+PRE_COMMIT = Path(sys.executable).with_name("pre-commit")
+TRAIN = "from transformers import AutoModel\n\nmodel = AutoModel.from_pretrained('m', attn_implementation='kernels-community/activation@v1')\n"
+
+pytestmark = pytest.mark.skipif(not PRE_COMMIT.exists() and shutil.which("pre-commit") is None, reason="pre-commit is not installed")
+
+
+@pytest.fixture(scope="session")
+def pre_commit_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One pre-commit cache per session, so the hook's environment is built once."""
+    return tmp_path_factory.mktemp("pre-commit-home")
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, env=_git_env())
+
+
+def _git_env() -> dict[str, str]:
+    return {
+        **os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com",
+    }
+
+
+def _hook(repo: Path, home: Path) -> subprocess.CompletedProcess:
+    _git(repo, "add", "-A")
+    command = [str(PRE_COMMIT) if PRE_COMMIT.exists() else "pre-commit", "try-repo", str(REPO_ROOT), "kernlock-verify",
+               "--all-files", "--color", "never"]
+    env = {**_git_env(), "PRE_COMMIT_HOME": str(home)}
+    env.pop("KERNLOCK_APPLY", None)
+    return subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_pre_commit_hook_scenarios(hub: TestHub, tmp_path: Path, pre_commit_home: Path) -> None:
+    repo = make_project(tmp_path / "repo", kernels=["kernels-community/flash-attn2@v2"], targets=[CPU, CUDA_X86],
+                        extra='scan = ["train.py"]\n')
+    (repo / "train.py").write_text(TRAIN)
+    assert cli("lock", cwd=repo).exit_code == 0
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "init")
+
+    # 1. A fresh lock passes.
+    result = _hook(repo, pre_commit_home)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "kernlock verify" in result.stdout and "Passed" in result.stdout
+
+    # 2. Scanned code that adds an unlocked kernel fails, naming file and line.
+    (repo / "train.py").write_text(TRAIN + "\nother = dict(attn_implementation=\"kernels-community/tagged@dev\")\n")
+    result = _hook(repo, pre_commit_home)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Failed" in result.stdout
+    assert "train.py:5: kernels-community/tagged@dev is not in the lock" in result.stdout
+    assert "fix: kernlock lock" in result.stdout
+    (repo / "train.py").write_text(TRAIN)
+
+    # 3. A changed kernel list in pyproject.toml fails.
+    pyproject = repo / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace("flash-attn2@v2", "flash-attn2@v3"))
+    result = _hook(repo, pre_commit_home)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "kernels-community/flash-attn2@v3 changed" in result.stdout
+
+    # 4. Re-locking makes it pass again.
+    assert cli("lock", cwd=repo).exit_code == 0
+    result = _hook(repo, pre_commit_home)
+    assert result.returncode == 0, result.stdout + result.stderr
