@@ -1,0 +1,29 @@
+# The two set-up-to-result commands (see README): `make demo` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test install bench clean
+
+$(BIN)/kernlock: pyproject.toml requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements-dev.txt
+	$(BIN)/pip install --quiet ".[test]"
+	touch $@
+
+install: $(BIN)/kernlock
+
+## lock -> verify -> a tiny training step under kernlock.apply(), on the bundled test Hub
+demo: install
+	PATH="$(abspath $(BIN)):$$PATH" scripts/demo.sh
+
+## the test suite (pytest exit 5, "no tests collected", fails too)
+test: install
+	$(BIN)/python -m pytest -q
+
+bench: install
+	$(BIN)/python -m benchmarks
+
+clean:
+	rm -rf $(VENV) .pytest_cache

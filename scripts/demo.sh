@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# kernlock end to end on the bundled test Hub: lock -> verify -> train under kernlock.apply().
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+work="$(mktemp -d)"
+trap 'kill "$hub_pid" 2>/dev/null || true; rm -rf "$work"' EXIT
+
+echo "== starting the bundled test Hub (real git repos of fixture kernels)"
+python -m kernlock.testing.hub --port 0 --workdir "$work/hub" > "$work/hub.env" &
+hub_pid=$!
+for _ in $(seq 100); do grep -q HF_ENDPOINT "$work/hub.env" 2>/dev/null && break; sleep 0.2; done
+export "$(grep HF_ENDPOINT "$work/hub.env")"
+export HF_HOME="$work/hf-home"
+echo "   $HF_ENDPOINT"
+
+cp -r "$here/examples/demo/." "$work/project"
+cd "$work/project"
+
+echo "== kernlock lock (this machine + a CUDA 12.8 cluster)"
+kernlock lock --target torch2.12-cxx11-cu128-x86_64-linux
+
+echo "== kernlock verify --all-targets"
+kernlock verify --all-targets
+
+echo "== training under kernlock.apply()"
+python train.py
