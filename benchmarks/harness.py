@@ -100,6 +100,16 @@ def write_project(root: Path, repos: Sequence[str], targets: Sequence[str] = (),
     return root
 
 
+def kernlock_lock_argv(project: Path) -> list[str]:
+    return [PYTHON, "-m", "kernlock", "lock", "--project", str(project)]
+
+
+def lock_project(project: Path, repos: Sequence[str], hub: TestHub, env: dict[str, str], targets: Sequence[str] = ()) -> Run:
+    """Write a project for `repos` and lock it with `kernlock lock` (in a child process)."""
+    write_project(project, repos, targets=targets)
+    return run_child(kernlock_lock_argv(project), hub, env)
+
+
 # ---------------------------------------------------------------- the workspace
 
 

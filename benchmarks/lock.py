@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from benchmarks.harness import (
-    CPU_TARGET, CUDA_TARGET, KERNELS_CLI, PYTHON, Result, Target, Workspace, child_env, ratio, run_child,
+    CPU_TARGET, CUDA_TARGET, KERNELS_CLI, Result, Target, Workspace, child_env, kernlock_lock_argv, ratio, run_child,
     running_hub, summarize, write_project,
 )
 from kernlock.lockfile import load_lockfile
@@ -25,7 +25,7 @@ TOOLS = ("kernels lock", "kernlock lock")
 def _commands(project: Path) -> dict[str, list[str]]:
     return {
         "kernels lock": [KERNELS_CLI, "lock", str(project)],
-        "kernlock lock": [PYTHON, "-m", "kernlock", "lock", "--project", str(project)],
+        "kernlock lock": kernlock_lock_argv(project),
     }
 
 
