@@ -1,0 +1,56 @@
+"""Test-side helpers for the end-to-end tests: locked projects and child scripts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers import cli, make_project
+from kernlock.lockfile import Lockfile, load_lockfile
+
+SCRIPTS = Path(__file__).resolve().parent
+FA2 = "kernels-community/flash-attn2"
+ACTIVATION = "kernels-community/activation"
+PRELUDE = "import json, os, sys\nimport torch\nimport tiny\n"
+
+
+def locked_project(root: Path, kernels: list[str], targets: list[str] = ()) -> tuple[Path, Lockfile]:
+    """A project locking `kernels` against the test Hub; returns it and its lock."""
+    project = make_project(root, kernels=kernels, targets=targets)
+    outcome = cli("lock", cwd=project)
+    assert outcome.exit_code == 0, outcome.output
+    return project, load_lockfile(project / "kernels.lock")
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """The test's environment (HF_ENDPOINT, HF_HOME) plus the scripts directory on PYTHONPATH."""
+    path = os.pathsep.join(p for p in (str(SCRIPTS), os.environ.get("PYTHONPATH", "")) if p)
+    bindir = str(Path(sys.executable).parent)
+    return {**os.environ, "PYTHONPATH": path, "PATH": bindir + os.pathsep + os.environ.get("PATH", ""), **extra}
+
+
+def run(args: list[str], cwd: Path, timeout: float = 240, **env: str) -> subprocess.CompletedProcess:
+    """Run a command in a fresh process; `.result` holds what its script reported with `tiny.result`."""
+    proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True, env=child_env(**env), timeout=timeout)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    proc.result = json.loads(lines[-1][len("RESULT "):]) if lines else None
+    return proc
+
+
+def python(code: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    """Run `code` (after a prelude importing json, os, sys, torch and tiny) in a fresh interpreter."""
+    return run([sys.executable, "-c", PRELUDE + code], cwd, **env)
+
+
+def kernlock_run(code: str, cwd: Path, *options: str, **env: str) -> subprocess.CompletedProcess:
+    """Run `code` under `kernlock run [options] -- python -c …`."""
+    return run([sys.executable, "-m", "kernlock", "run", *options, "--", sys.executable, "-c", PRELUDE + code], cwd, **env)
+
+
+def ok(proc: subprocess.CompletedProcess) -> dict:
+    """The child's result, failing with its output if it did not succeed."""
+    assert proc.returncode == 0 and proc.result is not None, f"rc={proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return proc.result
