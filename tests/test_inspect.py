@@ -1,0 +1,102 @@
+"""Inspection commands: show, outdated, explain, export (round-tripped through kernels itself)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from helpers import ARM, CPU, CUDA_X86, cli, make_project
+from kernlock.lockfile import load_lockfile
+from kernlock.testing.fixtures import advance_branch, rev_parse
+from kernlock.testing.hub import TestHub
+
+FA2 = "kernels-community/flash-attn2"
+ACT = "kernels-community/activation@v1"
+
+
+def locked(tmp_path: Path, kernels: list[str], targets: list[str] = (CPU, CUDA_X86)) -> Path:
+    project = make_project(tmp_path / "p", kernels=kernels, targets=list(targets))
+    result = cli("lock", cwd=project)
+    assert result.exit_code == 0, result.output
+    return project
+
+
+def test_show(hub: TestHub, tmp_path: Path) -> None:
+    project = locked(tmp_path, [FA2, f"{FA2}@v2", "kernels-community/with-dep@v1"])
+    lock = load_lockfile(project / "kernels.lock")
+    result = cli("show", cwd=project)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].split() == ["KERNEL", "PIN", *sorted([CPU, CUDA_X86])]
+    bare = next(line for line in lines if line.startswith(FA2 + " "))
+    assert f"v4 → {lock.kernel(FA2).commit[:12]}" in bare
+    assert lock.kernel(FA2).variant_for(CPU).name in bare and lock.kernel(FA2).variant_for(CUDA_X86).name in bare
+    assert any(line.startswith(f"{ACT} (dependency of kernels-community/with-dep@v1)") for line in lines)
+    data = json.loads(cli("show", "--json", cwd=project).output)
+    assert data["targets"] == sorted([CPU, CUDA_X86])
+    entry = next(k for k in data["kernels"] if k["spec"] == f"{FA2}@v2")
+    assert entry["commit"] == lock.kernel(f"{FA2}@v2").commit and set(entry["variants"]) == {CPU, CUDA_X86}
+
+
+def test_outdated(hub: TestHub, tmp_path: Path) -> None:
+    project = locked(tmp_path, [f"{FA2}@v2", f"{FA2}@v4", "kernels-community/tagged@v1.0.0"], targets=[CPU])
+    result = cli("outdated", cwd=project)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].split() == ["KERNEL", "REF", "LOCKED", "CURRENT", "LATEST", "STATUS"]
+    assert len(lines) == 2 and lines[1].startswith(f"{FA2}@v2") and f"v4 available; pin {FA2}@v4" in lines[1]
+    moved_to = advance_branch(hub.repo_path(FA2), "v4")
+    data = json.loads(cli("outdated", "--json", cwd=project).output)
+    by_spec = {item["spec"]: item for item in data}
+    assert by_spec[f"{FA2}@v4"]["moved"] is True and by_spec[f"{FA2}@v4"]["current"] == moved_to
+    assert by_spec[f"{FA2}@v4"]["newer_version"] is None
+    assert by_spec[f"{FA2}@v2"]["moved"] is False and by_spec[f"{FA2}@v2"]["newer_version"] == 4
+    assert by_spec["kernels-community/tagged@v1.0.0"]["moved"] is False
+    result = cli("outdated", "--all", cwd=project)
+    assert result.exit_code == 0
+    assert "branch moved; kernlock lock -P kernels-community/flash-attn2" in result.output
+    assert "up to date" in result.output
+
+
+def test_explain(hub: TestHub, tmp_path: Path) -> None:
+    project = locked(tmp_path, [f"{FA2}@v2"])
+    kernel = load_lockfile(project / "kernels.lock").kernel(f"{FA2}@v2")
+    cpu_variant = kernel.variant_for(CPU).name
+    result = cli("explain", FA2, "--target", CPU, "--target", ARM, cwd=project)
+    assert result.exit_code == 0, result.output
+    assert f"target {CPU}: kernels picks {cpu_variant}; the lock has {cpu_variant}" in result.output
+    assert f"   * {cpu_variant}: chosen" in result.output
+    assert f"target {ARM}:" in result.output and "nothing (target not locked)" in result.output
+    # Every build variant at the commit gets a verdict.
+    for name in kernel.build_variants:
+        assert f"{name}:" in result.output
+    data = json.loads(cli("explain", f"{FA2}@v2", "--json", cwd=project).output)
+    assert [t["target"] for t in data[0]["targets"]] == sorted([CPU, CUDA_X86])
+    assert all(t["agrees"] for t in data[0]["targets"])
+    result = cli("explain", "kernels-community/nope", cwd=project)
+    assert result.exit_code == 2 and "not in the lock" in result.output
+
+
+def test_export_round_trips_through_kernels(hub: TestHub, tmp_path: Path) -> None:
+    import kernels
+
+    project = locked(tmp_path, [f"{FA2}@v2", "kernels-community/with-dep@v1", "kernels-community/tagged@dev"], targets=[CPU])
+    # Move the branches on, so only the lock can name the old commits.
+    for repo, branch in ((FA2, "v2"), ("kernels-community/tagged", "dev")):
+        advance_branch(hub.repo_path(repo), branch)
+    lock = load_lockfile(project / "kernels.lock")
+    out = tmp_path / "kernels-lock.json"
+    result = cli("export", "--format", "kernels", "-o", str(out), cwd=project)
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    assert {(e["dependency"]["repo-id"], e["lock"]["commit"]) for e in data} == {(k.repo, k.commit) for k in lock.kernels}
+    stdout = cli("export", cwd=project).output
+    assert json.loads(stdout) == data
+
+    for spec in (f"{FA2}@v2", "kernels-community/tagged@dev", "kernels-community/with-dep@v1"):
+        kernel = lock.kernel(spec)
+        module = kernels.get_locked_kernel(kernel.repo, lockfile=out)
+        identity = module.KERNEL_IDENTITY
+        assert identity["repo"] == kernel.repo and identity["commit"] == kernel.commit, identity
+        assert identity["variant"] == kernel.variant_for(CPU).name
+    assert lock.kernel(f"{FA2}@v2").commit != rev_parse(hub.repo_path(FA2), "v2")
