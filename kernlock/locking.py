@@ -35,6 +35,7 @@ class LockResult:
     added: tuple[str, ...]
     removed: tuple[str, ...]
     updated: tuple[str, ...]
+    warnings: tuple[str, ...] = ()
 
 
 def _file_lock(path: Path):
@@ -115,7 +116,8 @@ def lock(
             upgrade=frozenset(upgrade_kernels),
             resolving_target=resolving,
         )
-        result = Resolver(hub or Hub(), options, previous, progress).resolve(all_specs)
+        resolver = Resolver(hub or Hub(), options, previous, progress)
+        result = resolver.resolve(all_specs)
         old = {k.spec: k.commit for k in previous.kernels} if previous else {}
         new = {k.spec: k.commit for k in result.kernels}
         written = False
@@ -133,4 +135,5 @@ def lock(
             added=tuple(sorted(set(new) - set(old))),
             removed=tuple(sorted(set(old) - set(new))),
             updated=tuple(sorted(k for k in new if k in old and old[k] != new[k])),
+            warnings=tuple(resolver.warnings),
         )

@@ -124,6 +124,7 @@ class Resolver:
         self.previous = previous
         self.progress = progress or (lambda message: None)
         self.workers = workers
+        self.warnings: list[str] = []
         self._files = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kernlock-file")
 
     # ---------------------------------------------------------------- public
@@ -220,6 +221,12 @@ class Resolver:
             else:
                 target = self.options.resolving_target or self.options.targets[0]
                 version, why = default_version(spec.repo, target)
+                others = sorted(str(t) for t in self.options.targets if default_version(spec.repo, t)[0] != version)
+                if others:
+                    self.warnings.append(
+                        f"{spec.key}: this Transformers release would default to another version on {', '.join(others)}; "
+                        f"the lock pins v{version} for every target (pin {spec.repo}@v<N> to choose explicitly)"
+                    )
             branch = branches.get(f"v{version}")
             if branch is None:
                 available = sorted(v for v in (version_of_branch(b) for b in branches) if v is not None)

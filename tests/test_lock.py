@@ -268,3 +268,11 @@ def test_short_shas_expand_and_must_be_unambiguous(hub: TestHub, tmp_path: Path)
     make_project(project, kernels=[f"{FA2}@0000000"], targets=[CUDA_X86])
     result = cli("lock", cwd=project)
     assert result.exit_code == 1 and "no commit starting with '0000000'" in result.output
+
+
+def test_bare_spec_warns_when_a_target_would_get_another_default(hub: TestHub, tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p", kernels=[FA2], targets=[CPU, "torch2.9-cxx11-cu128-x86_64-linux"])
+    result = cli("lock", cwd=project)
+    assert result.exit_code == 0, result.output
+    assert "would default to another version on torch2.9-cxx11-cu128-x86_64-linux" in result.output
+    assert lock_of(project).kernels[0].version == 4

@@ -53,10 +53,13 @@ def lock_command(specs: tuple[str, ...], targets: tuple[str, ...], scan: tuple[s
                   all_variants=all_variants, trust=trust, lockfile=lockfile, progress=progress)
     if progress:
         click.echo("\r" + " " * 100 + "\r", err=True, nl=False)
+    for warning in result.warnings:
+        click.echo(f"kernlock: warning: {warning}", err=True)
     if as_json:
         click.echo(json.dumps({
             "lockfile": str(result.path), "written": result.written, "targets": list(result.lockfile.targets),
             "added": list(result.added), "removed": list(result.removed), "updated": list(result.updated),
+            "warnings": list(result.warnings),
             "kernels": json_summary(result.lockfile),
         }, indent=2))
         return
