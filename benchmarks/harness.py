@@ -6,6 +6,7 @@ Everything a benchmark touches lives under one temporary work directory
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import shutil
@@ -13,6 +14,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -145,11 +147,32 @@ class Workspace:
 def running_hub(repos: dict[str, Path], latency: float = 0.0) -> Iterator[TestHub]:
     """A started TestHub whose per-commit caches are already filled (so no tool pays the server's warm-up)."""
     with TestHub(repos, latency=latency) as hub:
+        _count_bytes_by_kind(hub)
         for repo in hub.repos.values():
             for commit in set(repo.refs().values()):
                 repo.entries(commit)
                 repo.last_commits(commit)
         yield hub
+
+
+def _count_bytes_by_kind(hub: TestHub) -> None:
+    """Make `hub` also count bytes sent per endpoint kind in `hub.bytes_by_kind` (a handler thread
+    records its request's kind, then counts the bytes it sends)."""
+    local = threading.local()
+    lock = threading.Lock()
+    hub.bytes_by_kind = collections.Counter()  # type: ignore[attr-defined]
+    record, count = hub._record, hub._count_bytes
+
+    def _record(method: str, path: str, kind: str):
+        local.kind = kind
+        return record(method, path, kind)
+
+    def _count(n: int) -> None:
+        count(n)
+        with lock:
+            hub.bytes_by_kind[getattr(local, "kind", "other")] += n  # type: ignore[attr-defined]
+
+    hub._record, hub._count_bytes = _record, _count  # type: ignore[method-assign]
 
 
 def child_env(hub: TestHub, hf_home: Path, **extra: str) -> dict[str, str]:
@@ -171,6 +194,7 @@ class Run:
     requests: int
     by_kind: dict[str, int]
     bytes: int
+    bytes_by_kind: dict[str, int] = field(default_factory=dict)
     stdout: str = ""
     data: dict[str, Any] = field(default_factory=dict)
 
@@ -182,6 +206,7 @@ class ChildFailed(RuntimeError):
 def run_child(argv: Sequence[str], hub: TestHub, env: dict[str, str], cwd: Path | None = None, timeout: float = 600) -> Run:
     """Run a process to completion, timing it and counting the Hub traffic it caused."""
     hub.reset_counts()
+    hub.bytes_by_kind.clear()  # type: ignore[attr-defined]
     start = time.perf_counter()
     proc = subprocess.run(list(argv), cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     wall = time.perf_counter() - start
@@ -191,7 +216,8 @@ def run_child(argv: Sequence[str], hub: TestHub, env: dict[str, str], cwd: Path 
     for line in proc.stdout.splitlines():
         if line.startswith("BENCH "):
             data = json.loads(line[6:])
-    return Run(wall, sum(hub.requests.values()), dict(hub.requests), hub.bytes_sent, proc.stdout, data)
+    return Run(wall, sum(hub.requests.values()), dict(hub.requests), hub.bytes_sent,
+               dict(hub.bytes_by_kind), proc.stdout, data)  # type: ignore[attr-defined]
 
 
 def median(values: Sequence[float]) -> float:
@@ -206,10 +232,16 @@ def summarize(runs: Sequence[Run], keys: Sequence[str] = ()) -> dict[str, Any]:
         "requests": median([r.requests for r in runs]),
         "bytes": median([r.bytes for r in runs]),
         "requests_by_kind": runs[0].by_kind if runs else {},
+        "file_bytes": median([r.bytes_by_kind.get("resolve", 0) for r in runs]),
     }
     for key in keys:
         out[key] = round(median([r.data[key] for r in runs]), 2)
     return out
+
+
+def kinds(counts: dict[str, int]) -> str:
+    """`refs=1 tree=2`: a compact count per endpoint kind."""
+    return " ".join(f"{kind}={n}" for kind, n in sorted(counts.items())) or "-"
 
 
 def timeit_median(fn: Callable[[], Any], reps: int) -> float:

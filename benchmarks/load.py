@@ -10,7 +10,7 @@ own overhead: `import torch` first, then time `import kernlock; kernlock.apply()
 from __future__ import annotations
 
 from benchmarks.harness import (
-    PYTHON, Result, Target, Workspace, child_env, lock_project, ratio, run_child, running_hub, summarize,
+    PYTHON, Result, Target, Workspace, child_env, kinds, lock_project, ratio, run_child, running_hub, summarize,
 )
 
 NAME = "load"
@@ -71,7 +71,7 @@ def run(ws: Workspace, quick: bool) -> Result:
             result.rows.append({
                 "latency_ms": int(latency * 1000), "load": f"{mode} get_kernel", "reps": s["reps"],
                 "ready_ms": s["ready_ms"], "process_ms": s["wall_ms"], "requests": s["requests"],
-                "requests_by_kind": _kinds(s["requests_by_kind"]), "speedup": speedup if mode == "locked" else "",
+                "requests_by_kind": kinds(s["requests_by_kind"]), "speedup": speedup if mode == "locked" else "",
             })
         result.data[f"{int(latency * 1000)}ms"] = summaries
         result.targets.append(Target(f"load @{int(latency * 1000)}ms: locked warm load makes 0 Hub requests",
@@ -90,6 +90,3 @@ def run(ws: Workspace, quick: bool) -> Result:
                                  overhead["apply_ms"] <= 50))
     return result
 
-
-def _kinds(counts: dict[str, int]) -> str:
-    return " ".join(f"{kind}={n}" for kind, n in sorted(counts.items())) or "-"
