@@ -7,6 +7,7 @@ Everything a benchmark touches lives under one temporary work directory
 from __future__ import annotations
 
 import collections
+import hashlib
 import json
 import os
 import shutil
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernlock.lockfile import LockedFile, LockedKernel, LockedVariant, Lockfile
 from kernlock.testing.fixtures import build_fixture_repos, default_fixtures_dir
 from kernlock.testing.hub import TestHub
 
@@ -112,6 +114,39 @@ def lock_project(project: Path, repos: Sequence[str], hub: TestHub, env: dict[st
     return run_child(kernlock_lock_argv(project), hub, env)
 
 
+def bench_targets(count: int) -> list[str]:
+    """`count` distinct targets (Torch 2.13 down to 2.9 x cpu/cu126/cu128/cu130), the CPU one here first."""
+    found = []
+    for minor in range(13, 8, -1):
+        for backend in ("cpu", "cu126", "cu128", "cu130"):
+            found.append(f"torch2.{minor}-cxx11-{backend}-x86_64-linux")
+    assert count <= len(found)
+    return found[:count]
+
+
+def synthetic_lock(repos: Sequence[str], variants: int, files: int = 4) -> Lockfile:
+    """A lock of `repos` (spec `repo@v1`), each with one variant per target of `bench_targets(variants)`."""
+    targets = bench_targets(variants)
+    kernels = []
+    for repo in repos:
+        commit = hashlib.sha1(repo.encode()).hexdigest()
+        locked = []
+        for target in targets:
+            name = target.replace("torch2.", "torch2").replace(".", "")
+            paths = ["metadata.json", *(f"{kernel_module(repo)}/file{n}.py" for n in range(files - 2)),
+                     f"{kernel_module(repo)}/_ops.so"][:files]
+            entries = tuple(LockedFile(path, hashlib.sha256(f"{repo}/{name}/{path}".encode()).hexdigest(), 1000 + n)
+                            for n, path in enumerate(sorted(paths)))
+            locked.append(LockedVariant(name=name, targets=(target,), files=entries))
+        kernels.append(LockedKernel(
+            spec=f"{repo}@v1", repo=repo, commit=commit, resolution="version 1 → branch v1", trust="trusted-publisher",
+            requested=(f"{repo}@v1",), version=1, ref="v1", build_variants=tuple(sorted(v.name for v in locked)),
+            variants=tuple(sorted(locked, key=lambda v: v.name)),
+        ))
+    return Lockfile(targets=tuple(sorted(targets)), inputs=tuple(sorted(k.spec for k in kernels)),
+                    kernels=tuple(kernels), resolved_with={"kernlock": "0.1.0"})
+
+
 # ---------------------------------------------------------------- the workspace
 
 
@@ -175,10 +210,12 @@ def _count_bytes_by_kind(hub: TestHub) -> None:
     hub._record, hub._count_bytes = _record, _count  # type: ignore[method-assign]
 
 
-def child_env(hub: TestHub, hf_home: Path, **extra: str) -> dict[str, str]:
-    """The environment of a child process that talks to `hub` with cache `hf_home`."""
+def child_env(hub: TestHub | None, hf_home: Path, **extra: str) -> dict[str, str]:
+    """The environment of a child process that talks to `hub` (if any) with cache `hf_home`."""
     env = {k: v for k, v in os.environ.items() if k not in _UNSET_ENV}
-    env.update(HF_ENDPOINT=hub.url, HF_HOME=str(hf_home), KERNLOCK_STATE_DIR=str(hf_home / "kernlock-state"))
+    env.update(HF_HOME=str(hf_home), KERNLOCK_STATE_DIR=str(hf_home / "kernlock-state"))
+    if hub is not None:
+        env["HF_ENDPOINT"] = hub.url
     env.update(extra)
     return env
 
@@ -197,27 +234,32 @@ class Run:
     bytes_by_kind: dict[str, int] = field(default_factory=dict)
     stdout: str = ""
     data: dict[str, Any] = field(default_factory=dict)
+    stderr: str = ""
 
 
 class ChildFailed(RuntimeError):
     pass
 
 
-def run_child(argv: Sequence[str], hub: TestHub, env: dict[str, str], cwd: Path | None = None, timeout: float = 600) -> Run:
-    """Run a process to completion, timing it and counting the Hub traffic it caused."""
-    hub.reset_counts()
-    hub.bytes_by_kind.clear()  # type: ignore[attr-defined]
+def run_child(argv: Sequence[str], hub: TestHub | None, env: dict[str, str], cwd: Path | None = None,
+              timeout: float = 600) -> Run:
+    """Run a process to completion, timing it and counting the Hub traffic it caused (if `hub`)."""
+    if hub is not None:
+        hub.reset_counts()
+        hub.bytes_by_kind.clear()  # type: ignore[attr-defined]
     start = time.perf_counter()
     proc = subprocess.run(list(argv), cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     wall = time.perf_counter() - start
     if proc.returncode != 0:
-        raise ChildFailed(f"{' '.join(argv)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+        raise ChildFailed(f"{' '.join(argv)} exited {proc.returncode}:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
     data = {}
     for line in proc.stdout.splitlines():
         if line.startswith("BENCH "):
             data = json.loads(line[6:])
+    if hub is None:
+        return Run(wall, 0, {}, 0, {}, proc.stdout, data, proc.stderr)
     return Run(wall, sum(hub.requests.values()), dict(hub.requests), hub.bytes_sent,
-               dict(hub.bytes_by_kind), proc.stdout, data)  # type: ignore[attr-defined]
+               dict(hub.bytes_by_kind), proc.stdout, data, proc.stderr)  # type: ignore[attr-defined]
 
 
 def median(values: Sequence[float]) -> float:
