@@ -286,14 +286,19 @@ def kinds(counts: dict[str, int]) -> str:
     return " ".join(f"{kind}={n}" for kind, n in sorted(counts.items())) or "-"
 
 
-def timeit_median(fn: Callable[[], Any], reps: int) -> float:
-    """Median seconds of `reps` calls of `fn`."""
+def timeit_times(fn: Callable[[], Any], reps: int) -> list[float]:
+    """Seconds of each of `reps` calls of `fn`."""
     times = []
     for _ in range(reps):
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
-    return median(times)
+    return times
+
+
+def timeit_median(fn: Callable[[], Any], reps: int) -> float:
+    """Median seconds of `reps` calls of `fn`."""
+    return median(timeit_times(fn, reps))
 
 
 def ratio(slow: float, fast: float) -> float:

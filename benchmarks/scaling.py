@@ -1,0 +1,105 @@
+"""Benchmark 5 — scaling, in-process.
+
+* Load + validate + coverage check (`lockfile.load_lockfile` + `patch.check_coverage`)
+  of locks of 10, 100 and 1,000 kernels (2 variants x 4 files each): median time,
+  per-kernel cost and its growth (flat per-kernel cost = linear).
+* Integrity re-check on a warm start of a variant holding a 256 MB binary
+  (`cache.check_variant`): first check (hashes everything) vs the re-check
+  that trusts the verified-file stamp (size, mtime, inode unchanged).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from benchmarks.harness import (
+    Result, Target, Workspace, bench_targets, kernel_module, kernel_repo, median, ratio, synthetic_lock, timeit_median,
+    timeit_times,
+)
+from kernlock import cache
+from kernlock.environment import parse_target
+from kernlock.lockfile import LockedFile, LockedVariant, load_lockfile, write_lockfile
+from kernlock.patch import check_coverage
+
+NAME = "scaling"
+SIZES = (10, 100, 1000)
+
+
+def _lock_scaling(ws: Workspace, reps: int, result: Result) -> None:
+    target = parse_target(bench_targets(1)[0])
+    per_kernel = {}
+    for size in SIZES:
+        path = ws.path(f"scaling-{size}") / "kernels.lock"
+        write_lockfile(synthetic_lock([kernel_repo(i) for i in range(size)], variants=2), path)
+
+        def load_and_check() -> None:
+            check_coverage(load_lockfile(path), target, path)
+
+        n = max(reps, reps * 1000 // size)  # small locks: more repetitions, same total time
+        times = timeit_times(load_and_check, n)
+        seconds = median(times)
+        per_kernel[size] = min(times) / size  # growth from the minimum: least disturbed by other load
+        result.rows.append({"case": f"load+validate+coverage, {size} kernels", "reps": n,
+                            "median_ms": round(seconds * 1000, 2), "min_ms": round(min(times) * 1000, 2),
+                            "per_kernel_us": round(per_kernel[size] * 1e6, 1), "lock_bytes": path.stat().st_size})
+        result.data[f"lock-{size}"] = {"median_ms": seconds * 1000, "min_ms": min(times) * 1000,
+                                       "per_kernel_us_min": per_kernel[size] * 1e6}
+        if size == SIZES[-1]:
+            result.targets.append(Target(f"scaling: load+validate+coverage of {size} kernels (ms)",
+                                         round(seconds * 1000, 1), "< 1000 ms", seconds < 1))
+    growth = ratio(per_kernel[SIZES[-1]], per_kernel[SIZES[1]])
+    result.data["per_kernel_growth_100_to_1000"] = growth
+    result.targets.append(Target("scaling: per-kernel cost (min) at 1,000 / at 100 kernels (linear = 1)", growth, "<= 1.5",
+                                 growth <= 1.5))
+
+
+def _write_binary(path: Path, size: int) -> str:
+    """Write `size` bytes of incompressible data; return their sha256."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    chunk = os.urandom(1 << 20)
+    digest = hashlib.sha256()
+    with open(path, "wb") as out:
+        for _ in range(size >> 20):
+            out.write(chunk)
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _integrity(ws: Workspace, megabytes: int, reps: int, result: Result) -> None:
+    lock = synthetic_lock([kernel_repo(0)], variants=1, files=0)
+    kernel = lock.kernels[0]
+    name = kernel.variants[0].name
+    root = cache.variant_dir(kernel, name, ws.path("scaling-cache"))
+    binary = f"{kernel_module(kernel.repo)}/_ops.so"
+    digest = _write_binary(root / binary, megabytes << 20)
+    variant = LockedVariant(name=name, targets=kernel.variants[0].targets,
+                            files=(LockedFile(binary, digest, megabytes << 20),))
+    stamp = root.parent.parent.parent.parent / ".kernlock-bench-stamp.json"
+
+    def unstamped() -> None:
+        cache.check_variant(kernel, variant, root)
+
+    def stamped() -> None:
+        cache.check_variant(kernel, variant, root, stamp)
+
+    first = timeit_median(unstamped, reps)
+    stamped()  # writes the stamp
+    again = timeit_median(stamped, max(reps, 20))
+    speedup = ratio(first, again)
+    result.rows.append({"case": f"check_variant {megabytes} MB, no stamp (hash)", "reps": reps,
+                        "median_ms": round(first * 1000, 2)})
+    result.rows.append({"case": f"check_variant {megabytes} MB, stamped re-check", "reps": max(reps, 20),
+                        "median_ms": round(again * 1000, 3), "speedup": speedup})
+    result.data["integrity"] = {"megabytes": megabytes, "hash_ms": first * 1000, "stamped_ms": again * 1000,
+                                "hash_MB_per_s": round(megabytes / first, 1)}
+    result.targets.append(Target(f"scaling: stamped re-check of a {megabytes} MB variant (ms)",
+                                 round(again * 1000, 3), "<= 10 ms", again <= 0.010))
+
+
+def run(ws: Workspace, quick: bool) -> Result:
+    result = Result(NAME)
+    _lock_scaling(ws, 3 if quick else 7, result)
+    _integrity(ws, 64 if quick else 256, 1 if quick else 3, result)
+    return result
