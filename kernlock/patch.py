@@ -34,6 +34,7 @@ logger = logging.getLogger("kernlock")
 
 LOCKFILE_ENV = "KERNLOCK_LOCKFILE"
 STRICT_ENV = "KERNLOCK_STRICT"
+VERBOSE_ENV = "KERNLOCK_VERBOSE"
 
 
 class VariantMismatchError(KernlockError):
@@ -233,7 +234,10 @@ class LockedResolver:
             return None
         if backend not in (None, _STATE.target.backend if _STATE.target else None) and backend != "cpu":
             return None
-        return _locked_local_kernel(entry)
+        local = _locked_local_kernel(entry)
+        variant = entry.variant_for(str(_STATE.target))
+        logger.info("kernlock: %s (%s) -> %s [%s]", kernel.repo_id, _describe(version, revision), entry.commit, variant.name)
+        return local
 
 
 # ---------------------------------------------------------------- patching kernels
@@ -349,11 +353,24 @@ def _ensure_patched() -> None:
 # ---------------------------------------------------------------- public
 
 
+def _log_to_stderr() -> None:
+    """With `$KERNLOCK_VERBOSE` set, print what `apply()` bound and every bound load to stderr."""
+    if os.environ.get(VERBOSE_ENV, "").lower() in ("", "0", "false", "no"):
+        return
+    if not any(getattr(handler, "_kernlock", False) for handler in logger.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        handler._kernlock = True  # type: ignore[attr-defined]
+        logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+
+
 def apply(lockfile: str | os.PathLike[str] | None = None, *, strict: bool | None = None) -> Applied:
     """Bind every kernel load in this process to the lock; fail early if it cannot cover this environment.
 
     Idempotent: calling it again re-reads the lock and re-checks the environment.
     """
+    _log_to_stderr()
     path = locate_lockfile(lockfile)
     lock = load_lockfile(path)
     if strict is None:

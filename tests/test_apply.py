@@ -17,11 +17,10 @@ import kernlock
 from helpers import CUDA_X86
 from kernlock import cache
 from kernlock.errors import IntegrityError, LockfileError, LockfileNotFoundError, NoVariantError, UnlockedKernelError
-from kernlock.lockfile import LockedKernel, Lockfile
 from kernlock.patch import release
 from kernlock.testing.fixtures import advance_branch, rev_parse
 from kernlock.testing.hub import TestHub
-from scripts.harness import ACTIVATION, FA2, locked_project, ok, python
+from scripts.harness import ACTIVATION, FA2, locked_project, ok, only_locked_files_requested, python, variant_of
 
 UNIVERSAL = "kernels-community/universal"
 
@@ -30,19 +29,6 @@ UNIVERSAL = "kernels-community/universal"
 def _release() -> None:
     yield
     release()
-
-
-def variant_of(lock: Lockfile, entry: LockedKernel) -> str:
-    return entry.variant_for(lock.targets[0]).name
-
-
-def only_locked_files_requested(hub: TestHub, lock: Lockfile) -> None:
-    """Every request was a download of a locked variant's file at its locked commit."""
-    allowed = tuple(f"/resolve/{k.commit}/build/{variant_of(lock, k)}/" for k in lock.kernels)
-    # huggingface_hub fetches its agent-harness registry while building request headers (telemetry, not kernels)
-    log = [path for _, path in hub.log if path != "/api/agent-harnesses"]
-    assert log, "nothing was downloaded"
-    assert all("/resolve/" in path and any(a in path for a in allowed) for path in log), log
 
 
 # ---------------------------------------------------------------- Transformers attention

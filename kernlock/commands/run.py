@@ -11,13 +11,13 @@ import click
 from kernlock.cli import fail, handle_errors
 
 
-def run_environment(lockfile: Path, strict: bool = True) -> dict[str, str]:
+def run_environment(lockfile: Path, strict: bool = True, verbose: bool = False) -> dict[str, str]:
     """Environment variables that make every Python process apply `lockfile`.
 
     The same variables work under cluster launchers: export them in the job script.
     """
     from kernlock.autoapply import APPLY_ENV
-    from kernlock.patch import LOCKFILE_ENV, STRICT_ENV
+    from kernlock.patch import LOCKFILE_ENV, STRICT_ENV, VERBOSE_ENV
 
     startup = str(Path(__file__).resolve().parent.parent / "_startup")
     paths = [startup, *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != startup]]
@@ -26,6 +26,7 @@ def run_environment(lockfile: Path, strict: bool = True) -> dict[str, str]:
         LOCKFILE_ENV: str(lockfile),
         STRICT_ENV: "1" if strict else "0",
         "PYTHONPATH": os.pathsep.join(paths),
+        **({VERBOSE_ENV: "1"} if verbose else {}),
     }
 
 
@@ -33,9 +34,10 @@ def run_environment(lockfile: Path, strict: bool = True) -> dict[str, str]:
 @click.option("--lockfile", type=click.Path(dir_okay=False), help="Lock file (default: found like kernlock.apply()).")
 @click.option("--lenient", is_flag=True, help="Let kernels outside the lock load as usual (with a warning).")
 @click.option("--vendor", "vendor", type=click.Path(file_okay=False, exists=True), help="Load the lock and kernels from this `kernlock vendor` directory.")
+@click.option("-v", "--verbose", is_flag=True, help="Print the applied lock and every bound kernel load to stderr.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @handle_errors
-def run_command(lockfile: str | None, lenient: bool, vendor: str | None, command: tuple[str, ...]) -> None:
+def run_command(lockfile: str | None, lenient: bool, vendor: str | None, verbose: bool, command: tuple[str, ...]) -> None:
     """Run COMMAND with the lock applied in it and every Python process it starts.
 
     The lock is checked against this environment first; the command then
@@ -54,4 +56,4 @@ def run_command(lockfile: str | None, lenient: bool, vendor: str | None, command
     program = shutil.which(command[0])
     if program is None:
         fail(f"command not found: {command[0]}", 127)
-    os.execve(program, list(command), {**os.environ, **run_environment(path, strict=not lenient)})
+    os.execve(program, list(command), {**os.environ, **run_environment(path, strict=not lenient, verbose=verbose)})

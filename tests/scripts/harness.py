@@ -9,12 +9,15 @@ import sys
 from pathlib import Path
 
 from helpers import cli, make_project
-from kernlock.lockfile import Lockfile, load_lockfile
+from kernlock.lockfile import LockedKernel, Lockfile, load_lockfile
+from kernlock.testing.hub import TestHub
 
 SCRIPTS = Path(__file__).resolve().parent
 FA2 = "kernels-community/flash-attn2"
 ACTIVATION = "kernels-community/activation"
 PRELUDE = "import json, os, sys\nimport torch\nimport tiny\n"
+# Requests the Hub clients make on their own while downloading (telemetry), not for kernels.
+CLIENT_CHATTER = ("/api/agent-harnesses", "/api/telemetry/")
 
 
 def locked_project(root: Path, kernels: list[str], targets: list[str] = ()) -> tuple[Path, Lockfile]:
@@ -54,3 +57,16 @@ def ok(proc: subprocess.CompletedProcess) -> dict:
     """The child's result, failing with its output if it did not succeed."""
     assert proc.returncode == 0 and proc.result is not None, f"rc={proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     return proc.result
+
+
+def variant_of(lock: Lockfile, entry: LockedKernel) -> str:
+    """The variant `entry` locks for the lock's (first) target."""
+    return entry.variant_for(lock.targets[0]).name
+
+
+def only_locked_files_requested(hub: TestHub, lock: Lockfile) -> None:
+    """Every kernel request was a download of a locked variant's file at its locked commit."""
+    allowed = tuple(f"/resolve/{k.commit}/build/{variant_of(lock, k)}/" for k in lock.kernels)
+    log = [path for _, path in hub.log if not path.startswith(CLIENT_CHATTER)]
+    assert log, "nothing was downloaded"
+    assert all("/resolve/" in path and any(a in path for a in allowed) for path in log), log
