@@ -8,6 +8,7 @@ nowhere else. Every failure becomes a one-line `HubError` naming the repo.
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -20,6 +21,8 @@ from kernlock.errors import HubError
 T = TypeVar("T")
 
 RETRY_STATUS = (429, 500, 502, 503, 504)
+_SHA1_RE = re.compile(r"[0-9a-f]{40}")
+_SHA256_RE = re.compile(r"[0-9a-f]{64}")
 MAX_ATTEMPTS = 4
 BASE_DELAY = 0.2
 MAX_DELAY = 4.0
@@ -140,7 +143,11 @@ class Hub:
                 Ref(t.name, "tag", t.target_commit) for t in refs.tags
             ]
 
-        return self._call(repo, fetch)
+        refs = self._call(repo, fetch)
+        for ref in refs:
+            if not isinstance(ref.commit, str) or not _SHA1_RE.fullmatch(ref.commit):
+                raise HubError(f"{repo}: the Hub reported {ref.kind} {ref.name!r} at {ref.commit!r}, which is not a commit SHA")
+        return refs
 
     def _get_pages(self, repo: str, url: str, params: dict[str, str]) -> list:
         """GET a JSON list endpoint, following the Hub's `Link: rel="next"` pagination.
@@ -184,14 +191,20 @@ class Hub:
                 continue
             try:
                 lfs = entry.get("lfs")
-                files.append(TreeFile(
+                item = TreeFile(
                     path=str(entry["path"]),
                     size=int(entry["size"]),
                     blob_id=str(entry["oid"]),
                     lfs_sha256=str(lfs["oid"]) if lfs else None,
-                ))
+                )
             except (KeyError, TypeError, ValueError):
                 raise HubError(f"{repo}: the Hub listed a malformed tree entry at {commit[:12]}") from None
+            if (
+                item.size < 0 or not _SHA1_RE.fullmatch(item.blob_id)
+                or (item.lfs_sha256 is not None and not _SHA256_RE.fullmatch(item.lfs_sha256))
+            ):
+                raise HubError(f"{repo}: the Hub listed {item.path!r} at {commit[:12]} with an invalid size or hash")
+            files.append(item)
         return files
 
     def fetch(self, repo: str, commit: str, path: str, blob_id: str) -> bytes:

@@ -278,7 +278,16 @@ class Resolver:
     def _lock_commit(self, *, repo: str, spec_key: str, commit: str, ref: str | None, version: int | None,
                      resolution: str, refs: list[Ref] | None = None) -> LockedKernel:
         trust = self._trust(repo)
-        grouped = _group_variants(repo, commit, self.hub.tree(repo, commit))
+        try:
+            listing = self.hub.tree(repo, commit)
+        except ResolutionError as error:
+            if ref is None or "revision not found" not in str(error):
+                raise
+            raise ResolutionError(
+                f"{spec_key}: {ref} points at commit {commit[:12]}, which the Hub cannot list; "
+                "the repository looks broken: try again later or pin another revision"
+            ) from None
+        grouped = _group_variants(repo, commit, listing)
         names = sorted(grouped)
         chosen: dict[str, set[str]] = {}
         for target in self.options.targets:

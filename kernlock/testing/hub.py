@@ -41,7 +41,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from kernlock.testing.fixtures import default_fixtures_dir, ensure_fixture_repos, git
 
-FAULT_KINDS = ("status", "reset", "truncate", "corrupt", "delay")
+FAULT_KINDS = ("status", "reset", "truncate", "corrupt", "delay", "respond")
 _SHA_RE = re.compile(r"[0-9a-f]{40}")
 _LFS_POINTER = "version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n"
 
@@ -239,6 +239,7 @@ class TestHub:
         self.latency = latency
         self.requests: collections.Counter[str] = collections.Counter()
         self.log: list[tuple[str, str]] = []
+        self.authorizations: list[str | None] = []
         self.bytes_sent = 0
         self.url = ""
         self._faults: list[Fault] = []
@@ -278,6 +279,7 @@ class TestHub:
         with self._lock:
             self.requests.clear()
             self.log.clear()
+            self.authorizations.clear()
             self.bytes_sent = 0
 
     def add_fault(
@@ -288,7 +290,9 @@ class TestHub:
 
         Kinds: ``status`` (``code`` = 500, optional ``retry_after``), ``reset`` (connection reset
         mid-body), ``truncate`` (fewer bytes than ``Content-Length``, then close), ``corrupt``
-        (bytes of the body flipped), ``delay`` (sleep ``seconds`` = 1.0 before answering).
+        (bytes of the body flipped), ``delay`` (sleep ``seconds`` = 1.0 before answering),
+        ``respond`` (answer with ``body`` — bytes, str or JSON-able — ``status`` = 200 and
+        optional ``headers`` instead: a hostile or broken Hub).
         """
         if kind not in FAULT_KINDS:
             raise ValueError(f"Unknown fault kind {kind!r}, expected one of {FAULT_KINDS}")
@@ -299,11 +303,12 @@ class TestHub:
         with self._lock:
             self._faults.clear()
 
-    def _record(self, method: str, path: str, kind: str) -> Fault | None:
-        """Count a request and take the first matching fault, if any."""
+    def _record(self, method: str, path: str, kind: str, authorization: str | None = None) -> Fault | None:
+        """Count a request (and the Authorization header it carried) and take the first matching fault."""
         with self._lock:
             self.requests[kind] += 1
             self.log.append((method, path))
+            self.authorizations.append(authorization)
             for fault in self._faults:
                 if re.search(fault.match, path) and fault.method in (None, method):
                     fault.times -= 1
@@ -495,7 +500,7 @@ class _Handler(BaseHTTPRequestHandler):
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0)) if method == "POST" else b""
         kind, call = self._route(method, url.path, query, body)
-        fault = self.hub._record(method, url.path, kind)
+        fault = self.hub._record(method, url.path, kind, self.headers.get("Authorization"))
         try:
             response = call() if call is not None else _json_response({"error": "Not found"}, 404)
         except HubError as error:
@@ -548,6 +553,13 @@ class _Handler(BaseHTTPRequestHandler):
             if "retry_after" in fault.params:
                 response.headers["Retry-After"] = str(fault.params["retry_after"])
             body = response.body
+        elif fault is not None and fault.kind == "respond":
+            payload = fault.params.get("body", b"")
+            if not isinstance(payload, (bytes, str)):
+                payload = json.dumps(payload)
+            body = payload.encode() if isinstance(payload, str) else payload
+            response = Response(int(fault.params.get("status", 200)), body, {
+                "Content-Type": "application/json", **fault.params.get("headers", {})})
         elif fault is not None and fault.kind == "corrupt" and body:
             middle = len(body) // 2
             body = body[:middle] + bytes(b ^ 0xFF for b in body[middle : middle + 16]) + body[middle + 16 :]
