@@ -16,7 +16,14 @@ import kernels
 import kernlock
 from helpers import CUDA_X86
 from kernlock import cache
-from kernlock.errors import IntegrityError, LockfileError, LockfileNotFoundError, NoVariantError, UnlockedKernelError
+from kernlock.errors import (
+    IntegrityError,
+    LockfileError,
+    LockfileNotFoundError,
+    MissingFilesError,
+    NoVariantError,
+    UnlockedKernelError,
+)
 from kernlock.patch import release
 from kernlock.testing.fixtures import advance_branch, rev_parse
 from kernlock.testing.hub import TestHub
@@ -155,9 +162,12 @@ def test_lenient_apply_warns_and_loads_unlocked_kernels_as_usual(hub: TestHub, t
 
 KERNELIZE_SCRIPT = """
 import kernlock
-kernlock.apply()
+if not EARLY:
+    kernlock.apply()
 from torch import nn
 from kernels import LayerRepository, Mode, kernelize, use_kernel_forward_from_hub, use_kernel_mapping
+if EARLY:
+    kernlock.apply()
 
 @use_kernel_forward_from_hub("SiluAndMul")
 class SiluAndMul(nn.Module):
@@ -197,10 +207,10 @@ def test_kernelize_uses_the_locked_layer_kernel_with_no_requests_when_warm(hub: 
     moved = advance_branch(hub.repo_path(ACTIVATION), "v1")
     script = f"REPO = {ACTIVATION!r}\n{KERNELIZE_SCRIPT}"
     hub.reset_counts()
-    cold = ok(python(script, project))
+    cold = ok(python("EARLY = False\n" + script, project))  # apply() before kernels is imported
     only_locked_files_requested(hub, lock)
     hub.reset_counts()
-    warm = ok(python(script, project))
+    warm = ok(python("EARLY = True\n" + script, project))  # apply() after kernels' layer API is imported
     assert sum(hub.requests.values()) == 0, hub.log
     assert warm == cold
     for mode, used in cold.items():
@@ -282,6 +292,18 @@ def test_tampered_cached_file_is_caught_even_with_same_size(hub: TestHub, tmp_pa
     assert f"{variant.name}/{target.path}" in message and target.sha256 in message
     assert hashed and original(blob) in message
     assert "kernlock sync --repair" in message
+
+
+def test_offline_with_a_cold_cache_says_to_sync(hub: TestHub, tmp_path: Path, monkeypatch) -> None:
+    from huggingface_hub import constants
+
+    project, _ = locked_project(tmp_path / "p", [f"{FA2}@v2"])
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # what HF_HUB_OFFLINE=1 or TRANSFORMERS_OFFLINE=1 set
+    kernlock.apply(project / "kernels.lock")
+    hub.reset_counts()
+    with pytest.raises(MissingFilesError, match=r"are not in the cache .*run `kernlock sync`"):
+        kernels.get_kernel(FA2, version=2)
+    assert sum(hub.requests.values()) == 0
 
 
 def test_missing_and_malformed_lock(hub: TestHub, tmp_path: Path, monkeypatch) -> None:
