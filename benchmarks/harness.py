@@ -198,9 +198,9 @@ def _count_bytes_by_kind(hub: TestHub) -> None:
     hub.bytes_by_kind = collections.Counter()  # type: ignore[attr-defined]
     record, count = hub._record, hub._count_bytes
 
-    def _record(method: str, path: str, kind: str):
+    def _record(method: str, path: str, kind: str, *args: Any, **kwargs: Any):
         local.kind = kind
-        return record(method, path, kind)
+        return record(method, path, kind, *args, **kwargs)
 
     def _count(n: int) -> None:
         count(n)
