@@ -150,10 +150,20 @@ def synthetic_lock(repos: Sequence[str], variants: int, files: int = 4) -> Lockf
 # ---------------------------------------------------------------- the workspace
 
 
+def compile_kernlock() -> None:
+    """Byte-compile kernlock (an editable install has no .pyc) so no child pays for compiling it."""
+    import compileall
+
+    import kernlock
+
+    compileall.compile_dir(str(Path(kernlock.__file__).parent), quiet=1)
+
+
 class Workspace:
     """A temporary directory holding fixture repos, projects and fresh HF_HOMEs."""
 
     def __init__(self, keep: bool = False) -> None:
+        compile_kernlock()
         self.root = Path(tempfile.mkdtemp(prefix="kernlock-bench-"))
         self.keep = keep
         self._counter = 0
@@ -212,7 +222,9 @@ def _count_bytes_by_kind(hub: TestHub) -> None:
 
 def child_env(hub: TestHub | None, hf_home: Path, **extra: str) -> dict[str, str]:
     """The environment of a child process that talks to `hub` (if any) with cache `hf_home`."""
-    env = {k: v for k, v in os.environ.items() if k not in _UNSET_ENV}
+    # Children may write bytecode: with PYTHONDONTWRITEBYTECODE every process would recompile the
+    # editable kernlock from source, a cost no installed (wheel) kernlock has.
+    env = {k: v for k, v in os.environ.items() if k not in _UNSET_ENV and k != "PYTHONDONTWRITEBYTECODE"}
     env.update(HF_HOME=str(hf_home), KERNLOCK_STATE_DIR=str(hf_home / "kernlock-state"))
     if hub is not None:
         env["HF_ENDPOINT"] = hub.url
