@@ -11,7 +11,6 @@ Public API (imported lazily so `import kernlock` stays cheap)::
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Any
 
 __version__ = "0.1.0"
 
@@ -29,6 +28,7 @@ _EXPORTS = {
     "NoVariantError": "kernlock.errors",
     "IntegrityError": "kernlock.errors",
     "UnlockedKernelError": "kernlock.errors",
+    "CompatibilityError": "kernlock.errors",
     "LockfileError": "kernlock.errors",
     "ResolutionError": "kernlock.errors",
 }
@@ -36,7 +36,7 @@ _EXPORTS = {
 __all__ = ["__version__", *_EXPORTS]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'kernlock' has no attribute {name!r}")

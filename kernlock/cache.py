@@ -3,7 +3,7 @@
 Files live where kernels reads them: the Hugging Face Hub cache
 (`KERNELS_CACHE`, else `HF_HUB_CACHE`, else `HF_HOME/hub`), under
 `kernels--org--repo/snapshots/<commit>/build/<variant>/`. A verified-file stamp
-(path, size, mtime, inode → sha256) lets warm starts skip re-hashing; any change
+(path, size, mtime, ctime, inode → sha256) lets warm starts skip re-hashing; any change
 to a file's size, mtime or inode forces a full hash.
 """
 
@@ -71,7 +71,7 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _stamp_path(kernel: LockedKernel, variant: str, cache: Path) -> Path:
+def stamp_path(kernel: LockedKernel, variant: str, cache: Path) -> Path:
     return cache / ".kernlock" / "stamps" / repo_folder(kernel.repo) / kernel.commit / f"{variant}.json"
 
 
@@ -114,7 +114,7 @@ def check_variant(kernel: LockedKernel, variant: LockedVariant, root: Path, stam
             raise MissingFilesError(
                 f"{kernel.spec}: {variant.name}/{locked.path} is missing from {root}; run `kernlock sync` to fetch it"
             ) from None
-        key = [info.st_size, info.st_mtime_ns, info.st_ino, locked.sha256]
+        key = [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, locked.sha256]
         if stamp.get(locked.path) == key:
             fresh[locked.path] = key
             continue
@@ -241,5 +241,5 @@ def ensure_variant(kernel: LockedKernel, variant: LockedVariant, *, offline: boo
                 f"({_describe_files(missing)}) and cannot be downloaded ({type(error).__name__}); "
                 "run `kernlock sync` where the Hub is reachable"
             ) from None
-    check_variant(kernel, variant, root, _stamp_path(kernel, variant.name, cache))
+    check_variant(kernel, variant, root, stamp_path(kernel, variant.name, cache))
     return root

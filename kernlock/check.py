@@ -61,7 +61,7 @@ from kernlock.spec import KernelSpec, version_of_branch
 if TYPE_CHECKING:
     from kernlock.hub import Hub, Ref
 
-CHECK_NAMES = ("lock", "fresh", "coverage", "cache", "remote")
+CHECK_NAMES = ("lock", "fresh", "coverage", "doctor", "cache", "remote")
 
 
 @dataclass
@@ -225,6 +225,7 @@ def check_fresh(project: Project, lock: Lockfile, result: CheckResult) -> None:
     for key in removed:
         if key not in changed:
             result.problem(f"{key} is locked but no longer named by any source", "kernlock lock", spec=key)
+    _check_overrides(project, lock, result)
     locked_targets = set(lock.targets)
     for text in project.targets:
         target = str(parse_target(text))
@@ -234,6 +235,51 @@ def check_fresh(project: Project, lock: Lockfile, result: CheckResult) -> None:
     result.summary = f"{len(by_key)} spec{'s' if len(by_key) != 1 else ''}"
     if not added and not removed:
         _note_default_drift(lock, by_key, project, result)
+
+
+def _check_overrides(project: Project, lock: Lockfile, result: CheckResult) -> None:
+    """Configured overrides ↔ the lock's override entries (added, removed or re-pinned)."""
+    targets = [parse_target(t) for t in lock.targets]
+    wanted = {
+        (rule.when, rule.use, rule.repo)
+        for rule in project.overrides
+        if any(rule.matches(t) for t in targets) and any(rule.repo in k.names() for k in lock.kernels)
+    }
+    locked = {
+        (k.override.when, k.override.use, name)
+        for k in lock.kernels if k.override is not None for name in k.names()
+    }
+    for when, use, repo in sorted(wanted - locked):
+        result.problem(f"override for {repo} ({when} → {use}) is not in the lock", "kernlock lock", spec=repo)
+    configured = {(when, use) for when, use, _ in wanted}
+    for kernel in lock.kernels:
+        if kernel.override is not None and (kernel.override.when, kernel.override.use) not in configured:
+            result.problem(f"{kernel.spec}: the lock has an override ({kernel.override.when} → {kernel.override.use}) "
+                           "that [tool.kernlock.overrides] no longer declares", "kernlock lock", spec=kernel.spec)
+
+
+def check_doctor(lock: Lockfile, targets: list[Target], result: CheckResult) -> None:
+    """This machine can load the locked kernels: kernels version window, minver, Python deps, interpreter."""
+    from kernlock.doctor import backend_name, diagnose
+
+    entries = []
+    backend = "cpu"
+    try:
+        here = current_target()
+        backend = backend_name(here.backend)
+        entries = [(k, v) for k in lock.kernels if (v := k.variant_for(str(here))) is not None]
+    except TargetError:
+        pass
+    for finding in diagnose(entries, backend):
+        result.problem(finding.message, finding.fix)
+    for kernel in lock.kernels:
+        for variant in kernel.variants:
+            if variant.provenance is not None and variant.provenance.dirty and any(
+                t in variant.targets for t in map(str, targets)
+            ):
+                result.notes.append(f"{kernel.spec} {variant.name} was built from a dirty tree "
+                                    "(its recorded source revision does not fully identify it)")
+    result.summary = f"{len(entries)} variant{'s' if len(entries) != 1 else ''} for this machine"
 
 
 def _note_default_drift(lock: Lockfile, specs: dict[str, KernelSpec], project: Project, result: CheckResult) -> None:
@@ -270,10 +316,8 @@ def check_coverage(lock: Lockfile, targets: list[Target], result: CheckResult) -
             result.problem(f"target {name} is not covered by the lock (locked targets: "
                            f"{', '.join(lock.targets) or 'none'})", fix, target=name)
             continue
-        for kernel in lock.kernels:
-            if kernel.variant_for(name) is None:
-                result.problem(f"{kernel.spec} has no locked variant for target {name}", fix,
-                               kernel=kernel.spec, target=name)
+        for spec in lock.uncovered(name):
+            result.problem(f"{spec} has no locked variant for target {name}", fix, kernel=spec, target=name)
     result.summary = ", ".join(str(t) for t in targets)
 
 
@@ -298,9 +342,8 @@ def check_cache(lock: Lockfile, targets: list[Target], result: CheckResult) -> N
                 result.problem(f"{kernel.spec}: {len(missing)} of {len(variant.files)} file(s) of {variant.name} "
                                f"are not in the cache ({names})", "kernlock sync", path=str(directory), **context)
                 continue
-            stamp = getattr(cache, "_stamp_path", None)
             try:
-                cache.check_variant(kernel, variant, directory, stamp(kernel, variant.name, root) if stamp else None)
+                cache.check_variant(kernel, variant, directory, cache.stamp_path(kernel, variant.name, root))
             except MissingFilesError as error:
                 result.problem(str(error), "kernlock sync", path=str(directory), **context)
             except IntegrityError as error:
@@ -320,6 +363,7 @@ class KernelStatus:
     ref_kind: str | None         # "branch", "tag" or None
     latest_version: int | None   # highest `vN` branch on the Hub
     error: str | None = None     # the Hub could not be asked
+    renamed_to: str | None = None  # the Hub redirects the spec's repo to this name
 
     @property
     def moved(self) -> bool:
@@ -364,22 +408,29 @@ def kernel_statuses(lock: Lockfile, hub: Hub | None = None) -> list[KernelStatus
         from kernlock.hub import Hub
 
         hub = Hub()
-    refs = fetch_refs((k.repo for k in lock.kernels), hub)
+    refs = fetch_refs((spec_repo(k) for k in lock.kernels), hub)
     statuses = []
     for kernel in lock.kernels:
-        found = refs[kernel.repo]
+        found = refs[spec_repo(kernel)]
         if isinstance(found, str):
             statuses.append(KernelStatus(kernel, None, None, None, error=found))
             continue
         versions = [v for v in (version_of_branch(r.name) for r in found if r.kind == "branch") if v is not None]
         match = next((r for r in found if r.name == kernel.ref), None) if kernel.ref else None
+        canonical = hub.canonical_repo(spec_repo(kernel))
         statuses.append(KernelStatus(
             kernel,
             current=match.commit if match else None,
             ref_kind=match.kind if match else None,
             latest_version=max(versions) if versions else None,
+            renamed_to=canonical if canonical != spec_repo(kernel) else None,
         ))
     return statuses
+
+
+def spec_repo(kernel: LockedKernel) -> str:
+    """The repo id as the spec names it (before any rename)."""
+    return kernel.spec.split("@", 1)[0]
 
 
 def check_remote(lock: Lockfile, result: CheckResult, hub: Hub | None = None) -> None:
@@ -405,6 +456,9 @@ def check_remote(lock: Lockfile, result: CheckResult, hub: Hub | None = None) ->
                 result.problem(f"{kernel.spec}: locked commit {kernel.commit[:12]} is no longer on the Hub ({error})",
                                fix, kernel=kernel.spec)
                 continue
+        if status.renamed_to is not None:
+            result.notes.append(f"{kernel.spec}: {spec_repo(kernel)} was renamed to {status.renamed_to} on the Hub; "
+                                f"update the spec (loads keep working under both names)")
         if status.moved:
             result.notes.append(f"{kernel.spec}: {status.ref_kind} {kernel.ref} moved from {kernel.commit[:12]} "
                                 f"to {status.current[:12]}; `{fix}` to take it")
@@ -449,6 +503,7 @@ def verify(
     for name, run in (
         ("fresh", lambda r: check_fresh(project, lock, r)),
         ("coverage", lambda r: check_coverage(lock, checked, r)),
+        ("doctor", lambda r: check_doctor(lock, checked, r)),
         ("cache", (lambda r: check_cache(lock, checked, r)) if cache else None),
         ("remote", (lambda r: check_remote(lock, r, hub)) if remote else None),
     ):

@@ -67,3 +67,7 @@ class IntegrityError(KernlockError):
 
 class MissingFilesError(KernlockError):
     """Locked files are not in the cache and cannot be downloaded."""
+
+
+class CompatibilityError(KernlockError):
+    """The installed packages or interpreter cannot load the locked kernels (see `kernlock verify`)."""

@@ -119,6 +119,7 @@ class Hub:
         self._sleep = sleep
         self._lock = threading.Lock()
         self._org_trust: dict[str, bool] = {}
+        self._canonical: dict[str, str] = {}
 
     def _call(self, repo: str, fn: Callable[[], T]) -> T:
         """Run `fn` with bounded retries and exponential backoff on transient failures."""
@@ -135,19 +136,44 @@ class Hub:
         raise AssertionError("unreachable")
 
     def refs(self, repo: str) -> list[Ref]:
-        """Branches and tags of a kernel repo."""
+        """Branches and tags of a kernel repo (following a rename redirect, see `canonical_repo`)."""
+        from urllib.parse import urlsplit
 
-        def fetch() -> list[Ref]:
-            refs = self.api.list_repo_refs(repo, repo_type="kernel")
-            return [Ref(b.name, "branch", b.target_commit) for b in refs.branches] + [
-                Ref(t.name, "tag", t.target_commit) for t in refs.tags
-            ]
+        from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
-        refs = self._call(repo, fetch)
+        url = f"{self.api.endpoint}/api/kernels/{repo}/refs"
+        headers = build_hf_headers(token=self.api.token, library_name="kernlock")
+
+        def fetch() -> tuple[dict, str]:
+            response = get_session().get(url, headers=headers, follow_redirects=True)
+            hf_raise_for_status(response)
+            return response.json(), urlsplit(str(response.url)).path
+
+        data, final_path = self._call(repo, fetch)
+        prefix = "/api/kernels/"
+        if final_path.startswith(prefix) and final_path.endswith("/refs"):
+            canonical = final_path[len(prefix):-len("/refs")]
+            with self._lock:
+                self._canonical[repo] = canonical
+        refs = []
+        try:
+            for kind, key in (("branch", "branches"), ("tag", "tags")):
+                refs.extend(Ref(str(item["name"]), kind, item["targetCommit"]) for item in data.get(key) or [])
+        except (AttributeError, KeyError, TypeError):
+            raise HubError(f"{repo}: the Hub answered the refs request with unexpected JSON") from None
         for ref in refs:
             if not isinstance(ref.commit, str) or not _SHA1_RE.fullmatch(ref.commit):
                 raise HubError(f"{repo}: the Hub reported {ref.kind} {ref.name!r} at {ref.commit!r}, which is not a commit SHA")
         return refs
+
+    def canonical_repo(self, repo: str) -> str:
+        """The repo's current name: the Hub redirects renamed repos to it."""
+        with self._lock:
+            if repo in self._canonical:
+                return self._canonical[repo]
+        self.refs(repo)
+        with self._lock:
+            return self._canonical.get(repo, repo)
 
     def _get_pages(self, repo: str, url: str, params: dict[str, str]) -> list:
         """GET a JSON list endpoint, following the Hub's `Link: rel="next"` pagination.

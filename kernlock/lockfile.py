@@ -16,7 +16,7 @@ import os
 import re
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,12 +45,41 @@ class LockedFile:
 
 
 @dataclass(frozen=True)
+class Provenance:
+    """How a variant was built, from its `metadata.json` (kernel-builder and kernel source)."""
+
+    builder_version: str | None = None
+    builder_commit: str | None = None
+    builder_dirty: bool | None = None
+    source_commit: str | None = None
+    source_dirty: bool | None = None
+
+    @property
+    def dirty(self) -> bool:
+        """Whether the kernel source or kernel-builder had uncommitted changes."""
+        return bool(self.builder_dirty or self.source_dirty)
+
+
+@dataclass(frozen=True)
 class LockedVariant:
-    """A build variant chosen for one or more targets, with its files."""
+    """A build variant chosen for one or more targets, with its files and build metadata."""
 
     name: str
     targets: tuple[str, ...]
     files: tuple[LockedFile, ...]
+    kernels_minver: str | None = None
+    python_depends: tuple[str, ...] = ()
+    digest: str | None = None  # algorithm of the metadata digest, checked against `files` when locking
+    provenance: Provenance | None = None
+
+
+@dataclass(frozen=True)
+class Override:
+    """A per-target pin from `[tool.kernlock.overrides]`: targets matching `when` use `use`."""
+
+    when: str
+    use: str
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -69,6 +98,17 @@ class LockedKernel:
     depends: tuple[str, ...] = ()
     build_variants: tuple[str, ...] = ()
     variants: tuple[LockedVariant, ...] = ()
+    aliases: tuple[str, ...] = ()  # other names of the repo (renamed on the Hub)
+    override: Override | None = None
+
+    @property
+    def identity(self) -> tuple[str, str]:
+        """What makes an entry unique: its spec and, for an override, the targets it applies to."""
+        return self.spec, self.override.when if self.override else ""
+
+    def names(self) -> tuple[str, ...]:
+        """Every repo id that loads this entry: the canonical one and its aliases."""
+        return (self.repo, *self.aliases)
 
     def variant_for(self, target: str) -> LockedVariant | None:
         """The variant locked for `target`, if any."""
@@ -88,16 +128,25 @@ class Lockfile:
     resolved_with: Mapping[str, str] = field(default_factory=dict)
     version: int = LOCK_VERSION
 
-    def kernel(self, spec: str) -> LockedKernel | None:
-        """The entry for a spec key."""
-        for kernel in self.kernels:
-            if kernel.spec == spec:
-                return kernel
-        return None
+    def kernel(self, spec: str, target: str | None = None) -> LockedKernel | None:
+        """The entry for a spec key: the one covering `target`, else the one without an override."""
+        entries = self.entries(spec)
+        if target is not None:
+            return next((k for k in entries if k.variant_for(target) is not None), None)
+        return next((k for k in entries if k.override is None), entries[0] if entries else None)
+
+    def entries(self, spec: str) -> list[LockedKernel]:
+        """Every entry of a spec key (more than one when overrides send targets elsewhere)."""
+        return [kernel for kernel in self.kernels if kernel.spec == spec]
 
     def for_repo(self, repo: str) -> list[LockedKernel]:
-        """All entries that lock `repo` (one per distinct pin)."""
-        return [kernel for kernel in self.kernels if kernel.repo == repo]
+        """All entries that load `repo`, under its canonical name or an alias."""
+        return [kernel for kernel in self.kernels if repo in kernel.names()]
+
+    def uncovered(self, target: str) -> list[str]:
+        """Spec keys with no entry covering `target`."""
+        specs = dict.fromkeys(k.spec for k in self.kernels)
+        return [spec for spec in specs if self.kernel(spec, target) is None]
 
 
 # ---------------------------------------------------------------- reading
@@ -170,8 +219,19 @@ def _read_file(path: str, data: Mapping[str, Any]) -> LockedFile:
     return LockedFile(path=rel, sha256=sha256, size=size)
 
 
+def _read_provenance(path: str, data: Mapping[str, Any]) -> Provenance:
+    reader = _Reader(data, path, {"builder-version", "builder-commit", "builder-dirty", "source-commit", "source-dirty"})
+    return Provenance(
+        builder_version=reader.get("builder-version", str, required=False),
+        builder_commit=reader.get("builder-commit", str, required=False),
+        builder_dirty=reader.get("builder-dirty", bool, required=False),
+        source_commit=reader.get("source-commit", str, required=False),
+        source_dirty=reader.get("source-dirty", bool, required=False),
+    )
+
+
 def _read_variant(path: str, data: Mapping[str, Any]) -> LockedVariant:
-    reader = _Reader(data, path, {"name", "targets", "files"})
+    reader = _Reader(data, path, {"name", "targets", "files", "kernels-minver", "python-depends", "digest", "provenance"})
     name = reader.get("name", str)
     _check(
         bool(re.fullmatch(r"[A-Za-z0-9._-]+", name)) and name not in (".", ".."),
@@ -181,12 +241,21 @@ def _read_variant(path: str, data: Mapping[str, Any]) -> LockedVariant:
     files = tuple(_read_file(p, d) for p, d in reader.tables("files"))
     seen = [f.path for f in files]
     _check(len(seen) == len(set(seen)), f"{path}.files", "duplicate file paths")
-    return LockedVariant(name=name, targets=reader.strings("targets"), files=files)
+    provenance = reader.get("provenance", dict, required=False)
+    return LockedVariant(
+        name=name,
+        targets=reader.strings("targets"),
+        files=files,
+        kernels_minver=reader.get("kernels-minver", str, required=False),
+        python_depends=reader.strings("python-depends"),
+        digest=reader.get("digest", str, required=False),
+        provenance=_read_provenance(f"{path}.provenance", provenance) if provenance is not None else None,
+    )
 
 
 _KERNEL_KEYS = {
     "spec", "repo", "commit", "resolution", "trust", "requested", "version", "ref",
-    "dependency-of", "depends", "build-variants", "variant",
+    "dependency-of", "depends", "build-variants", "variant", "aliases", "override",
 }
 
 
@@ -199,6 +268,13 @@ def _read_kernel(path: str, data: Mapping[str, Any]) -> LockedKernel:
     version = reader.get("version", int, required=False)
     _check(version is None or version >= 0, f"{path}.version", "expected a non-negative integer")
     variants = tuple(_read_variant(p, d) for p, d in reader.tables("variant"))
+    override = reader.get("override", dict, required=False)
+    if override is not None:
+        override_reader = _Reader(override, f"{path}.override", {"when", "use", "reason"})
+        override = Override(
+            when=override_reader.get("when", str), use=override_reader.get("use", str),
+            reason=override_reader.get("reason", str),
+        )
     names = [v.name for v in variants]
     _check(len(names) == len(set(names)), f"{path}.variant", "duplicate variant names")
     return LockedKernel(
@@ -214,6 +290,8 @@ def _read_kernel(path: str, data: Mapping[str, Any]) -> LockedKernel:
         depends=reader.strings("depends"),
         build_variants=reader.strings("build-variants"),
         variants=variants,
+        aliases=reader.strings("aliases"),
+        override=override,
     )
 
 
@@ -250,9 +328,9 @@ def parse_lockfile(text: str, source: str = LOCK_FILENAME) -> Lockfile:
     for key, value in resolved_with.items():
         _check(isinstance(value, str), f"resolved-with.{key}", "expected a string")
     kernels = tuple(_read_kernel(p, d) for p, d in reader.tables("kernel"))
-    specs = [k.spec for k in kernels]
-    for index, spec in enumerate(specs):
-        _check(spec not in specs[:index], f"kernel[{index}].spec", f"duplicate entry for {spec!r}")
+    identities = [k.identity for k in kernels]
+    for index, identity in enumerate(identities):
+        _check(identity not in identities[:index], f"kernel[{index}].spec", f"duplicate entry for {identity[0]!r}")
     return Lockfile(
         targets=reader.strings("targets"),
         inputs=reader.strings("inputs"),
@@ -279,12 +357,13 @@ def load_lockfile(path: str | os.PathLike[str]) -> Lockfile:
 
 def _sorted_lock(lock: Lockfile) -> Lockfile:
     kernels = []
-    for kernel in sorted(lock.kernels, key=lambda k: k.spec):
+    for kernel in sorted(lock.kernels, key=lambda k: k.identity):
         variants = tuple(
-            LockedVariant(
-                name=v.name,
+            replace(
+                v,
                 targets=tuple(sorted(set(v.targets))),
                 files=tuple(sorted(v.files, key=lambda f: f.path)),
+                python_depends=tuple(sorted(set(v.python_depends))),
             )
             for v in sorted(kernel.variants, key=lambda v: v.name)
         )
@@ -302,6 +381,8 @@ def _sorted_lock(lock: Lockfile) -> Lockfile:
                 depends=tuple(sorted(set(kernel.depends))),
                 build_variants=tuple(sorted(set(kernel.build_variants))),
                 variants=variants,
+                aliases=tuple(sorted(set(kernel.aliases))),
+                override=kernel.override,
             )
         )
     return Lockfile(
@@ -338,6 +419,12 @@ def dumps_lockfile(lock: Lockfile) -> str:
         table = tomlkit.table()
         table.add("spec", kernel.spec)
         table.add("repo", kernel.repo)
+        if kernel.aliases:
+            table.add("aliases", strings(kernel.aliases, multiline=False))
+        if kernel.override is not None:
+            override = tomlkit.inline_table()
+            override.update({"when": kernel.override.when, "use": kernel.override.use, "reason": kernel.override.reason})
+            table.add("override", override)
         if kernel.requested:
             table.add("requested", strings(kernel.requested, multiline=False))
         if kernel.version is not None:
@@ -357,6 +444,24 @@ def dumps_lockfile(lock: Lockfile) -> str:
             vtable = tomlkit.table()
             vtable.add("name", variant.name)
             vtable.add("targets", strings(variant.targets, multiline=False))
+            if variant.kernels_minver is not None:
+                vtable.add("kernels-minver", variant.kernels_minver)
+            if variant.python_depends:
+                vtable.add("python-depends", strings(variant.python_depends, multiline=False))
+            if variant.digest is not None:
+                vtable.add("digest", variant.digest)
+            if variant.provenance is not None:
+                provenance = tomlkit.inline_table()
+                for key, value in (
+                    ("builder-version", variant.provenance.builder_version),
+                    ("builder-commit", variant.provenance.builder_commit),
+                    ("builder-dirty", variant.provenance.builder_dirty),
+                    ("source-commit", variant.provenance.source_commit),
+                    ("source-dirty", variant.provenance.source_dirty),
+                ):
+                    if value is not None:
+                        provenance[key] = value
+                vtable.add("provenance", provenance)
             files = tomlkit.array()
             for locked in variant.files:
                 inline = tomlkit.inline_table()

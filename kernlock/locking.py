@@ -115,6 +115,7 @@ def lock(
             upgrade_all=upgrade,
             upgrade=frozenset(upgrade_kernels),
             resolving_target=resolving,
+            overrides=project.overrides,
         )
         resolver = Resolver(hub or Hub(), options, previous, progress)
         result = resolver.resolve(all_specs)

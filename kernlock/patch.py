@@ -25,14 +25,15 @@ from types import ModuleType
 from typing import Any
 
 from kernlock.cache import VENDOR_ENV, vendor_dir
-from kernlock.environment import Target, current_target, kernels_target
-from kernlock.errors import KernlockError, LockfileNotFoundError, NoVariantError, UnlockedKernelError
+from kernlock.environment import Target, current_target, kernels_target, parse_target
+from kernlock.errors import CompatibilityError, KernlockError, LockfileNotFoundError, NoVariantError, UnlockedKernelError
 from kernlock.lockfile import LOCK_FILENAME, LockedKernel, Lockfile, find_lockfile, load_lockfile
 from kernlock.spec import looks_like_sha
 
 logger = logging.getLogger("kernlock")
 
 LOCKFILE_ENV = "KERNLOCK_LOCKFILE"
+TARGET_ENV = "KERNLOCK_TARGET"
 STRICT_ENV = "KERNLOCK_STRICT"
 VERBOSE_ENV = "KERNLOCK_VERBOSE"
 
@@ -63,6 +64,7 @@ class _State:
         self.path: Path | None = None
         self.target: Target | None = None
         self.strict = True
+        self.simulated = False
         self.warned: set[str] = set()
         self.mutex = threading.RLock()
         self.patched: set[str] = set()
@@ -113,8 +115,15 @@ def locate_lockfile(lockfile: str | os.PathLike[str] | None = None) -> Path:
 # ---------------------------------------------------------------- the checker
 
 
-def _environment() -> Target:
-    """The running environment; exact when Torch is already imported, else from metadata."""
+def _environment(simulated: str | None = None) -> Target:
+    """The running environment; exact when Torch is already imported, else from metadata.
+
+    `simulated` (or `$KERNLOCK_TARGET`) stands in for detection: kernlock then
+    binds loads as it would on that target, using kernels' ranking for it.
+    """
+    simulated = simulated or os.environ.get(TARGET_ENV)
+    if simulated:
+        return parse_target(simulated)
     if "torch" in sys.modules and "kernels" in sys.modules:
         return kernels_target()
     return current_target()
@@ -122,7 +131,7 @@ def _environment() -> Target:
 
 def check_coverage(lock: Lockfile, target: Target, lockfile: Path | str = LOCK_FILENAME) -> None:
     """Raise `NoVariantError` unless every locked kernel has a variant for `target`."""
-    missing = [k.spec for k in lock.kernels if k.variant_for(str(target)) is None]
+    missing = lock.uncovered(str(target))
     if missing:
         have = ", ".join(lock.targets) or "none"
         raise NoVariantError(
@@ -131,25 +140,50 @@ def check_coverage(lock: Lockfile, target: Target, lockfile: Path | str = LOCK_F
         )
 
 
+def check_compatibility(lock: Lockfile, target: Target) -> None:
+    """Raise `CompatibilityError` when this machine cannot load the locked variants (doctor checks)."""
+    from kernlock.doctor import backend_name, diagnose
+
+    entries = [(k, v) for k in lock.kernels if (v := k.variant_for(str(target))) is not None]
+    for finding in diagnose(entries, backend_name(target.backend)):
+        if finding.blocking:
+            raise CompatibilityError(f"{finding.message}; fix: {finding.fix}")
+        _warn_once(finding.message, f"{finding.message}; fix: {finding.fix}")
+
+
 # ---------------------------------------------------------------- binding requests to entries
 
 
-def find_entry(lock: Lockfile, repo: str, version: int | None, revision: str | None) -> LockedKernel | None:
-    """The lock entry a kernels request (`repo`, version or revision) binds to."""
-    entries = lock.for_repo(repo)
-    if not entries:
-        return None
+def find_entry(lock: Lockfile, repo: str, version: int | None, revision: str | None,
+               target: str | None = None) -> LockedKernel | None:
+    """The lock entry a kernels request (`repo`, version or revision) binds to.
+
+    Only entries covering `target` count (overrides give one spec different
+    entries per target); `repo` may be the canonical name or an alias.
+    """
+    entries = [e for e in lock.for_repo(repo) if target is None or e.variant_for(target) is not None]
+    names = {name for entry in entries for name in entry.names()} | {repo}
     if revision is not None:
         for entry in entries:
-            if revision in (entry.commit, entry.ref) or (looks_like_sha(revision) and entry.commit.startswith(revision)):
+            if (
+                revision in (entry.commit, entry.ref)
+                or any(entry.spec == f"{name}@{revision}" for name in names)
+                or (looks_like_sha(revision) and entry.commit.startswith(revision))
+            ):
                 return entry
         return None
     for entry in entries:
-        if entry.spec == f"{repo}@v{version}":
+        if any(entry.spec == f"{name}@v{version}" for name in names):
             return entry
     for entry in entries:
-        if entry.spec == repo:
-            if entry.version != version:
+        if entry.spec in names:
+            if entry.override is not None:
+                _warn_once(
+                    f"override:{entry.spec}:{entry.override.when}",
+                    f"{entry.spec}: override for {entry.override.when} loads {entry.override.use} "
+                    f"({entry.commit[:12]}): {entry.override.reason}",
+                )
+            elif entry.version != version:
                 _warn_once(
                     f"default:{repo}",
                     f"{repo}: this Transformers release asks for version {version}; "
@@ -160,6 +194,10 @@ def find_entry(lock: Lockfile, repo: str, version: int | None, revision: str | N
         if entry.version == version:
             return entry
     return None
+
+
+def _current_target() -> str | None:
+    return str(_STATE.target) if _STATE.target is not None else None
 
 
 def _warn_once(key: str, message: str) -> None:
@@ -198,18 +236,24 @@ def _locked_local_kernel(entry: LockedKernel):
     variant = entry.variant_for(target)
     if variant is None:
         raise NoVariantError(f"{entry.spec}: no variant locked for {target}; fix: kernlock lock --target {target}")
-    names = []
-    for name in entry.build_variants or [variant.name]:
-        try:
-            names.append(parse_variant(name))
-        except ValueError:
-            continue
-    preferred, _ = resolve_variant(names, None)
-    if preferred is None or preferred.variant_str != variant.name:
+    if _STATE.simulated:
+        from kernlock.resolver import choose_variant
+
+        preferred_name = choose_variant(entry.build_variants or [variant.name], _STATE.target)[0]
+    else:
+        names = []
+        for name in entry.build_variants or [variant.name]:
+            try:
+                names.append(parse_variant(name))
+            except ValueError:
+                continue
+        preferred, _ = resolve_variant(names, None)
+        preferred_name = preferred.variant_str if preferred else None
+    if preferred_name != variant.name:
         raise VariantMismatchError(
-            f"{entry.spec}: kernels would load {preferred.variant_str if preferred else 'no variant'} here, "
+            f"{entry.spec}: kernels would load {preferred_name or 'no variant'} here, "
             f"but the lock records {variant.name} for {target}; the environment differs from the locked target: "
-            f"run `kernlock lock --target {kernels_target()}`"
+            f"run `kernlock lock --target {_STATE.target if _STATE.simulated else kernels_target()}`"
         )
     from huggingface_hub import constants
 
@@ -228,7 +272,7 @@ class LockedResolver:
         if lock is None:
             return None
         version, revision = _request_parts(kernel)
-        entry = find_entry(lock, kernel.repo_id, version, revision)
+        entry = find_entry(lock, kernel.repo_id, version, revision, _current_target())
         if entry is None:
             _unlocked(kernel.repo_id, _describe(version, revision))
             return None
@@ -266,7 +310,7 @@ def _patch_versions(module: ModuleType) -> None:
 
     def select_revision_or_version(repo_id: str, *, revision: str | None, version: int | None, local_files_only: bool) -> str:
         lock = _STATE.lock
-        entry = find_entry(lock, repo_id, version, revision) if lock else None
+        entry = find_entry(lock, repo_id, version, revision, _current_target()) if lock else None
         if entry is not None:
             return entry.commit
         if lock is not None:
@@ -286,7 +330,7 @@ def _patch_variants(module: ModuleType) -> None:
 
     def get_kernel_variants(repo_id: str, *, revision: str | None = None, version: int | None = None, backend: str | None = None):
         lock = _STATE.lock
-        entry = find_entry(lock, repo_id, version, revision) if lock else None
+        entry = find_entry(lock, repo_id, version, revision, _current_target()) if lock else None
         if entry is None:
             if lock is not None:
                 _unlocked(repo_id, _describe(version, revision))
@@ -365,26 +409,34 @@ def _log_to_stderr() -> None:
     logger.setLevel(logging.INFO)
 
 
-def apply(lockfile: str | os.PathLike[str] | None = None, *, strict: bool | None = None) -> Applied:
+def apply(lockfile: str | os.PathLike[str] | None = None, *, strict: bool | None = None,
+          target: str | None = None) -> Applied:
     """Bind every kernel load in this process to the lock; fail early if it cannot cover this environment.
 
-    Idempotent: calling it again re-reads the lock and re-checks the environment.
+    `target` (or `$KERNLOCK_TARGET`) simulates another environment instead of
+    detecting this one. Idempotent: calling it again re-reads the lock and
+    re-checks the environment.
     """
     _log_to_stderr()
     path = locate_lockfile(lockfile)
     lock = load_lockfile(path)
     if strict is None:
         strict = os.environ.get(STRICT_ENV, "1").lower() not in ("0", "false", "no")
-    target = _environment()
+    simulated = target or os.environ.get(TARGET_ENV)
+    target = _environment(simulated)
     check_coverage(lock, target, path)
+    check_compatibility(lock, target)
     with _STATE.mutex:
         _STATE.lock, _STATE.path, _STATE.target, _STATE.strict = lock, path, target, strict
+        _STATE.simulated = bool(simulated)
     _ensure_patched()
     applied = Applied(
         lockfile=path,
         target=str(target),
         strict=strict,
-        kernels={k.spec: (k.commit, k.variant_for(str(target)).name) for k in lock.kernels},  # type: ignore[union-attr]
+        kernels={
+            k.spec: (k.commit, variant.name) for k in lock.kernels if (variant := k.variant_for(str(target))) is not None
+        },
     )
     logger.info("%s", applied)
     return applied

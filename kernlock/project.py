@@ -28,7 +28,7 @@ from kernlock.lockfile import LOCK_FILENAME
 from kernlock.spec import KernelSpec, Origin, parse_spec, spec_from_version
 
 PYPROJECT = "pyproject.toml"
-_KNOWN_KEYS = {"kernels", "targets", "trust", "scan", "use-kernels", "lockfile"}
+_KNOWN_KEYS = {"kernels", "targets", "trust", "scan", "use-kernels", "lockfile", "overrides"}
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,7 @@ class Project:
     scan: tuple[str, ...] = ()
     use_kernels: bool | tuple[str, ...] = False
     lockfile_name: str = LOCK_FILENAME
+    overrides: tuple[Any, ...] = ()  # kernlock.overrides.OverrideRule
     has_pyproject: bool = False
     lines: dict[str, int] = field(default_factory=dict, compare=False)
 
@@ -126,9 +127,18 @@ def load_project(root: Path | str = ".") -> Project:
         scan=_string_list(config.get("scan", []), "scan"),
         use_kernels=use_kernels,
         lockfile_name=lockfile,
+        overrides=_overrides(config.get("overrides"), str(path)),
         has_pyproject=True,
         lines=lines,
     )
+
+
+def _overrides(table: Any, source: str) -> tuple[Any, ...]:
+    if table is None:
+        return ()
+    from kernlock.overrides import parse_overrides
+
+    return parse_overrides(table, source)
 
 
 def project_targets(project: Project, extra: tuple[str, ...] = ()) -> tuple[Target, ...]:

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field, replace
 from kernlock.environment import Target
 from kernlock.errors import NoVariantError, ResolutionError, TrustError
 from kernlock.hub import Hub, Ref, TreeFile
-from kernlock.lockfile import LockedFile, LockedKernel, Lockfile, LockedVariant
+from kernlock.lockfile import LockedFile, LockedKernel, Lockfile, LockedVariant, Override, Provenance
+from kernlock.overrides import OverrideRule
 from kernlock.spec import KernelSpec, looks_like_sha, version_of_branch
 from kernlock.transformers_compat import default_version
 
@@ -38,6 +39,7 @@ class ResolveOptions:
     upgrade_all: bool = False
     upgrade: frozenset[str] = frozenset()  # repos to re-resolve
     resolving_target: Target | None = None  # whose Transformers defaults apply to bare specs
+    overrides: tuple[OverrideRule, ...] = ()
 
     def upgrading(self, repo: str) -> bool:
         """Whether an existing pin of `repo` must be re-resolved."""
@@ -45,10 +47,48 @@ class ResolveOptions:
 
 
 @dataclass
-class _Work:
+class _Job:
+    """One lock entry to produce: a spec key, the spec to resolve, and the targets it serves."""
+
+    key: str
     spec: KernelSpec
+    targets: tuple[Target, ...]
+    override: Override | None = None
     requested: set[str] = field(default_factory=set)
     dependency_of: set[str] = field(default_factory=set)
+
+    @property
+    def identity(self) -> tuple[str, str]:
+        return self.key, self.override.when if self.override else ""
+
+
+def plan_jobs(spec: KernelSpec, targets: tuple[Target, ...], rules: tuple[OverrideRule, ...]) -> list[_Job]:
+    """Split a spec's targets between its own resolution and the overrides that match them."""
+    groups: dict[OverrideRule | None, list[Target]] = {}
+    for target in targets:
+        rule = next((r for r in rules if r.repo == spec.repo and r.matches(target)), None)
+        groups.setdefault(rule, []).append(target)
+    jobs = []
+    for rule, matched in groups.items():
+        if rule is None:
+            jobs.append(_Job(key=spec.key, spec=spec, targets=tuple(matched)))
+        else:
+            jobs.append(_Job(
+                key=spec.key, spec=rule.spec(spec), targets=tuple(matched),
+                override=Override(when=rule.when, use=rule.use, reason=rule.reason),
+            ))
+    return jobs
+
+
+@dataclass(frozen=True)
+class VariantMetadata:
+    """What kernlock records from a variant's `metadata.json`."""
+
+    depends: tuple[str, ...] = ()
+    kernels_minver: str | None = None
+    python_depends: tuple[str, ...] = ()
+    digest: dict[str, str] | None = None  # relative path -> base64 sha256, when the metadata carries one
+    provenance: Provenance | None = None
 
 
 def _variant_target_decision(variant_names: Iterable[str], target: Target):
@@ -137,58 +177,75 @@ class Resolver:
             self._files.shutdown(wait=True, cancel_futures=True)
 
     def _resolve(self, specs: list[KernelSpec]) -> Lockfile:
-        work: dict[str, _Work] = {}
+        jobs: dict[tuple[str, str], _Job] = {}
         for spec in specs:
-            work.setdefault(spec.key, _Work(spec=spec)).requested.add(spec.alias or spec.key)
-        inputs = tuple(sorted(work))
-        resolved: dict[str, LockedKernel] = {}
-        pending = list(work.values())
+            for job in plan_jobs(spec, self.options.targets, self.options.overrides):
+                jobs.setdefault(job.identity, job).requested.add(spec.alias or spec.key)
+        inputs = tuple(sorted({spec.key for spec in specs}))
+        resolved: dict[tuple[str, str], LockedKernel] = {}
+        pending = list(jobs.values())
         with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="kernlock-kernel") as pool:
             while pending:
                 results = list(pool.map(self._resolve_one, pending))
                 for kernel, _ in results:
-                    resolved[kernel.spec] = kernel
-                follow: dict[str, _Work] = {}
-                for kernel, deps in results:
+                    resolved[kernel.identity] = kernel
+                follow: dict[tuple[str, str], _Job] = {}
+                for (kernel, deps), job in zip(results, pending):
                     for dep in deps:
-                        if dep.key in resolved:
-                            existing = resolved[dep.key]
-                            resolved[dep.key] = replace(
-                                existing, dependency_of=tuple(sorted({*existing.dependency_of, kernel.spec}))
-                            )
-                        else:
-                            item = follow.setdefault(dep.key, _Work(spec=dep, requested={dep.key}))
-                            item.dependency_of.add(kernel.spec)
+                        done = [k for identity, k in resolved.items() if identity[0] == dep.key]
+                        if done:
+                            for existing in done:
+                                resolved[existing.identity] = replace(
+                                    existing, dependency_of=tuple(sorted({*existing.dependency_of, kernel.spec}))
+                                )
+                            continue
+                        for dep_job in plan_jobs(dep, job.targets, self.options.overrides):
+                            merged = follow.setdefault(dep_job.identity, dep_job)
+                            if merged is not dep_job:
+                                merged.targets = tuple(sorted({*merged.targets, *dep_job.targets}))
+                            merged.requested.add(dep.key)
+                            merged.dependency_of.add(kernel.spec)
                 pending = list(follow.values())
         return Lockfile(
             targets=tuple(sorted(str(t) for t in self.options.targets)),
             inputs=inputs,
-            kernels=tuple(resolved[key] for key in sorted(resolved)),
+            kernels=tuple(resolved[identity] for identity in sorted(resolved)),
             resolved_with=_resolving_context(self.options.resolving_target),
         )
 
-    # ---------------------------------------------------------------- one spec
+    # ---------------------------------------------------------------- one entry
 
-    def _resolve_one(self, item: _Work) -> tuple[LockedKernel, list[KernelSpec]]:
-        spec = item.spec
-        previous = self.previous.kernel(spec.key) if self.previous else None
-        if previous is not None and not self.options.upgrading(spec.repo):
-            self.progress(f"{spec.key}: keeping {previous.commit[:12]}")
-            kernel = self._extend_previous(previous)
+    def _previous(self, job: _Job) -> LockedKernel | None:
+        """The old lock's entry for this job, if it still pins the same thing."""
+        if self.previous is None or self.options.upgrading(job.spec.repo):
+            return None
+        for entry in self.previous.entries(job.key):
+            if entry.identity == job.identity and (entry.override is None or entry.override == job.override):
+                if self.options.upgrading(entry.repo):
+                    return None
+                return entry
+        return None
+
+    def _resolve_one(self, job: _Job) -> tuple[LockedKernel, list[KernelSpec]]:
+        previous = self._previous(job)
+        if previous is not None:
+            self.progress(f"{job.key}: keeping {previous.commit[:12]}")
+            kernel = self._extend_previous(previous, job)
         else:
-            self.progress(f"{spec.key}: resolving")
-            kernel = self._resolve_fresh(spec)
+            self.progress(f"{job.key}: resolving")
+            kernel = self._resolve_fresh(job)
         kernel = replace(
             kernel,
-            requested=tuple(sorted(item.requested)),
-            dependency_of=tuple(sorted(item.dependency_of)),
+            override=job.override,
+            requested=tuple(sorted(job.requested)),
+            dependency_of=tuple(sorted(job.dependency_of)),
         )
         deps = [_dep_spec(d) for d in kernel.depends]
         return kernel, deps
 
-    def _extend_previous(self, previous: LockedKernel) -> LockedKernel:
+    def _extend_previous(self, previous: LockedKernel, job: _Job) -> LockedKernel:
         """Keep a pinned commit; add variants only for targets the old lock lacked."""
-        wanted = {str(t) for t in self.options.targets}
+        wanted = {str(t) for t in job.targets}
         have = {t for v in previous.variants for t in v.targets}
         complete = wanted <= have and (not self.options.all_variants or {v.name for v in previous.variants} >= set(previous.build_variants))
         if complete and (previous.trust != "allowlist" or previous.repo in self.options.trust_allowlist):
@@ -199,33 +256,40 @@ class Resolver:
             )
             return replace(previous, variants=variants)
         fresh = self._lock_commit(
-            repo=previous.repo, spec_key=previous.spec, commit=previous.commit, ref=previous.ref,
+            job, repo=previous.repo, commit=previous.commit, ref=previous.ref,
             version=previous.version, resolution=previous.resolution,
         )
-        return fresh
+        return replace(fresh, aliases=previous.aliases)
 
-    def _resolve_fresh(self, spec: KernelSpec) -> LockedKernel:
+    def _resolve_fresh(self, job: _Job) -> LockedKernel:
+        spec = job.spec
         refs = self.hub.refs(spec.repo)
-        ref, version, commit, resolution = self._pick_commit(spec, refs)
-        return self._lock_commit(
-            repo=spec.repo, spec_key=spec.key, commit=commit, ref=ref, version=version,
-            resolution=resolution, refs=refs,
+        canonical = self.hub.canonical_repo(spec.repo)
+        ref, version, commit, resolution = self._pick_commit(spec, refs, job)
+        if job.override is not None:
+            resolution = f"override for {job.override.when}: {resolution}"
+        kernel = self._lock_commit(
+            job, repo=canonical, commit=commit, ref=ref, version=version, resolution=resolution, refs=refs,
         )
+        if canonical != spec.repo:
+            self.warnings.append(f"{spec.repo} was renamed to {canonical} on the Hub; locked under both names (update the spec)")
+            kernel = replace(kernel, aliases=(spec.repo,))
+        return kernel
 
-    def _pick_commit(self, spec: KernelSpec, refs: list[Ref]) -> tuple[str | None, int | None, str, str]:
+    def _pick_commit(self, spec: KernelSpec, refs: list[Ref], job: _Job) -> tuple[str | None, int | None, str, str]:
         branches = {r.name: r for r in refs if r.kind == "branch"}
         tags = {r.name: r for r in refs if r.kind == "tag"}
         if spec.floating or spec.version is not None:
             if spec.version is not None:
                 version, why = spec.version, f"version {spec.version}"
             else:
-                target = self.options.resolving_target or self.options.targets[0]
+                target = self.options.resolving_target or job.targets[0]
                 version, why = default_version(spec.repo, target)
-                others = sorted(str(t) for t in self.options.targets if default_version(spec.repo, t)[0] != version)
+                others = sorted(str(t) for t in job.targets if default_version(spec.repo, t)[0] != version)
                 if others:
                     self.warnings.append(
                         f"{spec.key}: this Transformers release would default to another version on {', '.join(others)}; "
-                        f"the lock pins v{version} for every target (pin {spec.repo}@v<N> to choose explicitly)"
+                        f"the lock pins v{version} for every target (pin {spec.repo}@v<N>, or add an override)"
                     )
             branch = branches.get(f"v{version}")
             if branch is None:
@@ -275,8 +339,9 @@ class Resolver:
             f"\"{repo}\" to [tool.kernlock] trust in pyproject.toml (or pass --trust {repo})"
         )
 
-    def _lock_commit(self, *, repo: str, spec_key: str, commit: str, ref: str | None, version: int | None,
+    def _lock_commit(self, job: _Job, *, repo: str, commit: str, ref: str | None, version: int | None,
                      resolution: str, refs: list[Ref] | None = None) -> LockedKernel:
+        spec_key = job.key
         trust = self._trust(repo)
         try:
             listing = self.hub.tree(repo, commit)
@@ -290,7 +355,7 @@ class Resolver:
         grouped = _group_variants(repo, commit, listing)
         names = sorted(grouped)
         chosen: dict[str, set[str]] = {}
-        for target in self.options.targets:
+        for target in job.targets:
             variant, reasons = choose_variant(names, target)
             if variant is None:
                 raise NoVariantError(self._no_variant_message(spec_key, repo, commit, target, reasons, refs))
@@ -301,9 +366,24 @@ class Resolver:
         variants = []
         depends: set[str] = set()
         for name in sorted(chosen):
-            files, metadata = self._hash_variant(repo, commit, name, grouped[name])
-            variants.append(LockedVariant(name=name, targets=tuple(sorted(chosen[name])), files=files))
-            depends.update(_kernel_depends(repo, name, metadata))
+            files, raw = self._hash_variant(repo, commit, name, grouped[name])
+            metadata = read_variant_metadata(repo, name, raw)
+            digest = None
+            if metadata.digest is not None:
+                digest = "sha256"
+                mismatched = _digest_mismatches(metadata.digest, files)
+                if mismatched:
+                    self.warnings.append(
+                        f"{spec_key} {name}: metadata.json's digest disagrees with the files at {commit[:12]} "
+                        f"({', '.join(mismatched[:3])}); the commit may mix builds"
+                    )
+                    digest = "sha256 (mismatch)"
+            variants.append(LockedVariant(
+                name=name, targets=tuple(sorted(chosen[name])), files=files,
+                kernels_minver=metadata.kernels_minver, python_depends=metadata.python_depends,
+                digest=digest, provenance=metadata.provenance,
+            ))
+            depends.update(metadata.depends)
         return LockedKernel(
             spec=spec_key, repo=repo, commit=commit, resolution=resolution, trust=trust,
             version=version, ref=ref, depends=tuple(sorted(depends)),
@@ -345,10 +425,10 @@ class Resolver:
         )
 
 
-def _kernel_depends(repo: str, variant: str, metadata: bytes | None) -> set[str]:
-    """Spec keys of the kernels a variant depends on, from its metadata.json."""
+def read_variant_metadata(repo: str, variant: str, metadata: bytes | None) -> VariantMetadata:
+    """Parse a variant's metadata.json with kernels' own parser (size-limited)."""
     if metadata is None:
-        return set()
+        return VariantMetadata()
     if len(metadata) > MAX_METADATA_BYTES:
         raise ResolutionError(f"{repo} {variant}: metadata.json is {len(metadata)} bytes, more than {MAX_METADATA_BYTES}")
     try:
@@ -356,13 +436,51 @@ def _kernel_depends(repo: str, variant: str, metadata: bytes | None) -> set[str]
 
         parsed = Metadata.from_bytes(metadata)
     except Exception as error:
-        raise ResolutionError(f"{repo} {variant}: metadata.json is not valid kernel metadata ({error})") from None
+        message = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ResolutionError(f"{repo} {variant}: metadata.json is not valid kernel metadata ({message})") from None
     keys = set()
     for dep in parsed.kernel_depends:
         version = getattr(dep.version, "version", None)
         revision = getattr(dep.version, "revision", None)
         keys.add(f"{dep.repo_id}@v{version}" if version is not None else f"{dep.repo_id}@{revision}")
-    return keys
+    digest = None
+    if parsed.digest is not None and str(parsed.digest.algorithm).upper().endswith("SHA256"):
+        digest = dict(parsed.digest.files)
+    provenance = None
+    if parsed.provenance is not None:
+        builder = parsed.provenance.kernel_builder
+        source = parsed.provenance.kernel
+        provenance = Provenance(
+            builder_version=builder.version,
+            builder_commit=builder.git.commit if builder.git else None,
+            builder_dirty=builder.git.dirty if builder.git else None,
+            source_commit=source.commit if source else None,
+            source_dirty=source.dirty if source else None,
+        )
+    return VariantMetadata(
+        depends=tuple(sorted(keys)),
+        kernels_minver=str(parsed.kernels_minver) if parsed.kernels_minver is not None else None,
+        python_depends=tuple(parsed.python_depends),
+        digest=digest,
+        provenance=provenance,
+    )
+
+
+def _digest_mismatches(digest: dict[str, str], files: tuple[LockedFile, ...]) -> list[str]:
+    """Files whose metadata digest (base64 sha256) differs from the locked sha256."""
+    import base64
+
+    by_path = {f.path: f.sha256 for f in files}
+    mismatched = []
+    for path, encoded in sorted(digest.items()):
+        try:
+            expected = base64.b64decode(encoded).hex()
+        except ValueError:
+            mismatched.append(path)
+            continue
+        if by_path.get(path) != expected:
+            mismatched.append(path)
+    return mismatched
 
 
 def _dep_spec(key: str) -> KernelSpec:
@@ -395,7 +513,13 @@ def json_summary(lock: Lockfile) -> list[dict]:
             "spec": k.spec, "repo": k.repo, "ref": k.ref, "version": k.version, "commit": k.commit,
             "resolution": k.resolution, "trust": k.trust, "requested": list(k.requested),
             "dependency_of": list(k.dependency_of),
+            "aliases": list(k.aliases),
+            "override": {"when": k.override.when, "use": k.override.use, "reason": k.override.reason} if k.override else None,
             "variants": {t: v.name for v in k.variants for t in v.targets},
+            "provenance": {
+                v.name: {key: value for key, value in vars(v.provenance).items() if value is not None}
+                for v in k.variants if v.provenance is not None
+            },
         }
         for k in lock.kernels
     ]

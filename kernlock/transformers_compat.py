@@ -14,6 +14,7 @@ import ast
 import functools
 import importlib.metadata
 import importlib.util
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -139,12 +140,23 @@ def alias_repo(alias: str, target: Target) -> str:
     return (table or _FALLBACK_ALIASES)[alias]
 
 
+@functools.lru_cache(maxsize=1)
 def kernels_window() -> tuple[str, str] | None:
-    """`(KERNELS_MIN_VERSION, KERNELS_MAX_VERSION)` the installed Transformers accepts."""
-    assignments = _module_assignments("utils/import_utils.py")
-    low, high = assignments.get("KERNELS_MIN_VERSION"), assignments.get("KERNELS_MAX_VERSION")
-    if isinstance(low, ast.Constant) and isinstance(high, ast.Constant):
-        return str(low.value), str(high.value)
+    """`(KERNELS_MIN_VERSION, KERNELS_MAX_VERSION)` the installed Transformers accepts.
+
+    Read with a line match rather than a parse: the module is large and this runs at start-up.
+    """
+    root = installed_transformers().root
+    if root is None:
+        return None
+    try:
+        text = (root / "utils" / "import_utils.py").read_text(encoding="utf-8")
+    except OSError:
+        return None
+    pattern = r"""^(KERNELS_M(?:IN|AX)_VERSION)\s*=\s*["']([^"']+)["']"""
+    found = dict(re.findall(pattern, text, re.MULTILINE))
+    if "KERNELS_MIN_VERSION" in found and "KERNELS_MAX_VERSION" in found:
+        return found["KERNELS_MIN_VERSION"], found["KERNELS_MAX_VERSION"]
     return None
 
 

@@ -270,7 +270,7 @@ def test_tampered_cached_file_is_caught_even_with_same_size(hub: TestHub, tmp_pa
     kernlock.apply(project / "kernels.lock")
     kernels.get_kernel(FA2, version=2)
     root = cache.variant_dir(entry, variant.name)
-    stamp = cache._stamp_path(entry, variant.name, cache.hub_cache_dir())
+    stamp = cache.stamp_path(entry, variant.name, cache.hub_cache_dir())
     assert stamp.is_file()
 
     hashed: list[Path] = []

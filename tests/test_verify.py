@@ -52,7 +52,7 @@ def test_fresh_lock_passes_every_offline_check(hub: TestHub, tmp_path: Path) -> 
     # The current environment (torch 2.13 CPU here) by default.
     assert cli("verify", cwd=project).exit_code == 0
     report = verify(project)
-    assert report.ok and report.exit_code == 0 and [c.name for c in report.checks] == ["lock", "fresh", "coverage"]
+    assert report.ok and report.exit_code == 0 and [c.name for c in report.checks] == ["lock", "fresh", "coverage", "doctor"]
 
 
 def test_json_schema(hub: TestHub, tmp_path: Path) -> None:
@@ -63,7 +63,7 @@ def test_json_schema(hub: TestHub, tmp_path: Path) -> None:
     assert report["lockfile"].endswith("kernels.lock")
     for check in report["checks"]:
         assert set(check) == {"name", "ok", "summary", "problems", "notes"}
-        assert check["name"] in ("lock", "fresh", "coverage", "cache", "remote")
+        assert check["name"] in ("lock", "fresh", "coverage", "doctor", "cache", "remote")
         assert isinstance(check["ok"], bool) and isinstance(check["notes"], list)
         for problem in check["problems"]:
             assert isinstance(problem["message"], str) and isinstance(problem["fix"], str)

@@ -26,14 +26,19 @@ def explain_command(repo: str, targets: tuple[str, ...], lockfile: str | None, p
     from kernlock.resolver import choose_variant
 
     _, lock = project_lock(project_dir, lockfile)
-    kernels = [k for k in lock.kernels if repo in (k.repo, k.spec)]
+    kernels = [k for k in lock.kernels if repo in (*k.names(), k.spec)]
     if not kernels:
         raise UsageError(f"{repo} is not in the lock; locked: {', '.join(k.spec for k in lock.kernels) or 'nothing'}")
     chosen_targets = [parse_target(t) for t in targets] or [parse_target(t) for t in lock.targets]
     report = []
     for kernel in kernels:
-        entry = {"spec": kernel.spec, "commit": kernel.commit, "build_variants": list(kernel.build_variants), "targets": []}
-        for target in chosen_targets:
+        entry = {
+            "spec": kernel.spec, "commit": kernel.commit, "build_variants": list(kernel.build_variants), "targets": [],
+            "override": {"when": kernel.override.when, "use": kernel.override.use, "reason": kernel.override.reason}
+            if kernel.override else None,
+        }
+        covered = [t for t in chosen_targets if kernel.variant_for(str(t)) is not None]
+        for target in covered if (covered and not targets) else chosen_targets:
             choice, reasons = choose_variant(kernel.build_variants, target)
             locked = kernel.variant_for(str(target))
             entry["targets"].append({
@@ -46,6 +51,9 @@ def explain_command(repo: str, targets: tuple[str, ...], lockfile: str | None, p
         return
     for entry in report:
         click.echo(f"{entry['spec']} at {entry['commit'][:12]} ({len(entry['build_variants'])} build variants)")
+        if entry["override"]:
+            override = entry["override"]
+            click.echo(f"  override for {override['when']} → {override['use']}: {override['reason']}")
         for item in entry["targets"]:
             locked = item["locked"] or "nothing (target not locked)"
             click.echo(f"  target {item['target']}: kernels picks {item['kernels_choice'] or 'no variant'}; the lock has {locked}")

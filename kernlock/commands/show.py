@@ -23,10 +23,34 @@ def table(rows: list[list[str]]) -> str:
     return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
 
 
+def provenance_lines(lock: Any) -> list[str]:
+    """One line per locked variant: build provenance and digest from its metadata."""
+    lines = []
+    for kernel in lock.kernels:
+        for variant in kernel.variants:
+            p = variant.provenance
+            parts = []
+            if p is not None:
+                if p.source_commit:
+                    parts.append(f"source {p.source_commit[:12]}{' (dirty)' if p.source_dirty else ''}")
+                if p.builder_version:
+                    commit = f" {p.builder_commit[:12]}" if p.builder_commit else ""
+                    parts.append(f"kernel-builder {p.builder_version}{commit}{' (dirty)' if p.builder_dirty else ''}")
+            if variant.digest:
+                parts.append(f"digest {variant.digest}")
+            if variant.kernels_minver:
+                parts.append(f"kernels>={variant.kernels_minver}")
+            if variant.python_depends:
+                parts.append(f"needs {', '.join(variant.python_depends)}")
+            lines.append(f"{kernel.spec} {variant.name}: {'; '.join(parts) or 'no provenance recorded'}")
+    return lines
+
+
 @click.command("show")
 @lock_options
+@click.option("--provenance", is_flag=True, help="Also show each variant's build provenance, digest and requirements.")
 @handle_errors
-def show_command(lockfile: str | None, project_dir: str, as_json: bool) -> None:
+def show_command(lockfile: str | None, project_dir: str, as_json: bool, provenance: bool) -> None:
     """Show every locked kernel: spec, requested → ref → commit, variant per target."""
     import json
 
@@ -42,9 +66,16 @@ def show_command(lockfile: str | None, project_dir: str, as_json: bool) -> None:
         requested = ", ".join(r for r in kernel.requested if r != kernel.spec)
         pin = f"{requested + ' → ' if requested else ''}{kernel.ref or 'commit'} → {kernel.commit[:12]}"
         spec = kernel.spec + (f" (dependency of {', '.join(kernel.dependency_of)})" if kernel.dependency_of else "")
+        if kernel.override is not None:
+            spec += f" [override {kernel.override.when}: {kernel.override.reason}]"
+        if kernel.aliases:
+            spec += f" (also loaded as {', '.join(kernel.aliases)})"
         cells = []
         for target in lock.targets:
             variant = kernel.variant_for(target)
             cells.append(variant.name if variant else "-")
         rows.append([spec, pin, *cells])
     click.echo(table(rows))
+    if provenance:
+        click.echo("")
+        click.echo("\n".join(provenance_lines(lock)))

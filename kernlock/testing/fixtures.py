@@ -20,12 +20,18 @@ Each ``fixtures/<org>__<name>.toml`` describes one kernel repository::
     variants = ["cuda", "torch213-cxx11-cpu-x86_64-linux"]   # set names or variant names
     version = 1                     # optional: metadata version (default: N of branch vN, else 1)
 
+    [commits.metadata]              # optional: merged into every variant's metadata.json
+    kernels-minver = "0.17.0"
+    provenance = { kernel-builder = { version = "0.9.1", commit = "...", dirty = false } }
+    digest = true                   # add kernel-builder's per-file sha256 digest
+
 Commits are written with ``git fast-import`` using fixed author, committer and
 dates, so commit SHAs are identical across runs and machines.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -180,12 +186,25 @@ def _render_commit(spec: Mapping[str, Any], commit: Mapping[str, Any], templates
         }
         if depends:
             metadata["kernel-depends"] = depends
-        files[f"{base}/metadata.json"] = (json.dumps(metadata, indent=2) + "\n").encode()
+        extra = dict(commit.get("metadata", {}))
+        with_digest = extra.pop("digest", False)
+        metadata.update(extra)
+        variant_files: dict[str, bytes] = {}
         for name, source in sources.items():
             for placeholder, value in substitutions.items():
                 source = source.replace(placeholder, value)
-            files[f"{package}/{name}"] = source
-        files[f"{package}/_ops.so"] = _fake_binary(f"{repo_id}/{variant}@{label}")
+            variant_files[f"{package}/{name}"] = source
+        variant_files[f"{package}/_ops.so"] = _fake_binary(f"{repo_id}/{variant}@{label}")
+        if with_digest:  # kernel-builder's per-file digest: base64 sha256 by path relative to the variant
+            metadata["digest"] = {
+                "algorithm": "sha256",
+                "files": {
+                    path[len(base) + 1:]: base64.b64encode(hashlib.sha256(content).digest()).decode()
+                    for path, content in sorted(variant_files.items())
+                },
+            }
+        files[f"{base}/metadata.json"] = (json.dumps(metadata, indent=2) + "\n").encode()
+        files.update(variant_files)
     return files
 
 

@@ -233,8 +233,10 @@ class TestHub:
         repos: dict[str, Path],
         trusted_orgs: set[str] | frozenset[str] = frozenset({"kernels-community"}),
         latency: float = 0.0,
+        renames: dict[str, str] | None = None,
     ) -> None:
         self.repos = {repo_id: GitRepo(Path(path)) for repo_id, path in repos.items()}
+        self.renames = dict(renames or {})  # old repo id -> new: answered with a 307, as the Hub does
         self.trusted_orgs = set(trusted_orgs)
         self.latency = latency
         self.requests: collections.Counter[str] = collections.Counter()
@@ -315,6 +317,14 @@ class TestHub:
                     if fault.times <= 0:
                         self._faults.remove(fault)
                     return fault
+        return None
+
+    def _renamed(self, path: str) -> str | None:
+        """The new path of a request to a renamed repo, if it is one."""
+        for old, new in self.renames.items():
+            for prefix in ("/api/kernels/", "/kernels/"):
+                if path.startswith(f"{prefix}{old}/") or path == f"{prefix}{old}":
+                    return prefix + new + path[len(prefix) + len(old):]
         return None
 
     def _count_bytes(self, n: int) -> None:
@@ -501,6 +511,11 @@ class _Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0)) if method == "POST" else b""
         kind, call = self._route(method, url.path, query, body)
         fault = self.hub._record(method, url.path, kind, self.headers.get("Authorization"))
+        moved = self.hub._renamed(url.path)
+        if moved is not None:
+            location = moved + (f"?{url.query}" if url.query else "")
+            self._send(method, Response(307, b"", {"Location": location}), None)
+            return
         try:
             response = call() if call is not None else _json_response({"error": "Not found"}, 404)
         except HubError as error:
@@ -513,6 +528,8 @@ class _Handler(BaseHTTPRequestHandler):
         hub = self.hub
         if m := _OVERVIEW.fullmatch(path):
             return "overview", lambda: hub.overview(unquote(m[1]))
+        if path == "/api/agent-harnesses":  # huggingface_hub's once-a-day agent registry lookup
+            return "agent-registry", lambda: _json_response({"standardEnvVars": [], "harnesses": {}})
         if (m := _RESOLVE.fullmatch(path)) and method in ("GET", "HEAD"):
             repo_id, rev, file = f"{unquote(m[1])}/{unquote(m[2])}", unquote(m[3]), unquote(m[4])
             return "resolve", lambda: hub.resolve(repo_id, rev, file, self.headers.get("Range"))

@@ -1,0 +1,177 @@
+"""Compatibility doctor: environment problems that would break kernel loading, found before GPU time.
+
+Checks, each a `Finding` with the package, installed and required versions and
+the fix:
+
+* the installed `kernels` lies in the installed Transformers' accepted window
+  (`KERNELS_MIN_VERSION <= kernels < KERNELS_MAX_VERSION`; outside it
+  Transformers silently skips Hub kernels);
+* each locked variant's `kernels-minver` is met by the installed kernels;
+* each locked variant's Python dependencies (`python-depends`) are importable;
+* this interpreter can load arch kernels (free-threaded Python before 3.15 cannot);
+* `HF_HUB_DISABLE_TELEMETRY=1` without `HF_HUB_USER_AGENT_ORIGIN` under kernels
+  0.17 and huggingface_hub ≥ 2.4, which makes every unlocked kernels request fail
+  ("could not verify publisher trust status").
+
+Nothing here imports torch, transformers, kernels or huggingface_hub.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+import os
+import sys
+import sysconfig
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernlock.lockfile import LockedKernel, LockedVariant
+from kernlock.transformers_compat import installed_transformers, kernels_window
+
+_TRUE = ("1", "true", "yes", "on")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One compatibility problem and its fix; `blocking` ones stop `apply()`."""
+
+    message: str
+    fix: str
+    blocking: bool = True
+
+
+def _version(package: str) -> str | None:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _parse(version: str):
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(version)
+    except InvalidVersion:
+        return None
+
+
+def kernels_window_finding() -> Finding | None:
+    """The installed kernels outside the installed Transformers' accepted window."""
+    kernels, transformers = _version("kernels"), installed_transformers().version
+    window = kernels_window()
+    if kernels is None or transformers is None or window is None:
+        return None
+    low, high = window
+    installed = _parse(kernels)
+    if installed is None or (_parse(low) <= installed < _parse(high)):
+        return None
+    return Finding(
+        f"kernels {kernels} is outside the window transformers {transformers} accepts (>={low},<{high}); "
+        "Transformers would silently skip Hub kernels",
+        f"pip install 'kernels>={low},<{high}'",
+    )
+
+
+def minver_findings(entries: Iterable[tuple[LockedKernel, LockedVariant]]) -> list[Finding]:
+    """Locked variants that need a newer kernels than the installed one."""
+    kernels = _version("kernels")
+    installed = _parse(kernels) if kernels else None
+    findings = []
+    for kernel, variant in entries:
+        if variant.kernels_minver is None or installed is None:
+            continue
+        required = _parse(variant.kernels_minver)
+        if required is not None and installed < required:
+            findings.append(Finding(
+                f"{kernel.spec} {variant.name} needs kernels>={variant.kernels_minver}, installed kernels {kernels}",
+                f"pip install 'kernels>={variant.kernels_minver}'",
+            ))
+    return findings
+
+
+def _dependency_imports(name: str, backend: str) -> list[tuple[str, str]] | None:
+    """(pip package, import name) pairs kernels maps a `python-depends` entry to, from its data file."""
+    spec = importlib.util.find_spec("kernels")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    try:
+        data = json.loads((Path(next(iter(spec.submodule_search_locations))) / "python_depends.json").read_text())
+    except (OSError, ValueError):
+        return None
+    info = data.get("general", {}).get(name) or data.get("backends", {}).get(backend, {}).get(name)
+    if info is None:
+        return None
+    return [(p["pkg"], p["import"]) for p in info.get("python", []) if p.get("import")]
+
+
+def python_depends_findings(entries: Iterable[tuple[LockedKernel, LockedVariant]], backend: str) -> list[Finding]:
+    """Locked variants whose Python dependencies are not importable here."""
+    findings = []
+    for kernel, variant in entries:
+        for dependency in variant.python_depends:
+            pairs = _dependency_imports(dependency, backend)
+            if pairs is None:
+                findings.append(Finding(
+                    f"{kernel.spec} {variant.name} depends on {dependency!r}, which the installed kernels does not know",
+                    "upgrade kernels, or pin a build of the kernel without that dependency",
+                ))
+                continue
+            for package, module in pairs:
+                if importlib.util.find_spec(module) is None:
+                    findings.append(Finding(
+                        f"{kernel.spec} {variant.name} needs Python package {package} (import {module}), which is not installed",
+                        f"pip install {package}",
+                    ))
+    return findings
+
+
+def free_threaded_findings(entries: Iterable[tuple[LockedKernel, LockedVariant]]) -> list[Finding]:
+    """Arch kernels on a free-threaded interpreter that cannot load them (Python < 3.15)."""
+    if not (sys.version_info < (3, 15) and sysconfig.get_config_var("Py_GIL_DISABLED")):
+        return []
+    return [
+        Finding(
+            f"{kernel.spec} {variant.name} is an arch kernel; free-threaded Python {sys.version.split()[0]} cannot load it",
+            "use a regular (GIL) interpreter, or Python 3.15+",
+        )
+        for kernel, variant in entries
+        if not variant.name.startswith("torch-")
+    ]
+
+
+def telemetry_finding() -> Finding | None:
+    """The kernels 0.17 + huggingface_hub ≥ 2.4 failure when telemetry is disabled."""
+    if os.environ.get("HF_HUB_DISABLE_TELEMETRY", "").lower() not in _TRUE or os.environ.get("HF_HUB_USER_AGENT_ORIGIN"):
+        return None
+    kernels, hub = _version("kernels"), _version("huggingface_hub")
+    if kernels is None or hub is None:
+        return None
+    if not (_parse(kernels) and _parse(kernels).release[:2] == (0, 17) and _parse(hub) and _parse(hub).release[:2] >= (2, 4)):
+        return None
+    return Finding(
+        f"HF_HUB_DISABLE_TELEMETRY=1 with kernels {kernels} and huggingface_hub {hub} makes every unlocked kernels request "
+        "fail before it is sent (reported as \"could not verify publisher trust status\"); locked loads are not affected",
+        "export HF_HUB_USER_AGENT_ORIGIN=kernlock (or unset HF_HUB_DISABLE_TELEMETRY)",
+        blocking=False,
+    )
+
+
+def diagnose(entries: list[tuple[LockedKernel, LockedVariant]], backend: str) -> list[Finding]:
+    """Every compatibility finding for the locked variants this machine would load."""
+    findings = [f for f in (kernels_window_finding(), telemetry_finding()) if f is not None]
+    findings += minver_findings(entries)
+    findings += python_depends_findings(entries, backend)
+    findings += free_threaded_findings(entries)
+    return findings
+
+
+def backend_name(backend: str) -> str:
+    """kernels' backend family of a target backend string (`cu128` → `cuda`)."""
+    for prefix, name in (("cu", "cuda"), ("rocm", "rocm"), ("xpu", "xpu"), ("cann", "cann")):
+        if backend.startswith(prefix):
+            return name
+    return backend
