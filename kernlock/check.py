@@ -10,12 +10,15 @@ Checks, in order (later ones run only when the lock parses):
   network; like `uv lock --check`.
 * ``coverage`` — every kernel has a locked variant for each checked target (the
   running environment by default, `targets=...`, or every declared target).
+* ``doctor``   — this machine can load the locked variants (`kernlock.doctor`: the
+  kernels version inside Transformers' window, `kernels-minver`, `python-depends`,
+  free-threaded Python, the telemetry/user-agent bug); dirty builds are notes.
 * ``cache``    — (opt-in) every locked variant of the checked targets is in the
   local Hub cache and matches the lock's file hashes.
 * ``remote``   — (opt-in) every locked commit still exists on the Hub; branches
   that moved past the lock are reported as notes (not failures).
 
-Plain verification (``lock``, ``fresh``, ``coverage``) imports neither Torch,
+Plain verification (``lock``, ``fresh``, ``coverage``, ``doctor``) imports neither Torch,
 Transformers, kernels nor huggingface_hub.
 
 JSON report (`VerifyReport.to_json()`, `kernlock verify --json`)::
@@ -25,7 +28,7 @@ JSON report (`VerifyReport.to_json()`, `kernlock verify --json`)::
       "lockfile": str,                 # path of the checked lock
       "checks": [
         {
-          "name": "lock" | "fresh" | "coverage" | "cache" | "remote",
+          "name": "lock" | "fresh" | "coverage" | "doctor" | "cache" | "remote",
           "ok": bool,
           "summary": str,              # e.g. "7 specs", "3 targets"
           "problems": [                # empty when ok

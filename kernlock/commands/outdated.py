@@ -26,6 +26,7 @@ def outdated_command(lockfile: str | None, project_dir: str, as_json: bool, show
                 "spec": s.kernel.spec, "repo": s.kernel.repo, "ref": s.kernel.ref, "locked": s.kernel.commit,
                 "current": s.current, "moved": s.moved, "ref_gone": s.ref_gone, "version": s.kernel.version,
                 "latest_version": s.latest_version, "newer_version": s.newer_version, "error": s.error,
+                "renamed_to": s.renamed_to,
             }
             for s in statuses
         ], indent=2))
@@ -39,6 +40,8 @@ def outdated_command(lockfile: str | None, project_dir: str, as_json: bool, show
             states.append(f"{s.ref_kind} moved; kernlock lock -P {s.kernel.repo}")
         if s.ref_gone:
             states.append("ref deleted")
+        if s.renamed_to:
+            states.append(f"renamed to {s.renamed_to}; update the spec")
         if s.newer_version is not None:
             states.append(f"v{s.newer_version} available; pin {s.kernel.repo}@v{s.newer_version}")
         if not states and not show_all:
