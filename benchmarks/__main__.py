@@ -33,8 +33,8 @@ def main(argv: list[str] | None = None) -> int:
         for name in selected:
             print(f"== {name} ...", flush=True)
             t0 = time.perf_counter()
-            module = importlib.import_module(f"benchmarks.{name}")
             try:
+                module = importlib.import_module(f"benchmarks.{name}")
                 result = module.run(ws, args.quick)
             except Exception:
                 traceback.print_exc()
