@@ -18,7 +18,6 @@ Nothing here imports torch, transformers, kernels or huggingface_hub.
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import json
 import os
@@ -28,6 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernlock.environment import installed_version
 from kernlock.lockfile import LockedKernel, LockedVariant
 from kernlock.transformers_compat import installed_transformers, kernels_window
 
@@ -43,11 +43,8 @@ class Finding:
     blocking: bool = True
 
 
-def _version(package: str) -> str | None:
-    try:
-        return importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError:
-        return None
+def _version(distribution: str) -> str | None:
+    return installed_version(distribution)
 
 
 def _parse(version: str):

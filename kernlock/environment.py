@@ -111,19 +111,25 @@ def _backend_from_version_file(path: Path | None, os_name: str) -> str:
     return "cpu"
 
 
-def _installed_torch_version() -> str | None:
-    """Torch's installed version: from its `.dist-info` folder name when there is exactly one
-    next to the package (cheap), else from `importlib.metadata` (about 25 ms to import)."""
-    version_file = _torch_version_file()
-    if version_file is not None:
-        found = list(version_file.parent.parent.glob("torch-*.dist-info"))
+def installed_version(distribution: str, package: str | None = None) -> str | None:
+    """A distribution's installed version without importing it.
+
+    Read from the `.dist-info` folder beside the package when there is exactly one
+    (cheap), else from `importlib.metadata` (about 25 ms to import).
+    """
+    spec = importlib.util.find_spec(package or distribution)
+    if spec is None:
+        return None
+    if spec.submodule_search_locations:
+        folder = Path(next(iter(spec.submodule_search_locations))).parent
+        found = list(folder.glob(f"{distribution.replace('-', '_')}-*.dist-info"))
         if len(found) == 1:
-            return found[0].name[len("torch-"):-len(".dist-info")]
-    import importlib.metadata
+            return found[0].name[len(distribution) + 1:-len(".dist-info")]
+    from importlib import metadata
 
     try:
-        return importlib.metadata.version("torch")
-    except importlib.metadata.PackageNotFoundError:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
         return None
 
 
@@ -132,7 +138,7 @@ def current_target() -> Target:
 
     Raises `TargetError` when Torch is not installed.
     """
-    version = _installed_torch_version()
+    version = installed_version("torch")
     if version is None:
         raise TargetError(
             "torch is not installed, so there is no current environment; pass --target explicitly"

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import importlib.metadata
 import importlib.util
 import re
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from kernlock.environment import Target
+from kernlock.environment import Target, installed_version
 
 # Used only when Transformers is not installed (values of Transformers 5.22).
 _FALLBACK_ALIASES = {
@@ -45,9 +44,8 @@ class TransformersInfo:
 @functools.lru_cache(maxsize=1)
 def installed_transformers() -> TransformersInfo:
     """Locate Transformers without importing it."""
-    try:
-        version = importlib.metadata.version("transformers")
-    except importlib.metadata.PackageNotFoundError:
+    version = installed_version("transformers")
+    if version is None:
         return TransformersInfo(version=None, root=None)
     spec = importlib.util.find_spec("transformers")
     root = Path(next(iter(spec.submodule_search_locations))) if spec and spec.submodule_search_locations else None
