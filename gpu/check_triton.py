@@ -120,6 +120,20 @@ def patch_interpreter_bf16_dot() -> None:
     builder.create_dot = create_dot
 
 
+def patch_interpreter_scalar_index() -> None:
+    """Triton 3.6's interpreter turns a scalar tensor into a loop bound with `int(array)`, which
+    NumPy >= 2.4 refuses for its shape-(1,) arrays; take the one element instead. Interpreter only."""
+    from triton.runtime import interpreter
+
+    original = interpreter._patch_lang_tensor
+
+    def patch_lang_tensor(tensor, scope) -> None:
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
+
+    interpreter._patch_lang_tensor = patch_lang_tensor
+
+
 def run_dense(torch, mod, case: dict, device: str) -> dict:
     dtype = getattr(torch, case["dtype"])
     q = torch.randn(case["b"], case["sq"], case["h"], case["d"], device=device, dtype=dtype)
@@ -210,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.device == "cpu" and os.environ.get("TRITON_INTERPRET") == "1":
         patch_interpreter_bf16_dot()
+        patch_interpreter_scalar_index()
     rows = []
     jobs = [("dense", c, lambda c=c: run_dense(torch, mod, c, args.device)) for c in cases(args.device)]
     for dtype in ("bfloat16", "float16", "float32") if args.device == "cpu" else ("bfloat16", "float16"):
