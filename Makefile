@@ -22,8 +22,10 @@ demo: install
 test: install
 	$(BIN)/python -m pytest -q
 
+## the benchmarks against the anchors; refreshes the README's figures in docs/
 bench: install
-	$(BIN)/python -m benchmarks
+	$(BIN)/pip install --quiet ".[bench]"
+	$(BIN)/python -m benchmarks --json docs/benchmarks.json --markdown docs/benchmarks.md --plot docs/benchmarks.png
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -1,10 +1,12 @@
-"""`python -m benchmarks [--quick] [--only NAME] [--json PATH]`: run benchmarks, print tables, write JSON."""
+"""`python -m benchmarks [--quick] [--only NAME] [--json PATH] [--markdown PATH] [--plot PATH]`:
+run benchmarks, print tables, write JSON (and Markdown tables, and a PNG plot with matplotlib)."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 import json
+import os
 import platform
 import sys
 import tempfile
@@ -22,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer repetitions and sizes (smoke run)")
     parser.add_argument("--only", action="append", choices=BENCHMARKS, help="run only this benchmark (repeatable)")
     parser.add_argument("--json", type=Path, help="results JSON path (default: a temp dir)")
+    parser.add_argument("--markdown", type=Path, help="also write the tables as Markdown here")
+    parser.add_argument("--plot", type=Path, help="also plot lock and load times here (PNG; needs matplotlib)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary work directory")
     args = parser.parse_args(argv)
 
@@ -53,17 +57,36 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table(targets))
     out = args.json or Path(tempfile.mkdtemp(prefix="kernlock-bench-results-")) / "results.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({
+    report = {
         "quick": args.quick,
         "python": sys.version.split()[0],
-        "machine": platform.platform(),
+        "machine": _machine(),
         "seconds": round(time.perf_counter() - started, 1),
         "benchmarks": {r.name: {"rows": r.rows, "targets": [t.row() for t in r.targets], "notes": r.notes,
                                 "data": r.data} for r in results},
         "summary": targets,
-    }, indent=2, default=str))
+    }
+    out.write_text(json.dumps(report, indent=2, default=str))
+    from benchmarks.report import write
+
+    write(json.loads(out.read_text()), args.markdown, args.plot)
     print(f"\nresults: {out}  ({time.perf_counter() - started:.0f} s)")
     return 0 if all(t["status"] == "PASS" for t in targets) else 1
+
+
+def _machine() -> str:
+    """OS, CPU model and core count, memory: what the figures depend on."""
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+        memory = int(Path("/proc/meminfo").read_text().split()[1]) / 2**20
+        model += f", {memory:.0f} GiB"
+    except (OSError, ValueError, IndexError):
+        pass
+    return f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores ({model})"
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ A lock of 50 kernels x 20 variants (one per target, 4 files each) is written
 directly with kernlock's dataclasses and `write_lockfile`, beside a pyproject
 listing the same 50 specs in `[tool.kernels.dependencies]` and the 20 targets.
 `python -m kernlock verify` and the `kernlock` console script run in fresh
-processes (no Hub needed). One extra run with `-X importtime` shows whether
+processes (no Hub needed), with kernlock's parsed-lock cache (the first run fills it,
+as `kernlock lock` does when it writes a lock) and without it (`KERNLOCK_NO_CACHE=1`). One extra run with `-X importtime` shows whether
 torch, transformers, kernels or huggingface_hub get imported, and what dominates.
 """
 
@@ -45,17 +46,19 @@ def run(ws: Workspace, quick: bool) -> Result:
     write_lockfile(synthetic_lock(repos, VARIANTS), project / "kernels.lock")
     tiny = write_project(ws.path("verify-tiny"), repos[:1])  # fixed cost: the same command on a 1 x 1 lock
     write_lockfile(synthetic_lock(repos[:1], 1), tiny / "kernels.lock")
-    env = child_env(None, ws.path("verify-hf-home"))
+    env = child_env(None, ws.path("verify-hf-home"), KERNLOCK_CACHE_DIR=str(ws.path("verify-kernlock-cache")))
+    uncached = {**env, "KERNLOCK_NO_CACHE": "1"}
     commands = {
-        "python -c pass": ([PYTHON, "-c", "pass"], project),
-        "python -m kernlock verify": ([PYTHON, "-m", "kernlock", "verify"], project),
-        "kernlock verify (console script)": ([KERNLOCK_CLI, "verify"], project),
-        "python -m kernlock verify, 1 kernel x 1 variant lock": ([PYTHON, "-m", "kernlock", "verify"], tiny),
+        "python -c pass": ([PYTHON, "-c", "pass"], project, env),
+        "python -m kernlock verify": ([PYTHON, "-m", "kernlock", "verify"], project, env),
+        "kernlock verify (console script)": ([KERNLOCK_CLI, "verify"], project, env),
+        "python -m kernlock verify, parse cache off": ([PYTHON, "-m", "kernlock", "verify"], project, uncached),
+        "python -m kernlock verify, 1 kernel x 1 variant lock": ([PYTHON, "-m", "kernlock", "verify"], tiny, env),
     }
     times: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(reps):
-        for name, (argv, cwd) in commands.items():
-            times[name].append(run_child(argv, None, env, cwd=cwd).wall * 1000)
+        for name, (argv, cwd, child) in commands.items():
+            times[name].append(run_child(argv, None, child, cwd=cwd).wall * 1000)
     baseline = median(times["python -c pass"])
     for name, values in times.items():
         ms = round(median(values), 1)

@@ -342,14 +342,21 @@ def parse_lockfile(text: str, source: str = LOCK_FILENAME) -> Lockfile:
 
 def load_lockfile(path: str | os.PathLike[str]) -> Lockfile:
     """Read and validate a lock file."""
+    from kernlock.parse_cache import load_parsed, store_parsed
+
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
+        text = data.decode("utf-8").replace("\r\n", "\n")
     except FileNotFoundError:
         raise LockfileError(f"{path}: no such lock file; create it with `kernlock lock`") from None
     except (OSError, UnicodeDecodeError) as error:
         raise LockfileError(f"{path}: cannot read the lock file ({error})") from None
-    return parse_lockfile(text, source=str(path))
+    lock = load_parsed(data)
+    if lock is None:
+        lock = parse_lockfile(text, source=str(path))
+        store_parsed(data, lock)
+    return lock
 
 
 # ---------------------------------------------------------------- writing
@@ -486,7 +493,7 @@ def write_lockfile(lock: Lockfile, path: str | os.PathLike[str]) -> bool:
             return False
     except (FileNotFoundError, UnicodeDecodeError):
         pass
-    parse_lockfile(text, source=str(path))  # never write what we could not read back
+    written = parse_lockfile(text, source=str(path))  # never write what we could not read back
     handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as out:
@@ -501,6 +508,9 @@ def write_lockfile(lock: Lockfile, path: str | os.PathLike[str]) -> bool:
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
+    from kernlock.parse_cache import store_parsed
+
+    store_parsed(text.encode("utf-8"), written)  # the next verify or apply skips parsing
     return True
 
 

@@ -27,6 +27,15 @@ _UNSET_ENV = (
 )
 
 
+@pytest.fixture(autouse=True)
+def private_kernlock_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test (and the processes it starts) gets its own kernlock parse cache."""
+    cache = tmp_path / "kernlock-cache"
+    monkeypatch.setenv("KERNLOCK_CACHE_DIR", str(cache))
+    monkeypatch.delenv("KERNLOCK_NO_CACHE", raising=False)
+    return cache
+
+
 @pytest.fixture(scope="session")
 def fixture_repos_template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The fixture repos, built once per session (do not mutate: copy them)."""
