@@ -165,6 +165,7 @@ class Workspace:
     def __init__(self, keep: bool = False) -> None:
         compile_kernlock()
         self.root = Path(tempfile.mkdtemp(prefix="kernlock-bench-"))
+        os.environ["KERNLOCK_CACHE_DIR"] = str(self.root / "kernlock-cache")  # never the user's parse cache
         self.keep = keep
         self._counter = 0
         self._repos: dict[int, dict[str, Path]] = {}

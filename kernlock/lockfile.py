@@ -145,8 +145,8 @@ class Lockfile:
 
     def uncovered(self, target: str) -> list[str]:
         """Spec keys with no entry covering `target`."""
-        specs = dict.fromkeys(k.spec for k in self.kernels)
-        return [spec for spec in specs if self.kernel(spec, target) is None]
+        covered = {k.spec for k in self.kernels if k.variant_for(target) is not None}
+        return [spec for spec in dict.fromkeys(k.spec for k in self.kernels) if spec not in covered]
 
 
 # ---------------------------------------------------------------- reading
@@ -328,9 +328,10 @@ def parse_lockfile(text: str, source: str = LOCK_FILENAME) -> Lockfile:
     for key, value in resolved_with.items():
         _check(isinstance(value, str), f"resolved-with.{key}", "expected a string")
     kernels = tuple(_read_kernel(p, d) for p, d in reader.tables("kernel"))
-    identities = [k.identity for k in kernels]
-    for index, identity in enumerate(identities):
-        _check(identity not in identities[:index], f"kernel[{index}].spec", f"duplicate entry for {identity[0]!r}")
+    seen: set[tuple[str, str]] = set()
+    for index, kernel in enumerate(kernels):
+        _check(kernel.identity not in seen, f"kernel[{index}].spec", f"duplicate entry for {kernel.spec!r}")
+        seen.add(kernel.identity)
     return Lockfile(
         targets=reader.strings("targets"),
         inputs=reader.strings("inputs"),
