@@ -8,7 +8,12 @@ use for ``repo_type="kernel"``:
 - ``GET  /api/kernels/{repo}[/revision/{rev}]``          repo info (``siblings``; ``blobs=true`` adds metadata)
 - ``POST /api/kernels/{repo}/paths-info/{rev}``          form or JSON body with ``paths`` and ``expand``
 - ``GET|HEAD /kernels/{repo}/resolve/{rev}/{path}``      file bytes (single ``Range`` supported)
+- ``GET  /api/kernels/{repo}/commits/{rev}``              commit history (newest first)
 - ``GET  /api/organizations/{org}/overview``             with ``trustedKernelPublisher``
+- ``GET  /api/agent-harnesses``                          huggingface_hub's agent registry (empty)
+
+A renamed repo answers every route under its old name with a 307 to the new one,
+as the Hub does.
 
 Revisions are branch names, tag names, full ref names (``refs/heads/v1``) or full
 commit SHAs. Files are stored as plain blobs in git; a file is reported as LFS
