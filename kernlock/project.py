@@ -44,7 +44,6 @@ class Project:
     use_kernels: bool | tuple[str, ...] = False
     lockfile_name: str = LOCK_FILENAME
     overrides: tuple[Any, ...] = ()  # kernlock.overrides.OverrideRule
-    has_pyproject: bool = False
     lines: dict[str, int] = field(default_factory=dict, compare=False)
 
     @property
@@ -128,7 +127,6 @@ def load_project(root: Path | str = ".") -> Project:
         use_kernels=use_kernels,
         lockfile_name=lockfile,
         overrides=_overrides(config.get("overrides"), str(path)),
-        has_pyproject=True,
         lines=lines,
     )
 

@@ -306,10 +306,6 @@ class TestHub:
         with self._lock:
             self._faults.append(Fault(kind, match, times, method, params))
 
-    def clear_faults(self) -> None:
-        with self._lock:
-            self._faults.clear()
-
     def _record(self, method: str, path: str, kind: str, authorization: str | None = None) -> Fault | None:
         """Count a request (and the Authorization header it carried) and take the first matching fault."""
         with self._lock:
