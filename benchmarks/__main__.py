@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import json
 import os
 import platform
@@ -15,6 +16,7 @@ import traceback
 from pathlib import Path
 
 from benchmarks.harness import Result, Target, Workspace, format_table
+from benchmarks.report import write
 
 BENCHMARKS = ("lock", "load", "cold", "verify", "scaling")
 
@@ -28,6 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plot", type=Path, help="also plot lock and load times here (PNG; needs matplotlib)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary work directory")
     args = parser.parse_args(argv)
+    if args.plot is not None and importlib.util.find_spec("matplotlib") is None:
+        parser.error('--plot needs matplotlib; install it with: pip install -e ".[bench]"')
 
     selected = [name for name in BENCHMARKS if not args.only or name in args.only]
     ws = Workspace(keep=args.keep)
@@ -66,10 +70,9 @@ def main(argv: list[str] | None = None) -> int:
                                 "data": r.data} for r in results},
         "summary": targets,
     }
-    out.write_text(json.dumps(report, indent=2, default=str))
-    from benchmarks.report import write
-
-    write(json.loads(out.read_text()), args.markdown, args.plot)
+    text = json.dumps(report, indent=2, default=str)
+    out.write_text(text)
+    write(json.loads(text), args.markdown, args.plot)
     print(f"\nresults: {out}  ({time.perf_counter() - started:.0f} s)")
     return 0 if all(t["status"] == "PASS" for t in targets) else 1
 

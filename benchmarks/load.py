@@ -81,7 +81,6 @@ def run(ws: Workspace, quick: bool) -> Result:
     return result
 
 
-
 def _report(result: Result, latency: float, size: int, runs: dict[str, list]) -> None:
     summaries = {mode: summarize(r, ["ready_ms"]) for mode, r in runs.items()}
     speedup = ratio(summaries["unlocked"]["ready_ms"], summaries["locked"]["ready_ms"])

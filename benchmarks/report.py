@@ -95,7 +95,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--markdown", type=Path)
     parser.add_argument("--plot", type=Path)
     args = parser.parse_args(argv)
-    results = json.loads(args.results.read_text())
+    try:
+        results = json.loads(args.results.read_text())
+    except (OSError, ValueError) as error:
+        parser.error(f"cannot read results {args.results} ({error}); write them with python -m benchmarks --json PATH")
     write(results, args.markdown, args.plot)
     if args.markdown is None and args.plot is None:
         print(format_table(results["summary"]))

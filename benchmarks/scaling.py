@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
+from unittest import mock
 
 from benchmarks.harness import (
     Result, Target, Workspace, bench_targets, kernel_module, kernel_repo, median, ratio, synthetic_lock, timeit_median,
@@ -41,7 +40,7 @@ def _lock_scaling(ws: Workspace, reps: int, result: Result) -> None:
             check_coverage(load_lockfile(path), target, path)
 
         n = max(reps, reps * 1000 // size)  # small locks: more repetitions, same total time
-        with parse_cache_off():  # the parse is what scales; the cache row follows
+        with mock.patch.dict(os.environ, KERNLOCK_NO_CACHE="1"):  # the parse is what scales; the cache row follows
             times = timeit_times(load_and_check, n)
         seconds = median(times)
         per_kernel[size] = min(times) / size  # growth from the minimum: least disturbed by other load
@@ -62,20 +61,6 @@ def _lock_scaling(ws: Workspace, reps: int, result: Result) -> None:
     result.data["per_kernel_growth_100_to_1000"] = growth
     result.targets.append(Target("scaling: per-kernel cost (min) at 1,000 / at 100 kernels (linear = 1)", growth, "<= 1.5",
                                  growth <= 1.5))
-
-
-@contextmanager
-def parse_cache_off() -> Iterator[None]:
-    """Load locks by parsing them (`KERNLOCK_NO_CACHE=1`) inside the block."""
-    previous = os.environ.get("KERNLOCK_NO_CACHE")
-    os.environ["KERNLOCK_NO_CACHE"] = "1"
-    try:
-        yield
-    finally:
-        if previous is None:
-            del os.environ["KERNLOCK_NO_CACHE"]
-        else:
-            os.environ["KERNLOCK_NO_CACHE"] = previous
 
 
 def _write_binary(path: Path, size: int) -> str:

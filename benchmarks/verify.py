@@ -46,7 +46,7 @@ def run(ws: Workspace, quick: bool) -> Result:
     write_lockfile(synthetic_lock(repos, VARIANTS), project / "kernels.lock")
     tiny = write_project(ws.path("verify-tiny"), repos[:1])  # fixed cost: the same command on a 1 x 1 lock
     write_lockfile(synthetic_lock(repos[:1], 1), tiny / "kernels.lock")
-    env = child_env(None, ws.path("verify-hf-home"), KERNLOCK_CACHE_DIR=str(ws.path("verify-kernlock-cache")))
+    env = child_env(None, ws.path("verify-hf-home"))
     uncached = {**env, "KERNLOCK_NO_CACHE": "1"}
     commands = {
         "python -c pass": ([PYTHON, "-c", "pass"], project, env),

@@ -43,10 +43,6 @@ class Finding:
     blocking: bool = True
 
 
-def _version(distribution: str) -> str | None:
-    return installed_version(distribution)
-
-
 def _parse(version: str):
     from packaging.version import InvalidVersion, Version
 
@@ -58,7 +54,7 @@ def _parse(version: str):
 
 def kernels_window_finding() -> Finding | None:
     """The installed kernels outside the installed Transformers' accepted window."""
-    kernels, transformers = _version("kernels"), installed_transformers().version
+    kernels, transformers = installed_version("kernels"), installed_transformers().version
     window = kernels_window()
     if kernels is None or transformers is None or window is None:
         return None
@@ -75,7 +71,7 @@ def kernels_window_finding() -> Finding | None:
 
 def minver_findings(entries: Iterable[tuple[LockedKernel, LockedVariant]]) -> list[Finding]:
     """Locked variants that need a newer kernels than the installed one."""
-    kernels = _version("kernels")
+    kernels = installed_version("kernels")
     installed = _parse(kernels) if kernels else None
     findings = []
     for kernel, variant in entries:
@@ -144,7 +140,7 @@ def telemetry_finding() -> Finding | None:
     """The kernels 0.17 + huggingface_hub ≥ 2.4 failure when telemetry is disabled."""
     if os.environ.get("HF_HUB_DISABLE_TELEMETRY", "").lower() not in _TRUE or os.environ.get("HF_HUB_USER_AGENT_ORIGIN"):
         return None
-    kernels, hub = _version("kernels"), _version("huggingface_hub")
+    kernels, hub = installed_version("kernels"), installed_version("huggingface_hub")
     if kernels is None or hub is None:
         return None
     if not (_parse(kernels) and _parse(kernels).release[:2] == (0, 17) and _parse(hub) and _parse(hub).release[:2] >= (2, 4)):

@@ -111,18 +111,18 @@ def _backend_from_version_file(path: Path | None, os_name: str) -> str:
     return "cpu"
 
 
-def installed_version(distribution: str, package: str | None = None) -> str | None:
-    """A distribution's installed version without importing it.
+def installed_version(distribution: str) -> str | None:
+    """A distribution's installed version without importing it (its import name must match).
 
     Read from the `.dist-info` folder beside the package when there is exactly one
     (cheap), else from `importlib.metadata` (about 25 ms to import).
     """
-    spec = importlib.util.find_spec(package or distribution)
+    spec = importlib.util.find_spec(distribution)
     if spec is None:
         return None
     if spec.submodule_search_locations:
         folder = Path(next(iter(spec.submodule_search_locations))).parent
-        found = list(folder.glob(f"{distribution.replace('-', '_')}-*.dist-info"))
+        found = list(folder.glob(f"{distribution}-*.dist-info"))
         if len(found) == 1:
             return found[0].name[len(distribution) + 1:-len(".dist-info")]
     from importlib import metadata

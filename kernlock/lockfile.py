@@ -343,20 +343,24 @@ def parse_lockfile(text: str, source: str = LOCK_FILENAME) -> Lockfile:
 
 def load_lockfile(path: str | os.PathLike[str]) -> Lockfile:
     """Read and validate a lock file."""
-    from kernlock.parse_cache import load_parsed, store_parsed
+    from kernlock.parse_cache import entry_for, load_parsed, store_parsed
 
     path = Path(path)
     try:
         data = path.read_bytes()
-        text = data.decode("utf-8").replace("\r\n", "\n")
     except FileNotFoundError:
         raise LockfileError(f"{path}: no such lock file; create it with `kernlock lock`") from None
-    except (OSError, UnicodeDecodeError) as error:
+    except OSError as error:
         raise LockfileError(f"{path}: cannot read the lock file ({error})") from None
-    lock = load_parsed(data)
+    entry = entry_for(data)
+    lock = load_parsed(entry)
     if lock is None:
+        try:
+            text = data.decode("utf-8").replace("\r\n", "\n")
+        except UnicodeDecodeError as error:
+            raise LockfileError(f"{path}: cannot read the lock file ({error})") from None
         lock = parse_lockfile(text, source=str(path))
-        store_parsed(data, lock)
+        store_parsed(entry, lock)
     return lock
 
 
@@ -509,9 +513,9 @@ def write_lockfile(lock: Lockfile, path: str | os.PathLike[str]) -> bool:
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
-    from kernlock.parse_cache import store_parsed
+    from kernlock.parse_cache import entry_for, store_parsed
 
-    store_parsed(text.encode("utf-8"), written)  # the next verify or apply skips parsing
+    store_parsed(entry_for(text.encode("utf-8")), written)  # the next verify or apply skips parsing
     return True
 
 

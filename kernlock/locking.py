@@ -13,10 +13,9 @@ from kernlock.environment import parse_target
 from kernlock.errors import KernlockError, LockfileError
 from kernlock.hub import Hub
 from kernlock.lockfile import Lockfile, load_lockfile, write_lockfile
-from kernlock.project import (  # noqa: F401  (collect_specs, expand_aliases, resolving_target: re-exported)
+from kernlock.project import (
     Project,
     collect_specs,
-    expand_aliases,
     find_project_root,
     load_project,
     project_targets,

@@ -26,6 +26,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import kernlock
+from kernlock import lockfile
 from kernlock.lockfile import Lockfile
 
 MIN_CACHED_BYTES = 32 * 1024
@@ -43,13 +45,11 @@ def cache_root() -> Path | None:
     return Path(base) / "kernlock"
 
 
-def _entry(data: bytes) -> Path | None:
+def entry_for(data: bytes) -> Path | None:
+    """Where the parse of these lock bytes is cached, or None when they are not cached."""
     root = cache_root()
     if root is None or len(data) < MIN_CACHED_BYTES:
         return None
-    import kernlock
-    from kernlock import lockfile
-
     code = Path(lockfile.__file__).stat()
     identity = f"{kernlock.__version__}|{code.st_size}|{code.st_mtime_ns}|{sys.version}".encode()
     digest = hashlib.sha256(identity + b"\0" + data).hexdigest()
@@ -66,10 +66,9 @@ def _private(directory: Path) -> bool:
     return info.st_uid == os.getuid() and not info.st_mode & 0o022
 
 
-def load_parsed(data: bytes) -> Lockfile | None:
-    """The lock parsed earlier from exactly these bytes, or None."""
+def load_parsed(entry: Path | None) -> Lockfile | None:
+    """The lock stored at `entry` (from `entry_for`), or None."""
     try:
-        entry = _entry(data)
         if entry is None or not _private(entry.parent):
             return None
         with open(entry, "rb") as handle:
@@ -79,10 +78,9 @@ def load_parsed(data: bytes) -> Lockfile | None:
     return lock if isinstance(lock, Lockfile) else None
 
 
-def store_parsed(data: bytes, lock: Lockfile) -> None:
-    """Remember that `data` parses to `lock`; drop the oldest entries beyond `MAX_ENTRIES`."""
+def store_parsed(entry: Path | None, lock: Lockfile) -> None:
+    """Store `lock` at `entry` (from `entry_for`); drop the oldest entries beyond `MAX_ENTRIES`."""
     try:
-        entry = _entry(data)
         if entry is None:
             return
         entry.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
