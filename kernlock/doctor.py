@@ -1,11 +1,13 @@
 """Compatibility doctor: environment problems that would break kernel loading, found before GPU time.
 
 Checks, each a `Finding` with the package, installed and required versions and
-the fix:
+a fix that pip can install:
 
+* the installed `kernels` is one this kernlock supports (`SUPPORTED_KERNELS`);
 * the installed `kernels` lies in the installed Transformers' accepted window
   (`KERNELS_MIN_VERSION <= kernels < KERNELS_MAX_VERSION`; outside it
-  Transformers silently skips Hub kernels);
+  Transformers silently skips Hub kernels); when no supported kernels is in that
+  window, the fix is a Transformers release that accepts one (`SUPPORTED_TRANSFORMERS`);
 * each locked variant's `kernels-minver` is met by the installed kernels;
 * each locked variant's Python dependencies (`python-depends`) are importable;
 * this interpreter can load arch kernels (free-threaded Python before 3.15 cannot);
@@ -27,11 +29,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernlock import __version__
 from kernlock.environment import installed_version
 from kernlock.lockfile import LockedKernel, LockedVariant
 from kernlock.transformers_compat import installed_transformers, kernels_window
 
 _TRUE = ("1", "true", "yes", "on")
+
+# The kernels releases this kernlock works with, as a [min, max) window like Transformers' own
+# (pyproject.toml's dependency), and the Transformers releases whose accepted kernels window overlaps
+# it (5.18-5.22; 5.23 and later need kernels 0.18 or newer).
+SUPPORTED_KERNELS = ("0.17.0", "0.18")
+SUPPORTED_TRANSFORMERS = ("5.18", "5.23")
 
 
 @dataclass(frozen=True)
@@ -52,20 +61,58 @@ def _parse(version: str):
         return None
 
 
+def _window(name: str, window: tuple[str, str]) -> str:
+    return f"{name}>={window[0]},<{window[1]}"
+
+
+def _pip(*windows: tuple[str, tuple[str, str]]) -> str:
+    return "pip install " + " ".join(f"'{_window(name, window)}'" for name, window in windows)
+
+
+def _overlap(window: tuple[str, str]) -> tuple[str, str] | None:
+    """The part of a kernels window that this kernlock supports, if any."""
+    bounds = [*window, *SUPPORTED_KERNELS]
+    if any(_parse(v) is None for v in bounds):
+        return None
+    low = max(window[0], SUPPORTED_KERNELS[0], key=_parse)
+    high = min(window[1], SUPPORTED_KERNELS[1], key=_parse)
+    return (low, high) if _parse(low) < _parse(high) else None
+
+
+def _outside(version: str, window: tuple[str, str]) -> bool:
+    parsed = _parse(version)
+    return parsed is not None and not (_parse(window[0]) <= parsed < _parse(window[1]))
+
+
+def kernels_support_finding() -> Finding | None:
+    """The installed kernels is not a release this kernlock works with."""
+    kernels = installed_version("kernels")
+    if kernels is None or not _outside(kernels, SUPPORTED_KERNELS):
+        return None
+    window = kernels_window() if installed_transformers().version else None
+    overlap = _overlap(window) if window else None
+    if window is not None and overlap is None:  # this Transformers accepts no supported kernels: change both
+        fix = _pip(("kernels", SUPPORTED_KERNELS), ("transformers", SUPPORTED_TRANSFORMERS))
+    else:
+        fix = _pip(("kernels", overlap or SUPPORTED_KERNELS))
+    return Finding(f"kernlock {__version__} supports {_window('kernels', SUPPORTED_KERNELS)}; installed kernels {kernels}", fix)
+
+
 def kernels_window_finding() -> Finding | None:
     """The installed kernels outside the installed Transformers' accepted window."""
     kernels, transformers = installed_version("kernels"), installed_transformers().version
     window = kernels_window()
-    if kernels is None or transformers is None or window is None:
+    if kernels is None or transformers is None or window is None or not _outside(kernels, window):
         return None
-    low, high = window
-    installed = _parse(kernels)
-    if installed is None or (_parse(low) <= installed < _parse(high)):
-        return None
+    message = (f"kernels {kernels} is outside the window transformers {transformers} accepts "
+               f"(>={window[0]},<{window[1]}); Transformers would silently skip Hub kernels")
+    overlap = _overlap(window)
+    if overlap is not None:
+        return Finding(message, _pip(("kernels", overlap)))
     return Finding(
-        f"kernels {kernels} is outside the window transformers {transformers} accepts (>={low},<{high}); "
-        "Transformers would silently skip Hub kernels",
-        f"pip install 'kernels>={low},<{high}'",
+        f"{message}; this kernlock supports {_window('kernels', SUPPORTED_KERNELS)}, "
+        f"which {_window('transformers', SUPPORTED_TRANSFORMERS)} accepts",
+        _pip(("transformers", SUPPORTED_TRANSFORMERS)),
     )
 
 
@@ -155,7 +202,8 @@ def telemetry_finding() -> Finding | None:
 
 def diagnose(entries: list[tuple[LockedKernel, LockedVariant]], backend: str) -> list[Finding]:
     """Every compatibility finding for the locked variants this machine would load."""
-    findings = [f for f in (kernels_window_finding(), telemetry_finding()) if f is not None]
+    kernels = kernels_support_finding() or kernels_window_finding()
+    findings = [f for f in (kernels, telemetry_finding()) if f is not None]
     findings += minver_findings(entries)
     findings += python_depends_findings(entries, backend)
     findings += free_threaded_findings(entries)

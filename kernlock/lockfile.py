@@ -71,6 +71,10 @@ class LockedVariant:
     python_depends: tuple[str, ...] = ()
     digest: str | None = None  # algorithm of the metadata digest, checked against `files` when locking
     provenance: Provenance | None = None
+    signed: bool = False  # ships kernel-builder's signature bundle (SIGNATURE_FILE, hash-locked like any file)
+
+
+SIGNATURE_FILE = "metadata.json.sigstore"
 
 
 @dataclass(frozen=True)
@@ -231,7 +235,8 @@ def _read_provenance(path: str, data: Mapping[str, Any]) -> Provenance:
 
 
 def _read_variant(path: str, data: Mapping[str, Any]) -> LockedVariant:
-    reader = _Reader(data, path, {"name", "targets", "files", "kernels-minver", "python-depends", "digest", "provenance"})
+    reader = _Reader(data, path, {"name", "targets", "files", "kernels-minver", "python-depends", "digest", "provenance",
+                                  "signed"})
     name = reader.get("name", str)
     _check(
         bool(re.fullmatch(r"[A-Za-z0-9._-]+", name)) and name not in (".", ".."),
@@ -242,6 +247,9 @@ def _read_variant(path: str, data: Mapping[str, Any]) -> LockedVariant:
     seen = [f.path for f in files]
     _check(len(seen) == len(set(seen)), f"{path}.files", "duplicate file paths")
     provenance = reader.get("provenance", dict, required=False)
+    signed = bool(reader.get("signed", bool, required=False))
+    _check(signed == (SIGNATURE_FILE in seen), f"{path}.signed",
+           f"says {'' if signed else 'not '}signed, but the files {'lack' if signed else 'include'} {SIGNATURE_FILE}")
     return LockedVariant(
         name=name,
         targets=reader.strings("targets"),
@@ -250,6 +258,7 @@ def _read_variant(path: str, data: Mapping[str, Any]) -> LockedVariant:
         python_depends=reader.strings("python-depends"),
         digest=reader.get("digest", str, required=False),
         provenance=_read_provenance(f"{path}.provenance", provenance) if provenance is not None else None,
+        signed=signed,
     )
 
 
@@ -462,6 +471,8 @@ def dumps_lockfile(lock: Lockfile) -> str:
                 vtable.add("python-depends", strings(variant.python_depends, multiline=False))
             if variant.digest is not None:
                 vtable.add("digest", variant.digest)
+            if variant.signed:
+                vtable.add("signed", True)
             if variant.provenance is not None:
                 provenance = tomlkit.inline_table()
                 for key, value in (

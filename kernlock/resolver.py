@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from kernlock.environment import Target
 from kernlock.errors import NoVariantError, ResolutionError, TrustError
 from kernlock.hub import Hub, Ref, TreeFile
-from kernlock.lockfile import LockedFile, LockedKernel, Lockfile, LockedVariant, Override, Provenance
+from kernlock.lockfile import SIGNATURE_FILE, LockedFile, LockedKernel, Lockfile, LockedVariant, Override, Provenance
 from kernlock.overrides import OverrideRule
 from kernlock.spec import KernelSpec, looks_like_sha, version_of_branch
 from kernlock.transformers_compat import default_version
@@ -381,7 +381,7 @@ class Resolver:
             variants.append(LockedVariant(
                 name=name, targets=tuple(sorted(chosen[name])), files=files,
                 kernels_minver=metadata.kernels_minver, python_depends=metadata.python_depends,
-                digest=digest, provenance=metadata.provenance,
+                digest=digest, provenance=metadata.provenance, signed=any(f.path == SIGNATURE_FILE for f in files),
             ))
             depends.update(metadata.depends)
         return LockedKernel(

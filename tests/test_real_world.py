@@ -132,13 +132,15 @@ def test_doctor_kernels_outside_transformers_window(hub: TestHub, tmp_path: Path
     assert cli("lock", cwd=project).exit_code == 0
     assert verify_doctor(project)["ok"]
     fake = fake_transformers(tmp_path / "fake", "0.18.2", "0.20.0")
-    doctor = verify_doctor(project, {"PYTHONPATH": str(fake)})
+    path = os.pathsep.join(filter(None, (str(fake), os.environ.get("PYTHONPATH"))))  # keep this checkout's kernlock
+    doctor = verify_doctor(project, {"PYTHONPATH": path})
     assert not doctor["ok"]
     problem = doctor["problems"][0]
     assert "kernels 0.17.2 is outside the window transformers 9.0.0 accepts (>=0.18.2,<0.20.0)" in problem["message"]
-    assert problem["fix"] == "pip install 'kernels>=0.18.2,<0.20.0'"
+    assert "this kernlock supports kernels>=0.17.0,<0.18, which transformers>=5.18,<5.23 accepts" in problem["message"]
+    assert problem["fix"] == "pip install 'transformers>=5.18,<5.23'"  # the installed 5.22.2 (no fake) passes above
     applied = subprocess.run([sys.executable, "-c", "import kernlock; kernlock.apply()"], cwd=project, capture_output=True,
-                             text=True, env={**os.environ, "PYTHONPATH": str(fake)}, timeout=60)
+                             text=True, env={**os.environ, "PYTHONPATH": path}, timeout=60)
     assert applied.returncode != 0 and "CompatibilityError" in applied.stderr and "outside the window" in applied.stderr
 
 

@@ -6,6 +6,9 @@ Each ``fixtures/<org>__<name>.toml`` describes one kernel repository::
     template = "attention"          # directory under fixtures/templates/
     layout = "package"              # "package": build/<variant>/<python_name>/__init__.py
                                     # "flat":    build/<variant>/__init__.py
+                                    # "kernel-builder": flat, plus the compiled library from
+                                    #   fixtures/native/<native>/ and the <python_name>/ compat folder
+    native = "relu"                 # kernel-builder layout: the library's folder under fixtures/native/
     kernel-depends = [{ repo-id = "kernels-community/activation", version = 1 }]  # optional
 
     [variant-sets]                  # optional named groups of build variants
@@ -19,6 +22,8 @@ Each ``fixtures/<org>__<name>.toml`` describes one kernel repository::
     tags = ["v1.0.0"]               # optional: lightweight tags on this commit
     variants = ["cuda", "torch213-cxx11-cpu-x86_64-linux"]   # set names or variant names
     version = 1                     # optional: metadata version (default: N of branch vN, else 1)
+    signed = true                   # optional: ship metadata.json.sigstore (a bundle-shaped file over
+                                    # metadata.json; not a verifiable signature)
 
     [commits.metadata]              # optional: merged into every variant's metadata.json
     kernels-minver = "0.17.0"
@@ -171,11 +176,17 @@ def _render_commit(spec: Mapping[str, Any], commit: Mapping[str, Any], templates
         b"@@DEP@@": depends[0]["repo-id"].encode() if depends else b"",
     }
     build_id = f"_{python_name}_{hashlib.sha256(f'{repo_id}@{label}'.encode()).hexdigest()[:7]}"
+    layout = spec.get("layout", "package")
+    library = None
+    if layout == "kernel-builder":  # the build id is the library's: its module and torch.ops namespace
+        library = _native_library(templates_dir.parent / "native" / spec["native"])
+        build_id = library.name.split(".")[0]
+        substitutions[b"@@OPS@@"] = build_id.encode()
 
     files = {"README.md": f"# {repo_id}\n\nFixture kernel, build `{label}`.\n".encode()}
     for variant in variants:
         base = f"build/{variant}"
-        package = base if spec.get("layout", "package") == "flat" else f"{base}/{python_name}"
+        package = f"{base}/{python_name}" if layout == "package" else base
         metadata = {
             "id": build_id,
             "name": kernel_name,
@@ -194,7 +205,11 @@ def _render_commit(spec: Mapping[str, Any], commit: Mapping[str, Any], templates
             for placeholder, value in substitutions.items():
                 source = source.replace(placeholder, value)
             variant_files[f"{package}/{name}"] = source
-        variant_files[f"{package}/_ops.so"] = _fake_binary(f"{repo_id}/{variant}@{label}")
+        if library is not None:
+            variant_files[f"{base}/{library.name}"] = library.read_bytes()
+            variant_files[f"{base}/{python_name}/__init__.py"] = (templates_dir / "kernel-builder" / "compat.py").read_bytes()
+        else:
+            variant_files[f"{package}/_ops.so"] = _fake_binary(f"{repo_id}/{variant}@{label}")
         if with_digest:  # kernel-builder's per-file digest: base64 sha256 by path relative to the variant
             metadata["digest"] = {
                 "algorithm": "sha256",
@@ -204,8 +219,33 @@ def _render_commit(spec: Mapping[str, Any], commit: Mapping[str, Any], templates
                 },
             }
         files[f"{base}/metadata.json"] = (json.dumps(metadata, indent=2) + "\n").encode()
+        if commit.get("signed"):
+            files[f"{base}/metadata.json.sigstore"] = _sigstore_bundle(files[f"{base}/metadata.json"])
         files.update(variant_files)
     return files
+
+
+def _native_library(folder: Path) -> Path:
+    """The one prebuilt ``*.abi3.so`` in ``folder`` (see its build script)."""
+    [library] = sorted(folder.glob("*.abi3.so"))
+    return library
+
+
+def _sigstore_bundle(metadata: bytes) -> bytes:
+    """A file shaped like kernel-builder's ``metadata.json.sigstore`` bundle over ``metadata``.
+
+    Its signature and certificate are placeholders: tests have no signing identity,
+    and kernlock hashes the file rather than verifying it.
+    """
+    bundle = {
+        "mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
+        "verificationMaterial": {"certificate": {"rawBytes": base64.b64encode(b"kernlock fixture").decode()}},
+        "messageSignature": {
+            "messageDigest": {"algorithm": "SHA2_256", "digest": base64.b64encode(hashlib.sha256(metadata).digest()).decode()},
+            "signature": base64.b64encode(b"unsigned kernlock fixture").decode(),
+        },
+    }
+    return (json.dumps(bundle, indent=2) + "\n").encode()
 
 
 def _template_sources(templates_dir: Path, template: str) -> dict[str, bytes]:

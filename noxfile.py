@@ -1,0 +1,138 @@
+"""The version matrix: kernlock against the kernels, Transformers and huggingface_hub releases users have.
+
+    nox -s matrix                 # every cell, one after another, then the README's support table
+    nox -s "matrix(k0.17.2-t5.22.2)"   # one cell
+    nox -s support_table          # rewrite docs/matrix.md and the README table from the last run
+
+Each cell installs kernlock with torch 2.13.0 (the CPU wheel; a looser pin would
+pull a multi-GB CUDA build), then the cell's kernels / Transformers /
+huggingface_hub releases on top, the way a user's environment ends up. It asks
+the compatibility doctor about the environment: when the doctor refuses, the
+cell runs the doctor's fix with pip, which must make the doctor pass. Then it
+runs a slice of the test suite (lock, verify, apply, a tiny training step,
+strict refusal, the doctor, the compiled-op kernel). Each cell's outcome is
+written to docs/matrix/<cell>.json; `make test` runs only the default cell's
+versions (requirements-dev.txt).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).resolve().parent
+RESULTS = ROOT / "docs" / "matrix"
+CONSTRAINTS = ROOT / "requirements-matrix.txt"
+
+nox.options.sessions = ["matrix", "support_table"]
+nox.options.reuse_venv = "yes"
+
+# (kernels, transformers or None, huggingface_hub or None for what pip picks). Transformers
+# declares the kernels it accepts in its `kernels` extra: 5.15-5.17 -> 0.16.x, 5.18-5.19 ->
+# >=0.17.0,<0.18, 5.20-5.22 -> >=0.17.2,<0.18, 5.23-5.24 -> >=0.18.2,<0.19, 5.25 -> >=0.19.1,<0.20
+# (0.18 and 0.19 are not on the registry). kernels 0.17 needs huggingface_hub>=1.10,
+# Transformers 5.18+ needs >=1.31.
+CELLS = [
+    ("0.17.2", "5.22.2", None),  # the default cell: requirements-dev.txt
+    ("0.17.2", "5.21.1", None),
+    ("0.17.2", "5.20.0", "1.31.0"),  # the lowest huggingface_hub Transformers 5.18+ accepts
+    ("0.17.1", "5.19.0", None),
+    ("0.17.0", "5.18.0", None),
+    ("0.17.2", None, "1.10.0"),  # kernels alone, with the lowest huggingface_hub kernels 0.17 accepts
+    ("0.16.2", "5.17.0", None),
+    ("0.16.0", "5.15.1", None),
+    ("0.17.2", "5.23.0", None),
+    ("0.17.2", "5.25.0", None),
+]
+
+# The representative slice, by test name (stable across moves between test files).
+SLICE = [
+    "test_fresh_lock_passes_every_offline_check",  # lock -> verify
+    "test_apply_before_or_after_importing_transformers",  # apply -> tiny training step; strict refusal
+    "test_kernelize_uses_the_locked_layer_kernel",  # use_kernels / kernelize through the lock
+    "test_direct_kernels_calls_bind_to_the_lock",  # get_kernel / has_kernel / get_kernel_variants
+    "test_doctor_kernels_outside_transformers_window",  # the doctor, in verify and apply()
+    "test_compiled_op",  # the kernel-builder layout fixture: a torch.ops C++ op through apply()
+]
+TRANSFORMERS_TESTS = ["test_apply_before_or_after_importing_transformers", "test_doctor_kernels_outside_transformers_window"]
+
+PROBE = (
+    "import json; from kernlock.doctor import diagnose; "
+    "print(json.dumps([[f.message, f.fix] for f in diagnose([], 'cpu') if f.blocking]))"
+)
+VERSIONS = (
+    "import json, platform; from kernlock.environment import installed_version; "
+    "print(json.dumps({'python': platform.python_version(), "
+    "**{p: installed_version(p) for p in ('kernels', 'transformers', 'huggingface_hub', 'torch')}}))"
+)
+
+
+def cell_id(kernels: str, transformers: str | None, hub: str | None) -> str:
+    parts = [f"k{kernels}", f"t{transformers}" if transformers else "no-transformers"]
+    return "-".join(parts + ([f"hub{hub}"] if hub else []))
+
+
+def _json(session: nox.Session, code: str):
+    return json.loads(session.run("python", "-c", code, silent=True).strip().splitlines()[-1])
+
+
+@nox.session(python=False)
+def support_table(session: nox.Session) -> None:
+    """Rewrite docs/matrix.md and the README's support table from docs/matrix/*.json."""
+    session.run(sys.executable, "scripts/support_table.py", external=True)
+
+
+@nox.session
+@nox.parametrize(("kernels", "transformers", "hub"), CELLS, ids=[cell_id(*cell) for cell in CELLS])
+def matrix(session: nox.Session, kernels: str, transformers: str | None, hub: str | None) -> None:
+    """One cell: install, ask the doctor (and run its fix), run the slice; record the outcome."""
+    constraints = ("-c", str(CONSTRAINTS))
+    session.install(*constraints, "torch==2.13.0", ".", "pytest", "pyyaml", "hypothesis")
+    cell = [f"kernels=={kernels}"] + ([f"transformers=={transformers}"] if transformers else [])
+    session.install(*constraints, *cell, *([f"huggingface_hub=={hub}"] if hub else []))
+    if not transformers:
+        session.run("pip", "uninstall", "--quiet", "--yes", "transformers")
+    record = {
+        "cell": cell_id(kernels, transformers, hub),
+        "requested": {"kernels": kernels, "transformers": transformers, "huggingface_hub": hub},
+        "installed": _json(session, VERSIONS),
+        "refusal": None,
+        "fix": None,
+    }
+    refusals = _json(session, PROBE)
+    if refusals:
+        record["refusal"], record["fix"] = refusals[0]
+        command = shlex.split(record["fix"])
+        if command[:2] != ["pip", "install"]:
+            _finish(session, record, "fail", f"the doctor's fix is not a pip command: {record['fix']}")
+        session.install(*constraints, *command[2:])
+        record["fixed"] = _json(session, VERSIONS)
+        if remaining := _json(session, PROBE):
+            _finish(session, record, "fail", f"the doctor still refuses after its fix: {remaining}")
+    tests = SLICE if _json(session, VERSIONS)["transformers"] else [t for t in SLICE if t not in TRANSFORMERS_TESTS]
+    report = RESULTS / f"{record['cell']}.junit.xml"
+    try:
+        session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", " or ".join(tests),
+                    f"--junitxml={report}", "tests")
+    except nox.command.CommandFailed:
+        _finish(session, record, "fail", "the slice failed", report)
+    _finish(session, record, "refused, fix works" if record["refusal"] else "pass", None, report)
+
+
+def _finish(session: nox.Session, record: dict, outcome: str, problem: str | None, report: Path | None = None) -> None:
+    if report is not None and report.exists():
+        import xml.etree.ElementTree as ElementTree
+
+        suite = ElementTree.parse(report).getroot()
+        suite = suite if suite.tag == "testsuite" else suite[0]
+        record["slice"] = {key: int(suite.get(key, 0)) for key in ("tests", "failures", "errors", "skipped")}
+        report.unlink()
+    record.update(outcome=outcome, problem=problem)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{record['cell']}.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    if problem is not None:
+        session.error(problem)

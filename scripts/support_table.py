@@ -1,0 +1,65 @@
+"""Write the README's support table from the last matrix run (docs/matrix/*.json, written by `nox -s matrix`).
+
+    python scripts/support_table.py           # rewrite the table in README.md
+    python scripts/support_table.py --check   # exit 1 if README.md's table is not the one the results give
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from packaging.version import Version
+
+ROOT = Path(__file__).resolve().parents[1]
+START, END = "<!-- support-table:start -->", "<!-- support-table:end -->"
+
+
+def _order(record: dict) -> tuple:
+    requested = record["requested"]
+    return tuple(Version(requested[p] or "0") for p in ("kernels", "transformers", "huggingface_hub"))
+
+
+def table(results: Path) -> str:
+    """The Markdown table of every recorded cell, newest kernels and Transformers first."""
+    records = sorted((json.loads(p.read_text()) for p in results.glob("*.json")), key=_order, reverse=True)
+    if not records:
+        raise SystemExit(f"no matrix results in {results}; run `nox -s matrix` first")
+    lines = [
+        "| kernels | transformers | huggingface_hub | result | the doctor's refusal and fix |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for record in records:
+        installed = record["installed"]
+        slice_ = record.get("slice")
+        ran = f" ({slice_['tests'] - slice_['skipped']} tests)" if slice_ else ""
+        refusal = f"{record['refusal']}; `{record['fix']}`" if record["refusal"] else "—"
+        lines.append(
+            f"| {installed['kernels']} | {installed['transformers'] or 'not installed'} | {installed['huggingface_hub']} "
+            f"| {record['outcome']}{ran} | {refusal.replace('|', '&#124;')} |"
+        )
+    python = sorted({r["installed"]["python"] for r in records})
+    torch = sorted({r["installed"]["torch"] for r in records})
+    lines.append("")
+    lines.append(f"Python {', '.join(python)}, torch {', '.join(torch)} (CPU) in every cell.")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    readme = ROOT / "README.md"
+    text = readme.read_text()
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    updated = f"{head}{START}\n{table(ROOT / 'docs' / 'matrix')}\n{END}{tail}"
+    if "--check" in argv:
+        if updated != text:
+            print("README.md's support table differs from docs/matrix/*.json; run: python scripts/support_table.py")
+            return 1
+        return 0
+    readme.write_text(updated)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
