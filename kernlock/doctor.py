@@ -125,10 +125,16 @@ def minver_findings(entries: Iterable[tuple[LockedKernel, LockedVariant]]) -> li
         if variant.kernels_minver is None or installed is None:
             continue
         required = _parse(variant.kernels_minver)
-        if required is not None and installed < required:
+        if required is None or installed >= required:
+            continue
+        message = f"{kernel.spec} {variant.name} needs kernels>={variant.kernels_minver}, installed kernels {kernels}"
+        if required < _parse(SUPPORTED_KERNELS[1]):
+            findings.append(Finding(message, _pip(("kernels", (variant.kernels_minver, SUPPORTED_KERNELS[1])))))
+        else:  # beyond what this kernlock supports: an older build of the kernel is the way out
             findings.append(Finding(
-                f"{kernel.spec} {variant.name} needs kernels>={variant.kernels_minver}, installed kernels {kernels}",
-                f"pip install 'kernels>={variant.kernels_minver}'",
+                f"{message}; this kernlock supports {_window('kernels', SUPPORTED_KERNELS)}",
+                f"lock a build of {kernel.repo} that accepts kernels {SUPPORTED_KERNELS[0]}: "
+                f"kernlock lock {kernel.repo}@<older revision>",
             ))
     return findings
 

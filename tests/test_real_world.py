@@ -147,8 +147,12 @@ def test_doctor_kernels_outside_transformers_window(hub: TestHub, tmp_path: Path
 def test_doctor_minver_and_python_depends_then_fixed(hub: TestHub, tmp_path: Path) -> None:
     project = make_project(tmp_path / "p", kernels=["kernels-community/provenance@v2"], targets=[CPU])
     assert cli("lock", cwd=project).exit_code == 0
-    messages = [p["message"] for p in verify_doctor(project)["problems"]]
+    problems = verify_doctor(project)["problems"]
+    messages = [p["message"] for p in problems]
     assert any("needs kernels>=0.99.0, installed kernels 0.17.2" in m for m in messages)
+    [minver] = [p for p in problems if "0.99.0" in p["message"]]  # beyond kernels 0.17: an older build (run below)
+    assert minver["fix"] == ("lock a build of kernels-community/provenance that accepts kernels 0.17.0: "
+                             "kernlock lock kernels-community/provenance@<older revision>")
     assert any("needs Python package einops (import einops), which is not installed" in m for m in messages)
     stub = tmp_path / "stub"
     (stub / "einops").mkdir(parents=True)

@@ -59,3 +59,15 @@ def test_pyproject_declares_what_the_doctor_supports() -> None:
     for extra in ("transformers", "trl"):
         [pin] = [Requirement(r) for r in project["optional-dependencies"][extra] if r.startswith("transformers")]
         assert pin.specifier == Requirement(f"transformers>={low},<{high}").specifier, extra
+
+
+def test_minver_fix_stays_within_supported_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernlock.lockfile import LockedKernel, LockedVariant
+
+    monkeypatch.setattr(doctor, "installed_version", {"kernels": "0.17.0"}.get)
+    kernel = LockedKernel(spec="org/k", repo="org/k", commit="0" * 40, resolution="", trust="allowlist")
+    needs = {v: LockedVariant(name="torch-cpu", targets=(), files=(), kernels_minver=v) for v in ("0.17.2", "0.18.2")}
+    [within] = doctor.minver_findings([(kernel, needs["0.17.2"])])
+    assert within.fix == "pip install 'kernels>=0.17.2,<0.18'"
+    [beyond] = doctor.minver_findings([(kernel, needs["0.18.2"])])
+    assert beyond.fix == "lock a build of org/k that accepts kernels 0.17.0: kernlock lock org/k@<older revision>"
