@@ -56,9 +56,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernlock.environment import Target, current_target, parse_target
-from kernlock.errors import LockfileError, TargetError
-from kernlock.lockfile import LockedKernel, Lockfile, load_lockfile
-from kernlock.project import Project, expand_aliases, find_project_root, load_project, project_specs
+from kernlock.errors import (
+    LockfileError,
+    LockfileNotFoundError,
+    LockfileVersionError,
+    StaleLockError,
+    TargetError,
+    UsageError,
+)
+from kernlock.lockfile import LockedKernel, Lockfile
+from kernlock.project import Project, expand_aliases, project_specs
+from kernlock.workspace import Workspace, open_workspace
 from kernlock.spec import KernelSpec, version_of_branch
 
 if TYPE_CHECKING:
@@ -92,7 +100,7 @@ class CheckResult:
     def ok(self) -> bool:
         return not self.problems
 
-    def problem(self, message: str, fix: str, **context: Any) -> None:
+    def problem(self, message: str, fix: str | None, **context: Any) -> None:
         self.problems.append(Problem(message, fix, {k: v for k, v in context.items() if v is not None}))
 
     def to_json(self) -> dict[str, Any]:
@@ -149,12 +157,11 @@ class VerifyReport:
 # ---------------------------------------------------------------- targets
 
 
-def _targets_to_check(project: Project, lock: Lockfile, targets: Iterable[str], all_targets: bool) -> list[Target]:
+def _targets_to_check(workspace: Workspace, lock: Lockfile, targets: Iterable[str], all_targets: bool) -> list[Target]:
     """Explicit targets, else the declared ones (`all_targets`), else the running environment."""
     chosen = [parse_target(t) for t in targets]
     if all_targets:
-        declared = project.targets or lock.targets
-        chosen.extend(parse_target(t) for t in declared)
+        chosen.extend(workspace.all_targets(lock))
     if not chosen:
         try:
             chosen.append(current_target())
@@ -488,23 +495,26 @@ def verify(
     Raises `ConfigError`, `SpecError` or `TargetError` (exit 2) for bad configuration or targets;
     an unreadable lock is reported as a failed ``lock`` check with `exit_code` 2.
     """
-    root = find_project_root(Path(project_dir))
-    project = load_project(root)
-    path = Path(lockfile) if lockfile is not None else project.lockfile
-    report = VerifyReport(lockfile=path)
+    workspace = open_workspace(project_dir, lockfile)
+    project = workspace.project
+    report = VerifyReport(lockfile=workspace.lockfile)
     first = CheckResult("lock")
     report.checks.append(first)
     try:
-        lock = load_lockfile(path)
-    except LockfileError as error:
+        lock = workspace.read_lock()
+    except LockfileNotFoundError as error:
         first.problem(str(error), "kernlock lock")
+        report.unreadable = True
+        return report
+    except LockfileError as error:
+        first.problem(str(error), None if isinstance(error, LockfileVersionError) else "kernlock lock --upgrade")
         report.unreadable = True
         return report
     check_lock_consistency(lock, first)
     first.summary = f"{len(lock.kernels)} kernels, {len(lock.targets)} targets"
-    checked = _targets_to_check(project, lock, targets, all_targets)
+    checked = _targets_to_check(workspace, lock, targets, all_targets)
     for name, run in (
-        ("fresh", lambda r: check_fresh(project, lock, r)),
+        ("fresh", (lambda r: check_fresh(project, lock, r)) if workspace.has_sources else _no_sources),
         ("coverage", lambda r: check_coverage(lock, checked, r)),
         ("doctor", lambda r: check_doctor(lock, checked, r)),
         ("cache", (lambda r: check_cache(lock, checked, r)) if cache else None),
@@ -518,6 +528,23 @@ def verify(
     return report
 
 
+def require_fresh(workspace: Workspace, lock: Lockfile) -> None:
+    """`--locked`: raise `StaleLockError` unless the lock matches the project's sources."""
+    if not workspace.has_sources:
+        raise UsageError(f"--locked compares the lock with a pyproject.toml and {workspace.root} has none; "
+                         "run it in the project directory (or drop --locked)")
+    result = CheckResult("fresh")
+    check_fresh(workspace.project, lock, result)
+    if result.problems:
+        first = result.problems[0]
+        more = f" (and {len(result.problems) - 1} more)" if len(result.problems) > 1 else ""
+        raise StaleLockError(f"{workspace.lockfile} is stale: {first.message}{more}; run `{first.fix or 'kernlock lock'}`")
+
+
+def _no_sources(result: CheckResult) -> None:
+    result.summary = "no pyproject.toml here: not compared with any sources"
+
+
 def report_json(report: VerifyReport) -> str:
     """The report as indented JSON text."""
     return json.dumps(report.to_json(), indent=2)
@@ -526,11 +553,11 @@ def report_json(report: VerifyReport) -> str:
 __all__ = [
     "CHECK_NAMES", "CheckResult", "KernelStatus", "Problem", "VerifyReport",
     "check_cache", "check_coverage", "check_fresh", "check_lock_consistency", "check_remote",
-    "fetch_refs", "kernel_statuses", "verify",
+    "fetch_refs", "kernel_statuses", "require_fresh", "verify",
 ]
 
 
 def project_lock(project_dir: str | os.PathLike[str] = ".", lockfile: str | os.PathLike[str] | None = None) -> tuple[Project, Lockfile]:
     """The project at `project_dir` and its parsed lock (raises `LockfileError`)."""
-    project = load_project(find_project_root(Path(project_dir)))
-    return project, load_lockfile(Path(lockfile) if lockfile is not None else project.lockfile)
+    workspace = open_workspace(project_dir, lockfile)
+    return workspace.project, workspace.read_lock()

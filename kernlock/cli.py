@@ -21,6 +21,7 @@ from kernlock.errors import KernlockError
 
 COMMANDS = {
     "lock": "Resolve kernel specs and write kernels.lock.",
+    "remove": "Remove kernel specs from the project and re-lock.",
     "run": "Run a command with the lock applied in every Python process.",
     "verify": "Check kernels.lock: valid, fresh, covering the targets (and cached, on the Hub).",
     "show": "Show what kernels.lock pins: spec, ref, commit, variant per target.",

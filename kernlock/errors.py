@@ -37,8 +37,20 @@ class LockfileError(KernlockError):
     exit_code = 2
 
 
+class LockfileVersionError(LockfileError):
+    """The lock was written in a newer format than this kernlock reads; it is never overwritten."""
+
+
+class UnsafeLockfileError(LockfileError):
+    """A discovered lock is owned by another user or sits where others can replace it."""
+
+
 class LockfileNotFoundError(LockfileError):
     """No `kernels.lock` was found where kernlock looked."""
+
+
+class StaleLockError(KernlockError):
+    """The lock no longer matches the project's sources and `--locked` / `locked=True` asked for a fresh one."""
 
 
 class ResolutionError(KernlockError):

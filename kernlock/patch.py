@@ -24,15 +24,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from kernlock.cache import VENDOR_ENV, vendor_dir
 from kernlock.environment import Target, current_target, kernels_target, parse_target
-from kernlock.errors import CompatibilityError, KernlockError, LockfileNotFoundError, NoVariantError, UnlockedKernelError
-from kernlock.lockfile import LOCK_FILENAME, LockedKernel, Lockfile, find_lockfile, load_lockfile
+from kernlock.errors import CompatibilityError, KernlockError, NoVariantError, UnlockedKernelError
+from kernlock.lockfile import LOCK_FILENAME, LockedKernel, Lockfile
 from kernlock.spec import looks_like_sha
+from kernlock.workspace import applied_workspace
 
 logger = logging.getLogger("kernlock")
 
-LOCKFILE_ENV = "KERNLOCK_LOCKFILE"
 TARGET_ENV = "KERNLOCK_TARGET"
 STRICT_ENV = "KERNLOCK_STRICT"
 VERBOSE_ENV = "KERNLOCK_VERBOSE"
@@ -71,45 +70,6 @@ class _State:
 
 
 _STATE = _State()
-
-
-# ---------------------------------------------------------------- finding the lock
-
-
-def locate_lockfile(lockfile: str | os.PathLike[str] | None = None) -> Path:
-    """The lock to apply: argument, then $KERNLOCK_LOCKFILE, then cwd and parents, then beside the script."""
-    looked: list[str] = []
-    if lockfile is not None:
-        path = Path(lockfile)
-        if path.is_file():
-            return path.resolve()
-        raise LockfileNotFoundError(f"lock file {path} does not exist; create it with `kernlock lock`")
-    env = os.environ.get(LOCKFILE_ENV)
-    if env:
-        if Path(env).is_file():
-            return Path(env).resolve()
-        raise LockfileNotFoundError(f"${LOCKFILE_ENV} points at {env}, which does not exist; fix it or run `kernlock lock`")
-    vendor = vendor_dir()
-    if vendor is not None:
-        if (vendor / LOCK_FILENAME).is_file():
-            return (vendor / LOCK_FILENAME).resolve()
-        raise LockfileNotFoundError(
-            f"${VENDOR_ENV} points at {vendor}, which has no {LOCK_FILENAME}; create it with `kernlock vendor {vendor}`"
-        )
-    found = find_lockfile(Path.cwd())
-    if found:
-        return found.resolve()
-    looked.append(f"{Path.cwd()} and its parents")
-    script = sys.argv[0] if sys.argv and sys.argv[0] not in ("", "-c", "-m") else None
-    if script and Path(script).is_file():
-        found = find_lockfile(Path(script).resolve().parent)
-        if found:
-            return found.resolve()
-        looked.append(f"beside {script}")
-    raise LockfileNotFoundError(
-        f"no {LOCK_FILENAME} found (looked in {'; '.join(looked)}; ${LOCKFILE_ENV} is unset); "
-        "run `kernlock lock` or pass kernlock.apply(lockfile=...)"
-    )
 
 
 # ---------------------------------------------------------------- the checker
@@ -410,16 +370,23 @@ def _log_to_stderr() -> None:
 
 
 def apply(lockfile: str | os.PathLike[str] | None = None, *, strict: bool | None = None,
-          target: str | None = None) -> Applied:
+          target: str | None = None, locked: bool = False) -> Applied:
     """Bind every kernel load in this process to the lock; fail early if it cannot cover this environment.
 
     `target` (or `$KERNLOCK_TARGET`) simulates another environment instead of
-    detecting this one. Idempotent: calling it again re-reads the lock and
-    re-checks the environment.
+    detecting this one. `locked` also requires the lock to be fresh against the
+    project's sources (like `cargo --locked`). Idempotent: calling it again
+    re-reads the lock and re-checks the environment.
     """
     _log_to_stderr()
-    path = locate_lockfile(lockfile)
-    lock = load_lockfile(path)
+    workspace = applied_workspace(lockfile)
+    lock = workspace.read_lock()
+    path = workspace.lockfile.resolve()
+    if locked:
+        from kernlock.check import require_fresh
+        from kernlock.workspace import open_workspace
+
+        require_fresh(open_workspace(workspace.root, workspace.lockfile), lock)
     if strict is None:
         strict = os.environ.get(STRICT_ENV, "1").lower() not in ("0", "false", "no")
     simulated = target or os.environ.get(TARGET_ENV)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernlock import tomlio
 from kernlock.environment import Target, current_target, parse_target
 from kernlock.errors import ConfigError, TargetError, UsageError
 from kernlock.lockfile import LOCK_FILENAME
@@ -51,17 +52,15 @@ class Project:
         """Path of `pyproject.toml`."""
         return self.root / PYPROJECT
 
-    @property
-    def lockfile(self) -> Path:
-        """Path of the project's lock file."""
-        return self.root / self.lockfile_name
-
 
 def find_project_root(start: Path) -> Path:
-    """The nearest directory at or above `start` with a `pyproject.toml` or `kernels.lock`, else `start`."""
+    """The nearest directory at or above `start` with a `pyproject.toml`, `kernels.lock` or `.git`, else `start`.
+
+    Like git, discovery never looks above the first project root it meets.
+    """
     start = start.resolve()
     for directory in (start, *start.parents):
-        if (directory / PYPROJECT).is_file() or (directory / LOCK_FILENAME).is_file():
+        if any(os.path.lexists(directory / marker) for marker in (PYPROJECT, LOCK_FILENAME, ".git")):
             return directory
     return start
 
@@ -85,17 +84,16 @@ def load_project(root: Path | str = ".") -> Project:
     path = root / PYPROJECT
     if not path.is_file():
         return Project(root=root)
-    text = path.read_text(encoding="utf-8")
     try:
-        import tomllib
-
-        data = tomllib.loads(text)
-    except ModuleNotFoundError:  # Python 3.10
-        import tomlkit
-
-        data = tomlkit.parse(text).unwrap()
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{path}: not valid UTF-8 (byte {error.start}); save it as UTF-8") from None
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot be read ({error.strerror}); fix its permissions") from None
+    try:
+        data = tomlio.loads(text)
     except ValueError as error:
-        raise ConfigError(f"{path}: not valid TOML ({error})") from None
+        raise ConfigError(f"{path}: not valid TOML ({error}); fix the syntax") from None
     tool = data.get("tool", {})
     config = tool.get("kernlock", {})
     if not isinstance(config, dict):

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernlock.cache import check_variant, discard, download_variant, hub_cache_dir, missing_files, variant_dir
-from kernlock.environment import current_target, parse_target
+from kernlock.environment import Target, current_target, parse_target
 from kernlock.errors import IntegrityError, KernlockError, MissingFilesError, UsageError
-from kernlock.lockfile import LockedKernel, LockedVariant, Lockfile, load_lockfile
-from kernlock.project import find_project_root, load_project
+from kernlock.lockfile import LockedKernel, LockedVariant, Lockfile
+from kernlock.workspace import open_workspace
 
 
 @dataclass
@@ -32,12 +32,9 @@ class SyncReport:
     bytes: int = 0
 
 
-def selected_variants(lock: Lockfile, targets: Iterable[str] = (), all_targets: bool = False) -> list[tuple[LockedKernel, LockedVariant]]:
-    """The (kernel, variant) pairs locked for the chosen targets (default: this environment)."""
-    if all_targets:
-        names = set(lock.targets)
-    else:
-        names = {str(parse_target(t)) for t in targets} or {str(current_target())}
+def selected_variants(lock: Lockfile, targets: Iterable[str | Target] = ()) -> list[tuple[LockedKernel, LockedVariant]]:
+    """The (kernel, variant) pairs locked for `targets` (default: this environment)."""
+    names = {str(parse_target(str(t))) for t in targets} or {str(current_target())}
     pairs = []
     for kernel in lock.kernels:
         for name in sorted(names):
@@ -90,15 +87,23 @@ def sync(
     all_targets: bool = False,
     repair: bool = False,
     lockfile: str | os.PathLike[str] | None = None,
+    locked: bool = False,
     progress: Callable[[int, int], None] | None = None,
 ) -> SyncReport:
-    """Download and verify the locked variants for `targets` (default: this environment)."""
+    """Download and verify the locked variants for `targets` (default: this environment).
+
+    `locked` first requires the lock to be fresh against the project's sources.
+    """
     from huggingface_hub.utils import disable_progress_bars
 
     disable_progress_bars()
-    path = Path(lockfile) if lockfile else load_project(find_project_root(Path(project_dir))).lockfile
-    lock = load_lockfile(path)
-    pairs = selected_variants(lock, targets, all_targets)
+    workspace = open_workspace(project_dir, lockfile)
+    path, lock = workspace.lockfile, workspace.read_lock()
+    if locked:
+        from kernlock.check import require_fresh
+
+        require_fresh(workspace, lock)
+    pairs = selected_variants(lock, [*targets, *(workspace.all_targets(lock) if all_targets else ())])
     if not pairs:
         raise UsageError(f"{path} locks no kernels; run `kernlock lock` first")
     cache = hub_cache_dir()

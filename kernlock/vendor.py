@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernlock.cache import VENDOR_MARKER, check_variant, variant_dir, vendored_variant_dir
-from kernlock.lockfile import LOCK_FILENAME, load_lockfile
-from kernlock.project import find_project_root, load_project
+from kernlock.lockfile import LOCK_FILENAME
+from kernlock.workspace import open_workspace
 from kernlock.sync import selected_variants, sync
 
 
@@ -45,8 +45,8 @@ def vendor(
     lockfile: str | os.PathLike[str] | None = None,
 ) -> VendorReport:
     """Export the locked variants for `targets` (default: every locked target) into `directory`."""
-    path = Path(lockfile) if lockfile else load_project(find_project_root(Path(project_dir))).lockfile
-    lock = load_lockfile(path)
+    workspace = open_workspace(project_dir, lockfile)
+    path, lock = workspace.lockfile, workspace.read_lock()
     targets = tuple(targets)
     use_all = all_targets and not targets
     sync(project_dir, targets=targets, all_targets=use_all, lockfile=path)
@@ -56,7 +56,7 @@ def vendor(
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     files = size = 0
-    pairs = selected_variants(lock, targets, use_all)
+    pairs = selected_variants(lock, workspace.all_targets(lock) if use_all else targets)
     for kernel, variant in pairs:
         source = variant_dir(kernel, variant.name, cache)
         final = vendored_variant_dir(kernel, variant.name, out)

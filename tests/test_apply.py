@@ -312,13 +312,14 @@ def test_missing_and_malformed_lock(hub: TestHub, tmp_path: Path, monkeypatch) -
     monkeypatch.chdir(empty)
     monkeypatch.delenv("KERNLOCK_LOCKFILE", raising=False)
     monkeypatch.delenv("KERNLOCK_VENDOR_DIR", raising=False)
-    with pytest.raises(LockfileNotFoundError, match=rf"looked in {empty} and its parents"):
+    with pytest.raises(LockfileNotFoundError, match=rf"looked for {empty / 'kernels.lock'}"):
         kernlock.apply()
     with pytest.raises(LockfileNotFoundError, match="nope.lock does not exist"):
         kernlock.apply(empty / "nope.lock")
     monkeypatch.setenv("KERNLOCK_LOCKFILE", str(empty / "env.lock"))
     with pytest.raises(LockfileNotFoundError, match=r"\$KERNLOCK_LOCKFILE points at .*env.lock"):
         kernlock.apply()
+    monkeypatch.delenv("KERNLOCK_LOCKFILE")
 
     project, _ = locked_project(tmp_path / "p", [f"{FA2}@v2"])
     path = project / "kernels.lock"

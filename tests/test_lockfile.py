@@ -88,7 +88,7 @@ def test_newer_format_version_asks_for_an_upgrade() -> None:
 def test_merge_conflict_markers_get_their_own_message() -> None:
     text = dumps_lockfile(sample())
     conflicted = text.replace(f'commit = "{SHA}"', f'<<<<<<< HEAD\ncommit = "{SHA}"\n=======\ncommit = "{"b" * 40}"\n>>>>>>> branch')
-    with pytest.raises(LockfileError, match=r"kernels.lock:\d+: git merge-conflict markers; re-run `kernlock lock`"):
+    with pytest.raises(LockfileError, match=r"kernels.lock:\d+: git merge-conflict markers; resolve the conflict, or .*`kernlock lock --upgrade`"):
         parse_lockfile(conflicted)
 
 

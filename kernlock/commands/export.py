@@ -52,10 +52,7 @@ def export_command(fmt: str, output: str | None, lockfile: str | None, project_d
     `--format kernels` writes the JSON that kernels.get_locked_kernel(repo, lockfile=...)
     and kernels.load_kernel(repo, lockfile=...) read: each locked kernel pinned to its commit.
     """
-    import os
-    import tempfile
-    from pathlib import Path
-
+    from kernlock.atomic import atomic_write
     from kernlock.check import project_lock
 
     _, lock = project_lock(project_dir, lockfile)
@@ -63,10 +60,5 @@ def export_command(fmt: str, output: str | None, lockfile: str | None, project_d
     if output is None:
         click.echo(text, nl=False)
         return
-    path = Path(output)
-    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent if str(path.parent) else ".")
-    with os.fdopen(handle, "w", encoding="utf-8") as out:
-        out.write(text)
-    os.chmod(temp, 0o644)
-    os.replace(temp, path)
-    click.echo(f"wrote {path} ({len(lock.kernels)} kernels, kernels format)", err=True)
+    atomic_write(output, text)
+    click.echo(f"wrote {output} ({len(lock.kernels)} kernels, kernels format)", err=True)

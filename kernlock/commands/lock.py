@@ -5,13 +5,17 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import click
 
 from kernlock.cli import handle_errors
 
+if TYPE_CHECKING:
+    from kernlock.locking import LockResult
 
-def _progress() -> Callable[[str], None] | None:
+
+def progress_line() -> Callable[[str], None] | None:
     """A one-line progress indicator on a TTY, nothing otherwise."""
     if not sys.stderr.isatty():
         return None
@@ -46,11 +50,17 @@ def lock_command(specs: tuple[str, ...], targets: tuple[str, ...], scan: tuple[s
     like `uv add`, so later runs and `kernlock verify` see them.
     """
     from kernlock.locking import lock
-    from kernlock.resolver import json_summary
 
-    progress = _progress()
+    progress = progress_line()
     result = lock(project_dir, specs, targets=targets, scan=scan, upgrade=upgrade, upgrade_kernels=upgrade_kernels,
                   all_variants=all_variants, trust=trust, lockfile=lockfile, progress=progress)
+    report(result, progress, as_json)
+
+
+def report(result: LockResult, progress: Callable[[str], None] | None, as_json: bool) -> None:
+    """Print what `lock()`/`remove()` did: warnings on stderr, then a summary (or JSON)."""
+    from kernlock.resolver import json_summary
+
     if progress:
         click.echo("\r" + " " * 100 + "\r", err=True, nl=False)
     for warning in result.warnings:

@@ -17,7 +17,8 @@ def run_environment(lockfile: Path, strict: bool = True, verbose: bool = False) 
     The same variables work under cluster launchers: export them in the job script.
     """
     from kernlock.autoapply import APPLY_ENV
-    from kernlock.patch import LOCKFILE_ENV, STRICT_ENV, VERBOSE_ENV
+    from kernlock.patch import STRICT_ENV, VERBOSE_ENV
+    from kernlock.workspace import LOCKFILE_ENV
 
     startup = str(Path(__file__).resolve().parent.parent / "_startup")
     paths = [startup, *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != startup]]
@@ -32,27 +33,34 @@ def run_environment(lockfile: Path, strict: bool = True, verbose: bool = False) 
 
 @click.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--lockfile", type=click.Path(dir_okay=False), help="Lock file (default: found like kernlock.apply()).")
+@click.option("--locked", is_flag=True, help="Fail unless the lock is fresh against the project's sources (like cargo --locked).")
 @click.option("--lenient", is_flag=True, help="Let kernels outside the lock load as usual (with a warning).")
 @click.option("--vendor", "vendor", type=click.Path(file_okay=False, exists=True), help="Load the lock and kernels from this `kernlock vendor` directory.")
 @click.option("-v", "--verbose", is_flag=True, help="Print the applied lock and every bound kernel load to stderr.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @handle_errors
-def run_command(lockfile: str | None, lenient: bool, vendor: str | None, verbose: bool, command: tuple[str, ...]) -> None:
+def run_command(lockfile: str | None, locked: bool, lenient: bool, vendor: str | None, verbose: bool, command: tuple[str, ...]) -> None:
     """Run COMMAND with the lock applied in it and every Python process it starts.
 
     The lock is checked against this environment first; the command then
     replaces this process, so its exit code and signals are its own.
     """
-    from kernlock.environment import current_target
-    from kernlock.lockfile import load_lockfile
-    from kernlock.patch import check_coverage, locate_lockfile
-
     from kernlock.cache import VENDOR_ENV
+    from kernlock.environment import current_target
+    from kernlock.patch import check_coverage
+    from kernlock.workspace import applied_workspace
 
     if vendor:
         os.environ[VENDOR_ENV] = str(Path(vendor).resolve())
-    path = locate_lockfile(lockfile)
-    check_coverage(load_lockfile(path), current_target(), path)
+    workspace = applied_workspace(lockfile)
+    path = workspace.lockfile.resolve()
+    lock = workspace.read_lock()
+    if locked:
+        from kernlock.check import require_fresh
+        from kernlock.workspace import open_workspace
+
+        require_fresh(open_workspace(workspace.root, workspace.lockfile), lock)
+    check_coverage(lock, current_target(), path)
     program = shutil.which(command[0])
     if program is None:
         fail(f"command not found: {command[0]}", 127)

@@ -1,0 +1,48 @@
+"""One way to replace a file: write a sibling temporary file, fsync, rename.
+
+A reader sees the old bytes or the new bytes, never a mix; on any error the
+old file is untouched. A symlink is followed (its target is replaced, the link
+kept) and an existing file's permission bits are kept.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, mode: int = 0o644) -> None:
+    """Replace `path` with `data` atomically (text is written as UTF-8 with `\\n` line ends)."""
+    target = Path(os.path.realpath(path))
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        mode = target.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        pass
+    handle, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(payload)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(temp, mode)
+        os.replace(temp, target)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+    _fsync_directory(target.parent)
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make the rename durable (best effort: not every filesystem allows it)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -1,0 +1,20 @@
+"""Reading TOML the same way on every Python: `tomllib` where it exists, tomlkit on 3.10."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def loads(text: str) -> dict[str, Any]:
+    """Parse TOML text into plain Python values; any syntax error is a `ValueError`."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomlkit
+        from tomlkit.exceptions import ParseError
+
+        try:
+            return tomlkit.parse(text).unwrap()
+        except ParseError as error:
+            raise ValueError(str(error)) from None
+    return tomllib.loads(text)

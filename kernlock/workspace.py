@@ -1,0 +1,191 @@
+"""The workspace: the one answer to "which project, which sources, which lock file".
+
+Every command, `kernlock.apply()` and `kernlock run` get their project and lock
+path here. The lock path is, in order: the explicit argument (`--lockfile`,
+`apply(lockfile=...)`), `$KERNLOCK_LOCKFILE`, the lock of `$KERNLOCK_VENDOR_DIR`
+(for readers), and the project's `[tool.kernlock] lockfile` (default
+`kernels.lock`), which must lie inside the project.
+
+A lock that was *discovered* rather than named is checked like git's
+`safe.directory`: discovery stops at the project root (the nearest directory
+with `pyproject.toml`, `kernels.lock` or `.git`), and a lock owned by another
+user (other than root), or in a world-writable directory without the sticky
+bit, is refused with the override to use.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernlock.environment import Target, parse_target
+from kernlock.errors import (
+    ConfigError,
+    LockfileError,
+    LockfileNotFoundError,
+    LockfileVersionError,
+    UnsafeLockfileError,
+)
+from kernlock.lockfile import LOCK_FILENAME, Lockfile, load_lockfile
+from kernlock.project import Project, find_project_root, load_project
+
+LOCKFILE_ENV = "KERNLOCK_LOCKFILE"
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """A project, its sources (`pyproject.toml`) and the lock file every command uses."""
+
+    project: Project
+    lockfile: Path
+    discovered: bool  # found by looking, not named by an argument or the environment
+
+    @property
+    def root(self) -> Path:
+        """The project directory."""
+        return self.project.root
+
+    @property
+    def has_sources(self) -> bool:
+        """Whether the project has a `pyproject.toml` to check the lock against."""
+        return self.project.pyproject.is_file()
+
+    def read_lock(self) -> Lockfile:
+        """The parsed lock (raises `LockfileError`, exit 2, when missing, unsafe or invalid)."""
+        check_lock_path(self.lockfile, discovered=self.discovered)
+        return load_lockfile(self.lockfile)
+
+    def previous_lock(self, upgrade: bool) -> Lockfile | None:
+        """The existing lock whose pins `kernlock lock` keeps; never silently ignore an unreadable one.
+
+        A lock in a newer format is refused even with `upgrade`, so an older
+        kernlock never overwrites it.
+        """
+        if not os.path.lexists(self.lockfile):
+            return None
+        try:
+            return self.read_lock()
+        except (LockfileVersionError, UnsafeLockfileError):
+            raise
+        except LockfileError as error:
+            if upgrade and self.lockfile.is_file():
+                return None
+            if not self.lockfile.is_file():
+                raise
+            raise LockfileError(f"{error} (the existing pins cannot be kept, so nothing was written)") from None
+
+    def all_targets(self, lock: Lockfile) -> tuple[Target, ...]:
+        """What `--all-targets` means everywhere: the declared targets, else every target the lock covers."""
+        return tuple(sorted({parse_target(t) for t in (self.project.targets or lock.targets)}, key=str))
+
+
+def check_lock_path(path: Path, *, discovered: bool) -> None:
+    """Refuse a lock path that is not a regular file, or (when discovered) that someone else controls."""
+    if path.is_dir():
+        raise LockfileError(f"{path} is a directory, not a lock file; move it away (mv {path} {path}.bak) and run `kernlock lock`")
+    if not discovered or not path.exists():
+        return
+    info = path.stat()
+    me = os.geteuid()
+    override = f"if you trust it, name it explicitly (--lockfile {path}, ${LOCKFILE_ENV} or kernlock.apply(lockfile=...))"
+    if info.st_uid not in (me, 0):
+        raise UnsafeLockfileError(f"refusing {path}: it is owned by uid {info.st_uid}, not by you (uid {me}); {override}")
+    parent = path.resolve().parent.stat()
+    if parent.st_mode & stat.S_IWOTH and not parent.st_mode & stat.S_ISVTX:
+        raise UnsafeLockfileError(f"refusing {path}: its directory is writable by every user; {override}")
+
+
+def configured_lockfile(project: Project) -> Path:
+    """`[tool.kernlock] lockfile` inside the project (an error when it points outside)."""
+    name = project.lockfile_name
+    relative = os.path.normpath(name)
+    if os.path.isabs(name) or relative == ".." or relative.startswith(".." + os.sep):
+        raise ConfigError(
+            f"{project.pyproject}: [tool.kernlock] lockfile = {name!r} lies outside the project {project.root}; "
+            f"use a path inside it, or name it explicitly with --lockfile {name}"
+        )
+    return project.root / relative
+
+
+def named_lockfile(lockfile: str | os.PathLike[str] | None = None, *, readers: bool = True) -> Path | None:
+    """The lock named rather than discovered: argument, `$KERNLOCK_LOCKFILE`, then (for `readers`) the vendor dir's.
+
+    Nothing writes into a vendor directory, so `$KERNLOCK_VENDOR_DIR` only counts for readers.
+    """
+    if lockfile is not None:
+        return Path(lockfile)
+    env = os.environ.get(LOCKFILE_ENV)
+    if env:
+        return Path(env)
+    if readers:
+        from kernlock.cache import VENDOR_ENV, vendor_dir
+
+        vendor = vendor_dir()
+        if vendor is not None:
+            if not (vendor / LOCK_FILENAME).is_file():
+                raise LockfileNotFoundError(
+                    f"${VENDOR_ENV} points at {vendor}, which has no {LOCK_FILENAME}; create it with `kernlock vendor {vendor}`"
+                )
+            return vendor / LOCK_FILENAME
+    return None
+
+
+def open_workspace(project_dir: str | os.PathLike[str] = ".", lockfile: str | os.PathLike[str] | None = None, *,
+                   readers: bool = True) -> Workspace:
+    """The workspace of the project at or above `project_dir`: the named lock, else the configured one."""
+    project = load_project(find_project_root(Path(project_dir)))
+    named = named_lockfile(lockfile, readers=readers)
+    if named is not None:
+        return Workspace(project=project, lockfile=named, discovered=False)
+    return Workspace(project=project, lockfile=configured_lockfile(project), discovered=True)
+
+
+@contextmanager
+def exclusive_workspace(project_dir: str | os.PathLike[str] = ".",
+                        lockfile: str | os.PathLike[str] | None = None) -> Iterator[Workspace]:
+    """The workspace, read and held under the per-project cross-process lock (for writers)."""
+    from kernlock.interprocess import ProjectLock
+
+    with ProjectLock(find_project_root(Path(project_dir))):
+        yield open_workspace(project_dir, lockfile, readers=False)
+
+
+def applied_workspace(lockfile: str | os.PathLike[str] | None = None) -> Workspace:
+    """The workspace `apply()` and `kernlock run` use: the named lock, else the project's from the
+    working directory, else from the script's directory.
+
+    With a named lock the project's settings are not read (a child process under `kernlock run`
+    never parses `pyproject.toml`).
+    """
+    named = named_lockfile(lockfile)
+    if named is not None:
+        if not named.is_file():
+            check_lock_path(named, discovered=False)
+            where = f"${LOCKFILE_ENV} points at {named}, which" if lockfile is None and os.environ.get(LOCKFILE_ENV) else f"lock file {named}"
+            raise LockfileNotFoundError(f"{where} does not exist; create it with `kernlock lock`")
+        return Workspace(project=Project(root=find_project_root(Path.cwd())), lockfile=named, discovered=False)
+    starts = [Path.cwd()]
+    script = sys.argv[0] if sys.argv and sys.argv[0] not in ("", "-c", "-m") else None
+    if script and Path(script).is_file():
+        starts.append(Path(script).resolve().parent)
+    looked = []
+    for start in starts:
+        workspace = open_workspace(start)
+        if os.path.lexists(workspace.lockfile):
+            return workspace
+        looked.append(str(workspace.lockfile))
+    raise LockfileNotFoundError(
+        f"no lock file found (looked for {' and '.join(looked)}; ${LOCKFILE_ENV} is unset); "
+        "run `kernlock lock` or pass kernlock.apply(lockfile=...)"
+    )
+
+
+__all__ = [
+    "LOCKFILE_ENV", "Workspace", "applied_workspace", "check_lock_path", "configured_lockfile",
+    "exclusive_workspace", "named_lockfile", "open_workspace",
+]

@@ -1,0 +1,306 @@
+"""The workspace: one project, one lock path, one per-project lock, and nothing silently re-resolved."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from helpers import CPU, cli, make_project, run_kernlock
+from kernlock.lockfile import load_lockfile
+from kernlock.testing.hub import TestHub
+
+ACTIVATION = "kernels-community/activation@v1"
+TAGGED = "kernels-community/tagged@v1"
+UNTRUSTED = "untrusted-org/some-kernel"
+NOBODY = 65534
+
+
+def one_line_error(result, code: int = 2) -> str:
+    """The single `kernlock: error:` line of a failed command (no traceback)."""
+    output = result.stderr if isinstance(result, subprocess.CompletedProcess) else result.output
+    returncode = result.returncode if isinstance(result, subprocess.CompletedProcess) else result.exit_code
+    assert returncode == code, output
+    lines = output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kernlock: error: "), output
+    return lines[0]
+
+
+def applied_lockfile(project: Path, *args: str) -> subprocess.CompletedProcess:
+    """Which lock `kernlock.apply()` binds in a fresh process started in `project` (or under `args`)."""
+    code = "import kernlock; print(kernlock.apply().lockfile)"
+    return subprocess.run([*args, sys.executable, "-c", code], cwd=project, capture_output=True, text=True, timeout=120)
+
+
+# ---------------------------------------------------------------- concurrency
+
+
+def test_concurrent_locks_adding_different_kernels_keep_both(hub: TestHub, tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p", targets=[CPU])
+    hub.latency = 0.02
+    procs = [
+        subprocess.Popen([sys.executable, "-m", "kernlock", "lock", spec], cwd=project,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for spec in (ACTIVATION, TAGGED)
+    ]
+    outcomes = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outcomes
+    assert {k.spec for k in load_lockfile(project / "kernels.lock").kernels} == {ACTIVATION, TAGGED}
+    assert cli("verify", cwd=project).exit_code == 0
+
+
+def test_a_held_project_lock_times_out_naming_the_holder(hub: TestHub, tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p", kernels=[ACTIVATION], targets=[CPU])
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; from kernlock.interprocess import ProjectLock\n"
+         "with ProjectLock(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(60)", str(project)],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        line = one_line_error(run_kernlock("lock", cwd=project, env={"KERNLOCK_LOCK_TIMEOUT": "0.5"}), code=1)
+        assert f"pid {holder.pid}" in line and f"kill {holder.pid}" in line and "KERNLOCK_LOCK_TIMEOUT" in line
+        assert not (project / "kernels.lock").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert run_kernlock("lock", cwd=project).returncode == 0  # the fix: wait for it (or stop it)
+
+
+# ---------------------------------------------------------------- command-line options are remembered
+
+
+def test_scan_and_trust_options_are_recorded_like_uv_add(hub: TestHub, tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p", targets=[CPU])
+    (project / "train.py").write_text(f'model = load(attn_implementation="{TAGGED}")\n')
+    assert cli("lock", "--scan", "train.py", f"{UNTRUSTED}@v1", "--trust", UNTRUSTED, cwd=project).exit_code == 0
+    text = (project / "pyproject.toml").read_text()
+    assert 'scan = ["train.py"]' in text and f'trust = ["{UNTRUSTED}"]' in text
+    verified = cli("verify", cwd=project)
+    assert verified.exit_code == 0, verified.output
+    before = (project / "kernels.lock").read_bytes()
+    relocked = cli("lock", cwd=project)
+    assert relocked.exit_code == 0, relocked.output
+    assert (project / "kernels.lock").read_bytes() == before
+
+
+# ---------------------------------------------------------------- where the lock is
+
+
+def test_configured_lockfile_is_used_by_apply_and_run(hub: TestHub, tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p", kernels=[ACTIVATION], targets=[CPU], extra='lockfile = "locks/k.lock"\n')
+    assert cli("lock", cwd=project).exit_code == 0
+    locked = project / "locks" / "k.lock"
+    assert locked.is_file() and not (project / "kernels.lock").exists()
+    assert cli("verify", cwd=project).exit_code == 0
+    applied = applied_lockfile(project)
+    assert applied.returncode == 0 and applied.stdout.strip() == str(locked), applied.stderr
+    ran = applied_lockfile(project, sys.executable, "-m", "kernlock", "run", "--")
+    assert ran.returncode == 0 and ran.stdout.strip() == str(locked), ran.stderr
+
+
+@pytest.mark.parametrize("configured", ["absolute", "../outside.lock"])
+def test_a_configured_lockfile_outside_the_project_is_refused(hub: TestHub, tmp_path: Path, configured: str) -> None:
+    if configured == "absolute":
+        configured = str(tmp_path / "elsewhere.lock")
+    project = make_project(tmp_path / "p", kernels=[ACTIVATION], targets=[CPU], extra=f'lockfile = "{configured}"\n')
+    line = one_line_error(cli("lock", cwd=project))
+    assert "lies outside the project" in line and f"--lockfile {configured}" in line
+    assert not (project / configured).exists()
+    explicit = tmp_path / "explicit.lock"
+    assert cli("lock", "--lockfile", str(explicit), cwd=project).exit_code == 0  # the fix: name it explicitly
+    assert explicit.is_file()
+
+
+def test_discovery_stops_at_the_project_root(hub: TestHub, tmp_path: Path) -> None:
+    outer = make_project(tmp_path / "outer", kernels=[ACTIVATION], targets=[CPU])
+    assert cli("lock", cwd=outer).exit_code == 0
+    inner = make_project(outer / "inner", kernels=[TAGGED], targets=[CPU])
+    applied = applied_lockfile(inner)
+    assert applied.returncode == 1
+    assert f"looked for {inner / 'kernels.lock'}" in applied.stderr and "run `kernlock lock`" in applied.stderr
+    assert cli("lock", cwd=inner).exit_code == 0  # the fix
+    assert applied_lockfile(inner).stdout.strip() == str(inner / "kernels.lock")
+
+
+def test_verify_an_explicit_lock_outside_any_project(hub: TestHub, tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p", kernels=[ACTIVATION], targets=[CPU])
+    assert cli("lock", cwd=project).exit_code == 0
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / ".git").mkdir()
+    shutil.copy(project / "kernels.lock", elsewhere / "copied.lock")
+    result = cli("verify", "--lockfile", "copied.lock", cwd=elsewhere)
+    assert result.exit_code == 0, result.output
+    assert "ok   fresh (no pyproject.toml here" in result.output
+
+
+# ---------------------------------------------------------------- discovered locks someone else controls
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A directory outside the private pytest tree (which other users cannot enter)."""
+    directory = Path(tempfile.mkdtemp(prefix="kernlock-shared-"))
+    directory.chmod(0o755)
+    yield directory
+    shutil.rmtree(directory)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to create files owned by another user")
+def test_a_lock_owned_by_another_user_is_refused(hub: TestHub, tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p", kernels=[ACTIVATION], targets=[CPU])
+    assert cli("lock", cwd=project).exit_code == 0
+    lock = project / "kernels.lock"
+    os.chown(lock, NOBODY, NOBODY)
+    applied = applied_lockfile(project)
+    assert applied.returncode == 1
+    assert f"refusing {lock}: it is owned by uid {NOBODY}" in applied.stderr and "KERNLOCK_LOCKFILE" in applied.stderr
+    line = one_line_error(run_kernlock("show", cwd=project))
+    assert "owned by uid" in line
+    trusted = run_kernlock("show", "--lockfile", str(lock), cwd=project)  # the fix: name it explicitly
+    assert trusted.returncode == 0, trusted.stderr
+    named = subprocess.run([sys.executable, "-c", "import kernlock; print(kernlock.apply().lockfile)"], cwd=project,
+                           capture_output=True, text=True, env={**os.environ, "KERNLOCK_LOCKFILE": str(lock)})
+    assert named.returncode == 0, named.stderr
+
+
+def test_a_lock_in_a_world_writable_directory_is_refused(hub: TestHub, tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p", kernels=[ACTIVATION], targets=[CPU])
+    assert cli("lock", cwd=project).exit_code == 0
+    project.chmod(0o777)
+    line = one_line_error(run_kernlock("show", cwd=project))
+    assert "its directory is writable by every user" in line and "--lockfile" in line
+    project.chmod(0o1777)  # sticky: only the owner may replace the lock
+    assert run_kernlock("show", cwd=project).returncode == 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv")
+def test_another_users_lock_state_neither_blocks_nor_breaks_kernlock(shared_dir: Path) -> None:
+    from kernlock.interprocess import ProjectLock
+
+    shared_state = shared_dir / "state"
+    shared_state.mkdir(mode=0o700)
+    os.chown(shared_state, NOBODY, NOBODY)
+    env = {**os.environ, "KERNLOCK_STATE_DIR": str(shared_state)}
+    code = "from pathlib import Path; from kernlock.interprocess import ProjectLock\nwith ProjectLock(Path('.')): print('locked')"
+    line = one_line_error(subprocess.run([sys.executable, "-m", "kernlock", "lock"], cwd=shared_dir, env=env,
+                                         capture_output=True, text=True))
+    assert f"state directory {shared_state} is owned by uid {NOBODY}" in line and "KERNLOCK_STATE_DIR" in line
+    home = shared_dir / "home"
+    home.mkdir()
+    os.chown(home, NOBODY, NOBODY)
+    with ProjectLock(shared_dir, timeout=0):  # root holds the project lock in its own state dir
+        other = subprocess.run(
+            ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", sys.executable, "-c", code],
+            cwd=shared_dir, capture_output=True, text=True, timeout=60,
+            env={**{k: v for k, v in os.environ.items() if k not in ("KERNLOCK_STATE_DIR", "XDG_STATE_HOME")}, "HOME": str(home)},
+        )
+    assert other.returncode == 0 and other.stdout.strip() == "locked", other.stderr
+    assert (home / ".local" / "state" / "kernlock" / "locks").stat().st_mode & 0o777 == 0o700
+
+
+# ---------------------------------------------------------------- never silently re-resolve
+
+
+def test_an_unreadable_lock_is_never_silently_re_resolved(hub: TestHub, tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p", kernels=[ACTIVATION], targets=[CPU])
+    assert cli("lock", cwd=project).exit_code == 0
+    lock = project / "kernels.lock"
+    conflicted = "<<<<<<< HEAD\n" + lock.read_text() + "=======\nversion = 1\n>>>>>>> theirs\n"
+    lock.write_text(conflicted)
+    line = one_line_error(cli("lock", cwd=project))
+    assert "merge-conflict markers" in line and "kernlock lock --upgrade" in line
+    assert lock.read_text() == conflicted
+    verified = cli("verify", cwd=project)
+    assert verified.exit_code == 2 and "fix: kernlock lock --upgrade" in verified.output
+    assert cli("lock", "--upgrade", cwd=project).exit_code == 0  # the fix
+    assert cli("verify", cwd=project).exit_code == 0
+
+
+def test_a_newer_lock_format_is_never_overwritten(hub: TestHub, tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p", kernels=[ACTIVATION], targets=[CPU])
+    assert cli("lock", cwd=project).exit_code == 0
+    lock = project / "kernels.lock"
+    newer = lock.read_text().replace("version = 1", "version = 99", 1)
+    lock.write_text(newer)
+    for args in (("lock",), ("lock", "--upgrade")):
+        line = one_line_error(cli(*args, cwd=project))
+        assert "lock format version 99 is newer" in line and "pip install -U kernlock" in line
+        assert lock.read_text() == newer
+
+
+# ---------------------------------------------------------------- one-line errors instead of tracebacks
+
+
+def test_a_lock_that_is_a_directory_is_a_one_line_error(hub: TestHub, tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p", kernels=[ACTIVATION], targets=[CPU])
+    (project / "kernels.lock").mkdir()
+    verified = run_kernlock("verify", cwd=project)
+    assert verified.returncode == 2 and "kernels.lock is a directory" in verified.stdout, verified
+    for args in (("lock",), ("show",)):
+        line = one_line_error(run_kernlock(*args, cwd=project))
+        assert "kernels.lock is a directory" in line
+    fix = line.split("; ")[-1]
+    assert fix.startswith("move it away (mv ")
+    os.rename(project / "kernels.lock", project / "kernels.lock.bak")  # the fix
+    assert cli("lock", cwd=project).exit_code == 0
+
+
+def test_a_pyproject_that_is_not_utf8_is_a_one_line_error(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p", kernels=[ACTIVATION])
+    (project / "pyproject.toml").write_bytes(b'[tool.kernlock]\nkernels = ["caf\xe9/x"]\n')
+    line = one_line_error(run_kernlock("verify", cwd=project))
+    assert "pyproject.toml: not valid UTF-8" in line and "save it as UTF-8" in line
+
+
+def test_invalid_toml_is_a_config_error_on_python_310(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernlock.errors import ConfigError
+    from kernlock.project import load_project
+
+    project = make_project(tmp_path / "p", kernels=[ACTIVATION])
+    (project / "pyproject.toml").write_text("[tool.kernlock\nkernels = [\n")
+    monkeypatch.setitem(sys.modules, "tomllib", None)  # what Python 3.10 has: no tomllib, tomlkit instead
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_project(project)
+
+
+# ---------------------------------------------------------------- remove and --locked
+
+
+def test_remove_drops_a_kernel_and_keeps_the_other_pins(hub: TestHub, tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p", kernels=[ACTIVATION, TAGGED], targets=[CPU])
+    assert cli("lock", cwd=project).exit_code == 0
+    kept = {k.spec: k.commit for k in load_lockfile(project / "kernels.lock").kernels}[ACTIVATION]
+    result = cli("remove", "kernels-community/tagged", cwd=project)
+    assert result.exit_code == 0, result.output
+    assert "1 removed" in result.output
+    assert f'kernels = ["{ACTIVATION}"]' in (project / "pyproject.toml").read_text()
+    assert {k.spec: k.commit for k in load_lockfile(project / "kernels.lock").kernels} == {ACTIVATION: kept}
+    assert cli("verify", cwd=project).exit_code == 0
+    line = one_line_error(cli("remove", "kernels-community/tagged", cwd=project))
+    assert "is not declared in pyproject.toml (declared: kernels-community/activation@v1)" in line
+
+
+def test_locked_refuses_a_stale_lock_until_it_is_relocked(hub: TestHub, tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p", kernels=[ACTIVATION], targets=[CPU])
+    assert cli("lock", cwd=project).exit_code == 0
+    make_project(project, kernels=[ACTIVATION, TAGGED], targets=[CPU])
+    command = ["run", "--locked", "--", sys.executable, "-c", "print('ran')"]
+    line = one_line_error(run_kernlock(*command, cwd=project), code=1)
+    assert "kernels.lock is stale" in line and f"{TAGGED} is not in the lock" in line
+    assert line.endswith("run `kernlock lock`")
+    assert one_line_error(run_kernlock("sync", "--locked", cwd=project), code=1) == line
+    stale = subprocess.run([sys.executable, "-c", "import kernlock; kernlock.apply(locked=True)"], cwd=project,
+                           capture_output=True, text=True)
+    assert stale.returncode == 1 and "StaleLockError" in stale.stderr
+    assert cli("lock", cwd=project).exit_code == 0  # the fix the message names
+    ran = run_kernlock(*command, cwd=project)
+    assert ran.returncode == 0 and ran.stdout.strip() == "ran", ran.stderr
+    assert applied_lockfile(project).returncode == 0
