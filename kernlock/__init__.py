@@ -28,6 +28,7 @@ _EXPORTS = {
     "NoVariantError": "kernlock.errors",
     "IntegrityError": "kernlock.errors",
     "UnlockedKernelError": "kernlock.errors",
+    "LocalKernelError": "kernlock.errors",
     "CompatibilityError": "kernlock.errors",
     "LockfileError": "kernlock.errors",
     "ResolutionError": "kernlock.errors",

@@ -21,7 +21,6 @@ Nothing here imports torch, transformers, kernels or huggingface_hub.
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import sys
 import sysconfig
@@ -144,8 +143,10 @@ def _dependency_imports(name: str, backend: str) -> list[tuple[str, str]] | None
     spec = importlib.util.find_spec("kernels")
     if spec is None or not spec.submodule_search_locations:
         return None
+    from kernlock.kernels_adapter import kernels_python_depends
+
     try:
-        data = json.loads((Path(next(iter(spec.submodule_search_locations))) / "python_depends.json").read_text())
+        data = kernels_python_depends(Path(next(iter(spec.submodule_search_locations))))
     except (OSError, ValueError):
         return None
     info = data.get("general", {}).get(name) or data.get("backends", {}).get(backend, {}).get(name)

@@ -2,14 +2,17 @@
 
 Target grammar (kernels' own vocabulary, with a dotted Torch version)::
 
-    torch<major>.<minor>[-cxx11|-cxx98]-<backend>-<cpu>-<os>
+    torch<major>.<minor>[-cxx11|-cxx98]-<backend>-<cpu>-<os>[-tvm-ffi<major>.<minor>][-macos<version>]
 
 e.g. `torch2.13-cxx11-cpu-x86_64-linux`, `torch2.9-cxx11-cu128-aarch64-linux`,
 `torch2.11-cxx11-cu130-x86_64-linux`, `torch2.8-rocm63-x86_64-linux`,
 `torch2.9-metal-aarch64-darwin`. Backends are kernels' backend names: `cpu`,
 `cu<major><minor>`, `rocm<major><minor>`, `xpu<version>`, `metal`, `cann<...>`,
 `neuron`, `tpu`. On Linux the ABI tag defaults to `cxx11` when omitted (every
-Torch wheel since 2.7 uses it); on other systems it is absent.
+Torch wheel since 2.7 uses it); on other systems it is absent. `-tvm-ffi0.1`
+declares an environment with tvm-ffi 0.1 installed (so kernels' tvm-ffi builds
+qualify); `-macos15.4` a macOS release (without it, a Darwin target stands for a
+macOS new enough for kernels' Metal builds). Detection leaves both unset.
 
 `current_target()` reads Torch's installed metadata and `torch/version.py`
 instead of importing Torch, so checks stay fast. `kernels_target()` asks kernels
@@ -31,23 +34,28 @@ _TARGET_RE = re.compile(
     r"(?:-(?P<abi>cxx11|cxx98))?"
     r"-(?P<backend>cpu|metal|neuron|tpu|cu\d{2,4}|rocm\d{2,4}|xpu\d{2,8}|cann\d{2,4})"
     r"-(?P<cpu>[a-z0-9_]+)-(?P<os>[a-z]+)"
+    r"(?:-tvm-ffi(?P<tvm_ffi>\d+\.\d+))?"
+    r"(?:-macos(?P<macos>\d+(?:\.\d+)?))?"
 )
 _VERSION_FIELD_RE = re.compile(r"^(cuda|hip|xpu)\s*(?::[^=]*)?=\s*'([^']*)'", re.MULTILINE)
 
 
 @dataclass(frozen=True, order=True)
 class Target:
-    """One environment: Torch version and ABI, compute backend, CPU and OS."""
+    """One environment: Torch version and ABI, compute backend, CPU and OS (and tvm-ffi, macOS versions)."""
 
     torch: tuple[int, int]
     backend: str
     cpu: str
     os: str
     cxx11_abi: bool | None = None
+    tvm_ffi: str | None = None  # `major.minor` of an installed tvm-ffi
+    macos: str | None = None  # macOS release of a Darwin target
 
     def __str__(self) -> str:
         abi = "" if self.cxx11_abi is None else ("-cxx11" if self.cxx11_abi else "-cxx98")
-        return f"torch{self.torch[0]}.{self.torch[1]}{abi}-{self.backend}-{self.cpu}-{self.os}"
+        extra = (f"-tvm-ffi{self.tvm_ffi}" if self.tvm_ffi else "") + (f"-macos{self.macos}" if self.macos else "")
+        return f"torch{self.torch[0]}.{self.torch[1]}{abi}-{self.backend}-{self.cpu}-{self.os}{extra}"
 
     @property
     def torch_version(self) -> str:
@@ -60,7 +68,8 @@ def parse_target(text: str) -> Target:
     match = _TARGET_RE.fullmatch(text.strip())
     if not match:
         raise TargetError(
-            f"invalid target {text!r}: expected torch<major>.<minor>[-cxx11|-cxx98]-<backend>-<cpu>-<os>, "
+            f"invalid target {text!r}: expected torch<major>.<minor>[-cxx11|-cxx98]-<backend>-<cpu>-<os>"
+            "[-tvm-ffi<major>.<minor>][-macos<version>], "
             "e.g. torch2.13-cxx11-cpu-x86_64-linux or torch2.9-cxx11-cu128-x86_64-linux"
         )
     os_name = match["os"]
@@ -72,6 +81,8 @@ def parse_target(text: str) -> Target:
         cpu=match["cpu"],
         os=os_name,
         cxx11_abi=cxx11,
+        tvm_ffi=match["tvm_ffi"],
+        macos=match["macos"],
     )
 
 
@@ -157,7 +168,8 @@ def current_target() -> Target:
 def kernels_target() -> Target:
     """The running environment exactly as kernels detects it (imports Torch)."""
     import torch
-    from kernels.backends import _select_backend
+
+    from kernlock.kernels_adapter import running_backend
 
     cpu, os_name = system_platform()
     version = re.match(r"(\d+)\.(\d+)", torch.__version__)
@@ -165,7 +177,7 @@ def kernels_target() -> Target:
     cxx11 = bool(torch.compiled_with_cxx11_abi()) if os_name == "linux" else None
     return Target(
         torch=(int(version.group(1)), int(version.group(2))),
-        backend=_select_backend(None).variant_str,
+        backend=running_backend(),
         cpu=cpu,
         os=os_name,
         cxx11_abi=cxx11,

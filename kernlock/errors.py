@@ -73,6 +73,10 @@ class UnlockedKernelError(KernlockError):
     """A kernel was loaded that the lock does not cover (strict mode)."""
 
 
+class LocalKernelError(UnlockedKernelError):
+    """A local kernel (`LOCAL_KERNELS`, `get_local_kernel`) was loaded under strict mode without `KERNLOCK_ALLOW_LOCAL=1`."""
+
+
 class IntegrityError(KernlockError):
     """A cached kernel file does not match the hash recorded in the lock."""
 

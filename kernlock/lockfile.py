@@ -357,6 +357,10 @@ def load_lockfile(path: str | os.PathLike[str]) -> Lockfile:
     entry = entry_for(data)
     lock = load_parsed(entry)
     if lock is None:
+        from kernlock.kernels_lock import looks_like_kernels_lock, migrate_hint
+
+        if looks_like_kernels_lock(data):
+            raise LockfileError(migrate_hint(path))
         try:
             text = data.decode("utf-8").replace("\r\n", "\n")
         except UnicodeDecodeError as error:

@@ -11,6 +11,7 @@ from kernlock.environment import parse_target
 from kernlock.atomic import atomic_write
 from kernlock.errors import KernlockError, UsageError
 from kernlock.hub import Hub
+from kernlock.kernels_lock import migration_for
 from kernlock.lockfile import Lockfile, write_lockfile
 from kernlock.project import Project, collect_specs, project_targets, resolving_target
 from kernlock.resolver import ResolveOptions, Resolver
@@ -29,6 +30,7 @@ class LockResult:
     removed: tuple[str, ...]
     updated: tuple[str, ...]
     warnings: tuple[str, ...] = ()
+    migrated: str | None = None  # what a kernels JSON lock was converted to, in one line
 
 
 def _relative_to(root: Path, path: str) -> str:
@@ -76,18 +78,21 @@ def lock(
     trust: Iterable[str] = (),
     lockfile: str | os.PathLike[str] | None = None,
     write: bool = True,
+    migrate: bool = False,
     progress: Callable[[str], None] | None = None,
     hub: Hub | None = None,
 ) -> LockResult:
     """Resolve the project's kernel specs and write `kernels.lock`.
 
     Existing pins are kept unless `upgrade` (all) or `upgrade_kernels` (those
-    repos) asks otherwise. On any error the previous lock is left untouched.
+    repos) asks otherwise. A kernels JSON lock at the path is converted only with
+    `migrate` (its commits become pins; see `kernlock.kernels_lock`). On any error
+    the previous lock is left untouched.
     """
     with exclusive_workspace(project_dir, lockfile) as workspace:
         return _relock(workspace, workspace.project, list(specs), targets=tuple(targets), scan=tuple(scan),
                        upgrade=upgrade, upgrade_kernels=tuple(upgrade_kernels), all_variants=all_variants,
-                       trust=tuple(trust), write=write, progress=progress, hub=hub)
+                       trust=tuple(trust), write=write, migrate=migrate, progress=progress, hub=hub)
 
 
 def remove(
@@ -132,12 +137,13 @@ def remove(
 
 def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, targets: tuple[str, ...] = (),
             scan: tuple[str, ...] = (), upgrade: bool = False, upgrade_kernels: tuple[str, ...] = (),
-            all_variants: bool = False, trust: tuple[str, ...] = (), write: bool = True,
+            all_variants: bool = False, trust: tuple[str, ...] = (), write: bool = True, migrate: bool = False,
             removals: dict[str, list[str]] | None = None, progress: Callable[[str], None] | None = None,
             hub: Hub | None = None) -> LockResult:
     """Resolve `project`'s sources plus `cli_specs` and write the lock and the pyproject edits (lock held)."""
     path = workspace.lockfile
-    previous = workspace.previous_lock(upgrade)
+    migration = migration_for(path, migrate)
+    previous = migration.as_previous_lock() if migration is not None else workspace.previous_lock(upgrade)
     target_list = project_targets(project, targets)
     resolving = resolving_target(target_list)
     all_specs = collect_specs(project, cli_specs, scan, resolving)
@@ -171,6 +177,8 @@ def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, tar
         if any(additions.values()) or removals:
             _edit_pyproject(project, additions, removals)
         path.parent.mkdir(parents=True, exist_ok=True)
+        if migration is not None:
+            migration.preserve()
         written = write_lockfile(result, path)
     return LockResult(
         lockfile=result,
@@ -180,4 +188,5 @@ def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, tar
         removed=tuple(sorted(set(old) - set(new))),
         updated=tuple(sorted(k for k in new if k in old and old[k] != new[k])),
         warnings=tuple(resolver.warnings),
+        migrated=migration.summary(result) if migration is not None else None,
     )

@@ -25,7 +25,19 @@ from types import ModuleType
 from typing import Any
 
 from kernlock.environment import Target, current_target, kernels_target, parse_target
-from kernlock.errors import CompatibilityError, KernlockError, NoVariantError, UnlockedKernelError
+from kernlock.errors import CompatibilityError, KernlockError, LocalKernelError, NoVariantError, UnlockedKernelError
+from kernlock.kernels_adapter import (
+    PATCH_POINTS,
+    kernel_request,
+    local_kernel_overrides,
+    local_path_kernel,
+    locked_dependency,
+    locked_kernel,
+    replace_function,
+    system_decisions,
+    system_variant_trace,
+    target_decisions,
+)
 from kernlock.lockfile import LOCK_FILENAME, LockedKernel, Lockfile
 from kernlock.spec import looks_like_sha
 from kernlock.workspace import applied_workspace
@@ -35,6 +47,7 @@ logger = logging.getLogger("kernlock")
 TARGET_ENV = "KERNLOCK_TARGET"
 STRICT_ENV = "KERNLOCK_STRICT"
 VERBOSE_ENV = "KERNLOCK_VERBOSE"
+ALLOW_LOCAL_ENV = "KERNLOCK_ALLOW_LOCAL"
 
 
 class VariantMismatchError(KernlockError):
@@ -178,37 +191,17 @@ def _unlocked(repo: str, what: str) -> None:
     _warn_once(f"unlocked:{repo}:{what}", message)
 
 
-def _request_parts(kernel_dependency: Any) -> tuple[int | None, str | None]:
-    version = getattr(kernel_dependency.version, "version", None)
-    revision = getattr(kernel_dependency.version, "revision", None)
-    return version, revision
-
-
-def _locked_local_kernel(entry: LockedKernel):
+def _locked_local_kernel(entry: LockedKernel) -> Any:
     """Resolve a locked entry to kernels' `LocalKernel` in the verified cache."""
-    from kernels._rust import Metadata
-    from kernels.resolver import LocalKernel, RemoteKernel
-    from kernels.variants import parse_variant, resolve_variant
-
     from kernlock.cache import ensure_variant
 
     target = str(_STATE.target)
     variant = entry.variant_for(target)
     if variant is None:
         raise NoVariantError(f"{entry.spec}: no variant locked for {target}; fix: kernlock lock --target {target}")
-    if _STATE.simulated:
-        from kernlock.resolver import choose_variant
-
-        preferred_name = choose_variant(entry.build_variants or [variant.name], _STATE.target)[0]
-    else:
-        names = []
-        for name in entry.build_variants or [variant.name]:
-            try:
-                names.append(parse_variant(name))
-            except ValueError:
-                continue
-        preferred, _ = resolve_variant(names, None)
-        preferred_name = preferred.variant_str if preferred else None
+    names = entry.build_variants or [variant.name]
+    decisions = target_decisions(names, _STATE.target) if _STATE.simulated else system_decisions(names)
+    preferred_name = decisions[0].variant if decisions and decisions[0].accepted else None
     if preferred_name != variant.name:
         raise VariantMismatchError(
             f"{entry.spec}: kernels would load {preferred_name or 'no variant'} here, "
@@ -218,100 +211,180 @@ def _locked_local_kernel(entry: LockedKernel):
     from huggingface_hub import constants
 
     root = ensure_variant(entry, variant, offline=bool(constants.HF_HUB_OFFLINE))
-    metadata = Metadata.read_from_file(root / "metadata.json")
-    origin = RemoteKernel(repo_id=entry.repo, revision=entry.commit, metadata=metadata, variant=parse_variant(variant.name))
-    return LocalKernel(variant_path=root, metadata=metadata, origin=origin)
+    return locked_kernel(root, entry.repo, entry.commit, variant.name)
 
 
-class LockedResolver:
-    """A kernels resolver backed by the lock (first in kernels' resolver chain)."""
-
-    def resolve(self, *, api: Any, backend: str | None, kernel: Any):
-        """Return the locked build of a locked repo; refuse or pass on an unlocked one."""
-        lock = _STATE.lock
-        if lock is None:
-            return None
-        version, revision = _request_parts(kernel)
-        entry = find_entry(lock, kernel.repo_id, version, revision, _current_target())
-        if entry is None:
-            _unlocked(kernel.repo_id, _describe(version, revision))
-            return None
-        if backend not in (None, _STATE.target.backend if _STATE.target else None) and backend != "cpu":
-            return None
-        local = _locked_local_kernel(entry)
-        variant = entry.variant_for(str(_STATE.target))
-        logger.info("kernlock: %s (%s) -> %s [%s]", kernel.repo_id, _describe(version, revision), entry.commit, variant.name)
-        return local
+# ---------------------------------------------------------------- local kernels
 
 
-# ---------------------------------------------------------------- patching kernels
+def _local_allowed() -> bool:
+    return os.environ.get(ALLOW_LOCAL_ENV, "").lower() in ("1", "true", "yes", "on")
+
+
+def _local_kernel(repo: str, path: Path, how: str) -> None:
+    """Apply the local-kernel policy: refuse under strict mode unless allowed, else warn loudly once."""
+    commits = sorted({e.commit[:12] for e in _STATE.lock.for_repo(repo)}) if _STATE.lock else []
+    instead = f"instead of the locked {', '.join(commits)}" if commits else "(not in the lock)"
+    if _STATE.strict and not _local_allowed():
+        raise LocalKernelError(
+            f"{how} loads {repo} from {path} {instead}, which kernlock cannot check; "
+            f"set {ALLOW_LOCAL_ENV}=1 to allow local kernels (or unset LOCAL_KERNELS, or apply(strict=False))"
+        )
+    _warn_once(
+        f"local:{repo}:{path}",
+        f"kernlock: {how}: loading {repo} from {path} {instead}; its files are not checked against {_STATE.path}",
+    )
+
+
+def local_overrides() -> dict[str, Path]:
+    """`LOCAL_KERNELS` as `{repo: path}` (kernels' own parsing); raises `KernlockError` on a malformed value."""
+    try:
+        return local_kernel_overrides(os.environ.get("LOCAL_KERNELS"))
+    except ValueError as error:
+        raise KernlockError(f"LOCAL_KERNELS is malformed ({error}); fix: LOCAL_KERNELS=org/repo=/path[:org/repo=/path]") from None
+
+
+def _is_local_path(repo: str) -> bool:
+    """`get_local_kernel(path)` asks for the path itself as the repo id."""
+    return repo.startswith((os.sep, ".", "~")) or repo.count("/") != 1 or Path(repo).is_dir()
+
+
+# ---------------------------------------------------------------- the lock-backed resolver
 
 
 def _describe(version: int | None, revision: str | None) -> str:
     return f"version {version}" if version is not None else f"revision {revision}"
 
 
-def _patch_load(module: ModuleType) -> None:
-    """Put the lock-backed resolver first in every resolver chain kernels builds."""
-    from kernels.resolver import SequentialResolver
+class LockedResolver:
+    """A kernels resolver backed by the lock, put in front of every resolver chain kernels builds.
 
-    original = module._get_local_kernel_overrides
-    locked = LockedResolver()
+    Locked repos resolve to the locked commit and variant in the verified cache;
+    local kernels follow the local-kernel policy; anything else is refused
+    (strict) or passed on to kernels' own chain (`inner`) with a warning.
+    """
 
-    def _get_local_kernel_overrides():
-        return SequentialResolver(resolvers=[locked, original()])
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
 
-    module._get_local_kernel_overrides = _get_local_kernel_overrides
+    def resolve(self, *, api: Any, backend: str | None, kernel: Any) -> Any:
+        """Return the locked build of a locked repo; refuse or pass on anything else."""
+        located = self._locked(backend, kernel) if _STATE.lock is not None else None
+        if located is not None or self.inner is None:
+            return located
+        return self.inner.resolve(api=api, backend=backend, kernel=kernel)
+
+    def _locked(self, backend: str | None, kernel: Any) -> Any:
+        repo, version, revision = kernel_request(kernel)
+        override = local_overrides().get(repo)
+        if override is not None:
+            _local_kernel(repo, override, "LOCAL_KERNELS")
+            return local_path_kernel(override, backend)
+        if _is_local_path(repo) and not _STATE.lock.for_repo(repo):
+            _local_kernel(repo, Path(repo), "get_local_kernel")
+            return None
+        entry = find_entry(_STATE.lock, repo, version, revision, _current_target())
+        if entry is None:
+            _unlocked(repo, _describe(version, revision))
+            return None
+        if backend not in (None, _STATE.target.backend if _STATE.target else None) and backend != "cpu":
+            return None
+        local = _locked_local_kernel(entry)
+        variant = entry.variant_for(str(_STATE.target))
+        logger.info("kernlock: %s (%s) -> %s [%s]", repo, _describe(version, revision), entry.commit, variant.name)
+        return local
+
+
+def _served_from_lock(repo: str, how: str) -> tuple[Any, Any] | None:
+    """kernels' `(KernelLocks, KernelDependency)` for `repo` from the applied lock, or None to let kernels read its own."""
+    lock = _STATE.lock
+    if lock is None:
+        return None
+    entries = [e for e in lock.for_repo(repo) if e.variant_for(str(_STATE.target)) is not None]
+    if not entries:
+        _unlocked(repo, how)
+        return None
+    entry = next((e for e in entries if e.spec in e.names()), None) or next((e for e in entries if e.requested), entries[0])
+    return locked_dependency(repo, entry.commit)
+
+
+# ---------------------------------------------------------------- patching kernels
+
+
+def _patch_deps(module: ModuleType) -> None:
+    """Every load (get_kernel, has_kernel, load_kernel, get_locked_kernel, layer and function
+    repositories, get_local_kernel) resolves its kernel tree through the lock first."""
+
+    def make(original: Any) -> Any:
+        def resolve_kernel_tree(api: Any, kernel: Any, backend: str | None, resolver: Any, seen: Any = None) -> Any:
+            if not isinstance(resolver, LockedResolver):
+                resolver = LockedResolver(resolver)
+            return original(api=api, kernel=kernel, backend=backend, resolver=resolver, seen=seen)
+        return resolve_kernel_tree
+
+    replace_function(module, "resolve_kernel_tree", make)
+
+
+def _patch_locking(module: ModuleType) -> None:
+    """kernels' lock readers (load_kernel, get_locked_kernel, Locked*Repository) answer from the applied lock."""
+
+    def make_file(original: Any) -> Any:
+        def get_locked_kernel_revision(repo_id: str, lockfile: Any) -> Any:
+            return _served_from_lock(repo_id, f"kernels lock {lockfile}") or original(repo_id, lockfile)
+        return get_locked_kernel_revision
+
+    def make_caller(original: Any) -> Any:
+        def get_caller_locked_kernel_revision(repo_id: str) -> Any:
+            return _served_from_lock(repo_id, "kernels lock in package metadata") or original(repo_id)
+        return get_caller_locked_kernel_revision
+
+    replace_function(module, "get_locked_kernel_revision", make_file)
+    replace_function(module, "get_caller_locked_kernel_revision", make_caller)
 
 
 def _patch_versions(module: ModuleType) -> None:
     """Answer version → commit lookups (layer and function repositories) from the lock."""
-    original = module.select_revision_or_version
 
-    def select_revision_or_version(repo_id: str, *, revision: str | None, version: int | None, local_files_only: bool) -> str:
-        lock = _STATE.lock
-        entry = find_entry(lock, repo_id, version, revision, _current_target()) if lock else None
-        if entry is not None:
-            return entry.commit
-        if lock is not None:
-            _unlocked(repo_id, _describe(version, revision))
-        return original(repo_id, revision=revision, version=version, local_files_only=local_files_only)
+    def make(original: Any) -> Any:
+        def select_revision_or_version(repo_id: str, *, revision: str | None, version: int | None,
+                                       local_files_only: bool) -> str:
+            lock = _STATE.lock
+            entry = find_entry(lock, repo_id, version, revision, _current_target()) if lock else None
+            if entry is not None:
+                return entry.commit
+            if lock is not None and repo_id not in local_overrides():
+                _unlocked(repo_id, _describe(version, revision))
+            return original(repo_id, revision=revision, version=version, local_files_only=local_files_only)
+        return select_revision_or_version
 
-    module.select_revision_or_version = select_revision_or_version
-    for name in ("kernels.variants", "kernels.layer.layer", "kernels.layer.func"):
-        importer = sys.modules.get(name)
-        if importer is not None and getattr(importer, "select_revision_or_version", None) is original:
-            importer.select_revision_or_version = select_revision_or_version
+    replace_function(module, "select_revision_or_version", make)
 
 
 def _patch_variants(module: ModuleType) -> None:
     """Answer `get_kernel_variants` for locked repos from the lock, with kernels' own ranking."""
-    original = module.get_kernel_variants
 
-    def get_kernel_variants(repo_id: str, *, revision: str | None = None, version: int | None = None, backend: str | None = None):
-        lock = _STATE.lock
-        entry = find_entry(lock, repo_id, version, revision, _current_target()) if lock else None
-        if entry is None:
-            if lock is not None:
-                _unlocked(repo_id, _describe(version, revision))
-            return original(repo_id, revision=revision, version=version, backend=backend)
-        parsed = []
-        for name in entry.build_variants:
-            try:
-                parsed.append(module.parse_variant(name))
-            except ValueError:
-                continue
-        _, trace = module.resolve_variants(parsed, backend)
-        return trace
+    def make(original: Any) -> Any:
+        def get_kernel_variants(repo_id: str, *, revision: str | None = None, version: int | None = None,
+                                backend: str | None = None) -> Any:
+            lock = _STATE.lock
+            entry = find_entry(lock, repo_id, version, revision, _current_target()) if lock else None
+            if entry is None:
+                if lock is not None:
+                    _unlocked(repo_id, _describe(version, revision))
+                return original(repo_id, revision=revision, version=version, backend=backend)
+            return system_variant_trace(entry.build_variants, backend)
+        return get_kernel_variants
 
-    get_kernel_variants.__doc__ = original.__doc__
-    module.get_kernel_variants = get_kernel_variants
-    package = sys.modules.get("kernels")
-    if package is not None and getattr(package, "get_kernel_variants", None) is original:
-        package.get_kernel_variants = get_kernel_variants
+    replace_function(module, "get_kernel_variants", make)
 
 
-_PATCHES = {"kernels._versions": _patch_versions, "kernels.variants": _patch_variants, "kernels.load": _patch_load}
+_PATCHERS = {
+    "kernels.deps": _patch_deps,
+    "kernels.locking": _patch_locking,
+    "kernels._versions": _patch_versions,
+    "kernels.variants": _patch_variants,
+}
+assert set(_PATCHERS) == set(PATCH_POINTS)
 
 
 def _patch_module(name: str, module: ModuleType) -> None:
@@ -319,14 +392,14 @@ def _patch_module(name: str, module: ModuleType) -> None:
         if name in _STATE.patched:
             return
         _STATE.patched.add(name)
-    _PATCHES[name](module)
+    _PATCHERS[name](module)
 
 
 class _KernelsImportHook(importlib.abc.MetaPathFinder):
     """Patches kernels' modules the moment they are first imported."""
 
     def find_spec(self, fullname: str, path: Any, target: Any = None):
-        if fullname not in _PATCHES or fullname in _STATE.patched:
+        if fullname not in _PATCHERS or fullname in _STATE.patched:
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
@@ -344,11 +417,11 @@ class _KernelsImportHook(importlib.abc.MetaPathFinder):
 
 def _ensure_patched() -> None:
     """Patch kernels now where it is imported, and on import otherwise."""
-    for name in _PATCHES:
+    for name in _PATCHERS:
         module = sys.modules.get(name)
         if module is not None:
             _patch_module(name, module)
-    if not all(name in _STATE.patched for name in _PATCHES) and not any(
+    if not all(name in _STATE.patched for name in _PATCHERS) and not any(
         isinstance(finder, _KernelsImportHook) for finder in sys.meta_path
     ):
         sys.meta_path.insert(0, _KernelsImportHook())
@@ -393,9 +466,18 @@ def apply(lockfile: str | os.PathLike[str] | None = None, *, strict: bool | None
     target = _environment(simulated)
     check_coverage(lock, target, path)
     check_compatibility(lock, target)
+    overrides = local_overrides()
+    if overrides and strict and not _local_allowed():
+        listed = ", ".join(f"{repo}={local}" for repo, local in sorted(overrides.items()))
+        raise LocalKernelError(
+            f"LOCAL_KERNELS overrides {listed}, which kernlock cannot check against {path}; "
+            f"set {ALLOW_LOCAL_ENV}=1 to allow local kernels (or unset LOCAL_KERNELS, or apply(strict=False))"
+        )
     with _STATE.mutex:
         _STATE.lock, _STATE.path, _STATE.target, _STATE.strict = lock, path, target, strict
         _STATE.simulated = bool(simulated)
+    for repo, local in sorted(overrides.items()):
+        _local_kernel(repo, local, "LOCAL_KERNELS")
     _ensure_patched()
     applied = Applied(
         lockfile=path,

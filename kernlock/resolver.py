@@ -1,8 +1,8 @@
 """Resolution: kernel specs → commits, build variants per target, file hashes.
 
-Variant choice reuses kernels' own parsing and ranking
-(`kernels.variants.parse_variant` and `_resolve_variant_for_system`), evaluated
-for each target instead of the running machine, so the lock predicts exactly
+Variant choice reuses kernels' own parsing and ranking (through
+`kernlock.kernels_adapter.target_decisions`), evaluated for each target
+instead of the running machine, so the lock predicts exactly
 what kernels will load. Hub requests run concurrently through `kernlock.hub`.
 """
 
@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from kernlock.environment import Target
 from kernlock.errors import NoVariantError, ResolutionError, TrustError
 from kernlock.hub import Hub, Ref, TreeFile
+from kernlock.kernels_adapter import kernel_request, target_decisions, variant_metadata
 from kernlock.lockfile import SIGNATURE_FILE, LockedFile, LockedKernel, Lockfile, LockedVariant, Override, Provenance
 from kernlock.overrides import OverrideRule
 from kernlock.spec import KernelSpec, looks_like_sha, version_of_branch
@@ -91,44 +92,16 @@ class VariantMetadata:
     provenance: Provenance | None = None
 
 
-def _variant_target_decision(variant_names: Iterable[str], target: Target):
-    """kernels' accepted-first decision trace for `target` over `variant_names`."""
-    from kernels.backends import parse_backend
-    from kernels.variants import _resolve_variant_for_system, parse_variant
-    from packaging.version import Version
-
-    variants = []
-    for name in variant_names:
-        try:
-            variants.append(parse_variant(name))
-        except ValueError:
-            continue
-    _, trace = _resolve_variant_for_system(
-        variants=variants,
-        selected_backend=parse_backend(target.backend),
-        cpu=target.cpu,
-        os=target.os,
-        torch_version=Version(target.torch_version),
-        torch_cxx11_abi=target.cxx11_abi,
-        tvm_ffi_version=None,
-        macos_version=Version("26.0") if target.os == "darwin" else None,
-    )
-    return trace
-
-
 def choose_variant(variant_names: Iterable[str], target: Target) -> tuple[str | None, list[str]]:
     """The variant kernels would load on `target`, and one line per variant with kernels' reason."""
-    from kernels.variants import VariantAccepted
-
-    trace = _variant_target_decision(variant_names, target)
-    chosen = trace[0].variant.variant_str if trace and isinstance(trace[0], VariantAccepted) else None
+    decisions = target_decisions(variant_names, target)
+    chosen = decisions[0].variant if decisions and decisions[0].accepted else None
     lines = []
-    for decision in trace:
-        name = decision.variant.variant_str
-        if isinstance(decision, VariantAccepted):
-            lines.append(f"{name}: {'chosen' if name == chosen else 'compatible, lower preference'}")
+    for decision in decisions:
+        if decision.accepted:
+            lines.append(f"{decision.variant}: {'chosen' if decision.variant == chosen else 'compatible, lower preference'}")
         else:
-            lines.append(f"{name}: {decision.reason}")
+            lines.append(f"{decision.variant}: {decision.reason}")
     return chosen, lines
 
 
@@ -432,17 +405,14 @@ def read_variant_metadata(repo: str, variant: str, metadata: bytes | None) -> Va
     if len(metadata) > MAX_METADATA_BYTES:
         raise ResolutionError(f"{repo} {variant}: metadata.json is {len(metadata)} bytes, more than {MAX_METADATA_BYTES}")
     try:
-        from kernels import Metadata
-
-        parsed = Metadata.from_bytes(metadata)
+        parsed = variant_metadata(metadata)
     except Exception as error:
         message = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise ResolutionError(f"{repo} {variant}: metadata.json is not valid kernel metadata ({message})") from None
     keys = set()
     for dep in parsed.kernel_depends:
-        version = getattr(dep.version, "version", None)
-        revision = getattr(dep.version, "revision", None)
-        keys.add(f"{dep.repo_id}@v{version}" if version is not None else f"{dep.repo_id}@{revision}")
+        repo, version, revision = kernel_request(dep)
+        keys.add(f"{repo}@v{version}" if version is not None else f"{repo}@{revision}")
     digest = None
     if parsed.digest is not None and str(parsed.digest.algorithm).upper().endswith("SHA256"):
         digest = dict(parsed.digest.files)

@@ -37,12 +37,13 @@ def progress_line() -> Callable[[str], None] | None:
 @click.option("--upgrade-kernel", "-P", "upgrade_kernels", multiple=True, metavar="REPO", help="Re-resolve only this repo (repeatable).")
 @click.option("--all-variants", is_flag=True, help="Lock every build variant at each commit, not only the targets'.")
 @click.option("--trust", multiple=True, metavar="REPO", help="Allow this repo from an untrusted publisher (repeatable).")
+@click.option("--migrate", is_flag=True, help="Convert kernels' own JSON kernels.lock: keep its commits as pins, keep the JSON as kernels.lock.json.")
 @click.option("--lockfile", type=click.Path(dir_okay=False), help="Lock file path (default: kernels.lock in the project).")
 @click.option("--project", "project_dir", default=".", type=click.Path(file_okay=False), help="Project directory.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
 @handle_errors
 def lock_command(specs: tuple[str, ...], targets: tuple[str, ...], scan: tuple[str, ...], upgrade: bool,
-                 upgrade_kernels: tuple[str, ...], all_variants: bool, trust: tuple[str, ...],
+                 upgrade_kernels: tuple[str, ...], all_variants: bool, trust: tuple[str, ...], migrate: bool,
                  lockfile: str | None, project_dir: str, as_json: bool) -> None:
     """Resolve kernel specs and write kernels.lock.
 
@@ -53,7 +54,7 @@ def lock_command(specs: tuple[str, ...], targets: tuple[str, ...], scan: tuple[s
 
     progress = progress_line()
     result = lock(project_dir, specs, targets=targets, scan=scan, upgrade=upgrade, upgrade_kernels=upgrade_kernels,
-                  all_variants=all_variants, trust=trust, lockfile=lockfile, progress=progress)
+                  all_variants=all_variants, trust=trust, lockfile=lockfile, migrate=migrate, progress=progress)
     report(result, progress, as_json)
 
 
@@ -63,13 +64,15 @@ def report(result: LockResult, progress: Callable[[str], None] | None, as_json: 
 
     if progress:
         click.echo("\r" + " " * 100 + "\r", err=True, nl=False)
+    if result.migrated:
+        click.echo(f"kernlock: {result.migrated}", err=True)
     for warning in result.warnings:
         click.echo(f"kernlock: warning: {warning}", err=True)
     if as_json:
         click.echo(json.dumps({
             "lockfile": str(result.path), "written": result.written, "targets": list(result.lockfile.targets),
             "added": list(result.added), "removed": list(result.removed), "updated": list(result.updated),
-            "warnings": list(result.warnings),
+            "warnings": list(result.warnings), "migrated": result.migrated,
             "kernels": json_summary(result.lockfile),
         }, indent=2))
         return

@@ -1,0 +1,440 @@
+"""The one place kernlock touches private internals of `kernels` and Transformers.
+
+kernlock reuses kernels' variant ranking, its resolver protocol, its lock types
+and its `LOCAL_KERNELS` parser, and reads Transformers' Hub-kernel tables. None
+of these are public API and several moved within kernels 0.17.x, so every use
+lives here, behind kernlock's own small types (`Decision`, `Target`, plain
+tuples), and each internal is listed in `INTERNALS`: `broken_internals()` (run
+by the contract tests) names the internal that changed.
+
+Nothing here imports kernels, Torch or Transformers at module import time.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import importlib
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from kernlock.environment import Target
+
+# ---------------------------------------------------------------- the contract
+
+
+@dataclass(frozen=True)
+class Internal:
+    """A private name kernlock relies on: where it lives and what it must accept."""
+
+    module: str
+    name: str
+    parameters: tuple[str, ...] = ()  # keyword parameters a callable must accept
+    attributes: tuple[str, ...] = ()  # attributes a class or value must have
+
+    @property
+    def dotted(self) -> str:
+        return f"{self.module}.{self.name}"
+
+
+INTERNALS: tuple[Internal, ...] = (
+    Internal("kernels.variants", "parse_variant"),
+    Internal("kernels.variants", "resolve_variant", ("variants", "backend")),
+    Internal("kernels.variants", "resolve_variants", ("variants", "backend")),
+    Internal("kernels.variants", "_resolve_variant_for_system", (
+        "variants", "selected_backend", "cpu", "os", "torch_version", "torch_cxx11_abi", "tvm_ffi_version", "macos_version",
+    )),
+    Internal("kernels.variants", "_METAL_MIN_MACOS_VERSION"),
+    Internal("kernels.variants", "get_kernel_variants", ("repo_id", "revision", "version", "backend")),
+    Internal("kernels.variants", "VariantAccepted", attributes=("variant",)),
+    Internal("kernels.variants", "VariantRejected", attributes=("variant", "reason")),
+    Internal("kernels.backends", "parse_backend"),
+    Internal("kernels.backends", "_select_backend"),
+    Internal("kernels._rust", "Metadata", attributes=("read_from_file", "from_bytes", "kernel_depends")),
+    Internal("kernels._rust", "KernelDependency", attributes=("repo_id", "version")),
+    Internal("kernels._rust", "KernelVersion", attributes=("Version", "Revision")),
+    Internal("kernels._rust", "KernelLock", attributes=("commit",)),
+    Internal("kernels._rust", "KernelLocks", attributes=("from_json", "to_json", "keys")),
+    Internal("kernels.resolver", "LocalKernel", ("variant_path", "metadata", "origin")),
+    Internal("kernels.resolver", "RemoteKernel", ("repo_id", "revision", "metadata", "variant")),
+    Internal("kernels.resolver", "resolve_local_kernel", ("repo_path", "backend")),
+    Internal("kernels.deps", "resolve_kernel_tree", ("api", "kernel", "backend", "resolver")),
+    Internal("kernels.load", "_parse_local_kernel_overrides", ("local_kernels",)),
+    Internal("kernels._versions", "select_revision_or_version", ("repo_id", "revision", "version", "local_files_only")),
+    Internal("kernels.locking", "get_locked_kernel_revision", ("repo_id", "lockfile")),
+    Internal("kernels.locking", "get_caller_locked_kernel_revision", ("repo_id",)),
+)
+
+# Transformers' tables, read from its source (importing Transformers takes seconds).
+TRANSFORMERS_TABLES = {
+    "FLASH_ATTN_KERNEL_VERSIONS": ("modeling_flash_attention_utils.py", "transformers.modeling_flash_attention_utils"),
+    "FLASH_ATTN_KERNEL_FALLBACK": ("modeling_flash_attention_utils.py", "transformers.modeling_flash_attention_utils"),
+}
+TRANSFORMERS_KERNELS_WINDOW = ("utils/import_utils.py", "KERNELS_MIN_VERSION", "KERNELS_MAX_VERSION")
+TRANSFORMERS_HUB_KERNELS = ("transformers.integrations.hub_kernels", "get_kernel_mapping_transformers", "_HUB_KERNEL_MAPPING")
+
+
+def _resolve(internal: Internal) -> Any:
+    return getattr(importlib.import_module(internal.module), internal.name)
+
+
+def _accepted_parameters(value: Any) -> set[str] | None:
+    import inspect
+
+    target = value.__init__ if inspect.isclass(value) else value
+    try:
+        return set(inspect.signature(target).parameters)
+    except (TypeError, ValueError):  # compiled (Rust) callables have no signature
+        return None
+
+
+def check_internal(internal: Internal) -> str | None:
+    """What changed about one internal (`kernels.x.name: ...`), or None when it still holds."""
+    try:
+        value = _resolve(internal)
+    except (ImportError, AttributeError) as error:
+        return f"{internal.dotted}: missing ({error})"
+    accepted = _accepted_parameters(value) if internal.parameters else None
+    if accepted is not None:
+        lacking = [p for p in internal.parameters if p not in accepted]
+        if lacking:
+            return f"{internal.dotted}: no longer accepts {', '.join(lacking)}"
+    fields = getattr(value, "__dataclass_fields__", {})
+    lacking = [a for a in internal.attributes if not hasattr(value, a) and a not in fields]
+    if lacking:
+        return f"{internal.dotted}: has no {', '.join(lacking)}"
+    return None
+
+
+def broken_internals() -> list[str]:
+    """One line per kernels internal that is missing or changed shape; empty when all hold."""
+    return [problem for internal in INTERNALS if (problem := check_internal(internal)) is not None]
+
+
+# ---------------------------------------------------------------- variants
+
+
+@dataclass(frozen=True)
+class Decision:
+    """kernels' verdict on one build variant: accepted (ranked first to last) or rejected with a reason."""
+
+    variant: str
+    accepted: bool
+    reason: str = ""
+
+
+def _parsed(names: Iterable[str]) -> list[Any]:
+    from kernels.variants import parse_variant
+
+    parsed = []
+    for name in names:
+        try:
+            parsed.append(parse_variant(name))
+        except ValueError:
+            continue  # kernels ignores variants it cannot parse
+    return parsed
+
+
+def _decisions(trace: list[Any]) -> list[Decision]:
+    from kernels.variants import VariantAccepted
+
+    return [
+        Decision(d.variant.variant_str, True) if isinstance(d, VariantAccepted)
+        else Decision(d.variant.variant_str, False, d.reason)
+        for d in trace
+    ]
+
+
+def metal_min_macos() -> str:
+    """The oldest macOS kernels loads Metal builds on."""
+    from kernels.variants import _METAL_MIN_MACOS_VERSION
+
+    return str(_METAL_MIN_MACOS_VERSION)
+
+
+def system_parameters(target: Target) -> dict[str, Any]:
+    """`target` as the keyword arguments of kernels' `_resolve_variant_for_system`.
+
+    A Darwin target without a macOS version stands for a macOS new enough for
+    kernels' Metal builds; a target without a tvm-ffi version has no tvm-ffi.
+    """
+    from kernels.backends import parse_backend
+    from packaging.version import Version
+
+    macos = target.macos or (metal_min_macos() if target.os == "darwin" else None)
+    return {
+        "selected_backend": parse_backend(target.backend),
+        "cpu": target.cpu,
+        "os": target.os,
+        "torch_version": Version(target.torch_version),
+        "torch_cxx11_abi": target.cxx11_abi,
+        "tvm_ffi_version": Version(target.tvm_ffi) if target.tvm_ffi else None,
+        "macos_version": Version(macos) if macos else None,
+    }
+
+
+def target_decisions(variant_names: Iterable[str], target: Target) -> list[Decision]:
+    """kernels' ranked verdicts over `variant_names` for `target`: accepted first, best first."""
+    from kernels.variants import _resolve_variant_for_system
+
+    _, trace = _resolve_variant_for_system(variants=_parsed(variant_names), **system_parameters(target))
+    return _decisions(trace)
+
+
+def system_decisions(variant_names: Iterable[str], backend: str | None = None) -> list[Decision]:
+    """kernels' ranked verdicts over `variant_names` for this machine (imports Torch)."""
+    from kernels.variants import resolve_variants
+
+    _, trace = resolve_variants(_parsed(variant_names), backend)
+    return _decisions(trace)
+
+
+def system_variant_trace(variant_names: Iterable[str], backend: str | None) -> list[Any]:
+    """kernels' own decision objects for this machine (what `kernels.get_kernel_variants` returns)."""
+    from kernels.variants import resolve_variants
+
+    return resolve_variants(_parsed(variant_names), backend)[1]
+
+
+def running_backend() -> str:
+    """The backend kernels selects on this machine (`cpu`, `cu128`, …; imports Torch)."""
+    from kernels.backends import _select_backend
+
+    return _select_backend(None).variant_str
+
+
+# ---------------------------------------------------------------- kernels' metadata, resolvers and loads
+
+
+def variant_metadata(data: bytes) -> Any:
+    """kernels' parsed `metadata.json` of a build variant."""
+    from kernels import Metadata
+
+    return Metadata.from_bytes(data)
+
+
+def kernel_request(kernel: Any) -> tuple[str, int | None, str | None]:
+    """`(repo, version, revision)` of the `KernelDependency` kernels asks a resolver for."""
+    return kernel.repo_id, getattr(kernel.version, "version", None), getattr(kernel.version, "revision", None)
+
+
+def locked_kernel(root: Path, repo: str, commit: str, variant: str) -> Any:
+    """kernels' `LocalKernel` for a verified variant directory, remembering its Hub origin."""
+    from kernels._rust import Metadata
+    from kernels.resolver import LocalKernel, RemoteKernel
+    from kernels.variants import parse_variant
+
+    metadata = Metadata.read_from_file(root / "metadata.json")
+    origin = RemoteKernel(repo_id=repo, revision=commit, metadata=metadata, variant=parse_variant(variant))
+    return LocalKernel(variant_path=root, metadata=metadata, origin=origin)
+
+
+def local_path_kernel(path: Path, backend: str | None) -> Any:
+    """kernels' `LocalKernel` for a local kernel directory (what `LOCAL_KERNELS` points at)."""
+    from kernels.resolver import resolve_local_kernel
+
+    return resolve_local_kernel(path, backend=backend)
+
+
+def local_kernel_overrides(value: str | None) -> dict[str, Path]:
+    """`LOCAL_KERNELS` (`repo=path:repo=path`) parsed by kernels' own parser; a bad value raises `ValueError`."""
+    if not value:
+        return {}
+    from kernels.load import _parse_local_kernel_overrides
+
+    return dict(_parse_local_kernel_overrides(value))
+
+
+def locked_dependency(repo: str, commit: str) -> tuple[Any, Any]:
+    """What kernels' lock readers return: `(KernelLocks, KernelDependency)` pinning `repo` to `commit`."""
+    from kernels._rust import KernelDependency, KernelLock, KernelLocks, KernelVersion
+
+    dependency = KernelDependency(repo_id=repo, version=KernelVersion.Revision(commit))
+    return KernelLocks(locks={dependency: KernelLock(commit=commit)}), dependency
+
+
+def locks_commit(locks: Any, dependency: Any) -> str | None:
+    """The commit a kernels `KernelLocks` records for `dependency`."""
+    lock = locks.get(dependency, None)
+    return lock.commit if lock is not None else None
+
+
+# ---------------------------------------------------------------- kernels' JSON lock
+
+
+@dataclass(frozen=True)
+class KernelsPin:
+    """One entry of kernels' JSON lock: a dependency (repo and version or revision) and its commit."""
+
+    repo: str
+    version: int | None
+    revision: str | None
+    commit: str
+
+
+def parse_kernels_lock(text: str) -> list[KernelsPin]:
+    """kernels' `KernelLocks` JSON as pins, in file order; raises `ValueError` if it is not one."""
+    from kernels._rust import KernelLocks
+
+    locks = KernelLocks.from_json(text)
+    pins = []
+    for dependency in locks.keys():
+        repo, version, revision = kernel_request(dependency)
+        pins.append(KernelsPin(repo, version, revision, locks.get(dependency).commit))
+    return pins
+
+
+def kernels_lock_json(pins: Iterable[KernelsPin]) -> str:
+    """kernels' `KernelLocks` JSON for `pins`; the first pin of a dependency wins."""
+    from kernels._rust import KernelDependency, KernelLock, KernelLocks, KernelVersion
+
+    locks = {}
+    for pin in pins:
+        version = KernelVersion.Version(pin.version) if pin.version is not None else KernelVersion.Revision(pin.revision)
+        locks.setdefault(KernelDependency(repo_id=pin.repo, version=version), KernelLock(commit=pin.commit))
+    return KernelLocks(locks=locks).to_json()
+
+
+# ---------------------------------------------------------------- patching kernels' modules
+
+
+# The kernels functions `kernlock.apply()` wraps, by the module that defines them.
+PATCH_POINTS: dict[str, tuple[str, ...]] = {
+    "kernels.deps": ("resolve_kernel_tree",),
+    "kernels._versions": ("select_revision_or_version",),
+    "kernels.variants": ("get_kernel_variants",),
+    "kernels.locking": ("get_locked_kernel_revision", "get_caller_locked_kernel_revision"),
+}
+
+
+def replace_function(module: ModuleType, name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+    """Replace `module.name` with `make(original)`, also where kernels modules imported it by name."""
+    original = getattr(module, name)
+    replacement = make(original)
+    functools.update_wrapper(replacement, original)
+    setattr(module, name, replacement)
+    for other_name, other in list(sys.modules.items()):
+        if (other_name == "kernels" or other_name.startswith("kernels.")) and getattr(other, name, None) is original:
+            setattr(other, name, replacement)
+
+
+# ---------------------------------------------------------------- Transformers
+
+
+class UnsupportedExpression(Exception):
+    """A table entry `transformers_table` cannot evaluate from source."""
+
+
+def transformers_table(root: Path, name: str, target: Target) -> dict | None:
+    """Transformers' table `name` as it evaluates on `target`, read from its source under `root`.
+
+    Understands the conditional entries (`4 if is_torch_greater_or_equal("2.10") else 3`);
+    None when the table is missing or uses something else (then use `transformers_live_table`).
+    """
+    relative, _ = TRANSFORMERS_TABLES[name]
+    node = _module_assignments(root / relative).get(name)
+    if node is None:
+        return None
+    try:
+        value = _evaluate(node, target)
+    except UnsupportedExpression:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _evaluate(node: ast.expr, target: Target) -> Any:
+    """Evaluate constant tables with Torch-version and ROCm conditions for `target`."""
+    from packaging.version import Version
+
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Dict):
+        return {_evaluate(k, target): _evaluate(v, target) for k, v in zip(node.keys, node.values) if k is not None}
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return tuple(_evaluate(e, target) for e in node.elts)
+    if isinstance(node, ast.IfExp):
+        return _evaluate(node.body if _evaluate(node.test, target) else node.orelse, target)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return not _evaluate(node.operand, target)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        torch = Version(target.torch_version)
+        if node.func.id == "is_rocm_platform":
+            return target.backend.startswith("rocm")
+        if node.func.id in ("is_torch_greater_or_equal", "is_torch_less_or_equal") and node.args:
+            wanted = Version(str(_evaluate(node.args[0], target)))
+            return torch >= wanted if node.func.id == "is_torch_greater_or_equal" else torch <= wanted
+    raise UnsupportedExpression(ast.dump(node))
+
+
+@functools.lru_cache(maxsize=16)
+def _module_assignments(path: Path) -> dict[str, ast.expr]:
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError):
+        return {}
+    found: dict[str, ast.expr] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            found[node.targets[0].id] = node.value
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            found[node.target.id] = node.value
+    return found
+
+
+def transformers_live_table(name: str) -> dict | None:
+    """Table `name` from the imported Transformers (slow; when its source cannot be evaluated)."""
+    _, module = TRANSFORMERS_TABLES[name]
+    try:
+        imported = importlib.import_module(module)
+    except Exception:
+        return None
+    value = getattr(imported, name, None)
+    return dict(value) if isinstance(value, dict) else None
+
+
+def transformers_kernels_window(root: Path) -> tuple[str, str] | None:
+    """`(KERNELS_MIN_VERSION, KERNELS_MAX_VERSION)` from Transformers' source (a line match: the module is large)."""
+    import re
+
+    relative, low, high = TRANSFORMERS_KERNELS_WINDOW
+    try:
+        text = (root / relative).read_text(encoding="utf-8")
+    except OSError:
+        return None
+    found = dict(re.findall(rf"""^({low}|{high})\s*=\s*["']([^"']+)["']""", text, re.MULTILINE))
+    return (found[low], found[high]) if low in found and high in found else None
+
+
+def transformers_hub_kernels() -> list[tuple[str, int | None, str | None]]:
+    """Hub kernels Transformers' `use_kernels=True` maps layers to: `(repo, version, revision)` each (imports it)."""
+    module_name, getter_name, table_name = TRANSFORMERS_HUB_KERNELS
+    hub_kernels = importlib.import_module(module_name)
+    found: set[tuple[str, int | None, str | None]] = set()
+
+    def visit(value: object) -> None:
+        if isinstance(value, dict):
+            for item in value.values():
+                visit(item)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                visit(item)
+        elif isinstance(getattr(value, "_repo_id", None), str):  # kernels' Layer/FuncRepository
+            found.add((value._repo_id, getattr(value, "_version", None), getattr(value, "_revision", None)))
+
+    getter = getattr(hub_kernels, getter_name, None)
+    if getter is not None:
+        visit(getter())
+    for entry in getattr(hub_kernels, table_name, {}).values():
+        found.add((entry["repo_id"], entry.get("version"), entry.get("revision")))
+    return sorted(found, key=lambda item: (item[0], str(item[1]), str(item[2])))
+
+
+def kernels_python_depends(kernels_root: Path) -> dict:
+    """kernels' data file mapping `python-depends` names to pip packages and import names."""
+    import json
+
+    return json.loads((kernels_root / "python_depends.json").read_text())

@@ -1,0 +1,45 @@
+"""`LOCAL_KERNELS` under a lock: never silent.
+
+kernels lets `LOCAL_KERNELS=org/repo=/path[:…]` replace a Hub kernel with a local
+build, and `get_local_kernel(path)` load one directly. kernlock cannot check a
+local build against the lock, so under `kernlock.apply()`:
+
+* strict (the default): refused (`LocalKernelError`) unless `KERNLOCK_ALLOW_LOCAL=1`;
+* allowed or lenient: honoured for every kernels entry point, with a one-line
+  warning naming the repo, the path and the locked commit it replaces;
+* `kernlock verify` reports each override (a problem when strict would refuse it).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from kernlock.errors import KernlockError
+from kernlock.kernels_adapter import local_kernel_overrides
+
+ALLOW_LOCAL_ENV = "KERNLOCK_ALLOW_LOCAL"
+LOCAL_KERNELS_ENV = "LOCAL_KERNELS"
+
+
+def allowed() -> bool:
+    """Whether `KERNLOCK_ALLOW_LOCAL` lets strict mode load local kernels."""
+    return os.environ.get(ALLOW_LOCAL_ENV, "").lower() in ("1", "true", "yes", "on")
+
+
+def overrides() -> dict[str, Path]:
+    """`LOCAL_KERNELS` as `{repo: path}`; raises `KernlockError` on a malformed value."""
+    try:
+        return local_kernel_overrides(os.environ.get(LOCAL_KERNELS_ENV))
+    except ValueError as error:
+        raise KernlockError(
+            f"{LOCAL_KERNELS_ENV} is malformed ({error}); fix: {LOCAL_KERNELS_ENV}=org/repo=/path[:org/repo=/path]"
+        ) from None
+
+
+def refusal(what: str) -> str:
+    """How to get past a strict refusal of `what` (a local kernel)."""
+    return (
+        f"{what}, which kernlock cannot check against the lock; set {ALLOW_LOCAL_ENV}=1 to allow local kernels "
+        f"(or unset {LOCAL_KERNELS_ENV}, or apply(strict=False))"
+    )

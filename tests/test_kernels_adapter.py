@@ -1,0 +1,87 @@
+"""Contract tests: the kernels and Transformers internals kernlock relies on still hold.
+
+Each failure names the internal that changed (see `kernlock.kernels_adapter`).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import kernlock
+from kernlock import kernels_adapter
+from kernlock.environment import parse_target
+from kernlock.kernels_adapter import INTERNALS, KernelsPin, check_internal, target_decisions
+from kernlock.transformers_compat import alias_repo, default_version, installed_transformers, kernels_window
+
+PACKAGE = Path(kernlock.__file__).parent
+
+
+@pytest.mark.parametrize("internal", INTERNALS, ids=[i.dotted for i in INTERNALS])
+def test_kernels_internal_holds(internal) -> None:
+    assert check_internal(internal) is None
+
+
+def test_a_changed_internal_is_named(monkeypatch) -> None:
+    import kernels.variants
+
+    monkeypatch.setattr(kernels.variants, "_resolve_variant_for_system", lambda variants, selected_backend: None)
+    monkeypatch.delattr(kernels.variants, "_METAL_MIN_MACOS_VERSION")
+    assert kernels_adapter.broken_internals() == [
+        "kernels.variants._resolve_variant_for_system: no longer accepts cpu, os, torch_version, torch_cxx11_abi, "
+        "tvm_ffi_version, macos_version",
+        "kernels.variants._METAL_MIN_MACOS_VERSION: missing (module 'kernels.variants' has no attribute "
+        "'_METAL_MIN_MACOS_VERSION')",
+    ]
+
+
+def test_only_the_adapter_imports_kernels_or_transformers() -> None:
+    """Every other kernlock module reaches kernels and Transformers through the adapter."""
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "kernels_adapter.py" or "testing" in path.relative_to(PACKAGE).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            offenders += [f"{path.relative_to(PACKAGE)}:{node.lineno} {n}" for n in names if n.split(".")[0] in ("kernels", "transformers")]
+    assert offenders == []
+
+
+def test_tvm_ffi_and_macos_versions_are_target_fields() -> None:
+    names = ["tvm-ffi01-cu128-x86_64-linux", "torch212-cxx11-cu128-x86_64-linux"]
+    plain = target_decisions(names, parse_target("torch2.12-cxx11-cu128-x86_64-linux"))
+    assert [(d.variant, d.accepted) for d in plain] == [
+        ("torch212-cxx11-cu128-x86_64-linux", True), ("tvm-ffi01-cu128-x86_64-linux", False),
+    ]
+    assert "tvm-ffi version (0.1) does not match environment tvm-ffi version (None)" in plain[1].reason
+    tvm_only = parse_target("torch2.12-cxx11-cu128-x86_64-linux-tvm-ffi0.1")
+    assert str(tvm_only) == "torch2.12-cxx11-cu128-x86_64-linux-tvm-ffi0.1"
+    assert target_decisions(["tvm-ffi01-cu128-x86_64-linux"], tvm_only)[0].accepted  # a tvm-ffi-only kernel locks
+
+    metal = ["torch29-metal-aarch64-darwin"]
+    assert target_decisions(metal, parse_target("torch2.9-metal-aarch64-darwin"))[0].accepted
+    old_mac = target_decisions(metal, parse_target("torch2.9-metal-aarch64-darwin-macos15.4"))[0]
+    assert not old_mac.accepted and "system macOS version is 15.4" in old_mac.reason
+
+
+def test_kernels_json_lock_round_trips() -> None:
+    pins = [KernelsPin("org/a", 2, None, "a" * 40), KernelsPin("org/b", None, "dev", "b" * 40)]
+    assert kernels_adapter.parse_kernels_lock(kernels_adapter.kernels_lock_json(pins)) == pins
+    with pytest.raises(ValueError):
+        kernels_adapter.parse_kernels_lock('version = 1\n')
+
+
+def test_transformers_tables_read_from_source_match_the_imported_ones() -> None:
+    from transformers import modeling_flash_attention_utils as flash
+    from transformers.utils import import_utils
+
+    target = parse_target("torch2.13-cxx11-cpu-x86_64-linux")
+    for repo, version in flash.FLASH_ATTN_KERNEL_VERSIONS.items():
+        assert default_version(repo, target)[0] == version, repo
+    for alias, repo in flash.FLASH_ATTN_KERNEL_FALLBACK.items():
+        assert alias_repo(alias, target) == repo, alias
+    assert kernels_window() == (import_utils.KERNELS_MIN_VERSION, import_utils.KERNELS_MAX_VERSION)
+    assert installed_transformers().root is not None
+    assert kernels_adapter.transformers_hub_kernels(), "Transformers' use_kernels mapping is empty or moved"

@@ -1,0 +1,77 @@
+"""Coexisting with kernels' own JSON `kernels.lock`: migration with pins kept, export beside it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from helpers import cli
+from kernlock.lockfile import load_lockfile
+from kernlock.testing.fixtures import advance_branch
+from kernlock.testing.hub import TestHub
+from scripts.harness import ACTIVATION, FA2, run
+
+KERNELS_CLI = [sys.executable, "-c", "import sys; from kernels.cli import main; sys.argv[0] = 'kernels'; sys.exit(main())"]
+
+
+def kernels_project(root: Path) -> Path:
+    """A project locked with kernels' own `kernels lock` (JSON), as a kernels user has it."""
+    root.mkdir(parents=True)
+    (root / "pyproject.toml").write_text(
+        '[project]\nname = "demo"\nversion = "0"\n\n'
+        f'[tool.kernels.dependencies]\n"{ACTIVATION}" = 1\n"{FA2}" = 2\n'
+    )
+    proc = run([*KERNELS_CLI, "lock", str(root)], root)
+    assert proc.returncode == 0, proc.stderr
+    return root
+
+
+def test_kernels_json_lock_is_refused_then_migrated_with_its_commits_kept(hub: TestHub, tmp_path: Path) -> None:
+    project = kernels_project(tmp_path / "p")
+    lockfile = project / "kernels.lock"
+    original = lockfile.read_bytes()
+    pins = {e["dependency"]["repo-id"]: e["lock"]["commit"] for e in json.loads(original)}
+    assert set(pins) == {ACTIVATION, FA2}
+    for repo, branch in ((ACTIVATION, "v1"), (FA2, "v2")):  # re-resolving now would give other commits
+        assert advance_branch(hub.repo_path(repo), branch) != pins[repo]
+
+    refused = cli("lock", cwd=project)
+    assert refused.exit_code == 2
+    assert "holds kernels' own JSON lock, not kernlock's; convert it with `kernlock lock --migrate`" in refused.output
+    assert lockfile.read_bytes() == original and not (project / "kernels.lock.json").exists()
+    verify = cli("verify", cwd=project)
+    assert verify.exit_code == 2 and "kernlock lock --migrate" in verify.output
+
+    migrated = cli("lock", "--migrate", cwd=project)
+    assert migrated.exit_code == 0, migrated.output
+    lines = [line for line in migrated.output.splitlines() if "migrated kernels' JSON lock" in line]
+    assert len(lines) == 1 and "(2 pins, 2 kept as locked commits)" in lines[0] and "kernels.lock.json" in lines[0]
+    assert (project / "kernels.lock.json").read_bytes() == original
+    lock = load_lockfile(lockfile)
+    assert {k.repo: k.commit for k in lock.kernels} == pins
+    assert all("kept from kernels' JSON lock" in k.resolution and k.variants for k in lock.kernels)
+    assert cli("verify", cwd=project).exit_code == 0
+
+    again = cli("lock", cwd=project)  # now kernlock's own lock: pins kept, nothing to migrate
+    assert again.exit_code == 0 and "migrated" not in again.output
+    assert {k.repo: k.commit for k in load_lockfile(lockfile).kernels} == pins
+
+
+def test_export_for_kernels_never_overwrites_kernlocks_lock(hub: TestHub, tmp_path: Path) -> None:
+    import kernels
+
+    project = kernels_project(tmp_path / "p")
+    assert cli("lock", "--migrate", cwd=project).exit_code == 0
+    lockfile = project / "kernels.lock"
+    before = lockfile.read_bytes()
+    refused = cli("export", "--format", "kernels", "-o", "kernels.lock", cwd=project)
+    assert refused.exit_code == 2 and "kernels.lock is kernlock's lock; nothing was written" in refused.output
+    assert "-o kernels.lock.json" in refused.output and lockfile.read_bytes() == before
+
+    exported = cli("export", "--format", "kernels", "-o", "kernels.lock.json", cwd=project)  # the fix it names
+    assert exported.exit_code == 0, exported.output
+    lock = load_lockfile(lockfile)
+    for kernel in lock.kernels:  # kernels itself reads the export
+        module = kernels.get_locked_kernel(kernel.repo, lockfile=project / "kernels.lock.json")
+        assert module.KERNEL_IDENTITY["commit"] == kernel.commit
