@@ -12,14 +12,14 @@ import tempfile
 from pathlib import Path
 
 
-def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, mode: int = 0o644) -> None:
-    """Replace `path` with `data` atomically (text is written as UTF-8 with `\\n` line ends)."""
+def atomic_write(path: str | os.PathLike[str], data: bytes | str) -> None:
+    """Replace `path` with `data` atomically (text is written as UTF-8).
+
+    An existing file keeps its mode; a new one gets what the umask allows.
+    """
     target = Path(os.path.realpath(path))
     payload = data.encode("utf-8") if isinstance(data, str) else data
-    try:
-        mode = target.stat().st_mode & 0o7777
-    except FileNotFoundError:
-        pass
+    mode = file_mode_for(target)
     handle, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(handle, "wb") as out:
@@ -32,6 +32,16 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, mode: int =
         Path(temp).unlink(missing_ok=True)
         raise
     _fsync_directory(target.parent)
+
+
+def file_mode_for(path: Path) -> int:
+    """The mode a rewrite of `path` gets: its own when it exists, else what the umask allows."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return 0o666 & ~mask
 
 
 def _fsync_directory(directory: Path) -> None:

@@ -268,7 +268,7 @@ class Resolver:
             if branch is None:
                 available = sorted(v for v in (version_of_branch(b) for b in branches) if v is not None)
                 raise ResolutionError(
-                    f"{spec.key}: version {version} ({why}) has no branch v{version} on the Hub; "
+                    f"{spec.key}: version {version}{'' if why == f'version {version}' else f' ({why})'} has no branch v{version} on the Hub; "
                     f"available versions: {', '.join(map(str, available)) or 'none'}; pin one with {spec.repo}@v<N>"
                 )
             return branch.name, version, branch.commit, f"{why} → branch {branch.name}"

@@ -26,8 +26,8 @@ def sync_command(targets: tuple[str, ...], all_targets: bool, locked: bool, repa
 
     report = sync(project_dir, targets=targets, all_targets=all_targets, repair=repair, lockfile=lockfile, locked=locked,
                   progress=progress if sys.stderr.isatty() else None)
-    parts = [f"{report.variants} variants, {report.verified} files verified",
-             f"{len(report.downloaded)} downloaded ({report.bytes} bytes)"]
+    fetched = [f"{len(report.downloaded)} downloaded"]
     if report.repaired:
-        parts.append(f"{len(report.repaired)} repaired")
-    click.echo(f"synced into {report.cache}: " + ", ".join(parts))
+        fetched.append(f"{len(report.repaired)} repaired")
+    click.echo(f"synced into {report.cache}: {report.variants} variants, {report.verified} files verified, "
+               f"{', '.join(fetched)} ({report.bytes} bytes fetched)")
