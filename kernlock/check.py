@@ -271,6 +271,8 @@ def _check_overrides(project: Project, lock: Lockfile, result: CheckResult) -> N
 def check_doctor(lock: Lockfile, targets: list[Target], result: CheckResult) -> None:
     """This machine can load the locked kernels: kernels version window, minver, Python deps, interpreter."""
     from kernlock.doctor import backend_name, diagnose
+    from kernlock.local_kernels import verify_findings
+    from kernlock.patch import STRICT_ENV
 
     entries = []
     backend = "cpu"
@@ -282,6 +284,12 @@ def check_doctor(lock: Lockfile, targets: list[Target], result: CheckResult) -> 
         pass
     for finding in diagnose(entries, backend):
         result.problem(finding.message, finding.fix)
+    strict = os.environ.get(STRICT_ENV, "1").lower() not in ("0", "false", "no")
+    for blocking, message, fix in verify_findings({r for k in lock.kernels for r in k.names()}, strict):
+        if blocking:
+            result.problem(message, fix)
+        else:
+            result.notes.append(message)
     for kernel in lock.kernels:
         for variant in kernel.variants:
             if variant.provenance is not None and variant.provenance.dirty and any(

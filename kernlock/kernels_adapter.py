@@ -63,7 +63,7 @@ INTERNALS: tuple[Internal, ...] = (
     Internal("kernels.resolver", "RemoteKernel", ("repo_id", "revision", "metadata", "variant")),
     Internal("kernels.resolver", "resolve_local_kernel", ("repo_path", "backend")),
     Internal("kernels.deps", "resolve_kernel_tree", ("api", "kernel", "backend", "resolver")),
-    Internal("kernels.load", "_parse_local_kernel_overrides", ("local_kernels",)),
+    Internal("kernels.load", "_parse_local_kernel_overrides", ("local_kernels",)),  # mirrored by local_kernel_overrides
     Internal("kernels._versions", "select_revision_or_version", ("repo_id", "revision", "version", "local_files_only")),
     Internal("kernels.locking", "get_locked_kernel_revision", ("repo_id", "lockfile")),
     Internal("kernels.locking", "get_caller_locked_kernel_revision", ("repo_id",)),
@@ -241,12 +241,18 @@ def local_path_kernel(path: Path, backend: str | None) -> Any:
 
 
 def local_kernel_overrides(value: str | None) -> dict[str, Path]:
-    """`LOCAL_KERNELS` (`repo=path:repo=path`) parsed by kernels' own parser; a bad value raises `ValueError`."""
-    if not value:
-        return {}
-    from kernels.load import _parse_local_kernel_overrides
+    """`LOCAL_KERNELS` (`repo=path:repo=path`) as kernels reads it; a bad value raises `ValueError`.
 
-    return dict(_parse_local_kernel_overrides(value))
+    Mirrors `kernels.load._parse_local_kernel_overrides` without importing kernels
+    (so `kernlock verify` stays cheap); a contract test keeps the two in step.
+    """
+    overrides = {}
+    for entry in (value or "").split(":") if value else []:
+        if "=" not in entry:
+            raise ValueError(f"Invalid LOCAL_KERNELS entry: {entry}. Expected format: repo_id_1=path_1:repo_id_2=path_2")
+        repo, path = entry.split("=", 1)
+        overrides[repo] = Path(path)
+    return overrides
 
 
 def locked_dependency(repo: str, commit: str) -> tuple[Any, Any]:

@@ -43,3 +43,23 @@ def refusal(what: str) -> str:
         f"{what}, which kernlock cannot check against the lock; set {ALLOW_LOCAL_ENV}=1 to allow local kernels "
         f"(or unset {LOCAL_KERNELS_ENV}, or apply(strict=False))"
     )
+
+
+def verify_findings(repos: set[str], strict: bool) -> list[tuple[bool, str, str]]:
+    """`(blocking, message, fix)` for each `LOCAL_KERNELS` override, as `kernlock verify` reports them.
+
+    Blocking when strict `apply()` would refuse it; `repos` are the locked repos.
+    """
+    try:
+        found = overrides()
+    except KernlockError as error:
+        return [(True, str(error).split("; fix: ")[0], f"{LOCAL_KERNELS_ENV}=org/repo=/path[:org/repo=/path]")]
+    findings = []
+    for repo, path in sorted(found.items()):
+        what = f"{LOCAL_KERNELS_ENV} overrides {repo} with {path} ({'locked' if repo in repos else 'not in the lock'})"
+        if strict and not allowed():
+            findings.append((True, f"{what}: strict kernlock.apply() refuses it",
+                             f"set {ALLOW_LOCAL_ENV}=1 to allow it, or unset {LOCAL_KERNELS_ENV}"))
+        else:
+            findings.append((False, f"{what}: kernlock.apply() loads it unchecked, with a warning", ""))
+    return findings

@@ -24,12 +24,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from kernlock import local_kernels
 from kernlock.environment import Target, current_target, kernels_target, parse_target
 from kernlock.errors import CompatibilityError, KernlockError, LocalKernelError, NoVariantError, UnlockedKernelError
 from kernlock.kernels_adapter import (
     PATCH_POINTS,
     kernel_request,
-    local_kernel_overrides,
     local_path_kernel,
     locked_dependency,
     locked_kernel,
@@ -47,7 +47,6 @@ logger = logging.getLogger("kernlock")
 TARGET_ENV = "KERNLOCK_TARGET"
 STRICT_ENV = "KERNLOCK_STRICT"
 VERBOSE_ENV = "KERNLOCK_VERBOSE"
-ALLOW_LOCAL_ENV = "KERNLOCK_ALLOW_LOCAL"
 
 
 class VariantMismatchError(KernlockError):
@@ -217,31 +216,16 @@ def _locked_local_kernel(entry: LockedKernel) -> Any:
 # ---------------------------------------------------------------- local kernels
 
 
-def _local_allowed() -> bool:
-    return os.environ.get(ALLOW_LOCAL_ENV, "").lower() in ("1", "true", "yes", "on")
-
-
 def _local_kernel(repo: str, path: Path, how: str) -> None:
     """Apply the local-kernel policy: refuse under strict mode unless allowed, else warn loudly once."""
     commits = sorted({e.commit[:12] for e in _STATE.lock.for_repo(repo)}) if _STATE.lock else []
     instead = f"instead of the locked {', '.join(commits)}" if commits else "(not in the lock)"
-    if _STATE.strict and not _local_allowed():
-        raise LocalKernelError(
-            f"{how} loads {repo} from {path} {instead}, which kernlock cannot check; "
-            f"set {ALLOW_LOCAL_ENV}=1 to allow local kernels (or unset LOCAL_KERNELS, or apply(strict=False))"
-        )
+    if _STATE.strict and not local_kernels.allowed():
+        raise LocalKernelError(local_kernels.refusal(f"{how} loads {repo} from {path} {instead}"))
     _warn_once(
         f"local:{repo}:{path}",
         f"kernlock: {how}: loading {repo} from {path} {instead}; its files are not checked against {_STATE.path}",
     )
-
-
-def local_overrides() -> dict[str, Path]:
-    """`LOCAL_KERNELS` as `{repo: path}` (kernels' own parsing); raises `KernlockError` on a malformed value."""
-    try:
-        return local_kernel_overrides(os.environ.get("LOCAL_KERNELS"))
-    except ValueError as error:
-        raise KernlockError(f"LOCAL_KERNELS is malformed ({error}); fix: LOCAL_KERNELS=org/repo=/path[:org/repo=/path]") from None
 
 
 def _is_local_path(repo: str) -> bool:
@@ -276,7 +260,7 @@ class LockedResolver:
 
     def _locked(self, backend: str | None, kernel: Any) -> Any:
         repo, version, revision = kernel_request(kernel)
-        override = local_overrides().get(repo)
+        override = local_kernels.overrides().get(repo)
         if override is not None:
             _local_kernel(repo, override, "LOCAL_KERNELS")
             return local_path_kernel(override, backend)
@@ -352,7 +336,7 @@ def _patch_versions(module: ModuleType) -> None:
             entry = find_entry(lock, repo_id, version, revision, _current_target()) if lock else None
             if entry is not None:
                 return entry.commit
-            if lock is not None and repo_id not in local_overrides():
+            if lock is not None and repo_id not in local_kernels.overrides():
                 _unlocked(repo_id, _describe(version, revision))
             return original(repo_id, revision=revision, version=version, local_files_only=local_files_only)
         return select_revision_or_version
@@ -466,13 +450,10 @@ def apply(lockfile: str | os.PathLike[str] | None = None, *, strict: bool | None
     target = _environment(simulated)
     check_coverage(lock, target, path)
     check_compatibility(lock, target)
-    overrides = local_overrides()
-    if overrides and strict and not _local_allowed():
+    overrides = local_kernels.overrides()
+    if overrides and strict and not local_kernels.allowed():
         listed = ", ".join(f"{repo}={local}" for repo, local in sorted(overrides.items()))
-        raise LocalKernelError(
-            f"LOCAL_KERNELS overrides {listed}, which kernlock cannot check against {path}; "
-            f"set {ALLOW_LOCAL_ENV}=1 to allow local kernels (or unset LOCAL_KERNELS, or apply(strict=False))"
-        )
+        raise LocalKernelError(local_kernels.refusal(f"LOCAL_KERNELS overrides {listed}"))
     with _STATE.mutex:
         _STATE.lock, _STATE.path, _STATE.target, _STATE.strict = lock, path, target, strict
         _STATE.simulated = bool(simulated)

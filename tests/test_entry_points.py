@@ -136,6 +136,22 @@ def test_local_kernels_refused_under_strict_and_loud_when_allowed(locked, tmp_pa
     assert kernels.get_kernel(ACTIVATION, version=1).KERNEL_IDENTITY["commit"] is None
 
 
+def test_verify_reports_local_kernels(locked, monkeypatch) -> None:
+    project, _, _ = locked
+    monkeypatch.setenv("LOCAL_KERNELS", f"{ACTIVATION}=/src/activation")
+    doctor = kernlock.verify(project).check("doctor")
+    assert not doctor.ok
+    [problem] = doctor.problems
+    assert problem.message == f"LOCAL_KERNELS overrides {ACTIVATION} with /src/activation (locked): strict kernlock.apply() refuses it"
+    assert problem.fix == "set KERNLOCK_ALLOW_LOCAL=1 to allow it, or unset LOCAL_KERNELS"
+    monkeypatch.setenv("KERNLOCK_ALLOW_LOCAL", "1")  # the fix it names
+    doctor = kernlock.verify(project).check("doctor")
+    assert doctor.ok and any("loads it unchecked, with a warning" in note for note in doctor.notes)
+    monkeypatch.setenv("LOCAL_KERNELS", "no-equals-sign")
+    [problem] = kernlock.verify(project).check("doctor").problems
+    assert "LOCAL_KERNELS is malformed" in problem.message
+
+
 def test_get_local_kernel_is_a_local_kernel_too(locked, tmp_path: Path, monkeypatch, caplog) -> None:
     project, lock, entry = locked
     local = _local_copy(lock, entry, tmp_path)

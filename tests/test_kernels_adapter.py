@@ -85,3 +85,13 @@ def test_transformers_tables_read_from_source_match_the_imported_ones() -> None:
     assert kernels_window() == (import_utils.KERNELS_MIN_VERSION, import_utils.KERNELS_MAX_VERSION)
     assert installed_transformers().root is not None
     assert kernels_adapter.transformers_hub_kernels(), "Transformers' use_kernels mapping is empty or moved"
+
+
+def test_local_kernels_parsing_matches_kernels() -> None:
+    from kernels.load import _parse_local_kernel_overrides
+
+    value = "org/a=/x/a:org/b=rel/b=c"
+    assert kernels_adapter.local_kernel_overrides(value) == _parse_local_kernel_overrides(value)
+    for parse in (kernels_adapter.local_kernel_overrides, _parse_local_kernel_overrides):
+        with pytest.raises(ValueError, match="Invalid LOCAL_KERNELS entry: nope"):
+            parse("org/a=/x:nope")

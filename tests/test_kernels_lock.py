@@ -10,7 +10,7 @@ from helpers import cli
 from kernlock.lockfile import load_lockfile
 from kernlock.testing.fixtures import advance_branch
 from kernlock.testing.hub import TestHub
-from scripts.harness import ACTIVATION, FA2, run
+from scripts.harness import ACTIVATION, FA2, ok, python, run
 
 KERNELS_CLI = [sys.executable, "-c", "import sys; from kernels.cli import main; sys.argv[0] = 'kernels'; sys.exit(main())"]
 
@@ -75,3 +75,62 @@ def test_export_for_kernels_never_overwrites_kernlocks_lock(hub: TestHub, tmp_pa
     for kernel in lock.kernels:  # kernels itself reads the export
         module = kernels.get_locked_kernel(kernel.repo, lockfile=project / "kernels.lock.json")
         assert module.KERNEL_IDENTITY["commit"] == kernel.commit
+
+
+PACKAGE_CODE = """from kernels import load_kernel
+
+
+def activation():
+    return load_kernel("kernels-community/activation", lockfile=None)  # the lock from this package's metadata
+"""
+CALL_PACKAGE = """
+import kernlock
+if APPLY:
+    kernlock.apply()
+import lockedpkg
+try:
+    tiny.result(identity=lockedpkg.activation().KERNEL_IDENTITY)
+except Exception as error:
+    tiny.result(error=[type(error).__name__, str(error)])
+"""
+
+
+def _installed_package(project: Path, site: Path) -> Path:
+    """Build a wheel of `project` with setuptools (kernels' egg_info hook active) and install it into `site`."""
+    (project / "lockedpkg").mkdir()
+    (project / "lockedpkg" / "__init__.py").write_text(PACKAGE_CODE)
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n\n'
+        + pyproject.read_text().replace('name = "demo"', 'name = "lockedpkg"')
+        + '\n[tool.setuptools]\npackages = ["lockedpkg"]\n'
+    )
+    pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
+    built = run([*pip, "wheel", "--no-build-isolation", "--no-deps", "-w", "dist", "."], project)
+    assert built.returncode == 0, built.stderr
+    [wheel] = (project / "dist").glob("*.whl")
+    installed = run([*pip, "install", "--no-deps", "--target", str(site), str(wheel)], project)
+    assert installed.returncode == 0, installed.stderr
+    [metadata] = site.glob("lockedpkg-*.dist-info")
+    return metadata
+
+
+def test_packaged_load_kernel_works_under_apply_and_fails_no_worse_without(hub: TestHub, tmp_path: Path) -> None:
+    ours = kernels_project(tmp_path / "ours")  # kernels' JSON lock, then migrated: the wheel carries kernlock's TOML
+    theirs = kernels_project(tmp_path / "theirs")  # the same project with kernels' JSON lock: the "before"
+    assert cli("lock", "--migrate", cwd=ours).exit_code == 0
+    commit = load_lockfile(ours / "kernels.lock").kernel(f"{ACTIVATION}@v1").commit
+    advance_branch(hub.repo_path(ACTIVATION), "v1")
+
+    ours_metadata = _installed_package(ours, tmp_path / "site-ours")
+    assert (ours_metadata / "kernels.lock").read_bytes() == (ours / "kernels.lock").read_bytes()  # kernels' hook copied it
+    _installed_package(theirs, tmp_path / "site-theirs")
+
+    def call(site: str, apply: bool, **env: str) -> dict:
+        code = f"sys.path.insert(0, {str(tmp_path / site)!r})\nAPPLY = {apply}\n{CALL_PACKAGE}"
+        return ok(python(code, tmp_path, **env))
+
+    locked = call("site-ours", True, KERNLOCK_LOCKFILE=str(ours / "kernels.lock"))
+    assert locked["identity"]["commit"] == commit
+    before, without = call("site-theirs", False), call("site-ours", False)
+    assert before["error"][0] == "ValueError" and without["error"] == before["error"], (before, without)
