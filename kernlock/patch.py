@@ -25,6 +25,7 @@ from types import ModuleType
 from typing import Any
 
 from kernlock import local_kernels
+from kernlock.distributed import check_initialised, patch_c10d
 from kernlock.environment import Target, current_target, kernels_target, parse_target
 from kernlock.errors import CompatibilityError, KernlockError, LocalKernelError, NoVariantError, UnlockedKernelError
 from kernlock.kernels_adapter import (
@@ -369,6 +370,7 @@ _PATCHERS = {
     "kernels.variants": _patch_variants,
 }
 assert set(_PATCHERS) == set(PATCH_POINTS)
+_PATCHERS["torch.distributed.distributed_c10d"] = patch_c10d  # the cross-rank check (kernlock.distributed)
 
 
 def _patch_module(name: str, module: ModuleType) -> None:
@@ -460,6 +462,7 @@ def apply(lockfile: str | os.PathLike[str] | None = None, *, strict: bool | None
     for repo, local in sorted(overrides.items()):
         _local_kernel(repo, local, "LOCAL_KERNELS")
     _ensure_patched()
+    check_initialised()
     applied = Applied(
         lockfile=path,
         target=str(target),

@@ -12,6 +12,7 @@ Sources, merged: `[tool.kernlock] kernels`, kernels' own
     scan = ["train.py", "configs/"]    # find attn_implementation values
     use-kernels = false                # or true, or a list of repos to keep
     lockfile = "kernels.lock"
+    allow-mixed-variants = false       # ranks of one job may load other variants of the same commits
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from kernlock.lockfile import LOCK_FILENAME
 from kernlock.spec import KernelSpec, Origin, parse_spec, spec_from_version
 
 PYPROJECT = "pyproject.toml"
-_KNOWN_KEYS = {"kernels", "targets", "trust", "scan", "use-kernels", "lockfile", "overrides"}
+_KNOWN_KEYS = {"kernels", "targets", "trust", "scan", "use-kernels", "lockfile", "overrides", "allow-mixed-variants"}
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class Project:
     use_kernels: bool | tuple[str, ...] = False
     lockfile_name: str = LOCK_FILENAME
     overrides: tuple[Any, ...] = ()  # kernlock.overrides.OverrideRule
+    allow_mixed_variants: bool = False
     lines: dict[str, int] = field(default_factory=dict, compare=False)
 
     @property
@@ -110,6 +112,9 @@ def load_project(root: Path | str = ".") -> Project:
     elif not isinstance(use_kernels, bool):
         raise ConfigError(f"{path}: [tool.kernlock] use-kernels must be true, false or a list of repos")
     lockfile = config.get("lockfile", LOCK_FILENAME)
+    allow_mixed = config.get("allow-mixed-variants", False)
+    if not isinstance(allow_mixed, bool):
+        raise ConfigError(f"{path}: [tool.kernlock] allow-mixed-variants must be true or false")
     if not isinstance(lockfile, str) or not lockfile:
         raise ConfigError(f"{path}: [tool.kernlock] lockfile must be a file name")
     kernels = _string_list(config.get("kernels", []), "kernels")
@@ -125,6 +130,7 @@ def load_project(root: Path | str = ".") -> Project:
         use_kernels=use_kernels,
         lockfile_name=lockfile,
         overrides=_overrides(config.get("overrides"), str(path)),
+        allow_mixed_variants=allow_mixed,
         lines=lines,
     )
 
