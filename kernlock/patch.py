@@ -105,12 +105,19 @@ def _environment(simulated: str | None = None) -> Target:
 def check_coverage(lock: Lockfile, target: Target, lockfile: Path | str = LOCK_FILENAME) -> None:
     """Raise `NoVariantError` unless every locked kernel has a variant for `target`."""
     missing = lock.uncovered(str(target))
-    if missing:
-        have = ", ".join(lock.targets) or "none"
-        raise NoVariantError(
-            f"{lockfile} has no build variant for this environment ({target}) for {', '.join(missing)}; "
-            f"locked targets: {have}; fix: kernlock lock --target {target}"
-        )
+    if not missing:
+        return
+    from kernlock.check import buildable, uncovered_problem
+
+    unbuildable = [kernel for spec in missing if not buildable(kernel := lock.kernel(spec), target)]
+    if unbuildable:  # adding this target cannot work: the locked commit has no build for it
+        message, fix = uncovered_problem(unbuildable[0], target)
+        raise NoVariantError(f"{lockfile}: {message}; see `{fix}`")
+    have = ", ".join(lock.targets) or "none"
+    raise NoVariantError(
+        f"{lockfile} has no build variant for this environment ({target}) for {', '.join(missing)}; "
+        f"locked targets: {have}; fix: `kernlock lock --target {target}`"
+    )
 
 
 def check_compatibility(lock: Lockfile, target: Target) -> None:
@@ -181,9 +188,10 @@ def _warn_once(key: str, message: str) -> None:
     logger.warning(message)
 
 
-def _unlocked(repo: str, what: str) -> None:
+def _unlocked(repo: str, what: str, version: int | None = None, revision: str | None = None) -> None:
+    spec = f"{repo}@v{version}" if version is not None else f"{repo}@{revision}" if revision else repo
     message = (
-        f"kernel {repo} ({what}) is not in {_STATE.path}; lock it with `kernlock lock {repo}` "
+        f"kernel {repo} ({what}) is not in {_STATE.path}; lock it with `kernlock lock {spec}` "
         "(or call kernlock.apply(strict=False) to let unlocked kernels load as usual)"
     )
     if _STATE.strict:
@@ -270,7 +278,7 @@ class LockedResolver:
             return None
         entry = find_entry(_STATE.lock, repo, version, revision, _current_target())
         if entry is None:
-            _unlocked(repo, _describe(version, revision))
+            _unlocked(repo, _describe(version, revision), version, revision)
             return None
         if backend not in (None, _STATE.target.backend if _STATE.target else None) and backend != "cpu":
             return None
@@ -338,7 +346,7 @@ def _patch_versions(module: ModuleType) -> None:
             if entry is not None:
                 return entry.commit
             if lock is not None and repo_id not in local_kernels.overrides():
-                _unlocked(repo_id, _describe(version, revision))
+                _unlocked(repo_id, _describe(version, revision), version, revision)
             return original(repo_id, revision=revision, version=version, local_files_only=local_files_only)
         return select_revision_or_version
 
@@ -355,7 +363,7 @@ def _patch_variants(module: ModuleType) -> None:
             entry = find_entry(lock, repo_id, version, revision, _current_target()) if lock else None
             if entry is None:
                 if lock is not None:
-                    _unlocked(repo_id, _describe(version, revision))
+                    _unlocked(repo_id, _describe(version, revision), version, revision)
                 return original(repo_id, revision=revision, version=version, backend=backend)
             return system_variant_trace(entry.build_variants, backend)
         return get_kernel_variants

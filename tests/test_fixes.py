@@ -1,0 +1,73 @@
+"""Every suggested fix is run: the command an error recommends must succeed (fixes that do not fix, #18)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+import kernlock
+from helpers import CUDA_X86, cli, make_project
+from kernlock.environment import current_target
+from kernlock.errors import NoVariantError, UnlockedKernelError
+from kernlock.testing.hub import TestHub
+
+FA2 = "kernels-community/flash-attn2"
+TAGGED = "kernels-community/tagged"
+
+
+def recommended(message: str) -> list[str]:
+    """The `kernlock …` command quoted in an error message, as arguments."""
+    commands = re.findall(r"`kernlock ([^`]+)`", message)
+    assert commands, message
+    return shlex.split(commands[0])
+
+
+@pytest.fixture(autouse=True)
+def no_applied_lock():
+    yield
+    kernlock.patch.release()
+
+
+def test_an_unlocked_revision_is_locked_at_that_revision(hub: TestHub, tmp_path: Path) -> None:
+    import kernels
+
+    project = make_project(tmp_path / "p", kernels=[f"{TAGGED}@v1"])
+    assert cli("lock", cwd=project).exit_code == 0
+    kernlock.apply(project / "kernels.lock")
+    with pytest.raises(UnlockedKernelError) as raised:
+        kernels.get_kernel(TAGGED, revision="dev")
+    command = recommended(str(raised.value))
+    assert command == ["lock", f"{TAGGED}@dev"]
+    fixed = cli(*command, cwd=project)
+    assert fixed.exit_code == 0, fixed.output
+    kernlock.apply(project / "kernels.lock")
+    assert kernels.get_kernel(TAGGED, revision="dev") is not None
+
+
+def test_a_missing_target_is_added_by_the_recommended_lock(hub: TestHub, tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p", kernels=[f"{FA2}@v2"], targets=[CUDA_X86])
+    assert cli("lock", cwd=project).exit_code == 0
+    with pytest.raises(NoVariantError) as raised:
+        kernlock.apply(project / "kernels.lock")
+    fixed = cli(*recommended(str(raised.value)), cwd=project)
+    assert fixed.exit_code == 0, fixed.output
+    assert str(current_target()) in kernlock.apply(project / "kernels.lock").target
+
+
+def test_a_version_without_a_build_here_is_not_told_to_add_the_target(hub: TestHub, tmp_path: Path) -> None:
+    here = str(current_target())
+    project = make_project(tmp_path / "p", kernels=[f"{FA2}@v1"], targets=[CUDA_X86])
+    assert cli("lock", cwd=project).exit_code == 0
+    with pytest.raises(NoVariantError) as raised:
+        kernlock.apply(project / "kernels.lock")
+    message = str(raised.value)
+    assert f"has no build for {here}" in message and "pin a version that has one" in message
+    assert "--target" not in message.split("`")[0]
+    explained = cli(*recommended(message), cwd=project)
+    assert explained.exit_code == 0, explained.output
+    assert here in explained.output
+    verified = cli("verify", "--target", here, cwd=project)
+    assert verified.exit_code == 1 and f"fix: kernlock explain {FA2} --target {here}" in verified.output
