@@ -2,7 +2,8 @@
 
 Shape (see the README for an annotated example)::
 
-    version = 1
+    version = "1.0"          # format major.minor: a newer minor is read (unknown keys
+                             # ignored, with a warning), a newer major is refused
     targets = [...]          # environments the lock covers
     inputs = [...]           # spec keys the lock was resolved from (freshness)
     [resolved-with]          # versions of the resolving tools, no timestamps
@@ -12,9 +13,11 @@ Shape (see the README for an annotated example)::
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -23,7 +26,7 @@ from kernlock import tomlio
 from kernlock.atomic import atomic_write
 from kernlock.errors import LockfileError, LockfileVersionError
 
-LOCK_VERSION = 1
+LOCK_VERSION = "1.0"  # major.minor of the format this kernlock reads and writes
 REGENERATE = "re-resolve every pin with `kernlock lock --upgrade`"
 LOCK_FILENAME = "kernels.lock"
 HEADER = (
@@ -132,7 +135,12 @@ class Lockfile:
     inputs: tuple[str, ...]
     kernels: tuple[LockedKernel, ...]
     resolved_with: Mapping[str, str] = field(default_factory=dict)
-    version: int = LOCK_VERSION
+    version: str = LOCK_VERSION
+
+    @property
+    def newer_format(self) -> bool:
+        """Whether a newer kernlock wrote this lock (a newer minor: readable, but not to be overwritten)."""
+        return format_version(self.version) > format_version(LOCK_VERSION)
 
     def kernel(self, spec: str, target: str | None = None) -> LockedKernel | None:
         """The entry for a spec key: the one covering `target`, else the one without an override."""
@@ -158,16 +166,30 @@ class Lockfile:
 # ---------------------------------------------------------------- reading
 
 
+_IGNORED_KEYS: ContextVar[list[str] | None] = ContextVar("kernlock_ignored_keys", default=None)
+
+
+def format_version(value: str) -> tuple[int, int]:
+    """`"1.0"` → `(1, 0)`."""
+    major, _, minor = value.partition(".")
+    return int(major), int(minor or 0)
+
+
 class _Reader:
-    """Typed access to a parsed TOML mapping; every error names its key path."""
+    """Typed access to a parsed TOML mapping; every error names its key path.
+
+    While a newer-minor lock is read, unknown keys are collected instead of refused.
+    """
 
     def __init__(self, data: Mapping[str, Any], path: str, allowed: set[str]):
         if not isinstance(data, Mapping):
             raise LockfileError(f"{path or 'lock'}: expected a table, got {type(data).__name__}")
-        unknown = sorted(set(data) - allowed)
+        unknown = [f"{path}.{key}" if path else key for key in sorted(set(data) - allowed)]
+        ignored = _IGNORED_KEYS.get()
+        if unknown and ignored is None:
+            raise LockfileError(f"{unknown[0]}: unknown key (written by a newer kernlock?); upgrade kernlock, or {REGENERATE}")
         if unknown:
-            key = f"{path}.{unknown[0]}" if path else unknown[0]
-            raise LockfileError(f"{key}: unknown key (written by a newer kernlock?); upgrade kernlock, or {REGENERATE}")
+            ignored.extend(unknown)
         self.data = data
         self.path = path
 
@@ -318,14 +340,37 @@ def parse_lockfile(text: str, source: str = LOCK_FILENAME) -> Lockfile:
         data = tomlio.loads(text)
     except ValueError as error:
         raise LockfileError(f"{source}: not valid TOML ({error}); {REGENERATE}") from None
-    reader = _Reader(data, "", {"version", "targets", "inputs", "resolved-with", "kernel"})
-    version = reader.get("version", int)
-    if version > LOCK_VERSION:
+    version = _read_version(data.get("version") if isinstance(data, Mapping) else None, source)
+    ignored: list[str] | None = [] if format_version(version) > format_version(LOCK_VERSION) else None
+    token = _IGNORED_KEYS.set(ignored)
+    try:
+        lock = _read_lock(data, version)
+    finally:
+        _IGNORED_KEYS.reset(token)
+    if ignored:
+        logging.getLogger("kernlock").warning(
+            "%s: written by a newer kernlock (lock format %s; this one reads %s); ignoring %s; "
+            "upgrade kernlock to use them (pip install -U kernlock)", source, version, LOCK_VERSION, ", ".join(ignored))
+    return lock
+
+
+def _read_version(value: Any, source: str) -> str:
+    """The lock's format version as "major.minor" (the integer 1 of older locks is "1.0")."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = f"{value}.0"
+    if not isinstance(value, str) or not re.fullmatch(r"\d+\.\d+", value):
+        raise LockfileError(f"{source}: version: expected a format version like \"{LOCK_VERSION}\", got {value!r}; {REGENERATE}")
+    if format_version(value)[0] > format_version(LOCK_VERSION)[0]:
         raise LockfileVersionError(
-            f"{source}: lock format version {version} is newer than this kernlock understands "
+            f"{source}: lock format version {value} is newer than this kernlock understands "
             f"({LOCK_VERSION}); upgrade kernlock (pip install -U kernlock)"
         )
-    _check(version == LOCK_VERSION, "version", f"unsupported lock format version {version}")
+    _check(format_version(value)[0] == format_version(LOCK_VERSION)[0], "version", f"unsupported lock format version {value}")
+    return value
+
+
+def _read_lock(data: Mapping[str, Any], version: str) -> Lockfile:
+    reader = _Reader(data, "", {"version", "targets", "inputs", "resolved-with", "kernel"})
     resolved_with = reader.get("resolved-with", dict, required=False) or {}
     for key, value in resolved_with.items():
         _check(isinstance(value, str), f"resolved-with.{key}", "expected a string")

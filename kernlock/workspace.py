@@ -31,7 +31,7 @@ from kernlock.errors import (
     LockfileVersionError,
     UnsafeLockfileError,
 )
-from kernlock.lockfile import LOCK_FILENAME, Lockfile, load_lockfile
+from kernlock.lockfile import LOCK_FILENAME, LOCK_VERSION, Lockfile, load_lockfile
 from kernlock.project import Project, find_project_root, load_project
 
 LOCKFILE_ENV = "KERNLOCK_LOCKFILE"
@@ -69,7 +69,7 @@ class Workspace:
         if not os.path.lexists(self.lockfile):
             return None
         try:
-            return self.read_lock()
+            lock = self.read_lock()
         except (LockfileVersionError, UnsafeLockfileError):
             raise
         except LockfileError as error:
@@ -78,6 +78,13 @@ class Workspace:
             if not self.lockfile.is_file():
                 raise
             raise LockfileError(f"{error} (the existing pins cannot be kept, so nothing was written)") from None
+        if lock.newer_format:
+            raise LockfileVersionError(
+                f"{self.lockfile} was written by a newer kernlock (lock format {lock.version}; this one writes "
+                f"{LOCK_VERSION}) and rewriting it would drop what this one does not know; "
+                "upgrade kernlock (pip install -U kernlock)"
+            )
+        return lock
 
     def all_targets(self, lock: Lockfile) -> tuple[Target, ...]:
         """What `--all-targets` means everywhere: the declared targets, else every target the lock covers."""

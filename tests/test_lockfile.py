@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kernlock.errors import LockfileError
+from kernlock.errors import LockfileError, LockfileVersionError
 from kernlock.lockfile import (
     LockedFile,
     LockedKernel,
@@ -61,7 +61,8 @@ def test_round_trip_is_exact_and_sorted() -> None:
         ('trust = "trusted-publisher"', 'trust = "yolo"', "kernel[0].trust"),
         ('path = "a.py"', 'path = "../evil.py"', "kernel[0].variant[0].files[0].path"),
         ('resolution = "branch v1"', 'resolution = "branch v1"\nsurprise = 1', "kernel[0].surprise"),
-        ("version = 1\ntargets", "version = 1\nfuture-key = 2\ntargets", "future-key"),
+        ('version = "1.0"\ntargets', 'version = "1.0"\nfuture-key = 2\ntargets', "future-key"),
+        ('version = "1.0"', 'version = "one"', "kernels.lock: version: expected a format version"),
     ],
 )
 def test_invalid_values_name_their_key_path(old: str, new: str, path: str) -> None:
@@ -79,10 +80,25 @@ def test_duplicate_entries_are_rejected() -> None:
         parse_lockfile(text + "\n" + entry)
 
 
-def test_newer_format_version_asks_for_an_upgrade() -> None:
-    text = dumps_lockfile(sample()).replace("version = 1\n", "version = 7\n", 1)
-    with pytest.raises(LockfileError, match="newer than this kernlock understands.*upgrade kernlock"):
+def test_newer_major_format_asks_for_an_upgrade() -> None:
+    text = dumps_lockfile(sample()).replace('version = "1.0"\n', 'version = "7.0"\n', 1)
+    with pytest.raises(LockfileVersionError, match="newer than this kernlock understands.*upgrade kernlock"):
         parse_lockfile(text)
+
+
+def test_newer_minor_format_is_read_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    text = dumps_lockfile(sample()).replace('version = "1.0"\n', 'version = "1.3"\nfuture-key = 2\n', 1)
+    text = text.replace('resolution = "branch v1"', 'resolution = "branch v1"\nfuture-field = "x"', 1)
+    with caplog.at_level("WARNING", logger="kernlock"):
+        lock = parse_lockfile(text)
+    assert lock.kernels == parse_lockfile(dumps_lockfile(sample())).kernels
+    assert lock.version == "1.3" and lock.newer_format
+    assert "lock format 1.3; this one reads 1.0); ignoring future-key, kernel[0].future-field" in caplog.text
+
+
+def test_the_integer_version_of_older_locks_reads_as_1_0() -> None:
+    text = dumps_lockfile(sample()).replace('version = "1.0"\n', "version = 1\n", 1)
+    assert parse_lockfile(text) == parse_lockfile(dumps_lockfile(sample()))
 
 
 def test_merge_conflict_markers_get_their_own_message() -> None:

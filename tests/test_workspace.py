@@ -213,7 +213,7 @@ def test_an_unreadable_lock_is_never_silently_re_resolved(hub: TestHub, tmp_path
     project = make_project(tmp_path / "p", kernels=[ACTIVATION], targets=[CPU])
     assert cli("lock", cwd=project).exit_code == 0
     lock = project / "kernels.lock"
-    conflicted = "<<<<<<< HEAD\n" + lock.read_text() + "=======\nversion = 1\n>>>>>>> theirs\n"
+    conflicted = "<<<<<<< HEAD\n" + lock.read_text() + "=======\nversion = \"1.0\"\n>>>>>>> theirs\n"
     lock.write_text(conflicted)
     line = one_line_error(cli("lock", cwd=project))
     assert "merge-conflict markers" in line and "kernlock lock --upgrade" in line
@@ -224,16 +224,24 @@ def test_an_unreadable_lock_is_never_silently_re_resolved(hub: TestHub, tmp_path
     assert cli("verify", cwd=project).exit_code == 0
 
 
-def test_a_newer_lock_format_is_never_overwritten(hub: TestHub, tmp_path: Path) -> None:
+@pytest.mark.parametrize("newer, readable", [("99.0", False), ("1.99", True)], ids=["major", "minor"])
+def test_a_newer_lock_format_is_never_overwritten(hub: TestHub, tmp_path: Path, newer: str, readable: bool) -> None:
     project = make_project(tmp_path / "p", kernels=[ACTIVATION], targets=[CPU])
     assert cli("lock", cwd=project).exit_code == 0
     lock = project / "kernels.lock"
-    newer = lock.read_text().replace("version = 1", "version = 99", 1)
-    lock.write_text(newer)
-    for args in (("lock",), ("lock", "--upgrade")):
+    text = lock.read_text().replace('version = "1.0"', f'version = "{newer}"\nfuture-key = true', 1)
+    lock.write_text(text)
+    for args in (("lock",), ("lock", "--upgrade"), ("remove", ACTIVATION)):
         line = one_line_error(cli(*args, cwd=project))
-        assert "lock format version 99 is newer" in line and "pip install -U kernlock" in line
-        assert lock.read_text() == newer
+        assert f"lock format version {newer} is newer" in line or f"lock format {newer}" in line
+        assert "pip install -U kernlock" in line
+        assert lock.read_text() == text
+    verified = run_kernlock("verify", cwd=project)
+    if readable:  # a newer minor is read, with a warning naming what is ignored
+        assert verified.returncode == 0, verified.stdout + verified.stderr
+        assert "written by a newer kernlock (lock format 1.99" in verified.stderr and "future-key" in verified.stderr
+    else:
+        assert verified.returncode == 2 and "upgrade kernlock" in verified.stdout
 
 
 # ---------------------------------------------------------------- one-line errors instead of tracebacks
