@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # kernlock end to end on the lent GPU machine (issue #8). From the repository root:
 #   bash gpu/run_gpu.sh [e2e.py options]      e.g. --cpu-dry-run (any machine), --ready-reps 3
+#   E2E_SCRIPT=gpu/ddp.py bash gpu/run_gpu.sh  the multi-rank run (issue #20) instead of e2e.py
 # Needs .whl/ (gpu/build_wheels.sh) carried along; installs it into /tmp/site when the device
 # command has not already done so, finds git (unpacking the carried .deb if the machine has
 # none), then runs gpu/e2e.py. Writes $OUT/log.txt, results.json, verify.json, triton_check.json;
@@ -60,7 +61,7 @@ fi
 echo "setup took $(( $(date +%s) - start ))s"
 
 echo "== e2e"
-"$PY" gpu/e2e.py --out "$OUT" "$@"
+"$PY" "${E2E_SCRIPT:-gpu/e2e.py}" --out "$OUT" "$@"
 rc=$?
 echo "total $(( $(date +%s) - start ))s, exit $rc"
 exit $rc
