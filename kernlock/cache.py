@@ -3,8 +3,10 @@
 Files live where kernels reads them: the Hugging Face Hub cache
 (`KERNELS_CACHE`, else `HF_HUB_CACHE`, else `HF_HOME/hub`), under
 `kernels--org--repo/snapshots/<commit>/build/<variant>/`. A verified-file stamp
-(path, size, mtime, ctime, inode → sha256) lets warm starts skip re-hashing; any change
-to a file's size, mtime or inode forces a full hash.
+(device, inode, size, mtime, ctime → sha256), kept in kernlock's private per-user
+directory (`kernlock.private`) and signed there, lets warm starts skip re-hashing;
+any change to a file forces a full hash. A verified variant directory holds exactly
+the locked files: anything else (bytecode, a module, a library) is refused.
 """
 
 from __future__ import annotations
@@ -71,27 +73,28 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def stamp_path(kernel: LockedKernel, variant: str, cache: Path) -> Path:
-    return cache / ".kernlock" / "stamps" / repo_folder(kernel.repo) / kernel.commit / f"{variant}.json"
+def _stamp_entry(kernel: LockedKernel, variant: str, root: Path) -> str:
+    """The private-directory entry that remembers which files of `root` this user verified."""
+    from kernlock.private import entry_name
+
+    return entry_name("stamp", os.path.realpath(root), kernel.commit, variant)
 
 
-def _read_stamp(path: Path) -> dict[str, list]:
+def _read_stamp(entry: str) -> dict[str, list]:
+    from kernlock.private import read_entry
+
+    payload = read_entry(entry)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
+        data = json.loads(payload) if payload else {}
+    except ValueError:
         return {}
+    return data if isinstance(data, dict) else {}
 
 
-def _write_stamp(path: Path, stamp: dict[str, list]) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump(stamp, out, sort_keys=True)
-        os.replace(temp, path)
-    except OSError:
-        pass  # a read-only cache only costs re-hashing next time
+def _write_stamp(entry: str, stamp: dict[str, list]) -> None:
+    from kernlock.private import write_entry
+
+    write_entry(entry, json.dumps(stamp, sort_keys=True).encode())
 
 
 def missing_files(kernel: LockedKernel, variant: LockedVariant, root: Path) -> list[LockedFile]:
@@ -99,12 +102,54 @@ def missing_files(kernel: LockedKernel, variant: LockedVariant, root: Path) -> l
     return [f for f in variant.files if not (root / f.path).is_file()]
 
 
-def check_variant(kernel: LockedKernel, variant: LockedVariant, root: Path, stamp_file: Path | None = None) -> None:
-    """Raise `IntegrityError` unless every file under `root` matches the lock.
+def extra_files(variant: LockedVariant, root: Path) -> list[str]:
+    """Entries under `root` that the lock does not list (bytecode, modules, libraries, links), sorted.
 
-    With `stamp_file`, files whose size, mtime and inode match the stamp are not re-hashed.
+    Directories count only as the parents of locked files; anything else —
+    `__pycache__`, a symlinked directory, an empty package directory — is extra.
     """
-    stamp = _read_stamp(stamp_file) if stamp_file else {}
+    locked = {f.path for f in variant.files}
+    parents = {str(Path(p).parent) for p in locked} | {"."}
+    parents |= {str(parent) for p in parents for parent in Path(p).parents}
+    extra = []
+    for directory, dirnames, filenames in os.walk(root):
+        relative = os.path.relpath(directory, root)
+        prefix = "" if relative == "." else relative + "/"
+        for name in list(dirnames):
+            path = prefix + name
+            if path not in parents or os.path.islink(os.path.join(directory, name)):
+                extra.append(path + "/")
+                dirnames.remove(name)
+        extra.extend(prefix + name for name in filenames if prefix + name not in locked)
+    return sorted(extra)
+
+
+def remove_extra_files(root: Path, extra: list[str]) -> None:
+    """Delete what `extra_files` found under `root` (never following a link out of it)."""
+    for relative in extra:
+        path = root / relative.rstrip("/")
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+
+
+def check_variant(kernel: LockedKernel, variant: LockedVariant, root: Path, stamped: bool = False) -> None:
+    """Raise `IntegrityError` unless `root` holds exactly the locked files, each matching the lock.
+
+    With `stamped`, files whose device, inode, size, mtime and ctime match what this
+    user verified before (a signed stamp in kernlock's private directory) are not
+    re-hashed.
+    """
+    extra = extra_files(variant, root)
+    if extra:
+        names = ", ".join(extra[:3]) + ("…" if len(extra) > 3 else "")
+        raise IntegrityError(
+            f"{kernel.spec}: {root} holds {len(extra)} file(s) that kernels.lock does not list ({names}); "
+            "they could run instead of the locked code: run `kernlock sync --repair` to remove them"
+        )
+    entry = _stamp_entry(kernel, variant.name, root) if stamped else None
+    stamp = _read_stamp(entry) if entry else {}
     fresh: dict[str, list] = {}
     for locked in variant.files:
         path = root / locked.path
@@ -114,7 +159,7 @@ def check_variant(kernel: LockedKernel, variant: LockedVariant, root: Path, stam
             raise MissingFilesError(
                 f"{kernel.spec}: {variant.name}/{locked.path} is missing from {root}; run `kernlock sync` to fetch it"
             ) from None
-        key = [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, locked.sha256]
+        key = [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, locked.sha256]
         if stamp.get(locked.path) == key:
             fresh[locked.path] = key
             continue
@@ -127,8 +172,8 @@ def check_variant(kernel: LockedKernel, variant: LockedVariant, root: Path, stam
                 f"{kernel.repo}` if the lock is what is wrong"
             )
         fresh[locked.path] = key
-    if stamp_file and fresh != stamp:
-        _write_stamp(stamp_file, fresh)
+    if entry and fresh != stamp:
+        _write_stamp(entry, fresh)
 
 
 def _install_file(hub: "Hub", kernel: LockedKernel, variant: str, locked: LockedFile, cache: Path, force: bool) -> None:
@@ -220,7 +265,7 @@ def ensure_variant(kernel: LockedKernel, variant: LockedVariant, *, offline: boo
                 f"{kernel.spec}: {variant.name} is not complete in the vendor directory {vendor} "
                 f"(missing {_describe_files(missing)}); re-run `kernlock vendor {vendor}` with this lock"
             )
-        check_variant(kernel, variant, root, vendor / ".kernlock" / "stamps" / repo_folder(kernel.repo) / kernel.commit / f"{variant.name}.json")
+        check_variant(kernel, variant, root, stamped=True)
         return root
     cache = hub_cache_dir()
     root = variant_dir(kernel, variant.name, cache)
@@ -241,5 +286,5 @@ def ensure_variant(kernel: LockedKernel, variant: LockedVariant, *, offline: boo
                 f"({_describe_files(missing)}) and cannot be downloaded ({type(error).__name__}); "
                 "run `kernlock sync` where the Hub is reachable"
             ) from None
-    check_variant(kernel, variant, root, stamp_path(kernel, variant.name, cache))
+    check_variant(kernel, variant, root, stamped=True)
     return root

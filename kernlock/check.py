@@ -387,7 +387,7 @@ def check_cache(lock: Lockfile, targets: list[Target], result: CheckResult) -> N
                                f"are not in the cache ({names})", "kernlock sync", path=str(directory), **context)
                 continue
             try:
-                cache.check_variant(kernel, variant, directory, cache.stamp_path(kernel, variant.name, root))
+                cache.check_variant(kernel, variant, directory, stamped=True)
             except MissingFilesError as error:
                 result.problem(str(error), "kernlock sync", path=str(directory), **context)
             except IntegrityError as error:

@@ -310,6 +310,7 @@ def kernels_lock_json(pins: Iterable[KernelsPin]) -> str:
 
 # The kernels functions `kernlock.apply()` wraps, by the module that defines them.
 PATCH_POINTS: dict[str, tuple[str, ...]] = {
+    "kernels.importer": ("_import_from_path",),
     "kernels.deps": ("resolve_kernel_tree",),
     "kernels._versions": ("select_revision_or_version",),
     "kernels.variants": ("get_kernel_variants",),

@@ -28,6 +28,8 @@ from kernlock import local_kernels
 from kernlock.distributed import check_initialised, patch_c10d
 from kernlock.environment import Target, current_target, kernels_target, parse_target
 from kernlock.errors import CompatibilityError, KernlockError, LocalKernelError, NoVariantError, UnlockedKernelError
+from kernlock.importguard import guard_import
+from kernlock.importguard import register as register_verified
 from kernlock.kernels_adapter import (
     PATCH_POINTS,
     kernel_request,
@@ -219,6 +221,7 @@ def _locked_local_kernel(entry: LockedKernel) -> Any:
     from huggingface_hub import constants
 
     root = ensure_variant(entry, variant, offline=bool(constants.HF_HUB_OFFLINE))
+    register_verified(entry, variant, root)
     return locked_kernel(root, entry.repo, entry.commit, variant.name)
 
 
@@ -371,7 +374,13 @@ def _patch_variants(module: ModuleType) -> None:
     replace_function(module, "get_kernel_variants", make)
 
 
+def _patch_importer(module: ModuleType) -> None:
+    """kernels imports a variant through `_import_from_path`: re-check a verified one right before (importguard)."""
+    replace_function(module, "_import_from_path", guard_import)
+
+
 _PATCHERS = {
+    "kernels.importer": _patch_importer,
     "kernels.deps": _patch_deps,
     "kernels.locking": _patch_locking,
     "kernels._versions": _patch_versions,

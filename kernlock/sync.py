@@ -13,7 +13,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernlock.cache import check_variant, discard, download_variant, hub_cache_dir, missing_files, variant_dir
+from kernlock.cache import (
+    check_variant, discard, download_variant, extra_files, hub_cache_dir, missing_files, remove_extra_files, variant_dir,
+)
 from kernlock.environment import Target, current_target, parse_target
 from kernlock.errors import IntegrityError, KernlockError, MissingFilesError, UsageError
 from kernlock.lockfile import LockedKernel, LockedVariant, Lockfile
@@ -60,13 +62,16 @@ def sync_variant(kernel: LockedKernel, variant: LockedVariant, cache: Path, repa
     try:
         check_variant(kernel, variant, root)
     except IntegrityError:
-        bad = [f for f in variant.files if _mismatched(root / f.path, f.sha256, f.size)]
         if not repair:
             raise
+        extra = extra_files(variant, root)
+        remove_extra_files(root, extra)
+        report.repaired += [f"{kernel.spec} {variant.name}/{path} (removed: not in the lock)" for path in extra]
+        bad = [f for f in variant.files if _mismatched(root / f.path, f.sha256, f.size)]
         discard(kernel, variant.name, bad, cache)
         download_variant(kernel, variant, cache, bad, force=True)
         check_variant(kernel, variant, root)
-        report.repaired = [f"{kernel.spec} {variant.name}/{f.path}" for f in bad]
+        report.repaired += [f"{kernel.spec} {variant.name}/{f.path}" for f in bad]
         report.bytes += sum(f.size for f in bad)
     return report
 

@@ -8,6 +8,7 @@ kernels-only checks run in-process.
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import pytest
@@ -270,8 +271,7 @@ def test_tampered_cached_file_is_caught_even_with_same_size(hub: TestHub, tmp_pa
     kernlock.apply(project / "kernels.lock")
     kernels.get_kernel(FA2, version=2)
     root = cache.variant_dir(entry, variant.name)
-    stamp = cache.stamp_path(entry, variant.name, cache.hub_cache_dir())
-    assert stamp.is_file()
+    assert any(name.startswith("stamp-") for name in os.listdir(os.environ["KERNLOCK_CACHE_DIR"]))
 
     hashed: list[Path] = []
     original = cache.sha256_file

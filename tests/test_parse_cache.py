@@ -42,7 +42,7 @@ def _forbid_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def entries(cache: Path) -> list[Path]:
-    return sorted((cache / "parsed").glob("*.pickle"))
+    return sorted(cache.glob("parsed-*"))
 
 
 def test_written_lock_is_loaded_without_parsing(tmp_path: Path, private_kernlock_cache: Path,
@@ -83,7 +83,7 @@ def test_entries_in_a_directory_others_can_write_are_ignored(tmp_path: Path, pri
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "kernels.lock"
     write_lockfile(big_lock(), path)
-    (private_kernlock_cache / "parsed").chmod(0o777)
+    private_kernlock_cache.chmod(0o777)
     calls = []
     original = lockfile.parse_lockfile
     monkeypatch.setattr(lockfile, "parse_lockfile", lambda *a, **k: calls.append(1) or original(*a, **k))

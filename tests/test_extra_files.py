@@ -1,0 +1,111 @@
+"""Nothing outside the lock executes: planted bytecode, shadowing modules and extra libraries are refused."""
+
+from __future__ import annotations
+
+import importlib.util
+import py_compile
+from pathlib import Path
+
+import pytest
+
+import kernels
+import kernlock
+from helpers import cli
+from kernlock import cache
+from kernlock.errors import IntegrityError
+from kernlock.lockfile import LockedKernel, LockedVariant
+from kernlock.patch import release
+from kernlock.testing.hub import TestHub
+from scripts.harness import FA2, locked_project
+
+PLANTED = 'KERNEL_IDENTITY = {"planted": True}\n'
+
+
+@pytest.fixture(autouse=True)
+def _release():
+    yield
+    release()
+
+
+def synced(tmp_path: Path) -> tuple[Path, LockedKernel, LockedVariant, Path]:
+    project, lock = locked_project(tmp_path / "p", [f"{FA2}@v2"])
+    assert cli("sync", cwd=project).exit_code == 0
+    [entry] = lock.kernels
+    variant = entry.variant_for(lock.targets[0])
+    return project, entry, variant, cache.variant_dir(entry, variant.name)
+
+
+def package_of(variant: LockedVariant) -> str:
+    return next(f.path for f in variant.files if f.path.endswith("/__init__.py")).rsplit("/", 1)[0]
+
+
+def plant(root: Path, package: str, attack: str, tmp_path: Path) -> Path:
+    """Put one unlocked thing into a variant directory; return it."""
+    if attack == "pyc":  # runs instead of the locked __init__.py, whatever the source says
+        source = tmp_path / "evil.py"
+        source.write_text(PLANTED)
+        target = Path(importlib.util.cache_from_source(str(root / package / "__init__.py")))
+        target.parent.mkdir(exist_ok=True)
+        py_compile.compile(str(source), cfile=str(target), invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+        return target
+    if attack == "module":  # a package shadows the locked `_identity.py` the kernel imports
+        target = root / package / "_identity" / "__init__.py"
+        target.parent.mkdir()
+        target.write_text("def identity(*args):\n    return {'planted': True}\n")
+        return target
+    target = root / package / "_extra.abi3.so"  # an extra library for anything to dlopen
+    target.write_bytes(b"\x7fELF" + b"\0" * 60)
+    return target
+
+
+@pytest.mark.parametrize("attack", ["pyc", "module", "so"])
+def test_planted_files_are_refused_reported_and_repaired(hub: TestHub, tmp_path: Path, attack: str) -> None:
+    project, entry, variant, root = synced(tmp_path)
+    planted = plant(root, package_of(variant), attack, tmp_path)
+    kernlock.apply(project / "kernels.lock")
+    with pytest.raises(IntegrityError, match="does not list") as error:
+        kernels.get_kernel(FA2, version=2)
+    assert "kernlock sync --repair" in str(error.value)
+
+    verified = cli("verify", "--cache", cwd=project)
+    assert verified.exit_code == 1 and "does not list" in verified.output
+    assert cli("sync", cwd=project).exit_code == 1
+    repaired = cli("sync", "--repair", cwd=project)
+    assert repaired.exit_code == 0, repaired.output
+    assert not planted.exists() and cache.extra_files(variant, root) == []
+
+    module = kernels.get_kernel(FA2, version=2)
+    assert module.KERNEL_IDENTITY["repo"] == FA2
+    assert cache.extra_files(variant, root) == []  # importing wrote no bytecode
+    assert cli("verify", "--cache", cwd=project).exit_code == 0
+
+
+def test_lazily_imported_submodules_never_read_or_write_bytecode(hub: TestHub, tmp_path: Path) -> None:
+    project, entry, variant, root = synced(tmp_path)
+    kernlock.apply(project / "kernels.lock")
+    module = kernels.get_kernel(FA2, version=2)
+    package = root / package_of(variant)
+    (package / "late.py").write_text("VALUE = 'source'\n")
+    pyc = Path(importlib.util.cache_from_source(str(package / "late.py")))
+    pyc.parent.mkdir(exist_ok=True)
+    bad = tmp_path / "late.py"
+    bad.write_text("VALUE = 'bytecode'\n")
+    py_compile.compile(str(bad), cfile=str(pyc), invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    late = importlib.import_module(f"{module.__name__}.late")  # after the check: the finder ignores bytecode
+    assert late.VALUE == "source"
+    assert type(late.__loader__).__name__ == "SourceOnlyLoader"
+
+
+def test_vendor_directory_with_planted_bytecode_is_refused(hub: TestHub, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    project, entry, variant, _ = synced(tmp_path)
+    vendor = tmp_path / "vendor"
+    assert cli("vendor", str(vendor), cwd=project).exit_code == 0
+    root = cache.vendored_variant_dir(entry, variant.name, vendor)
+    plant(root, package_of(variant), "pyc", tmp_path)
+    monkeypatch.setenv(cache.VENDOR_ENV, str(vendor))
+    kernlock.apply()
+    with pytest.raises(IntegrityError, match="does not list"):
+        kernels.get_kernel(FA2, version=2)
+    again = cli("vendor", str(vendor), cwd=project)
+    assert again.exit_code == 1 and "does not list" in again.output
