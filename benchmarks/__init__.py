@@ -4,7 +4,7 @@ Run::
 
     python -m benchmarks                  # full run (~15 min on 2 cores)
     python -m benchmarks --quick          # smoke run (fewer sizes and repetitions, ~3 min)
-    python -m benchmarks --only lock      # one benchmark (repeatable): lock, load, cold, verify, scaling
+    python -m benchmarks --only lock      # one benchmark (repeatable): lock, load, cold, verify, scaling, startup
     python -m benchmarks --json out.json  # where the results JSON goes (default: a temp dir; path printed)
 
 Each benchmark starts the test Hub (`kernlock.testing.hub.TestHub`, in-process
@@ -27,6 +27,8 @@ Benchmarks (one module each):
                checks that it imports neither torch, transformers, kernels nor huggingface_hub.
 5. `scaling` — load + validate + coverage check of 10/100/1,000-kernel locks, and the integrity
                re-check of a 256 MB file with and without the verified-file stamp.
+6. `startup` — per-child overhead under `kernlock run`: `python -c pass`, `import kernels` and a
+               locked `get_kernel` with and without the start-up hook's environment; Hub requests.
 
 The run ends with a summary of targets (PASS/MISS).
 """

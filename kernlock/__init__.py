@@ -8,10 +8,6 @@ Public API (imported lazily so `import kernlock` stays cheap)::
     kernlock.load_lockfile(p)   # parse and validate a lock file
 """
 
-from __future__ import annotations
-
-from importlib import import_module
-
 __version__ = "0.1.0"
 
 _EXPORTS = {
@@ -41,4 +37,6 @@ def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'kernlock' has no attribute {name!r}")
+    from importlib import import_module  # not at the top: the start-up hook imports this package in every process
+
     return getattr(import_module(module), name)

@@ -102,11 +102,12 @@ def missing_files(kernel: LockedKernel, variant: LockedVariant, root: Path) -> l
     return [f for f in variant.files if not (root / f.path).is_file()]
 
 
-def extra_files(variant: LockedVariant, root: Path) -> list[str]:
-    """Entries under `root` that the lock does not list (bytecode, modules, libraries, links), sorted.
+def extra_files(variant: LockedVariant, root: Path, *, bytecode: bool = False) -> list[str]:
+    """Entries under `root` that the lock does not list (modules, libraries, links, directories), sorted.
 
-    Directories count only as the parents of locked files; anything else —
-    `__pycache__`, a symlinked directory, an empty package directory — is extra.
+    Directories count only as the parents of locked files. A `__pycache__` holding
+    only `.pyc` files is inert — kernlock never reads bytecode from a variant
+    (`kernlock.importguard`) — and is listed only with `bytecode`.
     """
     locked = {f.path for f in variant.files}
     parents = {str(Path(p).parent) for p in locked} | {"."}
@@ -116,12 +117,22 @@ def extra_files(variant: LockedVariant, root: Path) -> list[str]:
         relative = os.path.relpath(directory, root)
         prefix = "" if relative == "." else relative + "/"
         for name in list(dirnames):
-            path = prefix + name
-            if path not in parents or os.path.islink(os.path.join(directory, name)):
-                extra.append(path + "/")
-                dirnames.remove(name)
+            path = os.path.join(directory, name)
+            dirnames.remove(name)
+            if prefix + name in parents and not os.path.islink(path):
+                dirnames.append(name)
+            elif bytecode or not _only_bytecode(path):
+                extra.append(prefix + name + "/")
         extra.extend(prefix + name for name in filenames if prefix + name not in locked)
     return sorted(extra)
+
+
+def _only_bytecode(directory: str) -> bool:
+    """Whether `directory` is a real `__pycache__` holding nothing but regular `.pyc` files."""
+    if os.path.basename(directory) != "__pycache__" or os.path.islink(directory):
+        return False
+    with os.scandir(directory) as entries:
+        return all(e.name.endswith(".pyc") and e.is_file(follow_symlinks=False) for e in entries)
 
 
 def remove_extra_files(root: Path, extra: list[str]) -> None:

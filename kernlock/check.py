@@ -392,6 +392,10 @@ def check_cache(lock: Lockfile, targets: list[Target], result: CheckResult) -> N
                 result.problem(str(error), "kernlock sync", path=str(directory), **context)
             except IntegrityError as error:
                 result.problem(str(error), "kernlock sync --repair", path=str(directory), **context)
+            else:
+                if inert := cache.extra_files(variant, directory, bytecode=True):
+                    result.notes.append(f"{kernel.spec}: {directory} holds bytecode caches kernlock never reads "
+                                        f"({', '.join(inert[:3])}); `kernlock sync --repair` removes them")
     result.summary = f"{len(seen)} variant{'s' if len(seen) != 1 else ''} in {root}"
 
 
@@ -478,9 +482,14 @@ def spec_repo(kernel: LockedKernel) -> str:
 
 
 def check_remote(lock: Lockfile, result: CheckResult, hub: Hub | None = None) -> None:
-    """Locked commits still exist on the Hub; moved branches are notes."""
-    from kernlock.errors import HubError
+    """Re-check what the lock claims against the Hub; moved branches are notes.
 
+    Each locked commit must still exist and hold exactly the locked files of every
+    locked variant with the locked sizes and sha256 (binaries by their LFS hash,
+    small files fetched and hashed); each alias must be a rename the Hub still
+    redirects to the locked repo; a "trusted-publisher" entry's publisher must be
+    marked trusted on the Hub.
+    """
     if hub is None:
         from kernlock.hub import Hub
 
@@ -492,14 +501,8 @@ def check_remote(lock: Lockfile, result: CheckResult, hub: Hub | None = None) ->
         if status.error is not None:
             result.problem(status.error, "check the network, HF_ENDPOINT and HF_TOKEN", kernel=kernel.spec)
             continue
-        if status.current != kernel.commit:
-            # Not the head of its ref: ask for the commit itself.
-            try:
-                hub.tree(kernel.repo, kernel.commit)
-            except HubError as error:
-                result.problem(f"{kernel.spec}: locked commit {kernel.commit[:12]} is no longer on the Hub ({error})",
-                               fix, kernel=kernel.spec)
-                continue
+        for problem in remote_problems(kernel, hub):
+            result.problem(f"{kernel.spec}: {problem}", fix, kernel=kernel.spec)
         if status.renamed_to is not None:
             result.notes.append(f"{kernel.spec}: {spec_repo(kernel)} was renamed to {status.renamed_to} on the Hub; "
                                 f"update the spec (loads keep working under both names)")
@@ -509,6 +512,46 @@ def check_remote(lock: Lockfile, result: CheckResult, hub: Hub | None = None) ->
         elif status.ref_gone:
             result.notes.append(f"{kernel.spec}: ref {kernel.ref} no longer exists on the Hub (the locked commit does)")
     result.summary = f"{len({s.kernel.repo for s in statuses})} repos"
+
+
+def remote_problems(kernel: LockedKernel, hub: Hub) -> list[str]:
+    """How a lock entry disagrees with the Hub: commit, files and hashes, aliases, trust."""
+    import hashlib
+
+    from kernlock.errors import HubError
+
+    try:
+        tree = hub.tree(kernel.repo, kernel.commit)
+    except HubError as error:
+        return [f"locked commit {kernel.commit[:12]} is no longer on the Hub ({error})"]
+    problems = []
+    for variant in kernel.variants:
+        prefix = f"build/{variant.name}/"
+        listed = {f.path[len(prefix):]: f for f in tree if f.path.startswith(prefix)}
+        if set(listed) != {f.path for f in variant.files}:
+            differ = sorted(set(listed) ^ {f.path for f in variant.files})
+            problems.append(f"{variant.name} at {kernel.commit[:12]} does not hold the locked files "
+                            f"(differs in {', '.join(differ[:3])}{'…' if len(differ) > 3 else ''})")
+            continue
+        for locked in variant.files:
+            entry = listed[locked.path]
+            try:
+                sha256 = entry.lfs_sha256 or hashlib.sha256(
+                    hub.fetch(kernel.repo, kernel.commit, entry.path, entry.blob_id)).hexdigest()
+            except HubError as error:
+                problems.append(f"cannot fetch {entry.path} to check its hash ({error})")
+                continue
+            if (sha256, entry.size) != (locked.sha256, locked.size):
+                problems.append(f"{variant.name}/{locked.path}: the Hub has sha256 {sha256} ({entry.size} bytes), "
+                                f"the lock says {locked.sha256} ({locked.size} bytes)")
+    for alias in kernel.aliases:
+        canonical = hub.canonical_repo(alias)
+        if canonical != kernel.repo:
+            problems.append(f"alias {alias} is not a rename of {kernel.repo} on the Hub (it is {canonical})")
+    if kernel.trust == "trusted-publisher" and not hub.publisher_trusted(kernel.repo.split("/", 1)[0]):
+        problems.append(f"the lock says its publisher is trusted, but the Hub does not mark "
+                        f"{kernel.repo.split('/', 1)[0]!r} as a trusted kernel publisher")
+    return problems
 
 
 # ---------------------------------------------------------------- entry point

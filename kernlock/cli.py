@@ -75,3 +75,6 @@ class LazyGroup(click.Group):
 @click.version_option(__version__, prog_name="kernlock")
 def main() -> None:
     """Lock Hugging Face Hub kernels to exact commits, build variants and file hashes."""
+    from kernlock.autoapply import disarm
+
+    disarm()  # kernlock's own commands never apply the lock at start-up (KERNLOCK_APPLY=1 may be set)

@@ -1,32 +1,33 @@
-"""Importing a locked variant runs exactly its locked files: no bytecode is read or written.
+"""Importing a locked variant runs exactly its verified files: no bytecode is read or written.
 
 Left alone, Python reads `__pycache__/*.pyc` beside a kernel's sources (a planted
 `.pyc` compiled with `UNCHECKED_HASH` runs instead of the verified source, whatever
-the source says) and writes `__pycache__` there on first import. So:
+the source says) and writes `__pycache__` there on first import. So, for every
+variant directory kernlock verified in this process:
 
-1. a variant directory must hold exactly the locked files: anything else
-   (`__pycache__`, a shadowing module, an extra `.so`) is refused by
-   `cache.check_variant`, once when the variant is verified and again right
-   before kernels imports it;
-2. kernels imports a verified variant with bytecode writing off, and the
-   variant's submodules load through a finder that compiles sources in memory and
-   never reads `__pycache__` or a bare `.pyc` (extension modules load as usual,
-   from the verified files).
+1. the directory must hold exactly the locked files: anything else that Python
+   could import or load (a module, a package shadowing a locked module, an extra
+   `.so`, a bare `.pyc`, a symlinked directory) is refused by
+   `cache.check_variant`, when the variant is verified and again right before
+   kernels imports it;
+2. the kernel's `__init__.py` and every submodule load through
+   `SourceOnlyLoader`, which compiles the verified source in memory and never
+   reads or writes bytecode (extension modules load from the verified files).
 
-Variant directories stay byte-for-byte what the lock lists, also after imports,
-also in read-only caches and vendor directories.
+So `__pycache__` directories (Python writes them when a process without kernlock
+imports the kernel) are never read and are inert; `kernlock verify --cache` notes
+them and `kernlock sync --repair` removes them.
 """
 
 from __future__ import annotations
 
 import importlib.machinery
+import importlib.util
 import os
 import sys
-import threading
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from collections.abc import Callable, Iterator
 from typing import Any
 
 from kernlock.lockfile import LockedKernel, LockedVariant
@@ -42,8 +43,9 @@ class SourceOnlyLoader(importlib.machinery.SourceFileLoader):
         return self.source_to_code(self.get_data(path), path)
 
 
-def _verified_root(path: str) -> tuple[str, tuple[LockedKernel, LockedVariant]] | None:
-    real = os.path.realpath(path)
+def _verified_root(directory: str) -> tuple[str, tuple[LockedKernel, LockedVariant]] | None:
+    """The verified variant root `directory` lies in (files in a Hub cache are links to blobs: pass their directory)."""
+    real = os.path.realpath(directory)
     for root, locked in _verified.items():
         if real == root or real.startswith(root + os.sep):
             return root, locked
@@ -61,45 +63,30 @@ def _path_hook(path: str) -> importlib.machinery.FileFinder:
     )
 
 
+_spec_from_file_location = importlib.util.spec_from_file_location
+
+
+def spec_from_file_location(name: str, location: Any = None, *, loader: Any = None, **kwargs: Any) -> Any:
+    """`importlib.util.spec_from_file_location`, with `SourceOnlyLoader` for sources in verified variants."""
+    if loader is None and location is not None and os.fspath(location).endswith(".py") \
+            and _verified_root(os.path.dirname(os.fspath(location))) is not None:
+        loader = SourceOnlyLoader(name, os.fspath(location))
+    return _spec_from_file_location(name, location, loader=loader, **kwargs)
+
+
 def register(kernel: LockedKernel, variant: LockedVariant, root: Path) -> None:
     """Remember that `root` was verified to hold exactly `variant`'s locked files."""
     real = os.path.realpath(root)
     _verified[real] = (kernel, variant)
     if _path_hook not in sys.path_hooks:
         sys.path_hooks.insert(0, _path_hook)
+    importlib.util.spec_from_file_location = spec_from_file_location  # how kernels imports a variant's __init__.py
     for cached in [p for p in sys.path_importer_cache if _verified_root(p) is not None]:
         del sys.path_importer_cache[cached]
 
 
-class _BytecodeWrites:
-    """Turns `sys.dont_write_bytecode` on while any thread imports a verified variant."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.depth = 0
-        self.saved = False
-
-    @contextmanager
-    def off(self) -> Iterator[None]:
-        with self.lock:
-            if self.depth == 0:
-                self.saved = sys.dont_write_bytecode
-                sys.dont_write_bytecode = True
-            self.depth += 1
-        try:
-            yield
-        finally:
-            with self.lock:
-                self.depth -= 1
-                if self.depth == 0:
-                    sys.dont_write_bytecode = self.saved
-
-
-_BYTECODE_WRITES = _BytecodeWrites()
-
-
 def guard_import(original: Callable[..., ModuleType]) -> Callable[..., ModuleType]:
-    """Wrap kernels' `_import_from_path`: re-check a verified variant, then import it without bytecode."""
+    """Wrap kernels' `_import_from_path`: re-check a verified variant right before importing it."""
     from kernlock.cache import check_variant
 
     def _import_from_path(variant_path: Path, deps: dict[str, ModuleType], repo_info: Any = None) -> ModuleType:
@@ -108,7 +95,6 @@ def guard_import(original: Callable[..., ModuleType]) -> Callable[..., ModuleTyp
             return original(variant_path, deps=deps, repo_info=repo_info)
         kernel, variant = found[1]
         check_variant(kernel, variant, Path(variant_path), stamped=True)
-        with _BYTECODE_WRITES.off():
-            return original(variant_path, deps=deps, repo_info=repo_info)
+        return original(variant_path, deps=deps, repo_info=repo_info)
 
     return _import_from_path

@@ -310,6 +310,10 @@ def _read_kernel(path: str, data: Mapping[str, Any]) -> LockedKernel:
         )
     names = [v.name for v in variants]
     _check(len(names) == len(set(names)), f"{path}.variant", "duplicate variant names")
+    requested_repo, repo, aliases = reader.get("spec", str).split("@", 1)[0], reader.get("repo", str), reader.strings("aliases")
+    _check(all(alias == requested_repo != repo for alias in aliases), f"{path}.aliases",
+           f"{', '.join(aliases)} is not a rename recorded at lock time (only the spec's own repo, renamed on the Hub "
+           f"to {repo!r}, can be an alias); re-run `kernlock lock -P {repo}`")
     return LockedKernel(
         spec=reader.get("spec", str),
         repo=reader.get("repo", str),

@@ -59,14 +59,14 @@ def sync_variant(kernel: LockedKernel, variant: LockedVariant, cache: Path, repa
         download_variant(kernel, variant, cache, missing)
         report.downloaded = [f"{kernel.spec} {variant.name}/{f.path}" for f in missing]
         report.bytes += sum(f.size for f in missing)
+    if repair and (extra := extra_files(variant, root, bytecode=True)):
+        remove_extra_files(root, extra)
+        report.repaired += [f"{kernel.spec} {variant.name}/{path} (removed: not in the lock)" for path in extra]
     try:
         check_variant(kernel, variant, root)
     except IntegrityError:
         if not repair:
             raise
-        extra = extra_files(variant, root)
-        remove_extra_files(root, extra)
-        report.repaired += [f"{kernel.spec} {variant.name}/{path} (removed: not in the lock)" for path in extra]
         bad = [f for f in variant.files if _mismatched(root / f.path, f.sha256, f.size)]
         discard(kernel, variant.name, bad, cache)
         download_variant(kernel, variant, cache, bad, force=True)

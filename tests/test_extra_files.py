@@ -16,7 +16,7 @@ from kernlock.errors import IntegrityError
 from kernlock.lockfile import LockedKernel, LockedVariant
 from kernlock.patch import release
 from kernlock.testing.hub import TestHub
-from scripts.harness import FA2, locked_project
+from scripts.harness import FA2, locked_project, python
 
 PLANTED = 'KERNEL_IDENTITY = {"planted": True}\n'
 
@@ -58,7 +58,7 @@ def plant(root: Path, package: str, attack: str, tmp_path: Path) -> Path:
     return target
 
 
-@pytest.mark.parametrize("attack", ["pyc", "module", "so"])
+@pytest.mark.parametrize("attack", ["module", "so"])
 def test_planted_files_are_refused_reported_and_repaired(hub: TestHub, tmp_path: Path, attack: str) -> None:
     project, entry, variant, root = synced(tmp_path)
     planted = plant(root, package_of(variant), attack, tmp_path)
@@ -72,12 +72,37 @@ def test_planted_files_are_refused_reported_and_repaired(hub: TestHub, tmp_path:
     assert cli("sync", cwd=project).exit_code == 1
     repaired = cli("sync", "--repair", cwd=project)
     assert repaired.exit_code == 0, repaired.output
-    assert not planted.exists() and cache.extra_files(variant, root) == []
+    assert not planted.exists() and cache.extra_files(variant, root, bytecode=True) == []
 
     module = kernels.get_kernel(FA2, version=2)
     assert module.KERNEL_IDENTITY["repo"] == FA2
-    assert cache.extra_files(variant, root) == []  # importing wrote no bytecode
+    assert cache.extra_files(variant, root, bytecode=True) == []  # importing wrote no bytecode
     assert cli("verify", "--cache", cwd=project).exit_code == 0
+
+
+def test_planted_bytecode_never_runs_and_is_removed_by_repair(hub: TestHub, tmp_path: Path) -> None:
+    project, entry, variant, root = synced(tmp_path)
+    planted = plant(root, package_of(variant), "pyc", tmp_path)
+    kernlock.apply(project / "kernels.lock")
+    module = kernels.get_kernel(FA2, version=2)
+    assert module.KERNEL_IDENTITY.get("planted") is None and module.KERNEL_IDENTITY["repo"] == FA2
+    assert type(module.__loader__).__name__ == "SourceOnlyLoader"
+    assert sorted(p.name for p in planted.parent.iterdir()) == [planted.name]  # nothing written beside it
+    verified = cli("verify", "--cache", cwd=project)
+    assert verified.exit_code == 0 and "bytecode caches kernlock never reads" in verified.output
+    assert cli("sync", "--repair", cwd=project).exit_code == 0
+    assert not planted.parent.exists()
+
+
+def test_bytecode_written_by_an_unlocked_process_is_inert(hub: TestHub, tmp_path: Path) -> None:
+    project, entry, variant, root = synced(tmp_path)
+    unlocked = python(f"import kernels; kernels.get_kernel({FA2!r}, revision={entry.commit!r})", project,
+                      PYTHONDONTWRITEBYTECODE="")
+    assert unlocked.returncode == 0, unlocked.stderr
+    assert cache.extra_files(variant, root, bytecode=True)  # Python wrote __pycache__ there
+    assert cache.extra_files(variant, root) == []
+    kernlock.apply(project / "kernels.lock")
+    assert kernels.get_kernel(FA2, version=2).KERNEL_IDENTITY["commit"] == entry.commit
 
 
 def test_lazily_imported_submodules_never_read_or_write_bytecode(hub: TestHub, tmp_path: Path) -> None:
@@ -96,13 +121,13 @@ def test_lazily_imported_submodules_never_read_or_write_bytecode(hub: TestHub, t
     assert type(late.__loader__).__name__ == "SourceOnlyLoader"
 
 
-def test_vendor_directory_with_planted_bytecode_is_refused(hub: TestHub, tmp_path: Path,
+def test_vendor_directory_with_a_planted_module_is_refused(hub: TestHub, tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     project, entry, variant, _ = synced(tmp_path)
     vendor = tmp_path / "vendor"
     assert cli("vendor", str(vendor), cwd=project).exit_code == 0
     root = cache.vendored_variant_dir(entry, variant.name, vendor)
-    plant(root, package_of(variant), "pyc", tmp_path)
+    plant(root, package_of(variant), "module", tmp_path)
     monkeypatch.setenv(cache.VENDOR_ENV, str(vendor))
     kernlock.apply()
     with pytest.raises(IntegrityError, match="does not list"):

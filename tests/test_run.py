@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import CUDA_X86
+from helpers import CUDA_X86, make_project
+from kernlock.commands.run import run_environment
 from kernlock.testing.fixtures import advance_branch
 from kernlock.testing.hub import TestHub
 from scripts.harness import FA2, kernlock_run, locked_project, only_locked_files_requested, run, variant_of
@@ -43,9 +44,9 @@ def test_trl_sft_cli_trains_through_the_locked_kernel(hub: TestHub, tmp_path: Pa
 
 CHILD = (
     "import subprocess\n"
-    "code = 'import kernlock.patch as p; print(p.active_lock() is not None, p._STATE.strict)'\n"
+    "code = 'import kernels, kernlock.patch as p; print(p.active_lock() is not None, p._STATE.strict)'\n"
     "child = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True)\n"
-    "import kernlock.patch as p\n"
+    "import kernels, kernlock.patch as p\n"
     "tiny.result(here=[p.active_lock() is not None, p._STATE.strict], child=child.stdout.split())\n"
 )
 
@@ -75,8 +76,36 @@ def test_no_variant_for_this_environment_stops_before_the_command_runs(hub: Test
     [line] = proc.stderr.strip().splitlines()
     assert line.startswith("kernlock: error: ") and "has no build variant for this environment" in line
     assert CUDA_X86 in line and "kernlock lock --target torch2.13-" in line
-    # The start-up hook alone (as exported in a cluster job script) stops the process the same way.
-    hooked = run([sys.executable, "-c", "print('ran')"], project, KERNLOCK_APPLY="1",
-                 KERNLOCK_LOCKFILE=str(project / "kernels.lock"))
+    # The start-up hook alone (as a cluster job script exports it) stops a process that imports
+    # kernels or transformers the same way, before their code runs; other processes run untouched.
+    hook = run_environment(project / "kernels.lock")
+    hooked = run([sys.executable, "-c", "import transformers; print('ran')"], project, **hook)
     assert hooked.returncode == 1 and "ran" not in hooked.stdout
     assert hooked.stderr.strip().splitlines() == [line]
+    plain = run([sys.executable, "-c", "import sys; print('kernlock.patch' in sys.modules)"], project, **hook)
+    assert plain.returncode == 0 and plain.stdout.split() == ["False"], plain.stderr
+
+
+def test_job_script_exports_apply_the_lock_where_kernels_are_imported(hub: TestHub, tmp_path: Path) -> None:
+    project, _ = locked_project(tmp_path / "p", [f"{FA2}@v2"])
+    script = (
+        f'eval "$({sys.executable} -m kernlock run --export)"\n'
+        f'{sys.executable} -c "import sys; print(\'kernlock.patch\' in sys.modules)"\n'
+        f'{sys.executable} -c "import kernels, kernlock.patch as p; print(p.active_lock() is not None)"\n'
+    )
+    proc = run(["bash", "-c", script], project)
+    assert proc.returncode == 0 and proc.stdout.split() == ["False", "True"], proc.stderr
+
+
+def test_apply_hook_without_a_lock_breaks_nothing_but_kernel_imports(hub: TestHub, tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p", kernels=[f"{FA2}@v2"])
+    hook = {**run_environment(project / "kernels.lock"), "KERNLOCK_LOCKFILE": ""}
+    assert run([sys.executable, "-c", "pass"], project, **hook).returncode == 0
+    assert run([sys.executable, "-m", "pip", "--version"], project, **hook).returncode == 0
+    imported = run([sys.executable, "-c", "import transformers"], project, **hook)
+    assert imported.returncode == 1
+    [line] = imported.stderr.strip().splitlines()
+    assert line.startswith("kernlock: error: no kernels.lock found") and "kernlock lock" in line
+    locked = run([sys.executable, "-m", "kernlock", "lock"], project, **hook)  # the fix the error names works
+    assert locked.returncode == 0, locked.stderr
+    assert run([sys.executable, "-c", "import transformers"], project, **hook).returncode == 0

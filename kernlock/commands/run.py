@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from kernlock.cli import fail, handle_errors
 def run_environment(lockfile: Path, strict: bool = True, verbose: bool = False) -> dict[str, str]:
     """Environment variables that make every Python process apply `lockfile`.
 
-    The same variables work under cluster launchers: export them in the job script.
+    The same variables work under cluster launchers: `kernlock run --export` prints them for a job script.
     """
     from kernlock.autoapply import APPLY_ENV
     from kernlock.patch import STRICT_ENV, VERBOSE_ENV
@@ -37,14 +38,19 @@ def run_environment(lockfile: Path, strict: bool = True, verbose: bool = False) 
 @click.option("--lenient", is_flag=True, help="Let kernels outside the lock load as usual (with a warning).")
 @click.option("--vendor", "vendor", type=click.Path(file_okay=False, exists=True), help="Load the lock and kernels from this `kernlock vendor` directory.")
 @click.option("-v", "--verbose", is_flag=True, help="Print the applied lock and every bound kernel load to stderr.")
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.option("--export", "export", is_flag=True,
+              help="Print the environment as `export` lines for a job script (`eval \"$(kernlock run --export)\"`) instead of running a command.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @handle_errors
-def run_command(lockfile: str | None, locked: bool, lenient: bool, vendor: str | None, verbose: bool, command: tuple[str, ...]) -> None:
+def run_command(lockfile: str | None, locked: bool, lenient: bool, vendor: str | None, verbose: bool, export: bool,
+                command: tuple[str, ...]) -> None:
     """Run COMMAND with the lock applied in it and every Python process it starts.
 
     The lock is checked against this environment first; the command then
     replaces this process, so its exit code and signals are its own.
     """
+    if not command and not export:
+        fail("missing COMMAND; use `kernlock run -- COMMAND…`, or `kernlock run --export` for a job script", 2)
     from kernlock.cache import VENDOR_ENV
     from kernlock.environment import current_target
     from kernlock.patch import check_coverage
@@ -61,7 +67,13 @@ def run_command(lockfile: str | None, locked: bool, lenient: bool, vendor: str |
 
         require_fresh(open_workspace(workspace.root, workspace.lockfile), lock)
     check_coverage(lock, current_target(), path)
+    environment = run_environment(path, strict=not lenient, verbose=verbose)
+    if export:
+        if vendor:
+            environment[VENDOR_ENV] = os.environ[VENDOR_ENV]
+        click.echo("\n".join(f"export {name}={shlex.quote(value)}" for name, value in environment.items()))
+        return
     program = shutil.which(command[0])
     if program is None:
         fail(f"command not found: {command[0]}", 127)
-    os.execve(program, list(command), {**os.environ, **run_environment(path, strict=not lenient, verbose=verbose)})
+    os.execve(program, list(command), {**os.environ, **environment})

@@ -1,0 +1,61 @@
+"""Benchmark 6 — what `kernlock run` costs each Python process it starts.
+
+Every child of `kernlock run` (and of a job script that ran `eval "$(kernlock run
+--export)"`) starts with kernlock's start-up hook armed. Measured in fresh processes
+with a warm cache, each with and without the hook's environment, interleaved:
+`python -c pass` (a process that imports no kernels: dataloader workers, `pip`,
+shell helpers), `import kernels` (the hook applies the lock at that import), and
+`import kernels` + `get_kernel` (a locked load: must make 0 Hub requests).
+"""
+
+from __future__ import annotations
+
+from benchmarks.harness import (
+    PYTHON, Result, Target, Workspace, child_env, lock_project, run_child, running_hub, summarize,
+)
+from kernlock.commands.run import run_environment
+
+NAME = "startup"
+
+CASES = {
+    "python -c pass": "pass",
+    "import kernels": "import kernels",
+    "import kernels + get_kernel": "import sys, kernels; kernels.get_kernel(sys.argv[1], version=1)",
+}
+
+
+def run(ws: Workspace, quick: bool) -> Result:
+    reps = 5 if quick else 21
+    result = Result(NAME)
+    repos = ws.repos(1)
+    [repo] = list(repos)
+    project = ws.path("startup-project")
+    hf_home = ws.path("startup-hf-home")
+    with running_hub(repos) as hub:
+        plain = child_env(hub, hf_home)
+        lock_project(project, [repo], hub, plain)
+        hooked = {**plain, **run_environment(project / "kernels.lock")}
+        hooked["PYTHONPATH"] = hooked["PYTHONPATH"].rstrip(":")
+        for env in (plain, hooked):  # warm the cache and the bytecode of both paths
+            run_child([PYTHON, "-c", CASES["import kernels + get_kernel"], repo], hub, env, cwd=project)
+        summaries = {}
+        for case, code in CASES.items():
+            runs: dict[str, list] = {"without hook": [], "kernlock run": []}
+            for _ in range(reps):
+                for mode, env in (("without hook", plain), ("kernlock run", hooked)):
+                    runs[mode].append(run_child([PYTHON, "-c", code, repo], hub, env, cwd=project))
+            summaries[case] = {mode: summarize(r) for mode, r in runs.items()}
+            base, under = summaries[case]["without hook"], summaries[case]["kernlock run"]
+            result.rows.append({
+                "process": case, "reps": reps, "without_hook_ms": base["wall_ms"], "kernlock_run_ms": under["wall_ms"],
+                "overhead_ms": round(under["wall_ms"] - base["wall_ms"], 1),
+                "requests_without": base["requests"], "requests_kernlock_run": under["requests"],
+            })
+    result.data.update(summaries)
+    plain_overhead = result.rows[0]["overhead_ms"]
+    result.targets.append(Target("startup: per-child overhead under kernlock run, no kernel imports (ms)",
+                                 plain_overhead, "<= 10 ms", plain_overhead <= 10))
+    locked = summaries["import kernels + get_kernel"]["kernlock run"]["requests"]
+    result.targets.append(Target("startup: locked load under kernlock run makes 0 Hub requests", locked, "0",
+                                 locked == 0))
+    return result

@@ -1,0 +1,61 @@
+"""A hand-edited lock cannot smuggle in another repo: aliases are validated, `verify --remote` re-derives the rest."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from helpers import CPU, cli, make_project
+from kernlock.lockfile import load_lockfile
+from kernlock.testing.hub import TestHub
+
+FA2 = "kernels-community/flash-attn2"
+UNTRUSTED = "untrusted-org/some-kernel"
+
+
+def locked(tmp_path: Path, kernels: list[str], extra: str = "") -> Path:
+    project = make_project(tmp_path / "p", kernels=kernels, targets=[CPU], extra=extra)
+    result = cli("lock", cwd=project)
+    assert result.exit_code == 0, result.output
+    return project
+
+
+def remote_problems(project: Path) -> list[str]:
+    result = cli("verify", "--remote", "--json", cwd=project)
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.output)
+    return [p["message"] for c in report["checks"] if c["name"] == "remote" for p in c["problems"]]
+
+
+def test_an_alias_that_is_not_a_recorded_rename_is_refused(hub: TestHub, tmp_path: Path) -> None:
+    project = locked(tmp_path, [f"{UNTRUSTED}@v1"], extra=f'trust = ["{UNTRUSTED}"]\n')
+    path = project / "kernels.lock"
+    path.write_text(path.read_text().replace(f'repo = "{UNTRUSTED}"\n', f'repo = "{UNTRUSTED}"\naliases = ["{FA2}"]\n'))
+    result = cli("verify", cwd=project)
+    assert result.exit_code == 2
+    assert "kernel[0].aliases" in result.output and "not a rename recorded at lock time" in result.output
+
+
+def test_verify_remote_catches_a_forged_rename_hash_and_trust(hub: TestHub, tmp_path: Path) -> None:
+    project = locked(tmp_path, [f"{UNTRUSTED}@v1"], extra=f'trust = ["{UNTRUSTED}"]\n')
+    path = project / "kernels.lock"
+    genuine = path.read_text()
+    assert cli("verify", "--remote", cwd=project).exit_code == 0
+
+    # An alias shaped like a rename (spec names it) that the Hub never redirected.
+    forged = genuine.replace(f'spec = "{UNTRUSTED}@v1"', f'spec = "{FA2}@v1"').replace(
+        f'repo = "{UNTRUSTED}"\n', f'repo = "{UNTRUSTED}"\naliases = ["{FA2}"]\n')
+    forged = forged.replace(f'inputs = ["{UNTRUSTED}@v1"]', f'inputs = ["{FA2}@v1"]')
+    path.write_text(forged)
+    assert load_lockfile(path).kernels[0].aliases == (FA2,)
+    assert any(f"alias {FA2} is not a rename of {UNTRUSTED}" in p for p in remote_problems(project))
+
+    # A file hash edited by hand (a valid sha256, just not the Hub's).
+    lock = load_lockfile(project / "kernels.lock")
+    locked_file = lock.kernels[0].variants[0].files[0]
+    path.write_text(genuine.replace(locked_file.sha256, "0" * 64))
+    assert any(locked_file.path in p and "the Hub has sha256" in p for p in remote_problems(project))
+
+    # Trust claimed for a publisher the Hub does not trust.
+    path.write_text(genuine.replace('trust = "allowlist"', 'trust = "trusted-publisher"'))
+    assert any("does not mark 'untrusted-org' as a trusted kernel publisher" in p for p in remote_problems(project))
