@@ -157,7 +157,8 @@ def check_variant(kernel: LockedKernel, variant: LockedVariant, root: Path, stam
         names = ", ".join(extra[:3]) + ("…" if len(extra) > 3 else "")
         raise IntegrityError(
             f"{kernel.spec}: {root} holds {len(extra)} file(s) that kernels.lock does not list ({names}); "
-            "they could run instead of the locked code: run `kernlock sync --repair` to remove them"
+            "they could run instead of the locked code: remove them with `kernlock sync --repair` "
+            "(a vendor directory: delete it and re-run `kernlock vendor`)"
         )
     entry = _stamp_entry(kernel, variant.name, root) if stamped else None
     stamp = _read_stamp(entry) if entry else {}
