@@ -14,14 +14,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import tempfile
+import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernlock.errors import IntegrityError, MissingFilesError
+from kernlock.errors import IntegrityError, KernlockError, MissingFilesError
 from kernlock.lockfile import LockedFile, LockedKernel, LockedVariant
 
 if TYPE_CHECKING:
@@ -33,14 +34,21 @@ VENDOR_MARKER = ".kernlock-vendor"
 
 
 def hub_cache_dir() -> Path:
-    """The cache directory kernels downloads into, read from the environment now."""
-    explicit = os.environ.get("KERNELS_CACHE") or os.environ.get("HF_HUB_CACHE")
+    """The cache directory kernels downloads into, read from the environment now.
+
+    `KERNELS_CACHE`, else huggingface_hub's own rule: `HF_HUB_CACHE`, `HUGGINGFACE_HUB_CACHE`,
+    `HF_HOME/hub`, `XDG_CACHE_HOME/huggingface/hub`, with `~` and `$VAR` expanded.
+    """
+    def expand(path: str) -> Path:
+        return Path(os.path.expandvars(os.path.expanduser(path)))
+
+    explicit = os.environ.get("KERNELS_CACHE") or os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE")
     if explicit:
-        return Path(explicit).expanduser()
+        return expand(explicit)
     home = os.environ.get("HF_HOME") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface"
     )
-    return Path(home).expanduser() / "hub"
+    return expand(home) / "hub"
 
 
 def vendor_dir() -> Path | None:
@@ -189,40 +197,63 @@ def check_variant(kernel: LockedKernel, variant: LockedVariant, root: Path, stam
 
 
 def _install_file(hub: "Hub", kernel: LockedKernel, variant: str, locked: LockedFile, cache: Path, force: bool) -> None:
-    """Download one locked file into the Hub cache layout, verified before it becomes visible.
+    """Download one locked file into the Hub cache as `hf_hub_download` would, verified before it is linked.
 
-    Same layout and lock files as huggingface_hub (`blobs/<etag>`, a relative
-    symlink in `snapshots/<commit>/`, `.locks/`), so kernels and `hf cache`
-    tools see an ordinary cache. Concurrent processes serialise on the file's
-    lock; the first downloads, the others find it in place.
+    Same blob name (the ETag: sha256 for LFS files, else the git blob id), same lock file
+    (`.locks/<repo folder>/<etag>.lock`), blob mode from the umask, a relative snapshot
+    symlink: kernlock, kernels and `hf_hub_download` share one cache in both directions.
+    The bytes go to `<etag>.<random>.incomplete`, capped at the locked size, and become the
+    blob only when size and sha256 match the lock. `.incomplete` files a killed download
+    left behind are removed under the lock.
     """
-    from filelock import FileLock
+    from huggingface_hub.utils import WeakFileLock
 
     storage = cache / repo_folder(kernel.repo)
     link = storage / "snapshots" / kernel.commit / "build" / variant / locked.path
     locks = cache / ".locks" / repo_folder(kernel.repo)
     locks.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(locks / f"{kernel.commit}-{variant}-{locked.path.replace('/', '--')}.lock")):
+    # One process per file asks the Hub; the others wait here and find it in place.
+    with WeakFileLock(locks / f"{kernel.commit}-{variant}-{locked.path.replace('/', '--')}.lock"):
         if link.is_file() and not force:
             return
-        blobs = storage / "blobs"
-        blobs.mkdir(parents=True, exist_ok=True)
-        handle, temp = tempfile.mkstemp(dir=blobs, suffix=".incomplete")
-        os.close(handle)
-        try:
-            etag = hub.download(kernel.repo, kernel.commit, f"build/{variant}/{locked.path}", Path(temp))
-            actual = sha256_file(Path(temp))
-            if actual != locked.sha256:
-                raise IntegrityError(
-                    f"{kernel.spec}: the Hub sent {variant}/{locked.path} with sha256 {actual}, "
-                    f"but kernels.lock expects {locked.sha256}; nothing was kept. Re-run, or re-lock with "
-                    f"`kernlock lock -P {kernel.repo}` if the repository was rewritten"
-                )
-            blob = blobs / (etag if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", etag or "") else locked.sha256)
-            os.replace(temp, blob)
-        except BaseException:
-            Path(temp).unlink(missing_ok=True)
-            raise
+        _fetch_blob_and_link(hub, kernel, variant, locked, storage, link, locks, force)
+
+
+def _fetch_blob_and_link(hub: "Hub", kernel: LockedKernel, variant: str, locked: LockedFile, storage: Path, link: Path,
+                         locks: Path, force: bool) -> None:
+    from huggingface_hub.utils import WeakFileLock
+
+    from kernlock.hub import hub_deadline
+
+    deadline = time.monotonic() + hub_deadline()
+    remote = hub.file_metadata(kernel.repo, kernel.commit, f"build/{variant}/{locked.path}", deadline)
+    mismatch = (len(remote.etag) == 64 and remote.etag != locked.sha256) or remote.size not in (None, locked.size)
+    if mismatch:
+        raise IntegrityError(
+            f"{kernel.spec}: the Hub lists {variant}/{locked.path} with sha256 {remote.etag if len(remote.etag) == 64 else '?'} "
+            f"and size {remote.size}, but kernels.lock expects {locked.sha256} and {locked.size}; nothing was downloaded. "
+            f"Re-lock with `kernlock lock -P {kernel.repo}` if the repository was rewritten"
+        )
+    blobs = storage / "blobs"
+    blob = blobs / remote.etag
+    blobs.mkdir(parents=True, exist_ok=True)
+    with WeakFileLock(locks / f"{remote.etag}.lock"):
+        for stale in blobs.glob(f"{remote.etag}.*incomplete"):
+            stale.unlink(missing_ok=True)
+        if force or not blob.is_file():
+            temp = blobs / f"{remote.etag}.{uuid.uuid4().hex[:8]}.incomplete"
+            try:
+                hub.download_to(kernel.repo, remote, locked.size, temp, deadline)
+                actual = sha256_file(temp)
+                if actual != locked.sha256:
+                    raise IntegrityError(
+                        f"{kernel.spec}: the Hub sent {variant}/{locked.path} with sha256 {actual}, "
+                        f"but kernels.lock expects {locked.sha256}; nothing was kept. Re-run, or re-lock with "
+                        f"`kernlock lock -P {kernel.repo}` if the repository was rewritten"
+                    )
+                os.replace(temp, blob)
+            finally:
+                temp.unlink(missing_ok=True)
         link.parent.mkdir(parents=True, exist_ok=True)
         if link.is_symlink() or link.exists():
             link.unlink()
@@ -251,14 +282,26 @@ def _describe_files(files: list[LockedFile]) -> str:
 
 
 def discard(kernel: LockedKernel, variant: str, files: list[LockedFile], cache: Path) -> None:
-    """Remove cached files (snapshot links and their blobs) so they are fetched again."""
+    """Remove cached files so they are fetched again: the snapshot link, and its blob when no
+    other snapshot of the repo points to it. Only one link is followed: a blob that is itself a
+    link (huggingface_hub's shared blob store) loses the link, never the shared file."""
+    storage = cache / repo_folder(kernel.repo)
     root = variant_dir(kernel, variant, cache)
     for locked in files:
         link = root / locked.path
-        target = link.resolve() if link.is_symlink() else None
+        blob = Path(os.path.normpath(link.parent / os.readlink(link))) if link.is_symlink() else None
         link.unlink(missing_ok=True)
-        if target is not None and target.is_relative_to(cache):
-            target.unlink(missing_ok=True)
+        if blob is None or blob.parent != Path(os.path.normpath(storage / "blobs")):
+            continue
+        if not any(_points_to(other, blob) for other in (storage / "snapshots").rglob("*")):
+            blob.unlink(missing_ok=True)
+
+
+def _points_to(link: Path, blob: Path) -> bool:
+    try:
+        return link.is_symlink() and os.path.normpath(link.parent / os.readlink(link)) == os.path.normpath(blob)
+    except OSError:
+        return False
 
 
 def ensure_variant(kernel: LockedKernel, variant: LockedVariant, *, offline: bool = False) -> Path:
@@ -293,9 +336,10 @@ def ensure_variant(kernel: LockedKernel, variant: LockedVariant, *, offline: boo
         except IntegrityError:
             raise
         except Exception as error:
+            reason = str(error) if isinstance(error, KernlockError) else type(error).__name__
             raise MissingFilesError(
                 f"{kernel.spec}: {len(missing)} locked file(s) of {variant.name} are not in the cache "
-                f"({_describe_files(missing)}) and cannot be downloaded ({type(error).__name__}); "
+                f"({_describe_files(missing)}) and cannot be downloaded ({reason}); "
                 "run `kernlock sync` where the Hub is reachable"
             ) from None
     check_variant(kernel, variant, root, stamped=True)

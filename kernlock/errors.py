@@ -6,11 +6,28 @@ prints it without a traceback and exits with the error's `exit_code`.
 
 from __future__ import annotations
 
+import re
+
+_URL_CREDENTIALS = re.compile(r"(?<=://)[^/\s@]+@")
+_SECRET_PARAMS = re.compile(
+    r"(?i)([?&](?:token|access_token|api_key|key|signature|x-amz-signature|x-amz-credential|x-amz-security-token"
+    r"|key-pair-id|policy)=)[^&\s'\"<>]+"
+)
+_HF_TOKEN = re.compile(r"\bhf_[A-Za-z0-9]{20,}")
+
+
+def redact(text: str) -> str:
+    """`text` with credentials replaced by `***`: `user:password@` in URLs, secret query parameters, HF tokens."""
+    return _HF_TOKEN.sub("hf_***", _SECRET_PARAMS.sub(r"\1***", _URL_CREDENTIALS.sub("***@", text)))
+
 
 class KernlockError(Exception):
-    """Base class of kernlock's errors."""
+    """Base class of kernlock's errors; their messages never show credentials (see `redact`)."""
 
     exit_code = 1
+
+    def __str__(self) -> str:
+        return redact(super().__str__())
 
 
 class UsageError(KernlockError):

@@ -368,7 +368,7 @@ class Resolver:
         small = [f for f in files if f.lfs_sha256 is None]
         contents = dict(zip(
             (f.path for f in small),
-            self._files.map(lambda f: self.hub.fetch(repo, commit, f.path, f.blob_id), small),
+            self._files.map(lambda f: self.hub.fetch(repo, commit, f.path, f.blob_id, f.size), small),
         ))
         locked = []
         for entry in files:

@@ -88,6 +88,9 @@ def _patch_hub_client(monkeypatch: pytest.MonkeyPatch, endpoint: str, hf_home: P
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HF_ENDPOINT", endpoint)
     monkeypatch.setenv("HF_HOME", str(hf_home))
+    # The test Hub lists `xetHash` as the Hub does but runs no Xet server: clients use plain HTTP,
+    # as they do where hf_xet is not installed or the Xet host is blocked.
+    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
 
     hub_cache = str(hf_home / "hub")
     template = endpoint + "/{repo_id}/resolve/{revision}/{filename}"
@@ -107,6 +110,7 @@ def _patch_hub_client(monkeypatch: pytest.MonkeyPatch, endpoint: str, hf_home: P
         "AGENT_HARNESSES_PATH": str(hf_home / ".agent_harnesses.json"),
         "HF_HUB_OFFLINE": False,
         "HF_HUB_DISABLE_TELEMETRY": False,
+        "HF_HUB_DISABLE_XET": True,
     }.items():
         monkeypatch.setattr(constants, name, value)
     monkeypatch.setattr(huggingface_hub, "HUGGINGFACE_CO_URL_TEMPLATE", template, raising=False)

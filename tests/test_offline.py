@@ -43,7 +43,18 @@ def run_load(project: Path, env: dict[str, str] | None = None) -> subprocess.Com
 
 
 def resolve_paths(hub: TestHub) -> list[str]:
-    return [path for method, path in hub.log if "/resolve/" in path and method == "GET"]
+    """The files asked about: huggingface_hub's metadata HEAD, one per file fetched."""
+    return [path for method, path in hub.log if "/resolve/" in path and method == "HEAD"]
+
+
+def body_gets(hub: TestHub) -> list[str]:
+    """The file bodies downloaded: from `/resolve/` or, for LFS files, from the CDN it redirects to."""
+    return [path for method, path in hub.log if method == "GET" and ("/resolve/" in path or path.startswith("/cdn/"))]
+
+
+def file_requests_only(hub: TestHub) -> bool:
+    """Besides file requests, at most huggingface_hub's own once-a-day agent-registry lookup."""
+    return {p for _, p in hub.log if "/resolve/" not in p and not p.startswith("/cdn/")} <= {"/api/agent-harnesses"}
 
 
 def test_sync_fetches_exactly_the_locked_variants(hub: TestHub, tmp_path: Path) -> None:
@@ -57,8 +68,8 @@ def test_sync_fetches_exactly_the_locked_variants(hub: TestHub, tmp_path: Path) 
         for k in lock.kernels for f in k.variant_for(CPU).files
     }
     assert set(resolve_paths(hub)) == wanted
-    assert len(resolve_paths(hub)) == len(wanted)
-    assert {path for _, path in hub.log if "/resolve/" not in path} <= {"/api/agent-harnesses"}
+    assert len(resolve_paths(hub)) == len(wanted) == len(body_gets(hub))
+    assert file_requests_only(hub)
     assert "3 variants" in result.output
 
     hub.reset_counts()
@@ -157,9 +168,8 @@ def test_eight_processes_cold_start_download_each_file_once(hub: TestHub, tmp_pa
     assert all(p.returncode == 0 for p in procs), [err[-2000:] for _, err in outputs]
     identities = {out.strip().splitlines()[-1] for out, _ in outputs}
     assert len(identities) == 1
-    downloads = Counter(resolve_paths(hub))
+    asked, downloads = Counter(resolve_paths(hub)), Counter(body_gets(hub))
     expected_files = sum(len(k.variant_for(CPU).files) for k in lock.kernels)
-    assert len(downloads) == expected_files
-    assert max(downloads.values()) == 1, downloads
-    # Besides the locked files, only huggingface_hub's own once-a-day agent-registry lookup.
-    assert {path for _, path in hub.log if "/resolve/" not in path} <= {"/api/agent-harnesses"}
+    assert len(asked) == len(downloads) == expected_files
+    assert max(asked.values()) == max(downloads.values()) == 1, (asked, downloads)
+    assert file_requests_only(hub)

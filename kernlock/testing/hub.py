@@ -4,7 +4,7 @@ It implements the subset of the Hub API that ``huggingface_hub`` and ``kernels``
 use for ``repo_type="kernel"``:
 
 - ``GET  /api/kernels/{repo}/refs``                      branches and tags
-- ``GET  /api/kernels/{repo}/tree/{rev}[/{path}]``       ``recursive`` and ``expand`` (no pagination)
+- ``GET  /api/kernels/{repo}/tree/{rev}[/{path}]``       ``recursive`` and ``expand``, paginated (``Link: rel="next"``)
 - ``GET  /api/kernels/{repo}[/revision/{rev}]``          repo info (``siblings``; ``blobs=true`` adds metadata)
 - ``POST /api/kernels/{repo}/paths-info/{rev}``          form or JSON body with ``paths`` and ``expand``
 - ``GET|HEAD /kernels/{repo}/resolve/{rev}/{path}``      file bytes (single ``Range`` supported)
@@ -19,8 +19,25 @@ Revisions are branch names, tag names, full ref names (``refs/heads/v1``) or ful
 commit SHAs. Files are stored as plain blobs in git; a file is reported as LFS
 when its name ends in ``.so`` or its content contains a NUL byte. For LFS files
 the tree ``oid`` is the git id of the LFS pointer file the real Hub would store,
-``lfs.oid`` is the sha256 of the content, and ``resolve`` answers with the sha256
-as ``ETag``/``X-Linked-Etag`` plus ``X-Linked-Size`` (served directly, no CDN redirect).
+``lfs.oid`` is the sha256 of the content.
+
+Real-Hub transport behaviours, each an attribute a test can switch:
+
+- ``cdn_redirect`` (on): ``resolve`` of an LFS file answers 302 to a second "CDN"
+  server on another port; ``X-Linked-Etag`` (the sha256), ``X-Linked-Size`` and
+  ``X-Repo-Commit`` are on the 302 only, and the CDN's own ``ETag`` is a different
+  64-hex value. Off: the file is served directly with the sha256 as ``ETag``.
+- ``xet`` (on): tree entries of LFS files carry ``xetHash``. There is no Xet server:
+  clients must fetch over plain HTTP (huggingface_hub does once ``HF_HUB_DISABLE_XET``
+  is set or hf_xet is absent; resolve answers carry no ``X-Xet-Hash``).
+- ``tree_page_size`` (1000, 50 with ``expand``; the Hub's sizes): longer listings
+  are paginated with ``Link: <…>; rel="next"``.
+- ``rate_limits`` (``{"api": 500, "resolvers": 3000}`` per ``rate_window`` = 300 s,
+  the anonymous quotas): every answer carries ``RateLimit``/``RateLimit-Policy``;
+  requests beyond the quota of the current fixed window get 429. ``None``: off.
+- faults (``add_fault``), among them ``stall`` (accept, never answer), ``slowloris``
+  (headers, then a byte now and then) and ``endless`` (a body that never ends).
+  ``fired`` counts, per kind, the faults that actually hit a request.
 """
 
 from __future__ import annotations
@@ -46,7 +63,10 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from kernlock.testing.fixtures import default_fixtures_dir, ensure_fixture_repos, git
 
-FAULT_KINDS = ("status", "reset", "truncate", "corrupt", "delay", "respond")
+FAULT_KINDS = ("status", "reset", "truncate", "corrupt", "delay", "respond", "stall", "slowloris", "endless")
+RATE_LIMITS = {"api": 500, "resolvers": 3000}  # the Hub's anonymous quotas per window
+RATE_WINDOW = 300.0  # seconds; the Hub counts in fixed 5-minute windows
+TREE_PAGE_SIZE = 1000
 _SHA_RE = re.compile(r"[0-9a-f]{40}")
 _LFS_POINTER = "version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n"
 
@@ -61,11 +81,14 @@ class Entry:
     size: int
     blob: str = ""  # git blob id of the actual content (files only)
     lfs: dict[str, Any] | None = None
+    xet_hash: str | None = None
 
-    def to_json(self, last_commit: dict[str, str] | None = None) -> dict[str, Any]:
+    def to_json(self, last_commit: dict[str, str] | None = None, xet: bool = False) -> dict[str, Any]:
         data: dict[str, Any] = {"type": self.type, "oid": self.oid, "size": self.size, "path": self.path}
         if self.lfs is not None:
             data["lfs"] = self.lfs
+        if xet and self.xet_hash is not None:
+            data["xetHash"] = self.xet_hash
         if last_commit is not None:
             data["lastCommit"] = last_commit
             if self.type == "file":
@@ -155,7 +178,8 @@ class GitRepo:
                 pointer = _LFS_POINTER.format(sha256=sha256, size=len(content)).encode()
                 pointer_oid = hashlib.sha1(b"blob %d\0" % len(pointer) + pointer).hexdigest()
                 lfs = {"oid": sha256, "size": len(content), "pointerSize": len(pointer)}
-                entries[path] = Entry(path, "file", pointer_oid, len(content), blob=oid, lfs=lfs)
+                xet_hash = hashlib.sha256(b"xet\0" + content).hexdigest()
+                entries[path] = Entry(path, "file", pointer_oid, len(content), blob=oid, lfs=lfs, xet_hash=xet_hash)
             else:
                 entries[path] = Entry(path, "file", oid, int(size), blob=oid)
         return entries
@@ -224,11 +248,22 @@ def _flag(value: str | None) -> bool:
     return (value or "").lower() in ("1", "true")
 
 
+def _ranged(content: bytes, headers: dict[str, str], range_header: str | None) -> Response:
+    """A 200 with ``content``, or a 206 for a single satisfiable ``bytes=`` range."""
+    match = re.fullmatch(r"bytes=(\d+)-(\d*)", range_header or "")
+    if match and int(match[1]) < len(content):
+        start = int(match[1])
+        end = min(int(match[2]) if match[2] else len(content) - 1, len(content) - 1)
+        return Response(206, content[start : end + 1], {**headers, "Content-Range": f"bytes {start}-{end}/{len(content)}"})
+    return Response(200, content, headers)
+
+
 class TestHub:
     """Threaded Hub-compatible server on 127.0.0.1 serving git repos as kernel repos.
 
     ``requests`` counts requests by endpoint kind ("refs", "tree", "revision",
-    "paths-info", "resolve", "overview", "other"); ``log`` lists ``(method, path)``.
+    "paths-info", "resolve", "cdn", "overview", "other"); ``log`` lists ``(method, path)``;
+    ``fired`` counts faults (by kind, and ``"429"`` for rate-limited answers) that hit a request.
     """
 
     __test__ = False  # not a pytest test class
@@ -244,6 +279,16 @@ class TestHub:
         self.renames = dict(renames or {})  # old repo id -> new: answered with a 307, as the Hub does
         self.trusted_orgs = set(trusted_orgs)
         self.latency = latency
+        self.cdn_redirect = True
+        self.xet = True
+        self.tree_page_size = TREE_PAGE_SIZE
+        self.rate_limits: dict[str, int] | None = dict(RATE_LIMITS)
+        self.rate_window = RATE_WINDOW
+        self.fired: collections.Counter[str] = collections.Counter()
+        self.cdn_url = ""
+        self._cdn_blobs: dict[str, bytes] = {}
+        self._windows: dict[str, tuple[float, int]] = {}  # bucket -> (window start, requests in it)
+        self._stopping = threading.Event()
         self.requests: collections.Counter[str] = collections.Counter()
         self.log: list[tuple[str, str]] = []
         self.authorizations: list[str | None] = []
@@ -252,24 +297,31 @@ class TestHub:
         self._faults: list[Fault] = []
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._cdn: ThreadingHTTPServer | None = None
 
     def start(self, port: int = 0) -> TestHub:
-        """Start serving on 127.0.0.1:``port`` (0: a free port) in a background thread."""
-        handler = type("Handler", (_Handler,), {"hub": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), handler)
-        self._server.daemon_threads = True
+        """Start serving on 127.0.0.1:``port`` (0: a free port), and the CDN on another port."""
+        self._stopping.clear()
+        self._server = self._serve(port, cdn=False)
+        self._cdn = self._serve(0, cdn=True)
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, name="TestHub", daemon=True)
-        self._thread.start()
+        self.cdn_url = f"http://127.0.0.1:{self._cdn.server_address[1]}"
         return self
 
+    def _serve(self, port: int, cdn: bool) -> ThreadingHTTPServer:
+        server = ThreadingHTTPServer(("127.0.0.1", port), type("Handler", (_Handler,), {"hub": self, "cdn": cdn}))
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, name="TestHub-CDN" if cdn else "TestHub", daemon=True).start()
+        return server
+
     def stop(self) -> None:
-        """Stop serving and close the listening socket."""
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        """Stop serving (ending stalled and endless answers) and close the listening sockets."""
+        self._stopping.set()
+        for server in (self._server, self._cdn):
+            if server is not None:
+                server.shutdown()
+                server.server_close()
+        self._server = self._cdn = None
 
     def __enter__(self) -> TestHub:
         return self if self._server is not None else self.start()
@@ -287,6 +339,7 @@ class TestHub:
             self.requests.clear()
             self.log.clear()
             self.authorizations.clear()
+            self.fired.clear()
             self.bytes_sent = 0
 
     def add_fault(
@@ -299,7 +352,10 @@ class TestHub:
         mid-body), ``truncate`` (fewer bytes than ``Content-Length``, then close), ``corrupt``
         (bytes of the body flipped), ``delay`` (sleep ``seconds`` = 1.0 before answering),
         ``respond`` (answer with ``body`` — bytes, str or JSON-able — ``status`` = 200 and
-        optional ``headers`` instead: a hostile or broken Hub).
+        optional ``headers`` instead: a hostile or broken Hub), ``stall`` (read the request,
+        never answer), ``slowloris`` (headers, then one byte every ``interval`` = 0.2 s),
+        ``endless`` (the headers without ``Content-Length``, then a body that never ends).
+        The last three hold the connection until the client leaves or the Hub stops.
         """
         if kind not in FAULT_KINDS:
             raise ValueError(f"Unknown fault kind {kind!r}, expected one of {FAULT_KINDS}")
@@ -317,8 +373,30 @@ class TestHub:
                     fault.times -= 1
                     if fault.times <= 0:
                         self._faults.remove(fault)
+                    self.fired[fault.kind] += 1
                     return fault
         return None
+
+    def _rate_limit(self, kind: str) -> tuple[dict[str, str], bool]:
+        """The RateLimit headers for a request of ``kind``, and whether it is over the quota (a 429)."""
+        bucket = "resolvers" if kind == "resolve" else "api" if kind not in ("cdn", "agent-registry") else None
+        if self.rate_limits is None or bucket not in self.rate_limits:
+            return {}, False
+        quota, window = self.rate_limits[bucket], self.rate_window
+        now = time.time()
+        with self._lock:
+            start = now - now % window
+            seen_start, count = self._windows.get(bucket, (start, 0))
+            count = count + 1 if seen_start == start else 1
+            self._windows[bucket] = (start, count)
+            over = count > quota
+            if over:
+                self.fired["429"] += 1
+        reset = max(1, int(start + window - now + 0.999))
+        return {
+            "RateLimit": f'"{bucket}";r={max(0, quota - count)};t={reset}',
+            "RateLimit-Policy": f'"fixed window";"{bucket}";q={quota};w={int(window)}',
+        }, over
 
     def _renamed(self, path: str) -> str | None:
         """The new path of a request to a renamed repo, if it is one."""
@@ -365,7 +443,8 @@ class TestHub:
             }
         )
 
-    def tree(self, repo_id: str, rev: str, path: str, recursive: bool, expand: bool) -> Response:
+    def tree(self, repo_id: str, rev: str, path: str, recursive: bool, expand: bool, cursor: str | None = None,
+             page_url: str = "") -> Response:
         repo = self._repo(repo_id)
         commit = self._commit(repo, rev)
         entries = repo.entries(commit)
@@ -382,7 +461,14 @@ class TestHub:
                 if p and p.startswith(prefix) and (recursive or "/" not in p[len(prefix) :])
             ]
         last = repo.last_commits(commit) if expand else {}
-        return _json_response([e.to_json(last.get(e.path)) for e in sorted(selected, key=lambda e: e.path)])
+        size = max(1, self.tree_page_size if not expand else min(50, self.tree_page_size))
+        start = int(cursor or 0) if (cursor or "0").isdigit() else 0
+        page = sorted(selected, key=lambda e: e.path)[start : start + size]
+        response = _json_response([e.to_json(last.get(e.path), self.xet) for e in page])
+        if start + size < len(selected):
+            separator = "&" if "?" in page_url else "?"
+            response.headers["Link"] = f'<{self.url}{page_url}{separator}cursor={start + size}>; rel="next"'
+        return response
 
     def paths_info(self, repo_id: str, rev: str, paths: list[str], expand: bool) -> Response:
         repo = self._repo(repo_id)
@@ -390,7 +476,7 @@ class TestHub:
         entries = repo.entries(commit)
         last = repo.last_commits(commit) if expand else {}
         found = [entries[p.strip("/")] for p in paths if p.strip("/") in entries and p.strip("/")]
-        return _json_response([e.to_json(last.get(e.path)) for e in found])
+        return _json_response([e.to_json(last.get(e.path), self.xet) for e in found])
 
     def repo_info(self, repo_id: str, rev: str, blobs: bool) -> Response:
         repo = self._repo(repo_id)
@@ -440,13 +526,31 @@ class TestHub:
         if entry.lfs is not None:
             headers["X-Linked-Etag"] = f'"{entry.lfs["oid"]}"'
             headers["X-Linked-Size"] = str(entry.size)
-        match = re.fullmatch(r"bytes=(\d+)-(\d*)", range_header or "")
-        if match and int(match[1]) < len(content):
-            start = int(match[1])
-            end = min(int(match[2]) if match[2] else len(content) - 1, len(content) - 1)
-            headers["Content-Range"] = f"bytes {start}-{end}/{len(content)}"
-            return Response(206, content[start : end + 1], headers)
-        return Response(200, content, headers)
+            if self.cdn_redirect:
+                with self._lock:
+                    self._cdn_blobs[entry.lfs["oid"]] = content
+                location = f"{self.cdn_url}/cdn/{entry.lfs['oid']}/{path.rsplit('/', 1)[-1]}?Expires=9999999999"
+                text = f"Found. Redirecting to {location}".encode()
+                return Response(302, text, {
+                    "Content-Type": "text/plain; charset=utf-8", "Location": location, "X-Repo-Commit": commit,
+                    "X-Linked-Etag": headers["X-Linked-Etag"], "X-Linked-Size": headers["X-Linked-Size"],
+                    "ETag": f'W/"{hashlib.sha1(text).hexdigest()[:27]}"',
+                })
+        return _ranged(content, headers, range_header)
+
+    def cdn(self, sha256: str, range_header: str | None) -> Response:
+        """The CDN's answer for a blob: the bytes, with the CDN's own (different) ETag and no Hub headers."""
+        with self._lock:
+            content = self._cdn_blobs.get(sha256)
+        if content is None:
+            return Response(403, b"<Error><Code>AccessDenied</Code></Error>", {"Content-Type": "application/xml"})
+        headers = {
+            "Content-Type": "application/octet-stream",
+            "Accept-Ranges": "bytes",
+            "ETag": f'"{hashlib.sha256(b"cdn" + content).hexdigest()}"',
+            "Cache-Control": "public, max-age=604800, immutable",
+        }
+        return _ranged(content, headers, range_header)
 
     def commits(self, repo_id: str, rev: str) -> Response:
         """Commits reachable from ``rev``, newest first (``list_repo_commits``)."""
@@ -484,6 +588,7 @@ class TestHub:
 
 _API_REPO = re.compile(r"/api/kernels/([^/]+)/([^/]+)(?:/(refs|tree|revision|paths-info|commits)(?:/([^/]+)(/.*)?)?)?")
 _RESOLVE = re.compile(r"/kernels/([^/]+)/([^/]+)/resolve/([^/]+)/(.+)")
+_CDN = re.compile(r"/cdn/([0-9a-f]{64})/[^/]+")
 _OVERVIEW = re.compile(r"/api/organizations/([^/]+)/overview")
 
 
@@ -491,6 +596,7 @@ class _Handler(BaseHTTPRequestHandler):
     """Routes requests to a ``TestHub`` and applies its latency and faults."""
 
     hub: TestHub
+    cdn: bool
     protocol_version = "HTTP/1.1"
     timeout = 60
 
@@ -512,21 +618,28 @@ class _Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0)) if method == "POST" else b""
         kind, call = self._route(method, url.path, query, body)
         fault = self.hub._record(method, url.path, kind, self.headers.get("Authorization"))
+        limits, over = self.hub._rate_limit(kind)
         moved = self.hub._renamed(url.path)
-        if moved is not None:
-            location = moved + (f"?{url.query}" if url.query else "")
-            self._send(method, Response(307, b"", {"Location": location}), None)
-            return
-        try:
-            response = call() if call is not None else _json_response({"error": "Not found"}, 404)
-        except HubError as error:
-            response = error.response
+        if over:
+            response = _json_response({"error": "You have exceeded our rate limit, please retry later"}, 429)
+        elif moved is not None:
+            response = Response(307, b"", {"Location": moved + (f"?{url.query}" if url.query else "")})
+        else:
+            try:
+                response = call() if call is not None else _json_response({"error": "Not found"}, 404)
+            except HubError as error:
+                response = error.response
+        response.headers.update(limits)
         if self.hub.latency:
             time.sleep(self.hub.latency)
         self._send(method, response, fault)
 
     def _route(self, method: str, path: str, query: dict[str, str], body: bytes) -> tuple[str, Any]:
         hub = self.hub
+        if self.cdn:
+            if (m := _CDN.fullmatch(path)) and method in ("GET", "HEAD"):
+                return "cdn", lambda: hub.cdn(m[1], self.headers.get("Range"))
+            return "cdn", None
         if m := _OVERVIEW.fullmatch(path):
             return "overview", lambda: hub.overview(unquote(m[1]))
         if path == "/api/agent-harnesses":  # huggingface_hub's once-a-day agent registry lookup
@@ -545,7 +658,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return "revision", lambda: hub.repo_info(repo_id, rev, _flag(query.get("blobs")))
             if action == "tree" and method == "GET" and m[4]:
                 recursive, expand = _flag(query.get("recursive")), _flag(query.get("expand"))
-                return "tree", lambda: hub.tree(repo_id, rev, sub, recursive, expand)
+                return "tree", lambda: hub.tree(repo_id, rev, sub, recursive, expand, query.get("cursor"),
+                                                self.path.split("&cursor=")[0].split("?cursor=")[0])
             if action == "commits" and method == "GET" and m[4] and not sub:
                 return "commits", lambda: hub.commits(repo_id, rev)
             if action == "paths-info" and method == "POST" and m[4] and not sub:
@@ -563,6 +677,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, method: str, response: Response, fault: Fault | None) -> None:
         body = response.body
+        if fault is not None and fault.kind in ("stall", "slowloris", "endless"):
+            self._hold(method, response, fault)
+            return
         if fault is not None and fault.kind == "delay":
             time.sleep(float(fault.params.get("seconds", 1.0)))
         elif fault is not None and fault.kind == "status":
@@ -598,6 +715,40 @@ class _Handler(BaseHTTPRequestHandler):
         if cut:
             self._abort(reset=fault.kind == "reset")
 
+    def _hold(self, method: str, response: Response, fault: Fault) -> None:
+        """Hold the connection: say nothing (stall), drip the body (slowloris) or never end it (endless)."""
+        stopping = self.hub._stopping
+        self.close_connection = True
+        if fault.kind == "stall":
+            stopping.wait()
+            return
+        self.send_response(response.status)
+        for name, value in response.headers.items():
+            self.send_header(name, value)
+        if fault.kind == "slowloris":
+            self.send_header("Content-Length", str(len(response.body)))
+        self.end_headers()
+        if method == "HEAD":
+            return
+        interval = float(fault.params.get("interval", 0.2))
+        body = iter(response.body) if fault.kind == "slowloris" else None
+        try:
+            while not stopping.is_set():
+                if body is not None:
+                    byte = next(body, None)
+                    if byte is None:
+                        return
+                    chunk = bytes([byte])
+                else:
+                    chunk = b"\0" * 65536
+                self.wfile.write(chunk)
+                self.wfile.flush()
+                self.hub._count_bytes(len(chunk))
+                if body is not None:
+                    stopping.wait(interval)
+        except OSError:  # the client gave up
+            return
+
     def _abort(self, *, reset: bool) -> None:
         """Close the connection: with a TCP RST if ``reset``, else a normal FIN."""
         self.wfile.flush()
@@ -623,7 +774,7 @@ def main(argv: list[str] | None = None) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     with TestHub(repos, latency=args.latency).start(args.port) as hub:
-        print(f"HF_ENDPOINT={hub.url}", flush=True)
+        print(f"HF_ENDPOINT={hub.url}\nHF_HUB_DISABLE_XET=1", flush=True)  # no Xet server here: plain HTTP
         while not stop.wait(1.0):
             pass
 
