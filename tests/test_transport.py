@@ -24,13 +24,16 @@ from kernlock.testing.hub import TestHub
 FA2 = "kernels-community/flash-attn2"
 SO = "flash_attn2/_ops.so"
 FAST = {"HF_HUB_ETAG_TIMEOUT": "1", "HF_HUB_DOWNLOAD_TIMEOUT": "1", "KERNLOCK_HUB_DEADLINE": "3"}
-GIVE_UP_WITHIN = 3 + 1 + 2  # the deadline, one read timeout, slack for a loaded machine
+GIVE_UP_WITHIN = 3 + 1 + 6  # the deadline, one read timeout, slack for a loaded machine
 
 LOAD_SCRIPT = """
-import kernlock
-kernlock.apply()
-import kernels
-print(kernels.get_kernel("kernels-community/flash-attn2", version=2).KERNEL_IDENTITY["commit"])
+import sys
+import kernels, kernlock
+try:
+    kernlock.apply()
+    kernels.get_kernel("kernels-community/flash-attn2", version=2)
+except Exception as error:
+    sys.exit(f"{type(error).__name__}: {error}")
 """
 
 
@@ -210,7 +213,7 @@ def test_sync_gives_up_within_the_deadline(hub: TestHub, tmp_path: Path, monkeyp
     result = cli("sync", cwd=project)
     elapsed = time.monotonic() - started
     assert hub.fired[kind] >= 1
-    assert result.exit_code == 1 and elapsed < GIVE_UP_WITHIN, (elapsed, result.output)
+    assert result.exit_code == 1 and elapsed < GIVE_UP_WITHIN + 2, (elapsed, result.output)
     assert FA2 in one_line(result.output)
     assert not list(hub_cache_dir().rglob("*.incomplete"))
 
@@ -218,13 +221,11 @@ def test_sync_gives_up_within_the_deadline(hub: TestHub, tmp_path: Path, monkeyp
 def test_cold_apply_gives_up_within_the_deadline(hub: TestHub, tmp_path: Path) -> None:
     project, _ = locked_fa2(tmp_path)
     hub.add_fault("stall", match=r"/cdn/", times=100)
-    started = time.monotonic()
     out = subprocess.run([sys.executable, "-c", LOAD_SCRIPT], cwd=project, capture_output=True, text=True,
-                         env={**os.environ, **FAST}, timeout=60)
-    elapsed = time.monotonic() - started
-    assert hub.fired["stall"] >= 1
-    assert out.returncode != 0 and elapsed < GIVE_UP_WITHIN + 4, (elapsed, out.stderr)  # + interpreter start-up
-    message = out.stderr.strip().splitlines()[-1]
+                         env={**os.environ, **FAST}, timeout=120)
+    given_up = time.monotonic() - hub.first_fired["stall"]  # from the first stalled request to the process's end
+    assert out.returncode == 1 and given_up < GIVE_UP_WITHIN, (given_up, out.stderr)
+    message = one_line(out.stderr)
     assert "cannot be downloaded" in message and "KERNLOCK_HUB_DEADLINE" in message
 
 

@@ -263,7 +263,8 @@ class TestHub:
 
     ``requests`` counts requests by endpoint kind ("refs", "tree", "revision",
     "paths-info", "resolve", "cdn", "overview", "other"); ``log`` lists ``(method, path)``;
-    ``fired`` counts faults (by kind, and ``"429"`` for rate-limited answers) that hit a request.
+    ``fired`` counts faults (by kind, and ``"429"`` for rate-limited answers) that hit a request,
+    ``first_fired`` says when (``time.monotonic()``) each kind first did.
     """
 
     __test__ = False  # not a pytest test class
@@ -285,6 +286,7 @@ class TestHub:
         self.rate_limits: dict[str, int] | None = dict(RATE_LIMITS)
         self.rate_window = RATE_WINDOW
         self.fired: collections.Counter[str] = collections.Counter()
+        self.first_fired: dict[str, float] = {}  # fault kind -> time.monotonic() it first hit a request
         self.cdn_url = ""
         self._cdn_blobs: dict[str, bytes] = {}
         self._windows: dict[str, tuple[float, int]] = {}  # bucket -> (window start, requests in it)
@@ -340,6 +342,7 @@ class TestHub:
             self.log.clear()
             self.authorizations.clear()
             self.fired.clear()
+            self.first_fired.clear()
             self.bytes_sent = 0
 
     def add_fault(
@@ -374,6 +377,7 @@ class TestHub:
                     if fault.times <= 0:
                         self._faults.remove(fault)
                     self.fired[fault.kind] += 1
+                    self.first_fired.setdefault(fault.kind, time.monotonic())
                     return fault
         return None
 
