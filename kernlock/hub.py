@@ -274,7 +274,10 @@ class Hub:
                     raise _Stop(f"{redact(str(response.url))} did not finish within {hub_deadline():.0f} s "
                                 f"({DEADLINE_ENV}); nothing was kept")
                 (sink if ok and sink is not None else chunks.append)(chunk)
-            complete = httpx2.Response(response.status_code, headers=response.headers, content=b"".join(chunks),
+            # The bytes are decoded already: drop the headers that would have them decoded twice.
+            headers = [(k, v) for k, v in response.headers.multi_items()
+                       if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
+            complete = httpx2.Response(response.status_code, headers=headers, content=b"".join(chunks),
                                        request=response.request)
         if complete.status_code >= 400:
             hf_raise_for_status(complete)
