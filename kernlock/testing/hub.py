@@ -34,7 +34,8 @@ Real-Hub transport behaviours, each an attribute a test can switch:
   are paginated with ``Link: <…>; rel="next"``.
 - ``rate_limits`` (``{"api": 500, "resolvers": 3000}`` per ``rate_window`` = 300 s,
   the anonymous quotas): every answer carries ``RateLimit``/``RateLimit-Policy``;
-  requests beyond the quota of the current fixed window get 429. ``None``: off.
+  requests beyond the quota of the current fixed window (windows follow on from a
+  bucket's first request) get 429. ``None``: off.
 - faults (``add_fault``), among them ``stall`` (accept, never answer), ``slowloris``
   (headers, then a byte now and then) and ``endless`` (a body that never ends).
   ``fired`` counts, per kind, the faults that actually hit a request.
@@ -389,7 +390,8 @@ class TestHub:
         quota, window = self.rate_limits[bucket], self.rate_window
         now = time.time()
         with self._lock:
-            start = now - now % window
+            anchor = self._windows.get(bucket, (now, 0))[0]  # windows follow on from the bucket's first request
+            start = anchor + (now - anchor) // window * window
             seen_start, count = self._windows.get(bucket, (start, 0))
             count = count + 1 if seen_start == start else 1
             self._windows[bucket] = (start, count)
