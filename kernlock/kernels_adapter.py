@@ -62,6 +62,7 @@ INTERNALS: tuple[Internal, ...] = (
     Internal("kernels.resolver", "LocalKernel", ("variant_path", "metadata", "origin")),
     Internal("kernels.resolver", "RemoteKernel", ("repo_id", "revision", "metadata", "variant")),
     Internal("kernels.resolver", "resolve_local_kernel", ("repo_path", "backend")),
+    Internal("kernels.importer", "_import_from_path", ("variant_path", "deps", "repo_info")),
     Internal("kernels.deps", "resolve_kernel_tree", ("api", "kernel", "backend", "resolver")),
     Internal("kernels.load", "_parse_local_kernel_overrides", ("local_kernels",)),  # mirrored by local_kernel_overrides
     Internal("kernels._versions", "select_revision_or_version", ("repo_id", "revision", "version", "local_files_only")),
@@ -308,14 +309,113 @@ def kernels_lock_json(pins: Iterable[KernelsPin]) -> str:
 # ---------------------------------------------------------------- patching kernels' modules
 
 
+@dataclass(frozen=True)
+class LockHooks:
+    """kernlock's answers to kernels, in kernlock's terms; each returns None to let kernels proceed as usual."""
+
+    # (repo, version, revision, backend) -> a kernels kernel location (from `locked_kernel`/`local_path_kernel`)
+    resolve: Callable[[str, int | None, str | None, str | None], Any]
+    # (repo, where kernels was going to read its lock) -> the commit to load
+    locked_commit: Callable[[str, str], str | None]
+    # (repo, version, revision) -> commit, for layer and function repositories
+    commit_for: Callable[[str, int | None, str | None], str | None]
+    # (repo, version, revision) -> the build variant names at the commit to rank
+    variants_for: Callable[[str, int | None, str | None], Iterable[str] | None]
+    # wraps kernels' `_import_from_path(variant_path, deps, repo_info)`, which imports every variant
+    wrap_import: Callable[[Callable[..., ModuleType]], Callable[..., ModuleType]]
+
+
+class _LockedResolver:
+    """A kernels resolver that asks the hooks first, then the chain the entry point built."""
+
+    def __init__(self, hooks: LockHooks, inner: Any) -> None:
+        self.hooks, self.inner = hooks, inner
+
+    def resolve(self, *, api: Any, backend: str | None, kernel: Any) -> Any:
+        located = self.hooks.resolve(*kernel_request(kernel), backend)
+        if located is not None or self.inner is None:
+            return located
+        return self.inner.resolve(api=api, backend=backend, kernel=kernel)
+
+
+def _patch_importer(module: ModuleType, hooks: LockHooks) -> None:
+    replace_function(module, "_import_from_path", hooks.wrap_import)
+
+
+def _patch_deps(module: ModuleType, hooks: LockHooks) -> None:
+    # Every load (get_kernel, has_kernel, load_kernel, get_locked_kernel, layer and function
+    # repositories, get_local_kernel, install_kernel) resolves its kernel tree here.
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        def resolve_kernel_tree(api: Any, kernel: Any, backend: str | None, resolver: Any, seen: Any = None) -> Any:
+            if not isinstance(resolver, _LockedResolver):
+                resolver = _LockedResolver(hooks, resolver)
+            return original(api=api, kernel=kernel, backend=backend, resolver=resolver, seen=seen)
+        return resolve_kernel_tree
+
+    replace_function(module, "resolve_kernel_tree", make)
+
+
+def _patch_locking(module: ModuleType, hooks: LockHooks) -> None:
+    # kernels' lock readers (load_kernel, get_locked_kernel, Locked*Repository).
+    def served(repo: str, where: str) -> tuple[Any, Any] | None:
+        commit = hooks.locked_commit(repo, where)
+        return locked_dependency(repo, commit) if commit is not None else None
+
+    def make_file(original: Callable[..., Any]) -> Callable[..., Any]:
+        def get_locked_kernel_revision(repo_id: str, lockfile: Any) -> Any:
+            return served(repo_id, f"kernels lock {lockfile}") or original(repo_id, lockfile)
+        return get_locked_kernel_revision
+
+    def make_caller(original: Callable[..., Any]) -> Callable[..., Any]:
+        def get_caller_locked_kernel_revision(repo_id: str) -> Any:
+            return served(repo_id, "kernels lock in package metadata") or original(repo_id)
+        return get_caller_locked_kernel_revision
+
+    replace_function(module, "get_locked_kernel_revision", make_file)
+    replace_function(module, "get_caller_locked_kernel_revision", make_caller)
+
+
+def _patch_versions(module: ModuleType, hooks: LockHooks) -> None:
+    # Version -> commit lookups of layer and function repositories.
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        def select_revision_or_version(repo_id: str, *, revision: str | None, version: int | None,
+                                       local_files_only: bool) -> str:
+            commit = hooks.commit_for(repo_id, version, revision)
+            if commit is not None:
+                return commit
+            return original(repo_id, revision=revision, version=version, local_files_only=local_files_only)
+        return select_revision_or_version
+
+    replace_function(module, "select_revision_or_version", make)
+
+
+def _patch_variants(module: ModuleType, hooks: LockHooks) -> None:
+    # `get_kernel_variants`: kernels' own ranking over the variants the hooks name.
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        def get_kernel_variants(repo_id: str, *, revision: str | None = None, version: int | None = None,
+                                backend: str | None = None) -> Any:
+            names = hooks.variants_for(repo_id, version, revision)
+            if names is None:
+                return original(repo_id, revision=revision, version=version, backend=backend)
+            return system_variant_trace(names, backend)
+        return get_kernel_variants
+
+    replace_function(module, "get_kernel_variants", make)
+
+
 # The kernels functions `kernlock.apply()` wraps, by the module that defines them.
-PATCH_POINTS: dict[str, tuple[str, ...]] = {
-    "kernels.importer": ("_import_from_path",),
-    "kernels.deps": ("resolve_kernel_tree",),
-    "kernels._versions": ("select_revision_or_version",),
-    "kernels.variants": ("get_kernel_variants",),
-    "kernels.locking": ("get_locked_kernel_revision", "get_caller_locked_kernel_revision"),
+PATCH_POINTS: dict[str, Callable[[ModuleType, LockHooks], None]] = {
+    "kernels.importer": _patch_importer,
+    "kernels.deps": _patch_deps,
+    "kernels.locking": _patch_locking,
+    "kernels._versions": _patch_versions,
+    "kernels.variants": _patch_variants,
 }
+
+
+def patch_module(name: str, module: ModuleType, hooks: LockHooks) -> None:
+    """Wrap the functions of kernels module `name` (a key of `PATCH_POINTS`) so they ask `hooks` first."""
+    PATCH_POINTS[name](module, hooks)
 
 
 def replace_function(module: ModuleType, name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:

@@ -1,24 +1,26 @@
 """The loader patch: `kernlock.apply()` binds every kernel load to `kernels.lock`.
 
-kernels resolves every load (`get_kernel`, `has_kernel`, layer and function
-repositories, Transformers' `attn_implementation` kernels, `kernelize`)
-through the resolver chain built in `kernels.load`; its first link comes from
-`kernels.load._get_local_kernel_overrides()`. The patch puts a lock-backed
-resolver there, so a locked repo resolves to the locked commit and variant in
-the local cache with no Hub request, and it answers version lookups of layer
-repositories and `get_kernel_variants` from the lock. If kernels is not imported
-yet, the patch waits for its import (an import hook), so `apply()` works before
-or after Transformers and kernels are imported.
+Every kernels entry point (`get_kernel`, `has_kernel`, `load_kernel`,
+`get_locked_kernel`, `get_local_kernel`, layer and function repositories and
+their locked forms, `kernelize`, Transformers' `attn_implementation` and
+`use_kernels`) asks kernlock first through the hooks `kernels_adapter` installs:
+a locked repo resolves to the locked commit and variant in the verified cache
+with no Hub request; a local kernel follows `kernlock.local_kernels`; anything
+else is refused (strict) or left to kernels with a warning. If kernels is not
+imported yet, the patch waits for its import (an import hook), so `apply()`
+works before or after Transformers and kernels are imported.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.abc
 import importlib.machinery
 import logging
 import os
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -32,13 +34,11 @@ from kernlock.importguard import guard_import
 from kernlock.importguard import register as register_verified
 from kernlock.kernels_adapter import (
     PATCH_POINTS,
-    kernel_request,
+    LockHooks,
     local_path_kernel,
-    locked_dependency,
     locked_kernel,
-    replace_function,
+    patch_module,
     system_decisions,
-    system_variant_trace,
     target_decisions,
 )
 from kernlock.lockfile import LOCK_FILENAME, LockedKernel, Lockfile
@@ -252,141 +252,67 @@ def _describe(version: int | None, revision: str | None) -> str:
     return f"version {version}" if version is not None else f"revision {revision}"
 
 
-class LockedResolver:
-    """A kernels resolver backed by the lock, put in front of every resolver chain kernels builds.
-
-    Locked repos resolve to the locked commit and variant in the verified cache;
-    local kernels follow the local-kernel policy; anything else is refused
-    (strict) or passed on to kernels' own chain (`inner`) with a warning.
-    """
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-
-    def resolve(self, *, api: Any, backend: str | None, kernel: Any) -> Any:
-        """Return the locked build of a locked repo; refuse or pass on anything else."""
-        located = self._locked(backend, kernel) if _STATE.lock is not None else None
-        if located is not None or self.inner is None:
-            return located
-        return self.inner.resolve(api=api, backend=backend, kernel=kernel)
-
-    def _locked(self, backend: str | None, kernel: Any) -> Any:
-        repo, version, revision = kernel_request(kernel)
-        override = local_kernels.overrides().get(repo)
-        if override is not None:
-            _local_kernel(repo, override, "LOCAL_KERNELS")
-            return local_path_kernel(override, backend)
-        if _is_local_path(repo) and not _STATE.lock.for_repo(repo):
-            _local_kernel(repo, Path(repo), "get_local_kernel")
-            return None
-        entry = find_entry(_STATE.lock, repo, version, revision, _current_target())
-        if entry is None:
-            _unlocked(repo, _describe(version, revision), version, revision)
-            return None
-        if backend not in (None, _STATE.target.backend if _STATE.target else None) and backend != "cpu":
-            return None
-        local = _locked_local_kernel(entry)
-        variant = entry.variant_for(str(_STATE.target))
-        logger.info("kernlock: %s (%s) -> %s [%s]", repo, _describe(version, revision), entry.commit, variant.name)
-        return local
+def _resolve_load(repo: str, version: int | None, revision: str | None, backend: str | None) -> Any:
+    """The locked build of a locked repo, a permitted local kernel, or None (refused first when strict)."""
+    if _STATE.lock is None:
+        return None
+    override = local_kernels.overrides().get(repo)
+    if override is not None:
+        _local_kernel(repo, override, "LOCAL_KERNELS")
+        return local_path_kernel(override, backend)
+    if _is_local_path(repo) and not _STATE.lock.for_repo(repo):
+        _local_kernel(repo, Path(repo), "get_local_kernel")
+        return None
+    entry = find_entry(_STATE.lock, repo, version, revision, _current_target())
+    if entry is None:
+        _unlocked(repo, _describe(version, revision), version, revision)
+        return None
+    if backend not in (None, _STATE.target.backend if _STATE.target else None) and backend != "cpu":
+        return None
+    local = _locked_local_kernel(entry)
+    variant = entry.variant_for(str(_STATE.target))
+    logger.info("kernlock: %s (%s) -> %s [%s]", repo, _describe(version, revision), entry.commit, variant.name)
+    return local
 
 
-def _served_from_lock(repo: str, how: str) -> tuple[Any, Any] | None:
-    """kernels' `(KernelLocks, KernelDependency)` for `repo` from the applied lock, or None to let kernels read its own."""
+def _locked_commit(repo: str, where: str) -> str | None:
+    """The commit kernels' lock readers get for `repo`: the applied lock's entry, whatever `where` holds."""
     lock = _STATE.lock
     if lock is None:
         return None
     entries = [e for e in lock.for_repo(repo) if e.variant_for(str(_STATE.target)) is not None]
     if not entries:
-        _unlocked(repo, how)
+        _unlocked(repo, where)
         return None
     entry = next((e for e in entries if e.spec in e.names()), None) or next((e for e in entries if e.requested), entries[0])
-    return locked_dependency(repo, entry.commit)
+    return entry.commit
 
 
-# ---------------------------------------------------------------- patching kernels
+def _locked_entry(repo: str, version: int | None, revision: str | None) -> LockedKernel | None:
+    """The entry a version lookup binds to; refuses (strict) or warns about an unlocked one."""
+    lock = _STATE.lock
+    entry = find_entry(lock, repo, version, revision, _current_target()) if lock else None
+    if entry is None and lock is not None and repo not in local_kernels.overrides():
+        _unlocked(repo, _describe(version, revision), version, revision)
+    return entry
 
 
-def _patch_deps(module: ModuleType) -> None:
-    """Every load (get_kernel, has_kernel, load_kernel, get_locked_kernel, layer and function
-    repositories, get_local_kernel) resolves its kernel tree through the lock first."""
-
-    def make(original: Any) -> Any:
-        def resolve_kernel_tree(api: Any, kernel: Any, backend: str | None, resolver: Any, seen: Any = None) -> Any:
-            if not isinstance(resolver, LockedResolver):
-                resolver = LockedResolver(resolver)
-            return original(api=api, kernel=kernel, backend=backend, resolver=resolver, seen=seen)
-        return resolve_kernel_tree
-
-    replace_function(module, "resolve_kernel_tree", make)
+def _commit_for(repo: str, version: int | None, revision: str | None) -> str | None:
+    entry = _locked_entry(repo, version, revision)
+    return entry.commit if entry is not None else None
 
 
-def _patch_locking(module: ModuleType) -> None:
-    """kernels' lock readers (load_kernel, get_locked_kernel, Locked*Repository) answer from the applied lock."""
-
-    def make_file(original: Any) -> Any:
-        def get_locked_kernel_revision(repo_id: str, lockfile: Any) -> Any:
-            return _served_from_lock(repo_id, f"kernels lock {lockfile}") or original(repo_id, lockfile)
-        return get_locked_kernel_revision
-
-    def make_caller(original: Any) -> Any:
-        def get_caller_locked_kernel_revision(repo_id: str) -> Any:
-            return _served_from_lock(repo_id, "kernels lock in package metadata") or original(repo_id)
-        return get_caller_locked_kernel_revision
-
-    replace_function(module, "get_locked_kernel_revision", make_file)
-    replace_function(module, "get_caller_locked_kernel_revision", make_caller)
+def _variants_for(repo: str, version: int | None, revision: str | None) -> tuple[str, ...] | None:
+    entry = _locked_entry(repo, version, revision)
+    return entry.build_variants if entry is not None else None
 
 
-def _patch_versions(module: ModuleType) -> None:
-    """Answer version → commit lookups (layer and function repositories) from the lock."""
-
-    def make(original: Any) -> Any:
-        def select_revision_or_version(repo_id: str, *, revision: str | None, version: int | None,
-                                       local_files_only: bool) -> str:
-            lock = _STATE.lock
-            entry = find_entry(lock, repo_id, version, revision, _current_target()) if lock else None
-            if entry is not None:
-                return entry.commit
-            if lock is not None and repo_id not in local_kernels.overrides():
-                _unlocked(repo_id, _describe(version, revision), version, revision)
-            return original(repo_id, revision=revision, version=version, local_files_only=local_files_only)
-        return select_revision_or_version
-
-    replace_function(module, "select_revision_or_version", make)
-
-
-def _patch_variants(module: ModuleType) -> None:
-    """Answer `get_kernel_variants` for locked repos from the lock, with kernels' own ranking."""
-
-    def make(original: Any) -> Any:
-        def get_kernel_variants(repo_id: str, *, revision: str | None = None, version: int | None = None,
-                                backend: str | None = None) -> Any:
-            lock = _STATE.lock
-            entry = find_entry(lock, repo_id, version, revision, _current_target()) if lock else None
-            if entry is None:
-                if lock is not None:
-                    _unlocked(repo_id, _describe(version, revision), version, revision)
-                return original(repo_id, revision=revision, version=version, backend=backend)
-            return system_variant_trace(entry.build_variants, backend)
-        return get_kernel_variants
-
-    replace_function(module, "get_kernel_variants", make)
-
-
-def _patch_importer(module: ModuleType) -> None:
-    """kernels imports a variant through `_import_from_path`: re-check a verified one right before (importguard)."""
-    replace_function(module, "_import_from_path", guard_import)
-
-
-_PATCHERS = {
-    "kernels.importer": _patch_importer,
-    "kernels.deps": _patch_deps,
-    "kernels.locking": _patch_locking,
-    "kernels._versions": _patch_versions,
-    "kernels.variants": _patch_variants,
+_HOOKS = LockHooks(resolve=_resolve_load, locked_commit=_locked_commit, commit_for=_commit_for,
+                   variants_for=_variants_for, wrap_import=guard_import)
+# Modules patched when (or as soon as) they are imported: kernels' (through the adapter) and torch.distributed's.
+_PATCHERS: dict[str, Callable[[ModuleType], None]] = {
+    name: functools.partial(patch_module, name, hooks=_HOOKS) for name in PATCH_POINTS
 }
-assert set(_PATCHERS) == set(PATCH_POINTS)
 _PATCHERS["torch.distributed.distributed_c10d"] = patch_c10d  # the cross-rank check (kernlock.distributed)
 
 

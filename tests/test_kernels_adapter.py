@@ -95,3 +95,8 @@ def test_local_kernels_parsing_matches_kernels() -> None:
     for parse in (kernels_adapter.local_kernel_overrides, _parse_local_kernel_overrides):
         with pytest.raises(ValueError, match="Invalid LOCAL_KERNELS entry: nope"):
             parse("org/a=/x:nope")
+
+
+def test_every_patched_kernels_module_is_under_contract() -> None:
+    covered = {internal.module for internal in INTERNALS}
+    assert set(kernels_adapter.PATCH_POINTS) <= covered, set(kernels_adapter.PATCH_POINTS) - covered
