@@ -115,6 +115,22 @@ class LockedKernel:
         """What makes an entry unique: its spec and, for an override, the targets it applies to."""
         return self.spec, self.override.when if self.override else ""
 
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready summary of this entry (for `--json` output)."""
+        return {
+            "spec": self.spec, "repo": self.repo, "ref": self.ref, "version": self.version, "commit": self.commit,
+            "resolution": self.resolution, "trust": self.trust, "requested": list(self.requested),
+            "dependency_of": list(self.dependency_of),
+            "aliases": list(self.aliases),
+            "override": {"when": self.override.when, "use": self.override.use, "reason": self.override.reason}
+            if self.override else None,
+            "variants": {t: v.name for v in self.variants for t in v.targets},
+            "provenance": {
+                v.name: {key: value for key, value in vars(v.provenance).items() if value is not None}
+                for v in self.variants if v.provenance is not None
+            },
+        }
+
     def names(self) -> tuple[str, ...]:
         """Every repo id that loads this entry: the canonical one and its aliases."""
         return (self.repo, *self.aliases)

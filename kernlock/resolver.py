@@ -17,14 +17,14 @@ from dataclasses import dataclass, field, replace
 from kernlock.environment import Target
 from kernlock.errors import NoVariantError, ResolutionError, TrustError
 from kernlock.hub import Hub, Ref, TreeFile
-from kernlock.kernels_adapter import kernel_request, target_decisions, variant_metadata
-from kernlock.lockfile import SIGNATURE_FILE, LockedFile, LockedKernel, Lockfile, LockedVariant, Override, Provenance
+from kernlock.kernels_adapter import target_decisions
+from kernlock.lockfile import SIGNATURE_FILE, LockedFile, LockedKernel, Lockfile, LockedVariant, Override
+from kernlock.metadata import digest_mismatches, read_variant_metadata
 from kernlock.overrides import OverrideRule
 from kernlock.spec import KernelSpec, looks_like_sha, version_of_branch
 from kernlock.transformers_compat import default_version
 
 MAX_VARIANTS = 1000
-MAX_METADATA_BYTES = 1 << 20
 _VARIANT_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _IGNORED = re.compile(r"(^|/)__pycache__/|\.pyc$")
 _SHA1_RE = re.compile(r"[0-9a-f]{40}")
@@ -79,17 +79,6 @@ def plan_jobs(spec: KernelSpec, targets: tuple[Target, ...], rules: tuple[Overri
                 override=Override(when=rule.when, use=rule.use, reason=rule.reason),
             ))
     return jobs
-
-
-@dataclass(frozen=True)
-class VariantMetadata:
-    """What kernlock records from a variant's `metadata.json`."""
-
-    depends: tuple[str, ...] = ()
-    kernels_minver: str | None = None
-    python_depends: tuple[str, ...] = ()
-    digest: dict[str, str] | None = None  # relative path -> base64 sha256, when the metadata carries one
-    provenance: Provenance | None = None
 
 
 def choose_variant(variant_names: Iterable[str], target: Target) -> tuple[str | None, list[str]]:
@@ -344,7 +333,7 @@ class Resolver:
             digest = None
             if metadata.digest is not None:
                 digest = "sha256"
-                mismatched = _digest_mismatches(metadata.digest, files)
+                mismatched = digest_mismatches(metadata.digest, files)
                 if mismatched:
                     self.warnings.append(
                         f"{spec_key} {name}: metadata.json's digest disagrees with the files at {commit[:12]} "
@@ -398,61 +387,6 @@ class Resolver:
         )
 
 
-def read_variant_metadata(repo: str, variant: str, metadata: bytes | None) -> VariantMetadata:
-    """Parse a variant's metadata.json with kernels' own parser (size-limited)."""
-    if metadata is None:
-        return VariantMetadata()
-    if len(metadata) > MAX_METADATA_BYTES:
-        raise ResolutionError(f"{repo} {variant}: metadata.json is {len(metadata)} bytes, more than {MAX_METADATA_BYTES}")
-    try:
-        parsed = variant_metadata(metadata)
-    except Exception as error:
-        message = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ResolutionError(f"{repo} {variant}: metadata.json is not valid kernel metadata ({message})") from None
-    keys = set()
-    for dep in parsed.kernel_depends:
-        repo, version, revision = kernel_request(dep)
-        keys.add(f"{repo}@v{version}" if version is not None else f"{repo}@{revision}")
-    digest = None
-    if parsed.digest is not None and str(parsed.digest.algorithm).upper().endswith("SHA256"):
-        digest = dict(parsed.digest.files)
-    provenance = None
-    if parsed.provenance is not None:
-        builder = parsed.provenance.kernel_builder
-        source = parsed.provenance.kernel
-        provenance = Provenance(
-            builder_version=builder.version,
-            builder_commit=builder.git.commit if builder.git else None,
-            builder_dirty=builder.git.dirty if builder.git else None,
-            source_commit=source.commit if source else None,
-            source_dirty=source.dirty if source else None,
-        )
-    return VariantMetadata(
-        depends=tuple(sorted(keys)),
-        kernels_minver=str(parsed.kernels_minver) if parsed.kernels_minver is not None else None,
-        python_depends=tuple(parsed.python_depends),
-        digest=digest,
-        provenance=provenance,
-    )
-
-
-def _digest_mismatches(digest: dict[str, str], files: tuple[LockedFile, ...]) -> list[str]:
-    """Files whose metadata digest (base64 sha256) differs from the locked sha256."""
-    import base64
-
-    by_path = {f.path: f.sha256 for f in files}
-    mismatched = []
-    for path, encoded in sorted(digest.items()):
-        try:
-            expected = base64.b64decode(encoded).hex()
-        except ValueError:
-            mismatched.append(path)
-            continue
-        if by_path.get(path) != expected:
-            mismatched.append(path)
-    return mismatched
-
-
 def _dep_spec(key: str) -> KernelSpec:
     from kernlock.spec import parse_spec, spec_from_version
 
@@ -474,23 +408,3 @@ def _resolving_context(target: Target | None) -> dict[str, str]:
     if target is not None:
         context["torch"] = target.torch_version
     return context
-
-
-def json_summary(lock: Lockfile) -> list[dict]:
-    """A JSON-ready summary of a lock's kernels."""
-    return [
-        {
-            "spec": k.spec, "repo": k.repo, "ref": k.ref, "version": k.version, "commit": k.commit,
-            "resolution": k.resolution, "trust": k.trust, "requested": list(k.requested),
-            "dependency_of": list(k.dependency_of),
-            "aliases": list(k.aliases),
-            "override": {"when": k.override.when, "use": k.override.use, "reason": k.override.reason} if k.override else None,
-            "variants": {t: v.name for v in k.variants for t in v.targets},
-            "provenance": {
-                v.name: {key: value for key, value in vars(v.provenance).items() if value is not None}
-                for v in k.variants if v.provenance is not None
-            },
-        }
-        for k in lock.kernels
-    ]
-

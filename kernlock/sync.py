@@ -99,9 +99,6 @@ def sync(
 
     `locked` first requires the lock to be fresh against the project's sources.
     """
-    from huggingface_hub.utils import disable_progress_bars
-
-    disable_progress_bars()
     workspace = open_workspace(project_dir, lockfile)
     path, lock = workspace.lockfile, workspace.read_lock()
     if locked:

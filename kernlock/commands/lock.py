@@ -60,7 +60,6 @@ def lock_command(specs: tuple[str, ...], targets: tuple[str, ...], scan: tuple[s
 
 def report(result: LockResult, progress: Callable[[str], None] | None, as_json: bool) -> None:
     """Print what `lock()`/`remove()` did: warnings on stderr, then a summary (or JSON)."""
-    from kernlock.resolver import json_summary
 
     if progress:
         click.echo("\r" + " " * 100 + "\r", err=True, nl=False)
@@ -73,7 +72,7 @@ def report(result: LockResult, progress: Callable[[str], None] | None, as_json: 
             "lockfile": str(result.path), "written": result.written, "targets": list(result.lockfile.targets),
             "added": list(result.added), "removed": list(result.removed), "updated": list(result.updated),
             "warnings": list(result.warnings), "migrated": result.migrated,
-            "kernels": json_summary(result.lockfile),
+            "kernels": [k.to_json() for k in result.lockfile.kernels],
         }, indent=2))
         return
     for kernel in result.lockfile.kernels:

@@ -55,11 +55,10 @@ def show_command(lockfile: str | None, project_dir: str, as_json: bool, provenan
     import json
 
     from kernlock.check import project_lock
-    from kernlock.resolver import json_summary
 
     _, lock = project_lock(project_dir, lockfile)
     if as_json:
-        click.echo(json.dumps({"targets": list(lock.targets), "kernels": json_summary(lock)}, indent=2))
+        click.echo(json.dumps({"targets": list(lock.targets), "kernels": [k.to_json() for k in lock.kernels]}, indent=2))
         return
     rows = [["KERNEL", "PIN", *lock.targets]]
     for kernel in lock.kernels:

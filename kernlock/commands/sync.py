@@ -19,7 +19,11 @@ from kernlock.cli import handle_errors
 @handle_errors
 def sync_command(targets: tuple[str, ...], all_targets: bool, locked: bool, repair: bool, lockfile: str | None, project_dir: str) -> None:
     """Download the locked variants into the Hub cache and verify every file."""
+    from huggingface_hub.utils import disable_progress_bars
+
     from kernlock.sync import sync
+
+    disable_progress_bars()  # our own progress line (or none) instead of one bar per file
 
     def progress(done: int, total: int) -> None:
         click.echo(f"\rsyncing variants {done}/{total}", err=True, nl=done == total)

@@ -18,7 +18,11 @@ def vendor_command(directory: str, targets: tuple[str, ...], lockfile: str | Non
 
     Then run with KERNLOCK_VENDOR_DIR=DIRECTORY: no Hub and no Hub cache needed.
     """
+    from huggingface_hub.utils import disable_progress_bars
+
     from kernlock.vendor import vendor
+
+    disable_progress_bars()  # our own progress line (or none) instead of one bar per file
 
     report = vendor(directory, project_dir, targets=targets, lockfile=lockfile)
     click.echo(
