@@ -11,7 +11,7 @@ shell helpers), `import kernels` (the hook applies the lock at that import), and
 from __future__ import annotations
 
 from benchmarks.harness import (
-    PYTHON, Result, Target, Workspace, child_env, lock_project, run_child, running_hub, summarize,
+    PYTHON, Result, Target, Workspace, child_env, lock_project, median, run_child, running_hub, summarize,
 )
 from kernlock.commands.run import run_environment
 
@@ -51,11 +51,30 @@ def run(ws: Workspace, quick: bool) -> Result:
                 "overhead_ms": round(under["wall_ms"] - base["wall_ms"], 1),
                 "requests_without": base["requests"], "requests_kernlock_run": under["requests"],
             })
-    result.data.update(summaries)
-    plain_overhead = result.rows[0]["overhead_ms"]
-    result.targets.append(Target("startup: per-child overhead under kernlock run, no kernel imports (ms)",
-                                 plain_overhead, "<= 10 ms", plain_overhead <= 10))
+        hook_ms = median([_sitecustomize_ms(run_child([PYTHON, "-X", "importtime", "-c", "pass"], None, hooked))
+                          for _ in range(reps)])
+    result.rows.append({"process": "python -c pass: the hook's own import time (-X importtime)", "reps": reps,
+                        "kernlock_run_ms": round(hook_ms, 2)})
+    result.data.update(summaries, hook_import_ms=hook_ms)
+    result.notes.append("wall-clock overheads are medians of interleaved runs on a shared machine; the import-time "
+                        "row is the hook's own cost, free of that noise")
+    result.targets.append(Target("startup: hook's import time per child under kernlock run, no kernel imports (ms)",
+                                 round(hook_ms, 2), "<= 10 ms", hook_ms <= 10))
     locked = summaries["import kernels + get_kernel"]["kernlock run"]["requests"]
     result.targets.append(Target("startup: locked load under kernlock run makes 0 Hub requests", locked, "0",
                                  locked == 0))
     return result
+
+
+def _sitecustomize_ms(run) -> float:
+    """Import time of kernlock's start-up hook, from `-X importtime`: `sitecustomize` plus `kernlock.autoapply`
+    (summed: where an older kernlock's `.pth` imports the latter first, it is not inside the former; elsewhere
+    this counts it twice, an overestimate)."""
+    times = {}
+    for line in run.stderr.splitlines():
+        name = line.rsplit("|", 1)[-1].strip()
+        if line.startswith("import time:") and name in ("sitecustomize", "kernlock.autoapply"):
+            times[name] = int(line.split("|")[1]) / 1000
+    if "sitecustomize" not in times:
+        raise RuntimeError("the start-up hook did not run (no sitecustomize import)")
+    return sum(times.values())

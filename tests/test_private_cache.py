@@ -144,7 +144,6 @@ def test_swapping_the_cache_directory_between_check_and_use_changes_nothing(
     private._opened.clear()
     monkeypatch.setattr(os, "stat", swapping(os.stat))
     monkeypatch.setattr(os, "fstat", swapping(os.fstat))
-    monkeypatch.setattr(Path, "stat", swapping(Path.stat))
     for _ in range(4):
         assert load_lockfile(path).kernels[0].variants[0].files[0].sha256 == genuine
     monkeypatch.undo()
