@@ -537,7 +537,7 @@ def remote_problems(kernel: LockedKernel, hub: Hub) -> list[str]:
             entry = listed[locked.path]
             try:
                 sha256 = entry.lfs_sha256 or hashlib.sha256(
-                    hub.fetch(kernel.repo, kernel.commit, entry.path, entry.blob_id)).hexdigest()
+                    hub.fetch(kernel.repo, kernel.commit, entry.path, entry.blob_id, entry.size)).hexdigest()
             except HubError as error:
                 problems.append(f"cannot fetch {entry.path} to check its hash ({error})")
                 continue
