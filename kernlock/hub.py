@@ -186,6 +186,7 @@ class Hub:
         self._org_trust: dict[str, bool] = {}
         self._org_locks: dict[str, threading.Lock] = {}
         self._canonical: dict[str, str] = {}
+        self._hf_headers: dict[str, str] | None = None
 
     def _call(self, repo: str, fn: Callable[[float], T], deadline: float | None = None) -> T:
         """Run `fn(deadline)` with bounded retries on transient failures, all within one deadline.
@@ -240,9 +241,14 @@ class Hub:
         return wait
 
     def _headers(self) -> dict[str, str]:
+        """huggingface_hub's request headers, built once: building them can cost a request of its own
+        (its once-a-day agent lookup), which parallel first calls would each make."""
         from huggingface_hub.utils import build_hf_headers
 
-        return build_hf_headers(token=self.api.token, library_name="kernlock")
+        with self._lock:
+            if self._hf_headers is None:
+                self._hf_headers = build_hf_headers(token=self.api.token, library_name="kernlock")
+            return dict(self._hf_headers)
 
     def _request(self, url: str, deadline: float, *, timeout: float, limit: int, params: dict[str, str] | None = None,
                  sink: Callable[[bytes], None] | None = None, follow: bool = False,
