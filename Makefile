@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test install bench clean
+.PHONY: demo test install bench matrix clean
 
 $(BIN)/kernlock: pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -22,10 +22,15 @@ demo: install
 test: install
 	$(BIN)/python -m pytest -q
 
+## the version matrix (noxfile.py): every kernels/Transformers/huggingface_hub cell, then the README's support table
+matrix: install
+	$(BIN)/pip install --quiet nox
+	$(BIN)/nox -s matrix support_table
+
 ## the benchmarks against the anchors; refreshes the README's figures in docs/
 bench: install
 	$(BIN)/pip install --quiet ".[bench]"
 	$(BIN)/python -m benchmarks --json docs/benchmarks.json --markdown docs/benchmarks.md --plot docs/benchmarks.png
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache .nox

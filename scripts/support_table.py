@@ -42,7 +42,8 @@ def table(results: Path) -> str:
     python = sorted({r["installed"]["python"] for r in records})
     torch = sorted({r["installed"]["torch"] for r in records})
     lines.append("")
-    lines.append(f"Python {', '.join(python)}, torch {', '.join(torch)} (CPU) in every cell.")
+    tested = sorted({r["kernlock"] for r in records})
+    lines.append(f"Python {', '.join(python)}, torch {', '.join(torch)} (CPU) in every cell; kernlock at {', '.join(tested)}.")
     return "\n".join(lines)
 
 

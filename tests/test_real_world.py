@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from helpers import CPU, CUDA_130, CUDA_X86, cli, make_project
+from kernlock.environment import installed_version
 from kernlock.lockfile import load_lockfile
 from kernlock.testing.fixtures import rev_parse
 from kernlock.testing.hub import TestHub
@@ -136,7 +137,8 @@ def test_doctor_kernels_outside_transformers_window(hub: TestHub, tmp_path: Path
     doctor = verify_doctor(project, {"PYTHONPATH": path})
     assert not doctor["ok"]
     problem = doctor["problems"][0]
-    assert "kernels 0.17.2 is outside the window transformers 9.0.0 accepts (>=0.18.2,<0.20.0)" in problem["message"]
+    kernels = installed_version("kernels")
+    assert f"kernels {kernels} is outside the window transformers 9.0.0 accepts (>=0.18.2,<0.20.0)" in problem["message"]
     assert "this kernlock supports kernels>=0.17.0,<0.18, which transformers>=5.18,<5.23 accepts" in problem["message"]
     assert problem["fix"] == "pip install 'transformers>=5.18,<5.23'"  # the installed 5.22.2 (no fake) passes above
     applied = subprocess.run([sys.executable, "-c", "import kernlock; kernlock.apply()"], cwd=project, capture_output=True,
@@ -149,7 +151,7 @@ def test_doctor_minver_and_python_depends_then_fixed(hub: TestHub, tmp_path: Pat
     assert cli("lock", cwd=project).exit_code == 0
     problems = verify_doctor(project)["problems"]
     messages = [p["message"] for p in problems]
-    assert any("needs kernels>=0.99.0, installed kernels 0.17.2" in m for m in messages)
+    assert any(f"needs kernels>=0.99.0, installed kernels {installed_version('kernels')}" in m for m in messages)
     [minver] = [p for p in problems if "0.99.0" in p["message"]]  # beyond kernels 0.17: an older build (run below)
     assert minver["fix"] == ("lock a build of kernels-community/provenance that accepts kernels 0.17.0: "
                              "kernlock lock kernels-community/provenance@<older revision>")

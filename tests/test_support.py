@@ -71,3 +71,43 @@ def test_minver_fix_stays_within_supported_kernels(monkeypatch: pytest.MonkeyPat
     assert within.fix == "pip install 'kernels>=0.17.2,<0.18'"
     [beyond] = doctor.minver_findings([(kernel, needs["0.18.2"])])
     assert beyond.fix == "lock a build of org/k that accepts kernels 0.17.0: kernlock lock org/k@<older revision>"
+
+
+def _support_table_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("support_table", ROOT / "scripts" / "support_table.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_readme_support_table_is_the_last_matrix_run() -> None:
+    import subprocess
+    import sys
+
+    check = subprocess.run([sys.executable, str(ROOT / "scripts" / "support_table.py"), "--check"],
+                           capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "| kernels | transformers | huggingface_hub | result |" in (ROOT / "README.md").read_text()
+
+
+def test_support_table_shows_each_cell_and_the_fix_it_ran(tmp_path: Path) -> None:
+    import json
+
+    base = {"kernlock": "0123abc", "installed": {"python": "3.11.7", "kernels": "0.17.2", "transformers": "5.22.2", "huggingface_hub": "2.4.0",
+                          "torch": "2.13.0+cpu"}, "slice": {"tests": 9, "failures": 0, "errors": 0, "skipped": 1}}
+    cells = {
+        "ok": {**base, "requested": {"kernels": "0.17.2", "transformers": "5.22.2", "huggingface_hub": None},
+               "outcome": "pass", "refusal": None, "fix": None},
+        "old": {**base, "requested": {"kernels": "0.16.2", "transformers": "5.17.0", "huggingface_hub": None},
+                "installed": {**base["installed"], "kernels": "0.16.2", "transformers": "5.17.0"},
+                "outcome": "refused, fix works", "refusal": "kernlock 0.1.0 supports kernels>=0.17.0,<0.18",
+                "fix": "pip install 'kernels>=0.17.0,<0.18' 'transformers>=5.18,<5.23'"},
+    }
+    for name, record in cells.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(record))
+    rows = _support_table_module().table(tmp_path).splitlines()
+    assert rows[2] == "| 0.17.2 | 5.22.2 | 2.4.0 | pass (8 tests) | — |"
+    assert rows[3] == ("| 0.16.2 | 5.17.0 | 2.4.0 | refused, fix works (8 tests) | kernlock 0.1.0 supports "
+                       "kernels>=0.17.0,<0.18; `pip install 'kernels>=0.17.0,<0.18' 'transformers>=5.18,<5.23'` |")
