@@ -112,7 +112,7 @@ def _patch_hub_client(monkeypatch: pytest.MonkeyPatch, endpoint: str, hf_home: P
         "HF_HUB_DISABLE_TELEMETRY": False,
         "HF_HUB_DISABLE_XET": True,
     }.items():
-        monkeypatch.setattr(constants, name, value)
+        monkeypatch.setattr(constants, name, value, raising=False)  # older huggingface_hub lacks some (matrix)
     monkeypatch.setattr(huggingface_hub, "HUGGINGFACE_CO_URL_TEMPLATE", template, raising=False)
     monkeypatch.setattr(_cache_manager, "HF_HUB_CACHE", hub_cache)
     monkeypatch.setattr(_git_credential, "ENDPOINT", endpoint)
