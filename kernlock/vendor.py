@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernlock.atomic import current_umask
 from kernlock.cache import VENDOR_MARKER, check_variant, variant_dir, vendored_variant_dir
 from kernlock.lockfile import LOCK_FILENAME
 from kernlock.workspace import open_workspace
@@ -64,6 +65,7 @@ def vendor(
             check_variant(kernel, variant, final)
         else:
             staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=out))
+            staging.chmod(0o777 & ~current_umask())  # mkdtemp's 0700 would hide the variant from other users
             for locked in variant.files:
                 destination = staging / locked.path
                 destination.parent.mkdir(parents=True, exist_ok=True)
