@@ -21,7 +21,8 @@ from scripts.harness import FA2, PRELUDE, child_env, locked_project, ok, only_lo
 CPU_212 = "torch2.12-cxx11-cpu-x86_64-linux"
 TWO_RANKS = Path(__file__).resolve().parent.parent / "examples" / "cluster" / "two_ranks.sh"
 
-INIT = "import torch.distributed as dist\ndist.init_process_group('gloo')\n"
+# Like a training script: transformers imported first (under `kernlock run` that import applies the lock).
+INIT = "import transformers\nimport torch.distributed as dist\ndist.init_process_group('gloo')\n"
 AFTER_INIT = "tiny.result(rank=dist.get_rank(), world=dist.get_world_size())\n"
 
 
