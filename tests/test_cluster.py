@@ -41,7 +41,7 @@ def launch_ranks(code: str, cwd: Path, per_rank: list[dict[str, str]], *, under_
     procs = []
     for rank, extra in enumerate(per_rank):
         argv = [sys.executable, "-c", PRELUDE + code]
-        if under_kernlock:
+        if under_kernlock and not extra.pop("without_kernlock", ""):
             argv = [sys.executable, "-m", "kernlock", "run", "-v", *extra.pop("run_options", "").split(), "--", *argv]
         env = child_env(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=world, LOCAL_WORLD_SIZE=world,
                         MASTER_ADDR="127.0.0.1", MASTER_PORT=port, **extra)
@@ -143,8 +143,7 @@ def test_opt_in_on_some_ranks_only_is_not_enough_and_the_guard_can_be_switched_o
 
 def test_a_rank_without_the_lock_is_named(hub, tmp_path: Path) -> None:
     project, _ = locked_project(tmp_path / "p", [FA2])
-    applied = {"KERNLOCK_APPLY": "1", "KERNLOCK_LOCKFILE": str(project / "kernels.lock"), "KERNLOCK_RANK_CHECK_TIMEOUT": "2"}
-    ranks = launch_ranks(INIT + AFTER_INIT, project, [applied, {}], under_kernlock=False)
+    ranks = launch_ranks(INIT + AFTER_INIT, project, [{"KERNLOCK_RANK_CHECK_TIMEOUT": "2"}, {"without_kernlock": "1"}])
     assert ranks[0].returncode != 0 and "RESULT" not in ranks[0].stdout
     assert "kernlock: rank(s) 1 did not report within the time limit" in ranks[0].stderr, ranks[0].stderr[-3000:]
     assert "start every rank under `kernlock run`" in ranks[0].stderr
