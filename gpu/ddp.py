@@ -260,7 +260,7 @@ class DDPRun(Run):
 
     def table_of(self, job: dict) -> str:
         lines = job["output"].splitlines()
-        start = next((i for i, line in enumerate(lines) if "RankMismatchError: kernlock: ranks" in line), None)
+        start = next((i for i, line in enumerate(lines) if "kernlock: ranks" in line), None)
         return "\n".join(lines[start:start + 5]) if start is not None else ""
 
     def s_guard_lock(self):
