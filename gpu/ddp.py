@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -321,18 +320,8 @@ class DDPRun(Run):
             if "locks" in {s["step"] for s in self.steps if s["status"] == "FAIL"}:
                 break
             self.step(name, fn)
-        self.hub.stop()
         self.data["jobs"] = {k: {**v, "output": v["output"][-6000:]} for k, v in self.jobs.items()}
-        self.save()
-        width = max(len(s["step"]) for s in self.steps)
-        self.log(f"\n== summary ({self.data['mode']}, {self.elapsed():.0f}s)")
-        for s in self.steps:
-            self.log(f"{s['step']:<{width}}  {s['status']:4s}  {s['figures']}")
-        failed = [s["step"] for s in self.steps if s["status"] == "FAIL"]
-        self.log(f"RESULT: {'FAIL (' + ', '.join(failed) + ')' if failed else 'PASS'}")
-        if not self.args.keep:
-            shutil.rmtree(self.work, ignore_errors=True)
-        return 1 if failed else 0
+        return self.finish()
 
 
 def main(argv: list[str] | None = None) -> int:

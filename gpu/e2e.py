@@ -414,6 +414,10 @@ class Run:
         self.step("failure", self.s_failure)
         self.step("step-time", self.s_step_time)
         self.step("ready", self.s_ready)
+        return self.finish()
+
+    def finish(self) -> int:
+        """Stop the Hub, save results.json, print the summary table; exit code 1 when a step failed."""
         if self.hub is not None:
             self.hub.stop()
         self.save()

@@ -15,7 +15,6 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
