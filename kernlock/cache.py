@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 _CHUNK = 1 << 20
 VENDOR_ENV = "KERNLOCK_VENDOR_DIR"
 VENDOR_MARKER = ".kernlock-vendor"
+REPAIR_CACHE = "kernlock sync --repair"  # restores the locked variants in the Hub cache
 
 
 def hub_cache_dir() -> Path:
@@ -54,6 +55,11 @@ def vendor_dir() -> Path | None:
     """The vendor directory named by `$KERNLOCK_VENDOR_DIR`, if any."""
     value = os.environ.get(VENDOR_ENV)
     return Path(value).expanduser() if value else None
+
+
+def repair_vendor_command(vendor: Path) -> str:
+    """The command that restores damaged or missing variants in a vendor directory."""
+    return f"kernlock vendor --repair {vendor}"
 
 
 def vendored_variant_dir(kernel: LockedKernel, variant: str, vendor: Path) -> Path:
@@ -152,20 +158,21 @@ def remove_extra_files(root: Path, extra: list[str]) -> None:
             path.unlink(missing_ok=True)
 
 
-def check_variant(kernel: LockedKernel, variant: LockedVariant, root: Path, stamped: bool = False) -> None:
+def check_variant(kernel: LockedKernel, variant: LockedVariant, root: Path, stamped: bool = False,
+                  repair: str = REPAIR_CACHE) -> None:
     """Raise `IntegrityError` unless `root` holds exactly the locked files, each matching the lock.
 
     With `stamped`, files whose device, inode, size, mtime and ctime match what this
     user verified before (a signed stamp in kernlock's private directory) are not
-    re-hashed.
+    re-hashed. `repair` is the command that restores `root` (the Hub cache's by default;
+    `repair_vendor_command` for a vendor directory), named in the error.
     """
     extra = extra_files(variant, root)
     if extra:
         names = ", ".join(extra[:3]) + ("…" if len(extra) > 3 else "")
         raise IntegrityError(
             f"{kernel.spec}: {root} holds {len(extra)} file(s) that kernels.lock does not list ({names}); "
-            "they could run instead of the locked code: remove them with `kernlock sync --repair` "
-            "(a vendor directory: delete it and re-run `kernlock vendor`)"
+            f"they could run instead of the locked code: remove them with `{repair}`"
         )
     entry = _stamp_entry(kernel, variant.name, root) if stamped else None
     stamp = _read_stamp(entry) if entry else {}
@@ -176,7 +183,7 @@ def check_variant(kernel: LockedKernel, variant: LockedVariant, root: Path, stam
             info = path.stat()
         except FileNotFoundError:
             raise MissingFilesError(
-                f"{kernel.spec}: {variant.name}/{locked.path} is missing from {root}; run `kernlock sync` to fetch it"
+                f"{kernel.spec}: {variant.name}/{locked.path} is missing from {root}; run `{repair}` to restore it"
             ) from None
         key = [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, locked.sha256]
         if stamp.get(locked.path) == key:
@@ -187,7 +194,7 @@ def check_variant(kernel: LockedKernel, variant: LockedVariant, root: Path, stam
             raise IntegrityError(
                 f"{kernel.spec}: {variant.name}/{locked.path} does not match kernels.lock "
                 f"(expected sha256 {locked.sha256}, found {actual}); "
-                "run `kernlock sync --repair` to re-download it, or `kernlock lock -P "
+                f"run `{repair}` to restore it, or `kernlock lock -P "
                 f"{kernel.repo}` if the lock is what is wrong"
             )
         fresh[locked.path] = key
@@ -317,9 +324,9 @@ def ensure_variant(kernel: LockedKernel, variant: LockedVariant, *, offline: boo
         if missing:
             raise MissingFilesError(
                 f"{kernel.spec}: {variant.name} is not complete in the vendor directory {vendor} "
-                f"(missing {_describe_files(missing)}); re-run `kernlock vendor {vendor}` with this lock"
+                f"(missing {_describe_files(missing)}); run `{repair_vendor_command(vendor)}` with this lock"
             )
-        check_variant(kernel, variant, root, stamped=True)
+        check_variant(kernel, variant, root, stamped=True, repair=repair_vendor_command(vendor))
         return root
     cache = hub_cache_dir()
     root = variant_dir(kernel, variant.name, cache)

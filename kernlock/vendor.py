@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernlock.atomic import current_umask
-from kernlock.cache import VENDOR_MARKER, check_variant, variant_dir, vendored_variant_dir
-from kernlock.lockfile import LOCK_FILENAME
+from kernlock.cache import VENDOR_MARKER, check_variant, repair_vendor_command, variant_dir, vendored_variant_dir
+from kernlock.errors import IntegrityError, MissingFilesError
+from kernlock.lockfile import LOCK_FILENAME, LockedKernel, LockedVariant
 from kernlock.workspace import open_workspace
 from kernlock.sync import selected_variants, sync
 
@@ -35,6 +36,7 @@ class VendorReport:
     variants: int
     files: int
     bytes: int
+    repaired: int = 0  # variants copied again because they did not match the lock
 
 
 def vendor(
@@ -44,8 +46,12 @@ def vendor(
     targets: Iterable[str] = (),
     all_targets: bool = True,
     lockfile: str | os.PathLike[str] | None = None,
+    repair: bool = False,
 ) -> VendorReport:
-    """Export the locked variants for `targets` (default: every locked target) into `directory`."""
+    """Export the locked variants for `targets` (default: every locked target) into `directory`.
+
+    A variant already there must match the lock; with `repair`, one that does not is copied again.
+    """
     workspace = open_workspace(project_dir, lockfile)
     path, lock = workspace.lockfile, workspace.read_lock()
     targets = tuple(targets)
@@ -56,25 +62,43 @@ def vendor(
     cache = hub_cache_dir()
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    files = size = 0
+    files = size = repaired = 0
     pairs = selected_variants(lock, workspace.all_targets(lock) if use_all else targets)
     for kernel, variant in pairs:
-        source = variant_dir(kernel, variant.name, cache)
         final = vendored_variant_dir(kernel, variant.name, out)
         if final.exists():
-            check_variant(kernel, variant, final)
+            try:
+                check_variant(kernel, variant, final, repair=repair_vendor_command(out))
+            except (IntegrityError, MissingFilesError):
+                if not repair:
+                    raise
+                _copy_variant(kernel, variant, variant_dir(kernel, variant.name, cache), final)
+                repaired += 1
         else:
-            staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=out))
-            staging.chmod(0o777 & ~current_umask())  # mkdtemp's 0700 would hide the variant from other users
-            for locked in variant.files:
-                destination = staging / locked.path
-                destination.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(source / locked.path, destination)
-            check_variant(kernel, variant, staging)
-            final.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(staging, final)
+            _copy_variant(kernel, variant, variant_dir(kernel, variant.name, cache), final)
         files += len(variant.files)
         size += sum(f.size for f in variant.files)
-    shutil.copyfile(path, out / LOCK_FILENAME)
+    if not (out / LOCK_FILENAME).exists() or not os.path.samefile(path, out / LOCK_FILENAME):
+        shutil.copyfile(path, out / LOCK_FILENAME)
     (out / VENDOR_MARKER).write_text("kernlock vendor directory: set KERNLOCK_VENDOR_DIR to this directory\n")
-    return VendorReport(directory=out, variants=len(pairs), files=files, bytes=size)
+    return VendorReport(directory=out, variants=len(pairs), files=files, bytes=size, repaired=repaired)
+
+
+def _copy_variant(kernel: LockedKernel, variant: LockedVariant, source: Path, final: Path) -> None:
+    """Copy the locked files of a verified variant from `source` to `final` (replacing it), checked before it lands."""
+    out = final.parents[2]
+    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=out))
+    staging.chmod(0o777 & ~current_umask())  # mkdtemp's 0700 would hide the variant from other users
+    for locked in variant.files:
+        destination = staging / locked.path
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source / locked.path, destination)
+    check_variant(kernel, variant, staging)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    if final.exists():
+        damaged = Path(tempfile.mkdtemp(prefix=".damaged-", dir=out))
+        os.replace(final, damaged / final.name)
+        os.replace(staging, final)
+        shutil.rmtree(damaged)
+    else:
+        os.replace(staging, final)

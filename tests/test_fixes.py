@@ -10,8 +10,10 @@ import pytest
 
 import kernlock
 from helpers import CUDA_X86, cli, make_project
+from kernlock import cache
 from kernlock.environment import current_target
-from kernlock.errors import NoVariantError, UnlockedKernelError
+from kernlock.errors import IntegrityError, KernlockError, MissingFilesError, NoVariantError, UnlockedKernelError
+from kernlock.lockfile import load_lockfile
 from kernlock.testing.hub import TestHub
 
 FA2 = "kernels-community/flash-attn2"
@@ -71,3 +73,38 @@ def test_a_version_without_a_build_here_is_not_told_to_add_the_target(hub: TestH
     assert here in explained.output
     verified = cli("verify", "--target", here, cwd=project)
     assert verified.exit_code == 1 and f"fix: kernlock explain {FA2} --target {here}" in verified.output
+
+
+def tamper(root: Path, path: str, how: str) -> None:
+    """Damage one file of a variant directory: change it, delete it, or plant a module beside it."""
+    target = root / path
+    if how == "changed":
+        target.chmod(0o644)
+        target.write_bytes(b"tampered")
+    elif how == "missing":
+        target.unlink()
+    else:
+        (target.parent / "planted.py").write_text("PLANTED = True\n")
+
+
+@pytest.mark.parametrize("how", ["changed", "missing", "planted"])
+def test_a_damaged_vendor_directory_is_repaired_by_the_recommended_command(
+    hub: TestHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    import kernels
+
+    project = make_project(tmp_path / "p", kernels=[f"{FA2}@v2"])
+    assert cli("lock", cwd=project).exit_code == 0
+    vendor = tmp_path / "vendor"
+    assert cli("vendor", str(vendor), cwd=project).exit_code == 0
+    [entry] = load_lockfile(project / "kernels.lock").kernels
+    variant = entry.variant_for(str(current_target()))
+    tamper(cache.vendored_variant_dir(entry, variant.name, vendor), variant.files[0].path, how)
+    monkeypatch.setenv(cache.VENDOR_ENV, str(vendor))
+    kernlock.apply()
+    with pytest.raises((IntegrityError, MissingFilesError)) as raised:
+        kernels.get_kernel(FA2, version=2)
+    fixed = cli(*recommended(str(raised.value)), cwd=project)
+    assert fixed.exit_code == 0, fixed.output
+    kernlock.apply()
+    assert kernels.get_kernel(FA2, version=2).KERNEL_IDENTITY["commit"] == entry.commit

@@ -10,10 +10,11 @@ from kernlock.cli import handle_errors
 @click.command("vendor")
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--target", "targets", multiple=True, metavar="TARGET", help="Export only this target's variants (repeatable; default: every locked target).")
+@click.option("--repair", is_flag=True, help="Copy again the variants already in DIRECTORY that do not match the lock.")
 @click.option("--lockfile", type=click.Path(dir_okay=False), help="Lock file (default: the project's kernels.lock).")
 @click.option("--project", "project_dir", default=".", type=click.Path(file_okay=False), help="Project directory.")
 @handle_errors
-def vendor_command(directory: str, targets: tuple[str, ...], lockfile: str | None, project_dir: str) -> None:
+def vendor_command(directory: str, targets: tuple[str, ...], repair: bool, lockfile: str | None, project_dir: str) -> None:
     """Copy the locked variants and the lock into DIRECTORY.
 
     Then run with KERNLOCK_VENDOR_DIR=DIRECTORY: no Hub and no Hub cache needed.
@@ -24,8 +25,9 @@ def vendor_command(directory: str, targets: tuple[str, ...], lockfile: str | Non
 
     disable_progress_bars()  # our own progress line (or none) instead of one bar per file
 
-    report = vendor(directory, project_dir, targets=targets, lockfile=lockfile)
+    report = vendor(directory, project_dir, targets=targets, lockfile=lockfile, repair=repair)
+    repaired = f", {report.repaired} repaired" if report.repaired else ""
     click.echo(
-        f"vendored {report.variants} variants ({report.files} files, {report.bytes} bytes) into {report.directory}; "
+        f"vendored {report.variants} variants ({report.files} files, {report.bytes} bytes{repaired}) into {report.directory}; "
         f"use it with KERNLOCK_VENDOR_DIR={report.directory.resolve()}"
     )
