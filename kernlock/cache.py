@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernlock.errors import IntegrityError, KernlockError, MissingFilesError
+from kernlock.errors import HubError, IntegrityError, KernlockError, MissingFilesError
 from kernlock.lockfile import LockedFile, LockedKernel, LockedVariant
 
 if TYPE_CHECKING:
@@ -227,12 +227,18 @@ def _install_file(hub: "Hub", kernel: LockedKernel, variant: str, locked: Locked
 
 def _fetch_blob_and_link(hub: "Hub", kernel: LockedKernel, variant: str, locked: LockedFile, storage: Path, link: Path,
                          locks: Path, force: bool) -> None:
+    from huggingface_hub.errors import RevisionNotFoundError
     from huggingface_hub.utils import WeakFileLock
 
     from kernlock.hub import hub_deadline
 
     deadline = time.monotonic() + hub_deadline()
-    remote = hub.file_metadata(kernel.repo, kernel.commit, f"build/{variant}/{locked.path}", deadline)
+    try:
+        remote = hub.file_metadata(kernel.repo, kernel.commit, f"build/{variant}/{locked.path}", deadline)
+    except HubError as error:
+        if isinstance(error.__cause__, RevisionNotFoundError):
+            raise MissingFilesError(commit_gone(kernel)) from None
+        raise
     mismatch = (len(remote.etag) == 64 and remote.etag != locked.sha256) or remote.size not in (None, locked.size)
     if mismatch:
         raise IntegrityError(
@@ -267,6 +273,16 @@ def _fetch_blob_and_link(hub: "Hub", kernel: LockedKernel, variant: str, locked:
             link.symlink_to(os.path.relpath(blob, link.parent))
         except OSError:  # file systems without symlinks: a plain copy, as huggingface_hub does
             shutil.copyfile(blob, link)
+
+
+def commit_gone(kernel: LockedKernel) -> str:
+    """Why a locked commit the Hub answers 404 for cannot be fetched, and the fix that works."""
+    if kernel.ref is not None:
+        fix = f"re-lock it to what {kernel.ref} holds now: `kernlock lock -P {kernel.repo}`"
+    else:
+        fix = "its spec pins that commit: name a revision the Hub has in the spec, then run `kernlock lock`"
+    return (f"{kernel.spec}: the locked commit {kernel.commit[:12]} is gone from the Hub (it answers 404 for it: "
+            f"the repo's history was rewritten); {fix}")
 
 
 def download_variant(kernel: LockedKernel, variant: LockedVariant, cache: Path, files: list[LockedFile] | None = None,
@@ -339,7 +355,7 @@ def ensure_variant(kernel: LockedKernel, variant: LockedVariant, *, offline: boo
             )
         try:
             download_variant(kernel, variant, cache, missing)
-        except IntegrityError:
+        except (IntegrityError, MissingFilesError):
             raise
         except Exception as error:
             reason = str(error) if isinstance(error, KernlockError) else type(error).__name__

@@ -14,6 +14,7 @@ from kernlock import cache
 from kernlock.environment import current_target
 from kernlock.errors import IntegrityError, KernlockError, MissingFilesError, NoVariantError, UnlockedKernelError
 from kernlock.lockfile import load_lockfile
+from kernlock.testing.fixtures import rev_parse, rewrite_branch
 from kernlock.testing.hub import TestHub
 
 FA2 = "kernels-community/flash-attn2"
@@ -108,3 +109,32 @@ def test_a_damaged_vendor_directory_is_repaired_by_the_recommended_command(
     assert fixed.exit_code == 0, fixed.output
     kernlock.apply()
     assert kernels.get_kernel(FA2, version=2).KERNEL_IDENTITY["commit"] == entry.commit
+
+
+@pytest.mark.parametrize("pin", ["branch", "commit"])
+def test_a_locked_commit_gone_from_the_hub_is_relocked(hub: TestHub, tmp_path: Path, pin: str) -> None:
+    import kernels
+
+    tip = rev_parse(hub.repo_path(FA2), "v2")
+    spec = f"{FA2}@v2" if pin == "branch" else f"{FA2}@{tip}"
+    project = make_project(tmp_path / "p", kernels=[spec])
+    assert cli("lock", cwd=project).exit_code == 0
+    rewritten = rewrite_branch(hub.repo_path(FA2), "v2")
+    synced = cli("sync", cwd=project)
+    assert synced.exit_code == 1
+    kernlock.apply(project / "kernels.lock")
+    with pytest.raises(MissingFilesError) as raised:
+        kernels.get_kernel(FA2, revision="v2" if pin == "branch" else tip)
+    message = str(raised.value)
+    assert f"locked commit {tip[:12]} is gone from the Hub" in message
+    assert "where the Hub is reachable" not in message
+    assert recommended(synced.output) == recommended(message)
+    if pin == "commit":  # the edit the message asks for: a revision the Hub has
+        assert "its spec pins that commit" in message
+        pyproject = project / "pyproject.toml"
+        pyproject.write_text(pyproject.read_text().replace(tip, rewritten))
+    fixed = cli(*recommended(message), cwd=project)
+    assert fixed.exit_code == 0, fixed.output
+    kernlock.apply(project / "kernels.lock")
+    loaded = kernels.get_kernel(FA2, revision="v2" if pin == "branch" else rewritten)
+    assert loaded.KERNEL_IDENTITY["commit"] == rewritten

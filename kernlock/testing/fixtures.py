@@ -319,3 +319,17 @@ def advance_branch(repo_path: Path, branch: str) -> str:
                 lambda m: b'identity(__file__, "%s", "%s (moved)")' % (m[1], m[2]), source
             )
     return push_commit(repo_path, branch, changed, f"Move {branch}")
+
+
+def rewrite_branch(repo_path: Path, branch: str) -> str:
+    """Replace the tip of ``branch`` by another commit and garbage-collect the old one.
+
+    What a force-push (or the Hub's history squash) leaves: the old tip is gone, and the
+    Hub answers 404 for it. Returns the new tip.
+    """
+    old = rev_parse(repo_path, f"refs/heads/{branch}")
+    move_branch(repo_path, branch, rev_parse(repo_path, f"{old}^"))
+    new = push_commit(repo_path, branch, {"README.md": f"{branch} rewritten\n".encode()}, f"Rewrite {branch}")
+    git(repo_path, "reflog", "expire", "--expire=now", "--all")
+    git(repo_path, "gc", "--quiet", "--prune=now")
+    return new
