@@ -205,11 +205,29 @@ class Hub:
                 raise
             except Exception as error:
                 if attempt == MAX_ATTEMPTS or not _is_transient(error):
-                    raise HubError(describe(error, repo)) from error
+                    raise HubError(self._not_a_kernel(repo, error) or describe(error, repo)) from error
                 wait = self._wait(repo, error, delay, deadline)
                 self._sleep(wait)
                 delay *= 2
         raise AssertionError("unreachable")
+
+    def _not_a_kernel(self, repo: str, error: BaseException) -> str | None:
+        """When the Hub has no kernel repo `repo` but a model repo of that name, say so (else None).
+
+        The Hub answers 404 for the kernel endpoints of a model repo; `/api/models/<repo>` tells them apart.
+        """
+        from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+
+        if not isinstance(error, RepositoryNotFoundError):
+            return None
+        try:
+            self.api.model_info(repo, timeout=etag_timeout())
+        except GatedRepoError:
+            pass
+        except Exception:
+            return None
+        return (f"{repo} is a model repository, not a kernel repository; name the kernel repo to load instead "
+                "(e.g. kernels-community/flash-attn2)")
 
     def _wait(self, repo: str, error: BaseException, backoff: float, deadline: float) -> float:
         """Seconds to wait before retrying after `error`, or a `HubError` when that is too long."""

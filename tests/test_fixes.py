@@ -14,6 +14,7 @@ from kernlock import cache
 from kernlock.environment import current_target
 from kernlock.errors import IntegrityError, KernlockError, MissingFilesError, NoVariantError, UnlockedKernelError
 from kernlock.lockfile import load_lockfile
+from kernlock.patch import release
 from kernlock.testing.fixtures import rev_parse, rewrite_branch
 from kernlock.testing.hub import TestHub
 
@@ -31,7 +32,7 @@ def recommended(message: str) -> list[str]:
 @pytest.fixture(autouse=True)
 def no_applied_lock():
     yield
-    kernlock.patch.release()
+    release()
 
 
 def test_an_unlocked_revision_is_locked_at_that_revision(hub: TestHub, tmp_path: Path) -> None:
@@ -138,3 +139,19 @@ def test_a_locked_commit_gone_from_the_hub_is_relocked(hub: TestHub, tmp_path: P
     kernlock.apply(project / "kernels.lock")
     loaded = kernels.get_kernel(FA2, revision="v2" if pin == "branch" else rewritten)
     assert loaded.KERNEL_IDENTITY["commit"] == rewritten
+
+
+MODEL = "kernels-community/tiny-llama"
+
+
+def test_a_model_repo_given_as_a_kernel_is_named_a_model_repo(hub: TestHub, tmp_path: Path) -> None:
+    hub.models.add(MODEL)
+    project = make_project(tmp_path / "p")
+    before = (project / "pyproject.toml").read_bytes()
+    result = cli("lock", MODEL, cwd=project)
+    assert result.exit_code == 1
+    assert f"{MODEL} is a model repository, not a kernel repository" in result.output
+    assert ("GET", f"/api/models/{MODEL}") in hub.log
+    assert (project / "pyproject.toml").read_bytes() == before
+    misspelt = cli("lock", "kernels-community/flash-atn2", cwd=project)
+    assert misspelt.exit_code == 1 and "repository not found on the Hub; check the spelling" in misspelt.output

@@ -263,7 +263,7 @@ class TestHub:
     """Threaded Hub-compatible server on 127.0.0.1 serving git repos as kernel repos.
 
     ``requests`` counts requests by endpoint kind ("refs", "tree", "revision",
-    "paths-info", "resolve", "cdn", "overview", "other"); ``log`` lists ``(method, path)``;
+    "paths-info", "resolve", "cdn", "overview", "model", "other"); ``log`` lists ``(method, path)``;
     ``fired`` counts faults (by kind, and ``"429"`` for rate-limited answers) that hit a request,
     ``first_fired`` says when (``time.monotonic()``) each kind first did.
     """
@@ -276,8 +276,10 @@ class TestHub:
         trusted_orgs: set[str] | frozenset[str] = frozenset({"kernels-community"}),
         latency: float = 0.0,
         renames: dict[str, str] | None = None,
+        models: set[str] | frozenset[str] = frozenset(),
     ) -> None:
         self.repos = {repo_id: GitRepo(Path(path)) for repo_id, path in repos.items()}
+        self.models = set(models)  # model repo ids: answered on /api/models/, not as kernels (as the Hub does)
         self.renames = dict(renames or {})  # old repo id -> new: answered with a 307, as the Hub does
         self.trusted_orgs = set(trusted_orgs)
         self.latency = latency
@@ -570,6 +572,13 @@ class TestHub:
                           "authors": [{"user": "fixture"}]})
         return _json_response(items)
 
+    def model_info(self, repo_id: str) -> Response:
+        if repo_id not in self.models:
+            raise HubError(404, "RepoNotFound", "Repository not found")
+        return _json_response({"_id": hashlib.sha1(repo_id.encode()).hexdigest()[:24], "id": repo_id,
+                               "modelId": repo_id, "author": repo_id.split("/")[0], "private": False,
+                               "gated": False, "disabled": False, "tags": [], "siblings": []})
+
     def overview(self, org: str) -> Response:
         if org not in self.trusted_orgs and not any(r.split("/")[0] == org for r in self.repos):
             return _json_response({"error": "Organization not found"}, 404)
@@ -595,6 +604,7 @@ class TestHub:
 _API_REPO = re.compile(r"/api/kernels/([^/]+)/([^/]+)(?:/(refs|tree|revision|paths-info|commits)(?:/([^/]+)(/.*)?)?)?")
 _RESOLVE = re.compile(r"/kernels/([^/]+)/([^/]+)/resolve/([^/]+)/(.+)")
 _CDN = re.compile(r"/cdn/([0-9a-f]{64})/[^/]+")
+_MODEL = re.compile(r"/api/models/([^/]+)/([^/]+)")
 _OVERVIEW = re.compile(r"/api/organizations/([^/]+)/overview")
 
 
@@ -648,6 +658,8 @@ class _Handler(BaseHTTPRequestHandler):
             return "cdn", None
         if m := _OVERVIEW.fullmatch(path):
             return "overview", lambda: hub.overview(unquote(m[1]))
+        if (m := _MODEL.fullmatch(path)) and method == "GET":
+            return "model", lambda: hub.model_info(f"{unquote(m[1])}/{unquote(m[2])}")
         if path == "/api/agent-harnesses":  # huggingface_hub's once-a-day agent registry lookup
             return "agent-registry", lambda: _json_response({"standardEnvVars": [], "harnesses": {}})
         if (m := _RESOLVE.fullmatch(path)) and method in ("GET", "HEAD"):
