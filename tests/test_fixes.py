@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import site
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -155,3 +159,37 @@ def test_a_model_repo_given_as_a_kernel_is_named_a_model_repo(hub: TestHub, tmp_
     assert (project / "pyproject.toml").read_bytes() == before
     misspelt = cli("lock", "kernels-community/flash-atn2", cwd=project)
     assert misspelt.exit_code == 1 and "repository not found on the Hub; check the spelling" in misspelt.output
+
+
+def test_kernlock_run_with_a_python_lacking_kernlock_stops_at_the_kernel_import(hub: TestHub, tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p", kernels=[f"{FA2}@v2"])
+    assert cli("lock", cwd=project).exit_code == 0
+    other = tmp_path / "other"  # another environment: it has `kernels` (a stand-in here), not kernlock
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(other)], check=True)
+    python = str(other / "bin" / "python")
+    packages = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                                   capture_output=True, text=True, check=True).stdout.strip())
+    (tmp_path / "stand-in" / "kernels").mkdir(parents=True)
+    (tmp_path / "stand-in" / "kernels" / "__init__.py").write_text("print('kernels ran without the lock')\n")
+    (packages / "kernels.pth").write_text(str(tmp_path / "stand-in") + "\n")
+    here = str(Path(kernlock.__file__).parent.parent)
+    launcher = f"import sys; sys.path.insert(0, {here!r}); from kernlock.cli import main; main()"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # kernlock is found by the launcher only
+
+    def kernlock_run(code: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", launcher, "run", "--", python, "-c", code], cwd=project,
+                              capture_output=True, text=True, env=env, timeout=120)
+
+    plain = kernlock_run("print('no kernels here')")
+    assert plain.returncode == 0 and plain.stdout.split("\n")[0] == "no kernels here", plain.stderr
+    assert plain.stderr == ""
+    stopped = kernlock_run("import kernels")
+    assert stopped.returncode == 1 and "ran without the lock" not in stopped.stdout
+    [line] = stopped.stderr.strip().splitlines()
+    assert line.startswith("kernlock: error: ") and python in line and "cannot import kernlock" in line
+    assert f"`{python} -m pip install kernlock`" in line
+    # The fix, as the installation would do it: kernlock and its dependencies (the real kernels) in that environment.
+    (packages / "kernels.pth").unlink()
+    (packages / "kernlock.pth").write_text(f"{here}\n{site.getsitepackages()[0]}\n")
+    fixed = kernlock_run("import kernels, kernlock.patch as p; print(p.active_lock() is not None)")
+    assert fixed.returncode == 0 and fixed.stdout.split() == ["True"], fixed.stderr

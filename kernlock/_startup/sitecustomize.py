@@ -2,16 +2,41 @@
 
 With `KERNLOCK_APPLY=1` the lock is applied when `kernels` or `transformers` is
 first imported (`kernlock.autoapply`); a process that imports neither pays
-almost nothing. Without it, this file does nothing but the chaining.
+almost nothing. A Python that cannot import kernlock (another environment) stops
+at that import instead, with one line naming the fix: it never loads a kernel
+without the lock. Without `KERNLOCK_APPLY`, this file does nothing but the chaining.
 """
 
 import os
 import sys
 
-if os.environ.get("KERNLOCK_APPLY", "").lower() in ("1", "true", "yes"):
-    from kernlock.autoapply import arm
 
-    arm()
+class _NoKernlock:
+    """A meta-path finder for a Python without kernlock: the first import of kernels or transformers exits."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def find_spec(self, fullname: str, path: object = None, target: object = None) -> None:
+        if fullname in ("kernels", "transformers"):
+            sys.stderr.write(
+                f"kernlock: error: kernlock run applies the lock in every Python process, but {sys.executable} "
+                f"cannot import kernlock ({self.reason}), so {fullname} would load kernels without the lock; "
+                f"install kernlock in that environment (`{sys.executable} -m pip install kernlock`)\n"
+            )
+            for stream in (sys.stdout, sys.stderr):
+                stream.flush()
+            os._exit(1)  # inside an import: an exception could be swallowed by `try: import …`
+        return None
+
+
+if os.environ.get("KERNLOCK_APPLY", "").lower() in ("1", "true", "yes"):
+    try:
+        from kernlock.autoapply import arm
+    except ImportError as error:
+        sys.meta_path.insert(0, _NoKernlock(str(error)))
+    else:
+        arm()
 
 
 def _chain() -> None:
