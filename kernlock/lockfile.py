@@ -24,7 +24,7 @@ from typing import Any
 
 from kernlock import tomlio
 from kernlock.atomic import atomic_write
-from kernlock.errors import LockfileError, LockfileVersionError
+from kernlock.errors import LockfileError, LockfileNotFoundError, LockfileVersionError
 
 LOCK_VERSION = "1.0"  # major.minor of the format this kernlock reads and writes
 REGENERATE = "re-resolve every pin with `kernlock lock --upgrade`"
@@ -416,7 +416,7 @@ def load_lockfile(path: str | os.PathLike[str]) -> Lockfile:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        raise LockfileError(f"{path}: no such lock file; create it with `kernlock lock`") from None
+        raise LockfileNotFoundError(f"{path}: no such lock file; create it with `kernlock lock`") from None
     except OSError as error:
         raise LockfileError(f"{path}: cannot read the lock file ({error})") from None
     entry = entry_for(data)

@@ -297,8 +297,8 @@ class Resolver:
         if self.hub.publisher_trusted(org):
             return "trusted-publisher"
         raise TrustError(
-            f"{repo}: publisher {org!r} is not a trusted kernel publisher; review the kernel, then add "
-            f"\"{repo}\" to [tool.kernlock] trust in pyproject.toml (or pass --trust {repo})"
+            f"{repo}: publisher {org!r} is not a trusted kernel publisher; review the kernel, then trust it with "
+            f"`kernlock lock --trust {repo}` (recorded in [tool.kernlock] trust of pyproject.toml)"
         )
 
     def _lock_commit(self, job: _Job, *, repo: str, commit: str, ref: str | None, version: int | None,

@@ -52,7 +52,7 @@ def vendor(
 
     A variant already there must match the lock; with `repair`, one that does not is copied again.
     """
-    workspace = open_workspace(project_dir, lockfile)
+    workspace = open_workspace(project_dir, lockfile, readers=False)  # the project's lock, not $KERNLOCK_VENDOR_DIR's
     path, lock = workspace.lockfile, workspace.read_lock()
     targets = tuple(targets)
     use_all = all_targets and not targets

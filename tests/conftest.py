@@ -70,7 +70,7 @@ def fresh_kernels() -> Iterator[None]:
     _forget_loaded_kernels()
 
 
-def _patch_hub_client(monkeypatch: pytest.MonkeyPatch, endpoint: str, hf_home: Path) -> None:
+def patch_hub_client(monkeypatch: pytest.MonkeyPatch, endpoint: str, hf_home: Path) -> None:
     """Point huggingface_hub and kernels at ``endpoint`` with a private ``hf_home``.
 
     Both libraries copy environment variables into module constants at import
@@ -133,5 +133,5 @@ def hub(
         for repo_id, path in fixture_repos_template.items()
     }
     with TestHub(repos) as server:
-        _patch_hub_client(monkeypatch, server.url, tmp_path / "hf_home")
+        patch_hub_client(monkeypatch, server.url, tmp_path / "hf_home")
         yield server

@@ -5,18 +5,26 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import site
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
 import kernlock
+import kernlock.cli
+from conftest import patch_hub_client
 from helpers import CUDA_X86, cli, make_project
 from kernlock import cache
 from kernlock.environment import current_target
-from kernlock.errors import IntegrityError, KernlockError, MissingFilesError, NoVariantError, UnlockedKernelError
+from kernlock.errors import (
+    IntegrityError, LockfileError, LockfileNotFoundError, MissingFilesError, NoVariantError, StaleLockError, TrustError,
+    UnlockedKernelError,
+)
 from kernlock.lockfile import load_lockfile
 from kernlock.patch import release
 from kernlock.testing.fixtures import rev_parse, rewrite_branch
@@ -193,3 +201,110 @@ def test_kernlock_run_with_a_python_lacking_kernlock_stops_at_the_kernel_import(
     (packages / "kernlock.pth").write_text(f"{here}\n{site.getsitepackages()[0]}\n")
     fixed = kernlock_run("import kernels, kernlock.patch as p; print(p.active_lock() is not None)")
     assert fixed.returncode == 0 and fixed.stdout.split() == ["True"], fixed.stderr
+
+
+# ---------------------------------------------------------------- every error class: the fix it names works
+
+ACTIVATION = "kernels-community/activation"
+UNTRUSTED = "untrusted-org/some-kernel"
+
+
+@pytest.fixture(scope="module")
+def locked_template(fixture_repos_template: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project locking FA2@v2 for this machine, locked once for this module (tests work on copies)."""
+    root = tmp_path_factory.mktemp("locked")
+    with pytest.MonkeyPatch.context() as patch, TestHub(fixture_repos_template) as server:
+        patch.setenv("KERNLOCK_CACHE_DIR", str(root / "kernlock-cache"))
+        patch_hub_client(patch, server.url, root / "hf_home")
+        project = make_project(root / "p", kernels=[f"{FA2}@v2"])
+        assert cli("lock", cwd=project).exit_code == 0
+    return project
+
+
+@pytest.fixture
+def locked(hub: TestHub, locked_template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of the locked project, the working directory for the test, served by this test's Hub."""
+    project = Path(shutil.copytree(locked_template, tmp_path / "locked"))
+    monkeypatch.chdir(project)
+    return project
+
+
+def failing(*args: str) -> Callable[[], None]:
+    """A CLI invocation that raises the `KernlockError` it reported (after checking it was one line)."""
+    def attempt() -> None:
+        reported: list[BaseException] = []
+        report = kernlock.cli.fail
+
+        def spy(message: str, code: int) -> None:
+            reported.append(sys.exc_info()[1])
+            report(message, code)
+
+        with mock.patch.object(kernlock.cli, "fail", spy):
+            result = cli(*args)
+        if result.exit_code:
+            assert reported, result.output
+            assert result.output.strip().splitlines() == [f"kernlock: error: {reported[0]}"]
+            raise reported[0]
+    return attempt
+
+
+def load() -> None:
+    """Apply the lock found from the working directory and load the locked kernel."""
+    import kernels
+
+    kernlock.apply()
+    assert kernels.get_kernel(FA2, version=2) is not None
+
+
+def no_lock(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (project / "kernels.lock").unlink()
+
+
+def empty_vendor_dir(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (project / "vendor").mkdir()
+    monkeypatch.setenv(cache.VENDOR_ENV, str(project / "vendor"))
+
+
+def new_spec(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace(f'"{FA2}@v2"', f'"{FA2}@v2", "{ACTIVATION}@v1"'))
+
+
+def merge_conflict(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lock = project / "kernels.lock"
+    lock.write_text("<<<<<<< ours\n" + lock.read_text() + "=======\n>>>>>>> theirs\n")
+
+
+def tampered_cache(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert cli("sync").exit_code == 0
+    [entry] = load_lockfile(project / "kernels.lock").kernels
+    variant = entry.variant_for(str(current_target()))
+    tamper(cache.variant_dir(entry, variant.name), variant.files[0].path, "changed")
+
+
+def untrusted_spec(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace(f'"{FA2}@v2"', f'"{FA2}@v2", "{UNTRUSTED}@v1"'))
+
+
+COMMAND_FIXES = {
+    # error class: how the project is spoiled, the user action that then fails
+    "LockfileNotFoundError": (LockfileNotFoundError, no_lock, failing("sync")),
+    "LockfileNotFoundError-vendor": (LockfileNotFoundError, empty_vendor_dir, load),
+    "StaleLockError": (StaleLockError, new_spec, failing("sync", "--locked")),
+    "LockfileError": (LockfileError, merge_conflict, failing("sync")),
+    "IntegrityError": (IntegrityError, tampered_cache, load),
+    "TrustError": (TrustError, untrusted_spec, failing("lock")),
+}
+
+
+@pytest.mark.parametrize("case", COMMAND_FIXES)
+def test_the_command_an_error_recommends_fixes_it(case: str, locked: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    error, spoil, attempt = COMMAND_FIXES[case]
+    spoil(locked, monkeypatch)
+    with pytest.raises(error) as raised:
+        attempt()
+    assert type(raised.value) is error
+    fixed = cli(*recommended(str(raised.value)))
+    assert fixed.exit_code == 0, fixed.output
+    attempt()
