@@ -368,7 +368,7 @@ class Resolver:
 
     def _no_variant_message(self, spec_key: str, repo: str, commit: str, target: Target, reasons: list[str],
                             refs: list[Ref] | None) -> str:
-        hint = ""
+        hint, fix = "", "Fix: drop that target, or pin a version that has a build for it"
         for ref in sorted(refs or [], key=lambda r: -(version_of_branch(r.name) or -1)):
             if version_of_branch(ref.name) is None or ref.commit == commit:
                 continue
@@ -379,12 +379,10 @@ class Resolver:
             variant, _ = choose_variant(names, target)
             if variant is not None:
                 hint = f" {repo}@{ref.name} has {variant} for it."
+                fix = f"Fix: pin {repo}@{ref.name} in its spec and run `kernlock lock`, or drop that target"
                 break
         listing = "; ".join(reasons) or "the commit has no build variants"
-        return (
-            f"{spec_key} ({commit[:12]}) has no build variant for target {target}: {listing}.{hint} "
-            f"Fix: drop that target, pin another version, or run `kernlock explain {repo} --target {target}`"
-        )
+        return f"{spec_key} ({commit[:12]}) has no build variant for target {target}: {listing}.{hint} {fix}"
 
 
 def _dep_spec(key: str) -> KernelSpec:

@@ -17,7 +17,7 @@ from kernlock.cache import (
     check_variant, discard, download_variant, extra_files, hub_cache_dir, missing_files, remove_extra_files, variant_dir,
 )
 from kernlock.environment import Target, current_target, parse_target
-from kernlock.errors import IntegrityError, KernlockError, MissingFilesError, UsageError
+from kernlock.errors import IntegrityError, KernlockError, MissingFilesError, NoVariantError, UsageError
 from kernlock.lockfile import LockedKernel, LockedVariant, Lockfile
 from kernlock.workspace import open_workspace
 
@@ -42,9 +42,10 @@ def selected_variants(lock: Lockfile, targets: Iterable[str | Target] = ()) -> l
         for name in sorted(names):
             variant = kernel.variant_for(name)
             if variant is None:
-                raise KernlockError(
-                    f"{kernel.spec} has no variant locked for {name}; fix: kernlock lock --target {name}"
-                )
+                from kernlock.check import uncovered_problem
+
+                message, fix = uncovered_problem(kernel, parse_target(name))
+                raise NoVariantError(f"{message}; fix: `{fix}`")
             if (kernel, variant) not in pairs:
                 pairs.append((kernel, variant))
     return pairs

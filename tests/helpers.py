@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner, Result
 
 from kernlock.cli import main
@@ -15,6 +16,20 @@ CPU = "torch2.13-cxx11-cpu-x86_64-linux"
 CUDA_X86 = "torch2.12-cxx11-cu128-x86_64-linux"
 CUDA_130 = "torch2.11-cxx11-cu130-x86_64-linux"
 ARM = "torch2.10-cxx11-cu128-aarch64-linux"
+
+_UNSET_ENV = (
+    "HF_TOKEN",
+    "HUGGING_FACE_HUB_TOKEN",
+    "HF_HUB_OFFLINE",
+    "TRANSFORMERS_OFFLINE",
+    "HF_HUB_CACHE",
+    "HUGGINGFACE_HUB_CACHE",
+    "HF_HUB_DISABLE_TELEMETRY",
+    "KERNELS_CACHE",
+    "LOCAL_KERNELS",
+    "HF_TOKEN_PATH",
+    "HF_XET_CACHE",
+)
 
 
 def make_project(root: Path, kernels: list[str] = (), targets: list[str] = (), extra: str = "") -> Path:
@@ -45,3 +60,53 @@ def run_kernlock(*args: str, cwd: Path, env: dict[str, str] | None = None, timeo
         [sys.executable, "-m", "kernlock", *args], cwd=cwd, capture_output=True, text=True,
         env={**os.environ, **(env or {})}, timeout=timeout,
     )
+
+
+def patch_hub_client(monkeypatch: pytest.MonkeyPatch, endpoint: str, hf_home: Path) -> None:
+    """Point huggingface_hub and kernels at ``endpoint`` with a private ``hf_home``.
+
+    Both libraries copy environment variables into module constants at import
+    time, so setting the environment alone does not affect this process.
+    """
+    import huggingface_hub
+    import kernels.hf_hub
+    import kernels.install
+    import kernels.locking
+    import kernels.resolver
+    from huggingface_hub import constants
+    from huggingface_hub.utils import _cache_manager, _git_credential
+
+    for name in _UNSET_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", endpoint)
+    monkeypatch.setenv("HF_HOME", str(hf_home))
+    # The test Hub lists `xetHash` as the Hub does but runs no Xet server: clients use plain HTTP,
+    # as they do where hf_xet is not installed or the Xet host is blocked.
+    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+
+    hub_cache = str(hf_home / "hub")
+    template = endpoint + "/{repo_id}/resolve/{revision}/{filename}"
+    for name, value in {
+        "ENDPOINT": endpoint,
+        "HUGGINGFACE_CO_URL_TEMPLATE": template,
+        "HF_HOME": str(hf_home),
+        "HF_HUB_CACHE": hub_cache,
+        "HUGGINGFACE_HUB_CACHE": hub_cache,
+        "HF_ASSETS_CACHE": str(hf_home / "assets"),
+        "HUGGINGFACE_ASSETS_CACHE": str(hf_home / "assets"),
+        "HF_XET_CACHE": str(hf_home / "xet"),
+        "HF_TOKEN_PATH": str(hf_home / "token"),
+        "HF_STORED_TOKENS_PATH": str(hf_home / "stored_tokens"),
+        "CHECK_FOR_UPDATE_DONE_PATH": str(hf_home / ".check_for_update_done"),
+        "CHECK_FOR_SKILL_UPDATE_DONE_PATH": str(hf_home / ".check_for_skill_update_done"),
+        "AGENT_HARNESSES_PATH": str(hf_home / ".agent_harnesses.json"),
+        "HF_HUB_OFFLINE": False,
+        "HF_HUB_DISABLE_TELEMETRY": False,
+        "HF_HUB_DISABLE_XET": True,
+    }.items():
+        monkeypatch.setattr(constants, name, value, raising=False)  # older huggingface_hub lacks some (matrix)
+    monkeypatch.setattr(huggingface_hub, "HUGGINGFACE_CO_URL_TEMPLATE", template, raising=False)
+    monkeypatch.setattr(_cache_manager, "HF_HUB_CACHE", hub_cache)
+    monkeypatch.setattr(_git_credential, "ENDPOINT", endpoint)
+    for module in (kernels.hf_hub, kernels.install, kernels.locking, kernels.resolver):
+        monkeypatch.setattr(module, "CACHE_DIR", None)

@@ -17,13 +17,13 @@ import pytest
 
 import kernlock
 import kernlock.cli
-from conftest import patch_hub_client
-from helpers import CUDA_X86, cli, make_project
+from helpers import CPU, CUDA_X86, cli, make_project, patch_hub_client
 from kernlock import cache
 from kernlock.environment import current_target
 from kernlock.errors import (
-    IntegrityError, LockfileError, LockfileNotFoundError, MissingFilesError, NoVariantError, StaleLockError, TrustError,
-    UnlockedKernelError,
+    ConfigError, HubError, IntegrityError, LocalKernelError, LockfileError, LockfileNotFoundError, MissingFilesError,
+    NoVariantError, ResolutionError, StaleLockError, TargetError, TrustError, UnlockedKernelError, UnsafeLockfileError,
+    UsageError,
 )
 from kernlock.lockfile import load_lockfile
 from kernlock.patch import release
@@ -287,6 +287,10 @@ def untrusted_spec(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pyproject.write_text(pyproject.read_text().replace(f'"{FA2}@v2"', f'"{FA2}@v2", "{UNTRUSTED}@v1"'))
 
 
+def as_locked(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The locked project as it is."""
+
+
 COMMAND_FIXES = {
     # error class: how the project is spoiled, the user action that then fails
     "LockfileNotFoundError": (LockfileNotFoundError, no_lock, failing("sync")),
@@ -295,6 +299,7 @@ COMMAND_FIXES = {
     "LockfileError": (LockfileError, merge_conflict, failing("sync")),
     "IntegrityError": (IntegrityError, tampered_cache, load),
     "TrustError": (TrustError, untrusted_spec, failing("lock")),
+    "NoVariantError-sync": (NoVariantError, as_locked, failing("sync", "--target", CUDA_X86)),
 }
 
 
@@ -308,3 +313,96 @@ def test_the_command_an_error_recommends_fixes_it(case: str, locked: Path, monke
     fixed = cli(*recommended(str(raised.value)))
     assert fixed.exit_code == 0, fixed.output
     attempt()
+
+
+# Fixes that are an edit (a spec, an option, an environment variable): the edit the message describes works.
+
+
+def test_an_invalid_target_is_fixed_by_the_example_it_gives(locked: Path) -> None:
+    with pytest.raises(TargetError) as raised:
+        failing("lock", "--target", "torch2.13-cpu")()
+    example = re.search(r"e\.g\. (\S+)", str(raised.value))[1]
+    failing("lock", "--target", example)()
+
+
+def test_a_lockfile_outside_the_project_is_named_explicitly(locked: Path) -> None:
+    with open(locked / "pyproject.toml", "a") as pyproject:
+        pyproject.write('lockfile = "../elsewhere.lock"\n')
+    with pytest.raises(ConfigError) as raised:
+        failing("lock")()
+    option = re.search(r"--lockfile (\S+)", str(raised.value))[1]
+    failing("lock", "--lockfile", option)()
+    failing("sync", "--lockfile", option)()
+
+
+def test_an_unsafe_lock_is_used_when_named_explicitly(locked: Path) -> None:
+    locked.chmod(0o777)  # another user could replace the lock
+    with pytest.raises(UnsafeLockfileError) as raised:
+        failing("sync")()
+    assert f"--lockfile {locked / 'kernels.lock'}" in str(raised.value)
+    failing("sync", "--lockfile", str(locked / "kernels.lock"))()
+
+
+def test_a_missing_branch_is_fixed_by_pinning_one_the_hub_lists(locked: Path) -> None:
+    with pytest.raises(ResolutionError) as raised:
+        failing("lock", f"{FA2}@v9")()
+    branches = re.search(r"no branch or tag 'v9' on the Hub; branches: ([\w, .-]+)", str(raised.value))[1].split(", ")
+    failing("lock", f"{FA2}@{max((b for b in branches if re.fullmatch(r'v[0-9]+', b)), key=lambda b: int(b[1:]))}")()
+
+
+def test_a_rate_limit_is_waited_out_with_the_longer_wait_it_names(hub: TestHub, locked: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    hub.rate_limits, hub.rate_window = {"api": 1}, 1.0
+    monkeypatch.setenv("KERNLOCK_RATE_LIMIT_WAIT", "0.1")
+    with pytest.raises(HubError) as raised:
+        failing("lock", f"{ACTIVATION}@v1")()
+    variable = re.search(r"allow a longer wait with (\w+)", str(raised.value))[1]
+    monkeypatch.setenv(variable, "30")
+    failing("lock", f"{ACTIVATION}@v1")()
+    assert hub.fired["429"] >= 2
+
+
+def test_local_kernels_are_allowed_as_the_refusal_says(locked: Path, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOCAL_KERNELS", f"{FA2}={tmp_path}")
+    with pytest.raises(LocalKernelError) as raised:
+        kernlock.apply()
+    name, value = re.search(r"set (\w+)=(\S+) to allow", str(raised.value)).groups()
+    monkeypatch.setenv(name, value)
+    kernlock.apply()
+
+
+def test_a_cold_cache_offline_is_filled_by_sync_where_the_hub_is_reachable(locked: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(MissingFilesError) as raised:
+        load()
+    assert "where the Hub is reachable" in str(raised.value)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    fixed = cli(*recommended(str(raised.value)))
+    assert fixed.exit_code == 0, fixed.output
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    load()
+
+
+def test_a_bad_lock_timeout_is_fixed_by_the_value_it_suggests(locked: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KERNLOCK_LOCK_TIMEOUT", "soon")
+    with pytest.raises(UsageError) as raised:
+        failing("lock")()
+    name, value = re.search(r"\$(\w+)=.*set it to e\.g\. (\S+)", str(raised.value)).groups()
+    monkeypatch.setenv(name, value)
+    failing("lock")()
+
+
+def test_a_version_without_a_build_for_a_target_is_fixed_by_the_version_lock_names(hub: TestHub, tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p", kernels=[f"{FA2}@v1"], targets=[CPU])
+    with pytest.raises(NoVariantError) as raised:
+        failing("lock", "--project", str(project))()
+    message = str(raised.value)
+    pinned = re.search(rf"pin ({re.escape(FA2)}@\S+) in its spec", message)[1]
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace(f"{FA2}@v1", pinned))
+    fixed = cli(*recommended(message), cwd=project)
+    assert fixed.exit_code == 0, fixed.output
