@@ -205,12 +205,12 @@ def check_ranks(store: Any, rank: int, world_size: int) -> Verdict | None:
 
     Returns None when there is nothing to check (guard off, no lock applied, one rank).
     """
-    from kernlock.patch import _STATE
+    from kernlock.binding import STATE
 
     if os.environ.get(CHECK_ENV, "1").lower() in _FALSE or world_size < 2:
         return None
-    with _STATE.mutex:
-        lock, path, target = _STATE.lock, _STATE.path, _STATE.target
+    with STATE.mutex:
+        lock, path, target = STATE.lock, STATE.path, STATE.target
     if lock is None or path is None or target is None:
         return None
     record = rank_record(rank, lock, path, str(target))

@@ -19,7 +19,6 @@ import importlib.machinery
 import logging
 import os
 import sys
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +26,7 @@ from types import ModuleType
 from typing import Any
 
 from kernlock import local_kernels
+from kernlock.binding import STATE as _STATE
 from kernlock.distributed import check_initialised, patch_c10d
 from kernlock.environment import Target, current_target, kernels_target, parse_target
 from kernlock.errors import CompatibilityError, KernlockError, LocalKernelError, NoVariantError, UnlockedKernelError
@@ -43,12 +43,12 @@ from kernlock.kernels_adapter import (
 )
 from kernlock.lockfile import LOCK_FILENAME, LockedKernel, Lockfile
 from kernlock.spec import looks_like_sha
+from kernlock.strict import strict_from_env
 from kernlock.workspace import applied_workspace
 
 logger = logging.getLogger("kernlock")
 
 TARGET_ENV = "KERNLOCK_TARGET"
-STRICT_ENV = "KERNLOCK_STRICT"
 VERBOSE_ENV = "KERNLOCK_VERBOSE"
 
 
@@ -68,23 +68,6 @@ class Applied:
     def __str__(self) -> str:
         pins = ", ".join(f"{spec}@{commit[:12]} [{variant}]" for spec, (commit, variant) in sorted(self.kernels.items()))
         return f"kernlock: {self.lockfile} applied for {self.target} ({'strict' if self.strict else 'lenient'}): {pins}"
-
-
-class _State:
-    """The one active binding in this process."""
-
-    def __init__(self) -> None:
-        self.lock: Lockfile | None = None
-        self.path: Path | None = None
-        self.target: Target | None = None
-        self.strict = True
-        self.simulated = False
-        self.warned: set[str] = set()
-        self.mutex = threading.RLock()
-        self.patched: set[str] = set()
-
-
-_STATE = _State()
 
 
 # ---------------------------------------------------------------- the checker
@@ -109,7 +92,7 @@ def check_coverage(lock: Lockfile, target: Target, lockfile: Path | str = LOCK_F
     missing = lock.uncovered(str(target))
     if not missing:
         return
-    from kernlock.check import buildable, uncovered_problem
+    from kernlock.coverage import buildable, uncovered_problem
 
     unbuildable = [kernel for spec in missing if not buildable(kernel := lock.kernel(spec), target)]
     if unbuildable:  # adding this target cannot work: the locked commit has no build for it
@@ -385,12 +368,12 @@ def apply(lockfile: str | os.PathLike[str] | None = None, *, strict: bool | None
     lock = workspace.read_lock()
     path = workspace.lockfile.resolve()
     if locked:
-        from kernlock.check import require_fresh
+        from kernlock.freshness import require_fresh
         from kernlock.workspace import open_workspace
 
         require_fresh(open_workspace(workspace.root, workspace.lockfile), lock)
     if strict is None:
-        strict = os.environ.get(STRICT_ENV, "1").lower() not in ("0", "false", "no")
+        strict = strict_from_env()
     simulated = target or os.environ.get(TARGET_ENV)
     target = _environment(simulated)
     check_coverage(lock, target, path)

@@ -198,12 +198,12 @@ def expand_aliases(specs: Iterable[KernelSpec], target: Target) -> list[KernelSp
     return [spec.with_repo(alias_repo(spec.alias, target)) if spec.alias else spec for spec in specs]
 
 
-def resolving_target(targets: tuple[Target, ...]) -> Target:
-    """The environment whose Transformers defaults decide bare specs: this one, else the first target."""
+def resolving_target(targets: tuple[Target, ...]) -> Target | None:
+    """The environment whose Transformers defaults decide bare specs: this one, else the first target (if any)."""
     try:
         return current_target()
     except TargetError:
-        return targets[0]
+        return targets[0] if targets else None
 
 
 def collect_specs(project: Project, specs: Iterable[str] = (), scan: Iterable[str] = (), target: Target | None = None) -> list[KernelSpec]:

@@ -16,7 +16,8 @@ from pathlib import Path
 from kernlock.cache import (
     check_variant, discard, download_variant, extra_files, hub_cache_dir, missing_files, remove_extra_files, variant_dir,
 )
-from kernlock.environment import Target, current_target, parse_target
+from kernlock.coverage import uncovered_problem
+from kernlock.environment import Target
 from kernlock.errors import IntegrityError, KernlockError, MissingFilesError, NoVariantError, UsageError
 from kernlock.lockfile import LockedKernel, LockedVariant, Lockfile
 from kernlock.workspace import open_workspace
@@ -34,17 +35,15 @@ class SyncReport:
     bytes: int = 0
 
 
-def selected_variants(lock: Lockfile, targets: Iterable[str | Target] = ()) -> list[tuple[LockedKernel, LockedVariant]]:
-    """The (kernel, variant) pairs locked for `targets` (default: this environment)."""
-    names = {str(parse_target(str(t))) for t in targets} or {str(current_target())}
+def selected_variants(lock: Lockfile, targets: Iterable[Target]) -> list[tuple[LockedKernel, LockedVariant]]:
+    """The (kernel, variant) pairs locked for `targets` (from `Workspace.chosen_targets`)."""
+    chosen = sorted(set(targets), key=str)
     pairs = []
     for kernel in lock.kernels:
-        for name in sorted(names):
-            variant = kernel.variant_for(name)
+        for target in chosen:
+            variant = kernel.variant_for(str(target))
             if variant is None:
-                from kernlock.check import uncovered_problem
-
-                message, fix = uncovered_problem(kernel, parse_target(name))
+                message, fix = uncovered_problem(kernel, target)
                 raise NoVariantError(f"{message}; fix: `{fix}`")
             if (kernel, variant) not in pairs:
                 pairs.append((kernel, variant))
@@ -103,10 +102,10 @@ def sync(
     workspace = open_workspace(project_dir, lockfile)
     path, lock = workspace.lockfile, workspace.read_lock()
     if locked:
-        from kernlock.check import require_fresh
+        from kernlock.freshness import require_fresh
 
         require_fresh(workspace, lock)
-    pairs = selected_variants(lock, [*targets, *(workspace.all_targets(lock) if all_targets else ())])
+    pairs = selected_variants(lock, workspace.chosen_targets(lock, targets, all_targets))
     if not pairs:
         raise UsageError(f"{path} locks no kernels; run `kernlock lock` first")
     cache = hub_cache_dir()

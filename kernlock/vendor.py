@@ -63,7 +63,7 @@ def vendor(
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     files = size = repaired = 0
-    pairs = selected_variants(lock, workspace.all_targets(lock) if use_all else targets)
+    pairs = selected_variants(lock, workspace.chosen_targets(lock, targets, use_all))
     for kernel, variant in pairs:
         final = vendored_variant_dir(kernel, variant.name, out)
         if final.exists():

@@ -18,17 +18,18 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernlock.environment import Target, parse_target
+from kernlock.environment import Target, current_target, parse_target
 from kernlock.errors import (
     ConfigError,
     LockfileError,
     LockfileNotFoundError,
     LockfileVersionError,
+    TargetError,
     UnsafeLockfileError,
 )
 from kernlock.lockfile import LOCK_FILENAME, LOCK_VERSION, Lockfile, load_lockfile
@@ -89,6 +90,18 @@ class Workspace:
     def all_targets(self, lock: Lockfile) -> tuple[Target, ...]:
         """What `--all-targets` means everywhere: the declared targets, else every target the lock covers."""
         return tuple(sorted({parse_target(t) for t in (self.project.targets or lock.targets)}, key=str))
+
+    def chosen_targets(self, lock: Lockfile, targets: Iterable[str | Target] = (), all_targets: bool = False) -> list[Target]:
+        """The targets a reader works on: `targets`, plus `all_targets()` when asked, else this environment."""
+        chosen = {parse_target(str(t)) for t in targets}
+        if all_targets:
+            chosen.update(self.all_targets(lock))
+        if not chosen:
+            try:
+                chosen.add(current_target())
+            except TargetError as error:
+                raise TargetError(f"{error} or --all-targets") from None
+        return sorted(chosen, key=str)
 
 
 def check_lock_path(path: Path, *, discovered: bool) -> None:

@@ -20,12 +20,12 @@ def explain_command(repo: str, targets: tuple[str, ...], lockfile: str | None, p
     """
     import json
 
-    from kernlock.check import project_lock
+    from kernlock.workspace import open_workspace
     from kernlock.environment import parse_target
     from kernlock.errors import UsageError
     from kernlock.resolver import choose_variant
 
-    _, lock = project_lock(project_dir, lockfile)
+    lock = open_workspace(project_dir, lockfile).read_lock()
     kernels = [k for k in lock.kernels if repo in (*k.names(), k.spec)]
     if not kernels:
         raise UsageError(f"{repo} is not in the lock; locked: {', '.join(k.spec for k in lock.kernels) or 'nothing'}")

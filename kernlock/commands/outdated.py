@@ -16,9 +16,10 @@ def outdated_command(lockfile: str | None, project_dir: str, as_json: bool, show
     """List locked kernels whose branch moved past the lock or that have a newer version (informational)."""
     import json
 
-    from kernlock.check import kernel_statuses, project_lock
+    from kernlock.remote import kernel_statuses
+    from kernlock.workspace import open_workspace
 
-    _, lock = project_lock(project_dir, lockfile)
+    lock = open_workspace(project_dir, lockfile).read_lock()
     statuses = kernel_statuses(lock)
     if as_json:
         click.echo(json.dumps([

@@ -18,7 +18,8 @@ def run_environment(lockfile: Path, strict: bool = True, verbose: bool = False) 
     The same variables work under cluster launchers: `kernlock run --export` prints them for a job script.
     """
     from kernlock.autoapply import APPLY_ENV
-    from kernlock.patch import STRICT_ENV, VERBOSE_ENV
+    from kernlock.patch import VERBOSE_ENV
+    from kernlock.strict import STRICT_ENV
     from kernlock.workspace import LOCKFILE_ENV
 
     startup = str(Path(__file__).resolve().parent.parent / "_startup")
@@ -62,7 +63,7 @@ def run_command(lockfile: str | None, locked: bool, lenient: bool, vendor: str |
     path = workspace.lockfile.resolve()
     lock = workspace.read_lock()
     if locked:
-        from kernlock.check import require_fresh
+        from kernlock.freshness import require_fresh
         from kernlock.workspace import open_workspace
 
         require_fresh(open_workspace(workspace.root, workspace.lockfile), lock)

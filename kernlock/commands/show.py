@@ -54,9 +54,9 @@ def show_command(lockfile: str | None, project_dir: str, as_json: bool, provenan
     """Show every locked kernel: spec, requested → ref → commit, variant per target."""
     import json
 
-    from kernlock.check import project_lock
+    from kernlock.workspace import open_workspace
 
-    _, lock = project_lock(project_dir, lockfile)
+    lock = open_workspace(project_dir, lockfile).read_lock()
     if as_json:
         click.echo(json.dumps({"targets": list(lock.targets), "kernels": [k.to_json() for k in lock.kernels]}, indent=2))
         return

@@ -14,7 +14,7 @@ from kernlock.cli import handle_errors
 @click.option("--remote", is_flag=True, help="Also check every locked commit still exists on the Hub; report moved branches.")
 @click.option("--lockfile", type=click.Path(dir_okay=False), help="Lock file path (default: kernels.lock in the project).")
 @click.option("--project", "project_dir", default=".", type=click.Path(file_okay=False), help="Project directory.")
-@click.option("--json", "as_json", is_flag=True, help="Print a machine-readable report (schema in kernlock.check).")
+@click.option("--json", "as_json", is_flag=True, help="Print a machine-readable report (schema in kernlock.report).")
 @handle_errors
 def verify_command(targets: tuple[str, ...], all_targets: bool, cache: bool, remote: bool, lockfile: str | None,
                    project_dir: str, as_json: bool) -> None:
@@ -24,7 +24,8 @@ def verify_command(targets: tuple[str, ...], all_targets: bool, cache: bool, rem
     """
     import sys
 
-    from kernlock.check import report_json, verify
+    from kernlock.check import verify
+    from kernlock.report import report_json
 
     report = verify(project_dir, targets=targets, all_targets=all_targets, cache=cache, remote=remote, lockfile=lockfile)
     click.echo(report_json(report) if as_json else report.format())

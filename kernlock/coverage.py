@@ -1,0 +1,50 @@
+"""Coverage: does the lock hold a variant of every kernel for a target, and if not, what fixes it.
+
+`verify` reports it (`check_coverage`); `apply()` and `kernlock run` refuse an
+uncovered environment with the same diagnosis (`uncovered_problem`). When the
+locked commit has no build for the target at all, adding the target cannot
+succeed, so the fix is another version instead.
+"""
+
+from __future__ import annotations
+
+from kernlock.environment import Target
+from kernlock.lockfile import LockedKernel, Lockfile
+from kernlock.report import CheckResult
+
+
+def buildable(kernel: LockedKernel, target: Target) -> bool:
+    """Whether the locked commit has a build kernels would load on `target` (True when the lock does not say)."""
+    from kernlock.kernels_adapter import target_decisions
+
+    if not kernel.build_variants:
+        return True
+    decisions = target_decisions(kernel.build_variants, target)
+    return bool(decisions and decisions[0].accepted)
+
+
+def uncovered_problem(kernel: LockedKernel, target: Target) -> tuple[str, str]:
+    """Why `kernel` has no variant for `target`, and the fix that works."""
+    if not buildable(kernel, target):
+        return (f"{kernel.spec}: the locked commit {kernel.commit[:12]} has no build for {target} "
+                f"(its builds: {', '.join(kernel.build_variants)}); pin a version that has one in its spec",
+                f"kernlock explain {kernel.repo} --target {target}")
+    return f"{kernel.spec} has no locked variant for target {target}", f"kernlock lock --target {target}"
+
+
+def check_coverage(lock: Lockfile, targets: list[Target], result: CheckResult) -> None:
+    """Each kernel has a locked variant for every checked target."""
+    locked_targets = set(lock.targets)
+    for target in targets:
+        name = str(target)
+        kernels = [lock.kernel(spec) for spec in lock.uncovered(name)]
+        if name not in locked_targets:  # adding the target is the fix, unless a locked commit has no build for it
+            kernels = [k for k in lock.kernels if not buildable(k, target)]
+            if not kernels:
+                result.problem(f"target {name} is not covered by the lock (locked targets: "
+                               f"{', '.join(lock.targets) or 'none'})", f"kernlock lock --target {name}", target=name)
+                continue
+        for kernel in kernels:
+            message, fix = uncovered_problem(kernel, target)
+            result.problem(message, fix, kernel=kernel.spec, target=name)
+    result.summary = ", ".join(str(t) for t in targets)

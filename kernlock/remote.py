@@ -1,0 +1,173 @@
+"""The lock against the Hub now: `verify --remote` and `kernlock outdated`.
+
+`kernel_statuses` compares each locked kernel with its repo's refs (moved
+branches, vanished refs, newer versions, renames); `check_remote` re-checks
+everything the lock claims (commits, files and hashes, aliases, publisher trust).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kernlock.lockfile import LockedKernel, Lockfile
+from kernlock.report import CheckResult
+from kernlock.spec import version_of_branch
+
+if TYPE_CHECKING:
+    from kernlock.hub import Hub, Ref
+
+
+@dataclass(frozen=True)
+class KernelStatus:
+    """How a locked kernel compares with its repo's refs on the Hub now."""
+
+    kernel: LockedKernel
+    current: str | None          # commit the locked ref points at now (None: no ref, or ref gone)
+    ref_kind: str | None         # "branch", "tag" or None
+    latest_version: int | None   # highest `vN` branch on the Hub
+    error: str | None = None     # the Hub could not be asked
+    renamed_to: str | None = None  # the Hub redirects the spec's repo to this name
+
+    @property
+    def moved(self) -> bool:
+        return self.current is not None and self.current != self.kernel.commit
+
+    @property
+    def ref_gone(self) -> bool:
+        return self.error is None and self.kernel.ref is not None and self.ref_kind is None
+
+    @property
+    def newer_version(self) -> int | None:
+        version = self.kernel.version
+        if version is None and self.kernel.ref is not None:
+            version = version_of_branch(self.kernel.ref)
+        if version is not None and self.latest_version is not None and self.latest_version > version:
+            return self.latest_version
+        return None
+
+
+def fetch_refs(repos: Iterable[str], hub: Hub) -> dict[str, list[Ref] | str]:
+    """Refs of each repo, one request per repo, concurrently; a failure becomes its message."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kernlock.errors import HubError
+
+    def one(repo: str) -> list[Ref] | str:
+        try:
+            return hub.refs(repo)
+        except HubError as error:
+            return str(error)
+
+    repos = sorted(set(repos))
+    if not repos:
+        return {}
+    with ThreadPoolExecutor(max_workers=min(16, len(repos))) as pool:
+        return dict(zip(repos, pool.map(one, repos)))
+
+
+def _default_hub(hub: Hub | None) -> Hub:
+    if hub is not None:
+        return hub
+    from kernlock.hub import Hub
+
+    return Hub()
+
+
+def kernel_statuses(lock: Lockfile, hub: Hub | None = None) -> list[KernelStatus]:
+    """Each locked kernel against its repo's current refs."""
+    hub = _default_hub(hub)
+    refs = fetch_refs((spec_repo(k) for k in lock.kernels), hub)
+    statuses = []
+    for kernel in lock.kernels:
+        found = refs[spec_repo(kernel)]
+        if isinstance(found, str):
+            statuses.append(KernelStatus(kernel, None, None, None, error=found))
+            continue
+        versions = [v for v in (version_of_branch(r.name) for r in found if r.kind == "branch") if v is not None]
+        match = next((r for r in found if r.name == kernel.ref), None) if kernel.ref else None
+        canonical = hub.canonical_repo(spec_repo(kernel))
+        statuses.append(KernelStatus(
+            kernel,
+            current=match.commit if match else None,
+            ref_kind=match.kind if match else None,
+            latest_version=max(versions) if versions else None,
+            renamed_to=canonical if canonical != spec_repo(kernel) else None,
+        ))
+    return statuses
+
+
+def spec_repo(kernel: LockedKernel) -> str:
+    """The repo id as the spec names it (before any rename)."""
+    return kernel.spec.split("@", 1)[0]
+
+
+def check_remote(lock: Lockfile, result: CheckResult, hub: Hub | None = None) -> None:
+    """Re-check what the lock claims against the Hub; moved branches are notes.
+
+    Each locked commit must still exist and hold exactly the locked files of every
+    locked variant with the locked sizes and sha256 (binaries by their LFS hash,
+    small files fetched and hashed); each alias must be a rename the Hub still
+    redirects to the locked repo; a "trusted-publisher" entry's publisher must be
+    marked trusted on the Hub.
+    """
+    hub = _default_hub(hub)
+    statuses = kernel_statuses(lock, hub)
+    for status in statuses:
+        kernel = status.kernel
+        fix = f"kernlock lock -P {kernel.repo}"
+        if status.error is not None:
+            result.problem(status.error, "check the network, HF_ENDPOINT and HF_TOKEN", kernel=kernel.spec)
+            continue
+        for problem in remote_problems(kernel, hub):
+            result.problem(f"{kernel.spec}: {problem}", fix, kernel=kernel.spec)
+        if status.renamed_to is not None:
+            result.notes.append(f"{kernel.spec}: {spec_repo(kernel)} was renamed to {status.renamed_to} on the Hub; "
+                                f"update the spec (loads keep working under both names)")
+        if status.moved:
+            result.notes.append(f"{kernel.spec}: {status.ref_kind} {kernel.ref} moved from {kernel.commit[:12]} "
+                                f"to {status.current[:12]}; `{fix}` to take it")
+        elif status.ref_gone:
+            result.notes.append(f"{kernel.spec}: ref {kernel.ref} no longer exists on the Hub (the locked commit does)")
+    result.summary = f"{len({s.kernel.repo for s in statuses})} repos"
+
+
+def remote_problems(kernel: LockedKernel, hub: Hub) -> list[str]:
+    """How a lock entry disagrees with the Hub: commit, files and hashes, aliases, trust."""
+    import hashlib
+
+    from kernlock.errors import HubError
+
+    try:
+        tree = hub.tree(kernel.repo, kernel.commit)
+    except HubError as error:
+        return [f"locked commit {kernel.commit[:12]} is no longer on the Hub ({error})"]
+    problems = []
+    for variant in kernel.variants:
+        prefix = f"build/{variant.name}/"
+        listed = {f.path[len(prefix):]: f for f in tree if f.path.startswith(prefix)}
+        if set(listed) != {f.path for f in variant.files}:
+            differ = sorted(set(listed) ^ {f.path for f in variant.files})
+            problems.append(f"{variant.name} at {kernel.commit[:12]} does not hold the locked files "
+                            f"(differs in {', '.join(differ[:3])}{'…' if len(differ) > 3 else ''})")
+            continue
+        for locked in variant.files:
+            entry = listed[locked.path]
+            try:
+                sha256 = entry.lfs_sha256 or hashlib.sha256(
+                    hub.fetch(kernel.repo, kernel.commit, entry.path, entry.blob_id, entry.size)).hexdigest()
+            except HubError as error:
+                problems.append(f"cannot fetch {entry.path} to check its hash ({error})")
+                continue
+            if (sha256, entry.size) != (locked.sha256, locked.size):
+                problems.append(f"{variant.name}/{locked.path}: the Hub has sha256 {sha256} ({entry.size} bytes), "
+                                f"the lock says {locked.sha256} ({locked.size} bytes)")
+    for alias in kernel.aliases:
+        canonical = hub.canonical_repo(alias)
+        if canonical != kernel.repo:
+            problems.append(f"alias {alias} is not a rename of {kernel.repo} on the Hub (it is {canonical})")
+    if kernel.trust == "trusted-publisher" and not hub.publisher_trusted(kernel.repo.split("/", 1)[0]):
+        problems.append(f"the lock says its publisher is trusted, but the Hub does not mark "
+                        f"{kernel.repo.split('/', 1)[0]!r} as a trusted kernel publisher")
+    return problems
