@@ -82,7 +82,8 @@ def cmd_env(args) -> None:
 def cmd_targets(args) -> None:
     from kernels.backends import _select_backend
 
-    from kernlock.environment import current_target, kernels_target
+    from kernlock.environment import current_target
+    from kernlock.kernels_adapter import kernels_target
 
     result(current_target=str(current_target()), kernels_target=str(kernels_target()),
            variant_str=_select_backend(None).variant_str)

@@ -15,8 +15,8 @@ qualify); `-macos15.4` a macOS release (without it, a Darwin target stands for a
 macOS new enough for kernels' Metal builds). Detection leaves both unset.
 
 `current_target()` reads Torch's installed metadata and `torch/version.py`
-instead of importing Torch, so checks stay fast. `kernels_target()` asks kernels
-itself (importing Torch) and is what the loader patch uses.
+instead of importing Torch, so checks stay fast. `kernlock.kernels_adapter.kernels_target()`
+asks kernels itself (importing Torch) and is what the loader patch uses.
 """
 
 from __future__ import annotations
@@ -164,21 +164,3 @@ def current_target() -> Target:
     backend = _backend_from_version_file(_torch_version_file(), os_name)
     return Target(torch=torch, backend=backend, cpu=cpu, os=os_name, cxx11_abi=cxx11)
 
-
-def kernels_target() -> Target:
-    """The running environment exactly as kernels detects it (imports Torch)."""
-    import torch
-
-    from kernlock.kernels_adapter import running_backend
-
-    cpu, os_name = system_platform()
-    version = re.match(r"(\d+)\.(\d+)", torch.__version__)
-    assert version is not None
-    cxx11 = bool(torch.compiled_with_cxx11_abi()) if os_name == "linux" else None
-    return Target(
-        torch=(int(version.group(1)), int(version.group(2))),
-        backend=running_backend(),
-        cpu=cpu,
-        os=os_name,
-        cxx11_abi=cxx11,
-    )

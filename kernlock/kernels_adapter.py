@@ -1,18 +1,22 @@
-"""The one place kernlock touches private internals of `kernels` and Transformers.
+"""The one place kernlock touches private internals of `kernels`.
 
-kernlock reuses kernels' variant ranking, its resolver protocol, its lock types
-and its `LOCAL_KERNELS` parser, and reads Transformers' Hub-kernel tables. None
-of these are public API and several moved within kernels 0.17.x, so every use
-lives here, behind kernlock's own small types (`Decision`, `Target`, plain
+kernlock reuses kernels' variant ranking and backend detection, its resolver
+protocol, its lock types and its `LOCAL_KERNELS` parser, and wraps its loaders.
+None of these are public API and several moved within kernels 0.17.x, so every
+use lives here, behind kernlock's own small types (`Decision`, `Target`, plain
 tuples), and each internal is listed in `INTERNALS`: `broken_internals()` (run
-by the contract tests) names the internal that changed.
+by the contract tests) names the internal that changed. (Transformers' internals
+are read in `kernlock.transformers_compat`.)
 
-Nothing here imports kernels, Torch or Transformers at module import time.
+Over 400 lines on purpose: the whole private surface of kernels that kernlock
+depends on, and the `INTERNALS` contract that lists it, stay in one file, so an
+upgrade of kernels is reviewed here and nowhere else.
+
+Nothing here imports kernels or Torch at module import time.
 """
 
 from __future__ import annotations
 
-import ast
 import functools
 import importlib
 import sys
@@ -22,7 +26,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from kernlock.environment import Target
+from kernlock.environment import Target, system_platform
 
 # ---------------------------------------------------------------- the contract
 
@@ -69,15 +73,6 @@ INTERNALS: tuple[Internal, ...] = (
     Internal("kernels.locking", "get_locked_kernel_revision", ("repo_id", "lockfile")),
     Internal("kernels.locking", "get_caller_locked_kernel_revision", ("repo_id",)),
 )
-
-# Transformers' tables, read from its source (importing Transformers takes seconds).
-TRANSFORMERS_TABLES = {
-    "FLASH_ATTN_KERNEL_VERSIONS": ("modeling_flash_attention_utils.py", "transformers.modeling_flash_attention_utils"),
-    "FLASH_ATTN_KERNEL_FALLBACK": ("modeling_flash_attention_utils.py", "transformers.modeling_flash_attention_utils"),
-}
-TRANSFORMERS_KERNELS_WINDOW = ("utils/import_utils.py", "KERNELS_MIN_VERSION", "KERNELS_MAX_VERSION")
-TRANSFORMERS_HUB_KERNELS = ("transformers.integrations.hub_kernels", "get_kernel_mapping_transformers", "_HUB_KERNEL_MAPPING")
-
 
 def _resolve(internal: Internal) -> Any:
     return getattr(importlib.import_module(internal.module), internal.name)
@@ -206,6 +201,25 @@ def running_backend() -> str:
     from kernels.backends import _select_backend
 
     return _select_backend(None).variant_str
+
+
+def kernels_target() -> Target:
+    """The running environment exactly as kernels detects it (imports Torch)."""
+    import re
+
+    import torch
+
+    cpu, os_name = system_platform()
+    version = re.match(r"(\d+)\.(\d+)", torch.__version__)
+    assert version is not None
+    cxx11 = bool(torch.compiled_with_cxx11_abi()) if os_name == "linux" else None
+    return Target(
+        torch=(int(version.group(1)), int(version.group(2))),
+        backend=running_backend(),
+        cpu=cpu,
+        os=os_name,
+        cxx11_abi=cxx11,
+    )
 
 
 # ---------------------------------------------------------------- kernels' metadata, resolvers and loads
@@ -427,117 +441,6 @@ def replace_function(module: ModuleType, name: str, make: Callable[[Callable[...
     for other_name, other in list(sys.modules.items()):
         if (other_name == "kernels" or other_name.startswith("kernels.")) and getattr(other, name, None) is original:
             setattr(other, name, replacement)
-
-
-# ---------------------------------------------------------------- Transformers
-
-
-class UnsupportedExpression(Exception):
-    """A table entry `transformers_table` cannot evaluate from source."""
-
-
-def transformers_table(root: Path, name: str, target: Target) -> dict | None:
-    """Transformers' table `name` as it evaluates on `target`, read from its source under `root`.
-
-    Understands the conditional entries (`4 if is_torch_greater_or_equal("2.10") else 3`);
-    None when the table is missing or uses something else (then use `transformers_live_table`).
-    """
-    relative, _ = TRANSFORMERS_TABLES[name]
-    node = _module_assignments(root / relative).get(name)
-    if node is None:
-        return None
-    try:
-        value = _evaluate(node, target)
-    except UnsupportedExpression:
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def _evaluate(node: ast.expr, target: Target) -> Any:
-    """Evaluate constant tables with Torch-version and ROCm conditions for `target`."""
-    from packaging.version import Version
-
-    if isinstance(node, ast.Constant):
-        return node.value
-    if isinstance(node, ast.Dict):
-        return {_evaluate(k, target): _evaluate(v, target) for k, v in zip(node.keys, node.values) if k is not None}
-    if isinstance(node, (ast.Tuple, ast.List)):
-        return tuple(_evaluate(e, target) for e in node.elts)
-    if isinstance(node, ast.IfExp):
-        return _evaluate(node.body if _evaluate(node.test, target) else node.orelse, target)
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        return not _evaluate(node.operand, target)
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-        torch = Version(target.torch_version)
-        if node.func.id == "is_rocm_platform":
-            return target.backend.startswith("rocm")
-        if node.func.id in ("is_torch_greater_or_equal", "is_torch_less_or_equal") and node.args:
-            wanted = Version(str(_evaluate(node.args[0], target)))
-            return torch >= wanted if node.func.id == "is_torch_greater_or_equal" else torch <= wanted
-    raise UnsupportedExpression(ast.dump(node))
-
-
-@functools.lru_cache(maxsize=16)
-def _module_assignments(path: Path) -> dict[str, ast.expr]:
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError):
-        return {}
-    found: dict[str, ast.expr] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            found[node.targets[0].id] = node.value
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
-            found[node.target.id] = node.value
-    return found
-
-
-def transformers_live_table(name: str) -> dict | None:
-    """Table `name` from the imported Transformers (slow; when its source cannot be evaluated)."""
-    _, module = TRANSFORMERS_TABLES[name]
-    try:
-        imported = importlib.import_module(module)
-    except Exception:
-        return None
-    value = getattr(imported, name, None)
-    return dict(value) if isinstance(value, dict) else None
-
-
-def transformers_kernels_window(root: Path) -> tuple[str, str] | None:
-    """`(KERNELS_MIN_VERSION, KERNELS_MAX_VERSION)` from Transformers' source (a line match: the module is large)."""
-    import re
-
-    relative, low, high = TRANSFORMERS_KERNELS_WINDOW
-    try:
-        text = (root / relative).read_text(encoding="utf-8")
-    except OSError:
-        return None
-    found = dict(re.findall(rf"""^({low}|{high})\s*=\s*["']([^"']+)["']""", text, re.MULTILINE))
-    return (found[low], found[high]) if low in found and high in found else None
-
-
-def transformers_hub_kernels() -> list[tuple[str, int | None, str | None]]:
-    """Hub kernels Transformers' `use_kernels=True` maps layers to: `(repo, version, revision)` each (imports it)."""
-    module_name, getter_name, table_name = TRANSFORMERS_HUB_KERNELS
-    hub_kernels = importlib.import_module(module_name)
-    found: set[tuple[str, int | None, str | None]] = set()
-
-    def visit(value: object) -> None:
-        if isinstance(value, dict):
-            for item in value.values():
-                visit(item)
-        elif isinstance(value, (list, tuple)):
-            for item in value:
-                visit(item)
-        elif isinstance(getattr(value, "_repo_id", None), str):  # kernels' Layer/FuncRepository
-            found.add((value._repo_id, getattr(value, "_version", None), getattr(value, "_revision", None)))
-
-    getter = getattr(hub_kernels, getter_name, None)
-    if getter is not None:
-        visit(getter())
-    for entry in getattr(hub_kernels, table_name, {}).values():
-        found.add((entry["repo_id"], entry.get("version"), entry.get("revision")))
-    return sorted(found, key=lambda item: (item[0], str(item[1]), str(item[2])))
 
 
 def kernels_python_depends(kernels_root: Path) -> dict:

@@ -28,13 +28,14 @@ from typing import Any
 from kernlock import local_kernels
 from kernlock.binding import STATE as _STATE
 from kernlock.distributed import check_initialised, patch_c10d
-from kernlock.environment import Target, current_target, kernels_target, parse_target
+from kernlock.environment import Target, current_target, parse_target
 from kernlock.errors import CompatibilityError, KernlockError, LocalKernelError, NoVariantError, UnlockedKernelError
 from kernlock.importguard import guard_import
 from kernlock.importguard import register as register_verified
 from kernlock.kernels_adapter import (
     PATCH_POINTS,
     LockHooks,
+    kernels_target,
     local_path_kernel,
     locked_kernel,
     patch_module,

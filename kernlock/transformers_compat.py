@@ -2,20 +2,34 @@
 
 Transformers keeps its Hub-kernel decisions in module-level tables (the default
 version per kernel repo, the `flash_attention_N` fallbacks, the accepted
-`kernels` window). Importing Transformers takes seconds, so
-`kernlock.kernels_adapter` reads these tables from its source for any target;
-a table it cannot evaluate falls back to importing Transformers.
+`kernels` window). Importing Transformers takes seconds, so this module reads
+these tables from its source for any target; a table it cannot evaluate falls
+back to importing Transformers. It is the one place kernlock reads Transformers'
+internals (as `kernlock.kernels_adapter` is for kernels'); the names it relies on
+are the `TRANSFORMERS_*` constants below, and the contract tests
+(`tests/test_kernels_adapter.py`) compare what it reads with the imported values.
 """
 
 from __future__ import annotations
 
+import ast
 import functools
+import importlib
 import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from kernlock import kernels_adapter
 from kernlock.environment import Target, installed_version
+
+# Transformers' tables, read from its source (importing Transformers takes seconds).
+TRANSFORMERS_TABLES = {
+    "FLASH_ATTN_KERNEL_VERSIONS": ("modeling_flash_attention_utils.py", "transformers.modeling_flash_attention_utils"),
+    "FLASH_ATTN_KERNEL_FALLBACK": ("modeling_flash_attention_utils.py", "transformers.modeling_flash_attention_utils"),
+}
+TRANSFORMERS_KERNELS_WINDOW = ("utils/import_utils.py", "KERNELS_MIN_VERSION", "KERNELS_MAX_VERSION")
+TRANSFORMERS_HUB_KERNELS = ("transformers.integrations.hub_kernels", "get_kernel_mapping_transformers", "_HUB_KERNEL_MAPPING")
+
 
 # Used only when Transformers is not installed (values of Transformers 5.22).
 _FALLBACK_ALIASES = {
@@ -52,9 +66,9 @@ def default_version(repo: str, target: Target) -> tuple[int, str]:
     info = installed_transformers()
     if info.version is None or info.root is None:
         return 1, "kernels default 1 (Transformers is not installed)"
-    table = kernels_adapter.transformers_table(info.root, "FLASH_ATTN_KERNEL_VERSIONS", target)
+    table = transformers_table(info.root, "FLASH_ATTN_KERNEL_VERSIONS", target)
     if table is None:
-        table = kernels_adapter.transformers_live_table("FLASH_ATTN_KERNEL_VERSIONS") or {}
+        table = transformers_live_table("FLASH_ATTN_KERNEL_VERSIONS") or {}
     version = table.get(repo, 1)
     if repo in table:
         return version, f"default of transformers {info.version} on torch {target.torch_version}"
@@ -64,9 +78,9 @@ def default_version(repo: str, target: Target) -> tuple[int, str]:
 def alias_repo(alias: str, target: Target) -> str:
     """The Hub kernel Transformers falls back to for `flash_attention_N` without flash-attn."""
     root = installed_transformers().root
-    table = kernels_adapter.transformers_table(root, "FLASH_ATTN_KERNEL_FALLBACK", target) if root else None
+    table = transformers_table(root, "FLASH_ATTN_KERNEL_FALLBACK", target) if root else None
     if table is None and root is not None:
-        table = kernels_adapter.transformers_live_table("FLASH_ATTN_KERNEL_FALLBACK")
+        table = transformers_live_table("FLASH_ATTN_KERNEL_FALLBACK")
     return (table or _FALLBACK_ALIASES)[alias]
 
 
@@ -74,7 +88,7 @@ def alias_repo(alias: str, target: Target) -> str:
 def kernels_window() -> tuple[str, str] | None:
     """`(min, max)` versions of kernels the installed Transformers accepts (outside it, it skips Hub kernels)."""
     root = installed_transformers().root
-    return kernels_adapter.transformers_kernels_window(root) if root is not None else None
+    return transformers_kernels_window(root) if root is not None else None
 
 
 def use_kernels_repos() -> list[tuple[str, int | None, str | None]]:
@@ -82,4 +96,115 @@ def use_kernels_repos() -> list[tuple[str, int | None, str | None]]:
 
     Imports Transformers (this source is opt-in).
     """
-    return kernels_adapter.transformers_hub_kernels()
+    return transformers_hub_kernels()
+
+
+# ---------------------------------------------------------------- reading Transformers' source
+
+
+class UnsupportedExpression(Exception):
+    """A table entry `transformers_table` cannot evaluate from source."""
+
+
+def transformers_table(root: Path, name: str, target: Target) -> dict | None:
+    """Transformers' table `name` as it evaluates on `target`, read from its source under `root`.
+
+    Understands the conditional entries (`4 if is_torch_greater_or_equal("2.10") else 3`);
+    None when the table is missing or uses something else (then use `transformers_live_table`).
+    """
+    relative, _ = TRANSFORMERS_TABLES[name]
+    node = _module_assignments(root / relative).get(name)
+    if node is None:
+        return None
+    try:
+        value = _evaluate(node, target)
+    except UnsupportedExpression:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _evaluate(node: ast.expr, target: Target) -> Any:
+    """Evaluate constant tables with Torch-version and ROCm conditions for `target`."""
+    from packaging.version import Version
+
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Dict):
+        return {_evaluate(k, target): _evaluate(v, target) for k, v in zip(node.keys, node.values) if k is not None}
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return tuple(_evaluate(e, target) for e in node.elts)
+    if isinstance(node, ast.IfExp):
+        return _evaluate(node.body if _evaluate(node.test, target) else node.orelse, target)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return not _evaluate(node.operand, target)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        torch = Version(target.torch_version)
+        if node.func.id == "is_rocm_platform":
+            return target.backend.startswith("rocm")
+        if node.func.id in ("is_torch_greater_or_equal", "is_torch_less_or_equal") and node.args:
+            wanted = Version(str(_evaluate(node.args[0], target)))
+            return torch >= wanted if node.func.id == "is_torch_greater_or_equal" else torch <= wanted
+    raise UnsupportedExpression(ast.dump(node))
+
+
+@functools.lru_cache(maxsize=16)
+def _module_assignments(path: Path) -> dict[str, ast.expr]:
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError):
+        return {}
+    found: dict[str, ast.expr] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            found[node.targets[0].id] = node.value
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            found[node.target.id] = node.value
+    return found
+
+
+def transformers_live_table(name: str) -> dict | None:
+    """Table `name` from the imported Transformers (slow; when its source cannot be evaluated)."""
+    _, module = TRANSFORMERS_TABLES[name]
+    try:
+        imported = importlib.import_module(module)
+    except Exception:
+        return None
+    value = getattr(imported, name, None)
+    return dict(value) if isinstance(value, dict) else None
+
+
+def transformers_kernels_window(root: Path) -> tuple[str, str] | None:
+    """`(KERNELS_MIN_VERSION, KERNELS_MAX_VERSION)` from Transformers' source (a line match: the module is large)."""
+    import re
+
+    relative, low, high = TRANSFORMERS_KERNELS_WINDOW
+    try:
+        text = (root / relative).read_text(encoding="utf-8")
+    except OSError:
+        return None
+    found = dict(re.findall(rf"""^({low}|{high})\s*=\s*["']([^"']+)["']""", text, re.MULTILINE))
+    return (found[low], found[high]) if low in found and high in found else None
+
+
+def transformers_hub_kernels() -> list[tuple[str, int | None, str | None]]:
+    """Hub kernels Transformers' `use_kernels=True` maps layers to: `(repo, version, revision)` each (imports it)."""
+    module_name, getter_name, table_name = TRANSFORMERS_HUB_KERNELS
+    hub_kernels = importlib.import_module(module_name)
+    found: set[tuple[str, int | None, str | None]] = set()
+
+    def visit(value: object) -> None:
+        if isinstance(value, dict):
+            for item in value.values():
+                visit(item)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                visit(item)
+        elif isinstance(getattr(value, "_repo_id", None), str):  # kernels' Layer/FuncRepository
+            found.add((value._repo_id, getattr(value, "_version", None), getattr(value, "_revision", None)))
+
+    getter = getattr(hub_kernels, getter_name, None)
+    if getter is not None:
+        visit(getter())
+    for entry in getattr(hub_kernels, table_name, {}).values():
+        found.add((entry["repo_id"], entry.get("version"), entry.get("revision")))
+    return sorted(found, key=lambda item: (item[0], str(item[1]), str(item[2])))

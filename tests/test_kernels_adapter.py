@@ -14,7 +14,13 @@ import kernlock
 from kernlock import kernels_adapter
 from kernlock.environment import parse_target
 from kernlock.kernels_adapter import INTERNALS, KernelsPin, check_internal, target_decisions
-from kernlock.transformers_compat import alias_repo, default_version, installed_transformers, kernels_window
+from kernlock.transformers_compat import (
+    alias_repo,
+    default_version,
+    installed_transformers,
+    kernels_window,
+    transformers_hub_kernels,
+)
 
 PACKAGE = Path(kernlock.__file__).parent
 
@@ -37,15 +43,30 @@ def test_a_changed_internal_is_named(monkeypatch) -> None:
     ]
 
 
-def test_only_the_adapter_imports_kernels_or_transformers() -> None:
-    """Every other kernlock module reaches kernels and Transformers through the adapter."""
+# The one module allowed to import each package (statically or by `importlib.import_module("...")`).
+ADAPTERS = {"kernels": "kernels_adapter.py", "transformers": "transformers_compat.py"}
+
+
+def _imported_names(node: ast.AST) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    if isinstance(node, ast.ImportFrom):
+        return [node.module or ""]
+    if (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module"
+            and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+        return [node.args[0].value]
+    return []
+
+
+def test_only_the_adapters_import_kernels_or_transformers() -> None:
+    """Every other kernlock module reaches kernels through `kernels_adapter`, Transformers through `transformers_compat`."""
     offenders = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        if path.name == "kernels_adapter.py" or "testing" in path.relative_to(PACKAGE).parts:
+        if "testing" in path.relative_to(PACKAGE).parts:
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-            offenders += [f"{path.relative_to(PACKAGE)}:{node.lineno} {n}" for n in names if n.split(".")[0] in ("kernels", "transformers")]
+            offenders += [f"{path.relative_to(PACKAGE)}:{node.lineno} {name}" for name in _imported_names(node)
+                          if ADAPTERS.get(name.split(".")[0], path.name) != path.name]
     assert offenders == []
 
 
@@ -84,7 +105,7 @@ def test_transformers_tables_read_from_source_match_the_imported_ones() -> None:
         assert alias_repo(alias, target) == repo, alias
     assert kernels_window() == (import_utils.KERNELS_MIN_VERSION, import_utils.KERNELS_MAX_VERSION)
     assert installed_transformers().root is not None
-    assert kernels_adapter.transformers_hub_kernels(), "Transformers' use_kernels mapping is empty or moved"
+    assert transformers_hub_kernels(), "Transformers' use_kernels mapping is empty or moved"
 
 
 def test_local_kernels_parsing_matches_kernels() -> None:
