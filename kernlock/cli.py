@@ -1,23 +1,17 @@
 """The `kernlock` command line: a thin shell over the library API.
 
 Each command lives in `kernlock/commands/<name>.py` and is imported only when
-it runs, so `kernlock verify` starts fast. Errors print as one line
-(`kernlock: error: …`): exit 2 for bad usage or unreadable input, 1 for failed
-checks or resolution.
+it runs, so `kernlock verify` starts fast; their shared options and error
+handling are in `kernlock/commands/options.py`.
 """
 
 from __future__ import annotations
 
 import importlib
-import sys
-from collections.abc import Callable
-from functools import wraps
-from typing import Any
 
 import click
 
 from kernlock import __version__
-from kernlock.errors import KernlockError
 
 COMMANDS = {
     "lock": "Resolve kernel specs and write kernels.lock.",
@@ -31,27 +25,6 @@ COMMANDS = {
     "sync": "Download and verify exactly the locked variants.",
     "vendor": "Export the locked variants into a self-contained directory.",
 }
-
-
-def fail(message: str, code: int) -> None:
-    """Print one error line and exit."""
-    click.echo(f"kernlock: error: {message}", err=True)
-    sys.exit(code)
-
-
-def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn kernlock's errors into one line and an exit code."""
-
-    @wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except KernlockError as error:
-            fail(str(error), error.exit_code)
-        except KeyboardInterrupt:
-            fail("interrupted", 130)
-
-    return wrapper
 
 
 class LazyGroup(click.Group):

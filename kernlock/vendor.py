@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernlock.atomic import current_umask
+from kernlock.atomic import atomic_write, current_umask
 from kernlock.cache import VENDOR_MARKER, check_variant, repair_vendor_command, variant_dir, vendored_variant_dir
 from kernlock.errors import IntegrityError, MissingFilesError
 from kernlock.lockfile import LOCK_FILENAME, LockedKernel, LockedVariant
@@ -78,9 +78,8 @@ def vendor(
             _copy_variant(kernel, variant, variant_dir(kernel, variant.name, cache), final)
         files += len(variant.files)
         size += sum(f.size for f in variant.files)
-    if not (out / LOCK_FILENAME).exists() or not os.path.samefile(path, out / LOCK_FILENAME):
-        shutil.copyfile(path, out / LOCK_FILENAME)
-    (out / VENDOR_MARKER).write_text("kernlock vendor directory: set KERNLOCK_VENDOR_DIR to this directory\n")
+    atomic_write(out / LOCK_FILENAME, path.read_bytes())  # a run reading the vendor dir sees the old lock or the new one
+    atomic_write(out / VENDOR_MARKER, "kernlock vendor directory: set KERNLOCK_VENDOR_DIR to this directory\n")
     return VendorReport(directory=out, variants=len(pairs), files=files, bytes=size, repaired=repaired)
 
 

@@ -125,6 +125,13 @@ def test_vendor_directory_works_with_no_hub_and_no_cache(hub: TestHub, tmp_path:
     result = cli("vendor", str(vendor), cwd=project)
     assert result.exit_code == 0, result.output
     assert (vendor / "kernels.lock").read_bytes() == (project / "kernels.lock").read_bytes()
+    old = (vendor / "kernels.lock").read_bytes()
+    with (project / "kernels.lock").open("a") as edited:
+        edited.write("# re-vendored\n")
+    with (vendor / "kernels.lock").open("rb") as reader:  # a run that opened the vendored lock before the re-vendor
+        assert cli("vendor", str(vendor), cwd=project).exit_code == 0
+        assert reader.read() == old  # the lock was replaced, not rewritten under the reader
+    assert (vendor / "kernels.lock").read_bytes() == (project / "kernels.lock").read_bytes() != old
     lock = load_lockfile(project / "kernels.lock")
     hub.stop()
     elsewhere = tmp_path / "elsewhere"

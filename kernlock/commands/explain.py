@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import click
 
-from kernlock.cli import handle_errors
-from kernlock.commands.show import lock_options
+from kernlock.commands.options import handle_errors, json_option, lock_options, targets_option
 
 
 @click.command("explain")
 @click.argument("repo")
-@click.option("--target", "targets", multiple=True, metavar="TARGET", help="Environment to explain (repeatable; default: the lock's targets).")
+@targets_option("Environment to explain (repeatable; default: the lock's targets).")
 @lock_options
+@json_option()
 @handle_errors
 def explain_command(repo: str, targets: tuple[str, ...], lockfile: str | None, project_dir: str, as_json: bool) -> None:
     """Explain which build variant of REPO (org/repo or a locked spec) each target gets, and why the others do not fit.

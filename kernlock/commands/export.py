@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import click
 
-from kernlock.cli import handle_errors
+from kernlock.commands.options import handle_errors, lock_options
 
 
 @click.command("export")
 @click.option("--format", "fmt", type=click.Choice(["kernels"]), default="kernels", show_default=True,
               help="Output format: kernels' JSON lock (for get_locked_kernel / load_kernel).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of standard output.")
-@click.option("--lockfile", type=click.Path(dir_okay=False), help="Lock file path (default: kernels.lock in the project).")
-@click.option("--project", "project_dir", default=".", type=click.Path(file_okay=False), help="Project directory.")
+@lock_options
 @handle_errors
 def export_command(fmt: str, output: str | None, lockfile: str | None, project_dir: str) -> None:
     """Export the lock for another tool.

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from kernlock.cli import handle_errors
+from kernlock.commands.options import handle_errors, json_option, lock_options, targets_option
 
 if TYPE_CHECKING:
     from kernlock.locking import LockResult
@@ -31,16 +31,15 @@ def progress_line() -> Callable[[str], None] | None:
 
 @click.command("lock")
 @click.argument("specs", nargs=-1)
-@click.option("--target", "targets", multiple=True, metavar="TARGET", help="Environment to cover, e.g. torch2.9-cxx11-cu128-x86_64-linux (repeatable).")
+@targets_option("Environment to cover, e.g. torch2.9-cxx11-cu128-x86_64-linux (repeatable).")
 @click.option("--scan", multiple=True, metavar="PATH", help="Find attn_implementation values in these files or directories (repeatable).")
 @click.option("--upgrade", "-U", is_flag=True, help="Re-resolve every kernel instead of keeping existing pins.")
 @click.option("--upgrade-kernel", "-P", "upgrade_kernels", multiple=True, metavar="REPO", help="Re-resolve only this repo (repeatable).")
 @click.option("--all-variants", is_flag=True, help="Lock every build variant at each commit, not only the targets'.")
 @click.option("--trust", multiple=True, metavar="REPO", help="Allow this repo from an untrusted publisher (repeatable).")
 @click.option("--migrate", is_flag=True, help="Convert kernels' own JSON kernels.lock: keep its commits as pins, keep the JSON as kernels.lock.json.")
-@click.option("--lockfile", type=click.Path(dir_okay=False), help="Lock file path (default: kernels.lock in the project).")
-@click.option("--project", "project_dir", default=".", type=click.Path(file_okay=False), help="Project directory.")
-@click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
+@lock_options
+@json_option("Print a machine-readable summary.")
 @handle_errors
 def lock_command(specs: tuple[str, ...], targets: tuple[str, ...], scan: tuple[str, ...], upgrade: bool,
                  upgrade_kernels: tuple[str, ...], all_variants: bool, trust: tuple[str, ...], migrate: bool,

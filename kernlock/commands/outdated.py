@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import click
 
-from kernlock.cli import handle_errors
-from kernlock.commands.show import lock_options, table
+from kernlock.commands.options import handle_errors, json_option, lock_options
+from kernlock.commands.show import table
 
 
 @click.command("outdated")
 @lock_options
+@json_option()
 @click.option("--all", "show_all", is_flag=True, help="List up-to-date kernels too.")
 @handle_errors
 def outdated_command(lockfile: str | None, project_dir: str, as_json: bool, show_all: bool) -> None:

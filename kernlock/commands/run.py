@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from kernlock.cli import fail, handle_errors
+from kernlock.commands.options import fail, handle_errors, locked_option
 
 
 def run_environment(lockfile: Path, strict: bool = True, verbose: bool = False) -> dict[str, str]:
@@ -35,7 +35,7 @@ def run_environment(lockfile: Path, strict: bool = True, verbose: bool = False) 
 
 @click.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--lockfile", type=click.Path(dir_okay=False), help="Lock file (default: found like kernlock.apply()).")
-@click.option("--locked", is_flag=True, help="Fail unless the lock is fresh against the project's sources (like cargo --locked).")
+@locked_option
 @click.option("--lenient", is_flag=True, help="Let kernels outside the lock load as usual (with a warning).")
 @click.option("--vendor", "vendor", type=click.Path(file_okay=False, exists=True), help="Load the lock and kernels from this `kernlock vendor` directory.")
 @click.option("-v", "--verbose", is_flag=True, help="Print the applied lock and every bound kernel load to stderr.")

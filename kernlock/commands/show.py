@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import click
 
-from kernlock.cli import handle_errors
-
-
-def lock_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """`--lockfile`, `--project` and `--json`, shared by the inspection commands."""
-    fn = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")(fn)
-    fn = click.option("--project", "project_dir", default=".", type=click.Path(file_okay=False), help="Project directory.")(fn)
-    return click.option("--lockfile", type=click.Path(dir_okay=False), help="Lock file path (default: kernels.lock in the project).")(fn)
+from kernlock.commands.options import handle_errors, json_option, lock_options
 
 
 def table(rows: list[list[str]]) -> str:
@@ -48,6 +40,7 @@ def provenance_lines(lock: Any) -> list[str]:
 
 @click.command("show")
 @lock_options
+@json_option()
 @click.option("--provenance", is_flag=True, help="Also show each variant's build provenance, digest and requirements.")
 @handle_errors
 def show_command(lockfile: str | None, project_dir: str, as_json: bool, provenance: bool) -> None:

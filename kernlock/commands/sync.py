@@ -6,16 +6,15 @@ import sys
 
 import click
 
-from kernlock.cli import handle_errors
+from kernlock.commands.options import all_targets_option, handle_errors, lock_options, locked_option, targets_option
 
 
 @click.command("sync")
-@click.option("--target", "targets", multiple=True, metavar="TARGET", help="Sync the variants locked for this target (repeatable; default: this environment).")
-@click.option("--all-targets", is_flag=True, help="Sync the variants of every locked target.")
-@click.option("--locked", is_flag=True, help="Fail unless the lock is fresh against the project's sources (like cargo --locked).")
+@targets_option("Sync the variants locked for this target (repeatable; default: this environment).")
+@all_targets_option
+@locked_option
 @click.option("--repair", is_flag=True, help="Re-download cached files that do not match the lock.")
-@click.option("--lockfile", type=click.Path(dir_okay=False), help="Lock file (default: the project's kernels.lock).")
-@click.option("--project", "project_dir", default=".", type=click.Path(file_okay=False), help="Project directory.")
+@lock_options
 @handle_errors
 def sync_command(targets: tuple[str, ...], all_targets: bool, locked: bool, repair: bool, lockfile: str | None, project_dir: str) -> None:
     """Download the locked variants into the Hub cache and verify every file."""

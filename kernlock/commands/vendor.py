@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import click
 
-from kernlock.cli import handle_errors
+from kernlock.commands.options import handle_errors, lock_options, targets_option
 
 
 @click.command("vendor")
 @click.argument("directory", type=click.Path(file_okay=False))
-@click.option("--target", "targets", multiple=True, metavar="TARGET", help="Export only this target's variants (repeatable; default: every locked target).")
+@targets_option("Export only this target's variants (repeatable; default: every target, as --all-targets).")
 @click.option("--repair", is_flag=True, help="Copy again the variants already in DIRECTORY that do not match the lock.")
-@click.option("--lockfile", type=click.Path(dir_okay=False), help="Lock file (default: the project's kernels.lock).")
-@click.option("--project", "project_dir", default=".", type=click.Path(file_okay=False), help="Project directory.")
+@lock_options
 @handle_errors
 def vendor_command(directory: str, targets: tuple[str, ...], repair: bool, lockfile: str | None, project_dir: str) -> None:
     """Copy the locked variants and the lock into DIRECTORY.

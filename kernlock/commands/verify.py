@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import click
 
-from kernlock.cli import handle_errors
+from kernlock.commands.options import all_targets_option, handle_errors, json_option, lock_options, targets_option
 
 
 @click.command("verify")
-@click.option("--target", "targets", multiple=True, metavar="TARGET", help="Check coverage of this environment instead of the current one (repeatable).")
-@click.option("--all-targets", is_flag=True, help="Check coverage of every target declared in [tool.kernlock] targets (else the lock's).")
+@targets_option("Check coverage of this environment instead of the current one (repeatable).")
+@all_targets_option
 @click.option("--cache", is_flag=True, help="Also check the locked variants are in the local Hub cache and match their hashes.")
 @click.option("--remote", is_flag=True, help="Also check every locked commit still exists on the Hub; report moved branches.")
-@click.option("--lockfile", type=click.Path(dir_okay=False), help="Lock file path (default: kernels.lock in the project).")
-@click.option("--project", "project_dir", default=".", type=click.Path(file_okay=False), help="Project directory.")
-@click.option("--json", "as_json", is_flag=True, help="Print a machine-readable report (schema in kernlock.report).")
+@lock_options
+@json_option("Print a machine-readable report (schema in kernlock.report).")
 @handle_errors
 def verify_command(targets: tuple[str, ...], all_targets: bool, cache: bool, remote: bool, lockfile: str | None,
                    project_dir: str, as_json: bool) -> None:
