@@ -230,7 +230,7 @@ def _fetch_blob_and_link(hub: "Hub", kernel: LockedKernel, variant: str, locked:
     from huggingface_hub.errors import RevisionNotFoundError
     from huggingface_hub.utils import WeakFileLock
 
-    from kernlock.hub import hub_deadline
+    from kernlock.transport import hub_deadline
 
     deadline = time.monotonic() + hub_deadline()
     try:

@@ -9,6 +9,11 @@ with no Hub request; a local kernel follows `kernlock.local_kernels`; anything
 else is refused (strict) or left to kernels with a warning. If kernels is not
 imported yet, the patch waits for its import (an import hook), so `apply()`
 works before or after Transformers and kernels are imported.
+
+Over 400 lines on purpose: every way a kernel load is bound, checked or refused
+under the lock (the coverage and compatibility checks, binding a request to an
+entry, the local-kernel policy, the hooks handed to kernels and the import hook)
+is in this one file, so what could load unchecked is audited in one read.
 """
 
 from __future__ import annotations

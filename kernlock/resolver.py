@@ -1,32 +1,28 @@
 """Resolution: kernel specs → commits, build variants per target, file hashes.
 
-Variant choice reuses kernels' own parsing and ranking (through
-`kernlock.kernels_adapter.target_decisions`), evaluated for each target
-instead of the running machine, so the lock predicts exactly
-what kernels will load. Hub requests run concurrently through `kernlock.hub`.
+Variant choice (`kernlock.variants`) reuses kernels' own parsing and ranking,
+evaluated for each target instead of the running machine, so the lock predicts
+exactly what kernels will load. Hub requests run concurrently through `kernlock.hub`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from kernlock.environment import Target
 from kernlock.errors import NoVariantError, ResolutionError, TrustError
 from kernlock.hub import Hub, Ref, TreeFile
-from kernlock.kernels_adapter import target_decisions
 from kernlock.lockfile import SIGNATURE_FILE, LockedFile, LockedKernel, Lockfile, LockedVariant, Override
 from kernlock.metadata import digest_mismatches, read_variant_metadata
 from kernlock.overrides import OverrideRule
 from kernlock.spec import KernelSpec, looks_like_sha, version_of_branch
 from kernlock.transformers_compat import default_version
+from kernlock.variants import choose_variant, group_variants
 
-MAX_VARIANTS = 1000
-_VARIANT_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-_IGNORED = re.compile(r"(^|/)__pycache__/|\.pyc$")
 _SHA1_RE = re.compile(r"[0-9a-f]{40}")
 
 
@@ -79,41 +75,6 @@ def plan_jobs(spec: KernelSpec, targets: tuple[Target, ...], rules: tuple[Overri
                 override=Override(when=rule.when, use=rule.use, reason=rule.reason),
             ))
     return jobs
-
-
-def choose_variant(variant_names: Iterable[str], target: Target) -> tuple[str | None, list[str]]:
-    """The variant kernels would load on `target`, and one line per variant with kernels' reason."""
-    decisions = target_decisions(variant_names, target)
-    chosen = decisions[0].variant if decisions and decisions[0].accepted else None
-    lines = []
-    for decision in decisions:
-        if decision.accepted:
-            lines.append(f"{decision.variant}: {'chosen' if decision.variant == chosen else 'compatible, lower preference'}")
-        else:
-            lines.append(f"{decision.variant}: {decision.reason}")
-    return chosen, lines
-
-
-def _group_variants(repo: str, commit: str, files: list[TreeFile]) -> dict[str, list[TreeFile]]:
-    """Files under `build/` grouped by variant, rejecting hostile names."""
-    grouped: dict[str, list[TreeFile]] = {}
-    for entry in files:
-        path = entry.path
-        parts = path.split("/")
-        if (
-            "\x00" in path or "\\" in path or path.startswith("/") or ".." in parts or "" in parts
-            or len(parts) < 3 or parts[0] != "build"
-        ):
-            raise ResolutionError(f"{repo}@{commit[:12]}: the Hub listed an unsafe file path {path!r}; refusing to lock it")
-        variant = parts[1]
-        if not _VARIANT_NAME_RE.fullmatch(variant):
-            raise ResolutionError(f"{repo}@{commit[:12]}: the Hub listed an unsafe variant name {variant!r}; refusing to lock it")
-        if _IGNORED.search(path):
-            continue
-        grouped.setdefault(variant, []).append(entry)
-    if len(grouped) > MAX_VARIANTS:
-        raise ResolutionError(f"{repo}@{commit[:12]}: {len(grouped)} build variants is more than kernlock accepts ({MAX_VARIANTS})")
-    return grouped
 
 
 class Resolver:
@@ -314,7 +275,7 @@ class Resolver:
                 f"{spec_key}: {ref} points at commit {commit[:12]}, which the Hub cannot list; "
                 "the repository looks broken: try again later or pin another revision"
             ) from None
-        grouped = _group_variants(repo, commit, listing)
+        grouped = group_variants(repo, commit, listing)
         names = sorted(grouped)
         chosen: dict[str, set[str]] = {}
         for target in job.targets:

@@ -23,7 +23,7 @@ def explain_command(repo: str, targets: tuple[str, ...], lockfile: str | None, p
     from kernlock.workspace import open_workspace
     from kernlock.environment import parse_target
     from kernlock.errors import UsageError
-    from kernlock.resolver import choose_variant
+    from kernlock.variants import choose_variant
 
     lock = open_workspace(project_dir, lockfile).read_lock()
     kernels = [k for k in lock.kernels if repo in (*k.names(), k.spec)]
