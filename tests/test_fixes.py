@@ -16,7 +16,7 @@ from unittest import mock
 import pytest
 
 import kernlock
-import kernlock.cli
+import kernlock.commands.options
 from helpers import CPU, CUDA_X86, cli, make_project, patch_hub_client
 from kernlock import cache
 from kernlock.environment import current_target
@@ -233,13 +233,13 @@ def failing(*args: str) -> Callable[[], None]:
     """A CLI invocation that raises the `KernlockError` it reported (after checking it was one line)."""
     def attempt() -> None:
         reported: list[BaseException] = []
-        report = kernlock.cli.fail
+        report = kernlock.commands.options.fail
 
         def spy(message: str, code: int) -> None:
             reported.append(sys.exc_info()[1])
             report(message, code)
 
-        with mock.patch.object(kernlock.cli, "fail", spy):
+        with mock.patch.object(kernlock.commands.options, "fail", spy):
             result = cli(*args)
         if result.exit_code:
             assert reported, result.output
