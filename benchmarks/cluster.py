@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from benchmarks.harness import PYTHON, Result, Target, Workspace, child_env, kinds, lock_project, median, running_hub
-from kernlock.lockfile import load_lockfile
+from kernlock.lockfile_toml import load_lockfile
 from kernlock.testing.hub import RATE_LIMITS, TestHub
 
 NAME = "cluster"

@@ -135,7 +135,7 @@ def synthetic_lock(repos: Sequence[str], variants: int, files: int = 4) -> Lockf
             name = target.replace("torch2.", "torch2").replace(".", "")
             paths = ["metadata.json", *(f"{kernel_module(repo)}/file{n}.py" for n in range(files - 2)),
                      f"{kernel_module(repo)}/_ops.so"][:files]
-            entries = tuple(LockedFile(path, hashlib.sha256(f"{repo}/{name}/{path}".encode()).hexdigest(), 1000 + n)
+            entries = tuple(LockedFile(path=path, sha256=hashlib.sha256(f"{repo}/{name}/{path}".encode()).hexdigest(), size=1000 + n)
                             for n, path in enumerate(sorted(paths)))
             locked.append(LockedVariant(name=name, targets=(target,), files=entries))
         kernels.append(LockedKernel(

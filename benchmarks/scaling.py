@@ -22,7 +22,8 @@ from benchmarks.harness import (
 )
 from kernlock import cache
 from kernlock.environment import parse_target
-from kernlock.lockfile import LockedFile, LockedVariant, load_lockfile, write_lockfile
+from kernlock.lockfile import LockedFile, LockedVariant
+from kernlock.lockfile_toml import load_lockfile, write_lockfile
 from kernlock.patch import check_coverage
 
 NAME = "scaling"
@@ -83,7 +84,7 @@ def _integrity(ws: Workspace, megabytes: int, reps: int, result: Result) -> None
     binary = f"{kernel_module(kernel.repo)}/_ops.so"
     digest = _write_binary(root / binary, megabytes << 20)
     variant = LockedVariant(name=name, targets=kernel.variants[0].targets,
-                            files=(LockedFile(binary, digest, megabytes << 20),))
+                            files=(LockedFile(path=binary, sha256=digest, size=megabytes << 20),))
 
     def unstamped() -> None:
         cache.check_variant(kernel, variant, root)

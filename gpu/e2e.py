@@ -145,7 +145,7 @@ class Run:
         (self.out / "results.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
 
     def lock(self, project: Path):
-        from kernlock.lockfile import load_lockfile
+        from kernlock.lockfile_toml import load_lockfile
 
         return load_lockfile(project / "kernels.lock")
 

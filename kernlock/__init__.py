@@ -15,7 +15,7 @@ _EXPORTS = {
     "lock": "kernlock.locking",
     "LockResult": "kernlock.locking",
     "verify": "kernlock.check",
-    "load_lockfile": "kernlock.lockfile",
+    "load_lockfile": "kernlock.lockfile_toml",
     "Lockfile": "kernlock.lockfile",
     "parse_spec": "kernlock.spec",
     "parse_target": "kernlock.environment",

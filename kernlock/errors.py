@@ -49,9 +49,36 @@ class ConfigError(UsageError):
 
 
 class LockfileError(KernlockError):
-    """`kernels.lock` is missing, unreadable or invalid."""
+    """`kernels.lock` is missing, unreadable or invalid.
+
+    An invalid value carries its location as data: `key_path` (e.g. `("kernel", 2,
+    "variant", 0, "files", 0, "sha256")`) and `source` (the lock file, or `file:line`).
+    The message is one line: location, `problem`, then `fix` when there is one.
+    """
 
     exit_code = 2
+
+    def __init__(self, problem: str, *, key_path: tuple[str | int, ...] = (), source: str | None = None,
+                 fix: str | None = None):
+        self.problem, self.key_path, self.source, self.fix = problem, tuple(key_path), source, fix
+        location = ": ".join(part for part in (source, self.key) if part)
+        super().__init__(f"{location + ': ' if location else ''}{problem}{'; ' + fix if fix else ''}")
+
+    @property
+    def key(self) -> str:
+        """`key_path` spelled the way the lock reads: `kernel[2].variant[0].files[0].sha256`."""
+        text = ""
+        for part in self.key_path:
+            text += f"[{part}]" if isinstance(part, int) else f".{part}" if text else part
+        return text
+
+    def under(self, *keys: str | int) -> LockfileError:
+        """The same error, located inside `keys` (a parent prefixes its key to a nested error)."""
+        return type(self)(self.problem, key_path=(*keys, *self.key_path), source=self.source, fix=self.fix)
+
+    def in_file(self, source: str) -> LockfileError:
+        """The same error, naming the file (or `file:line`) it was found in."""
+        return type(self)(self.problem, key_path=self.key_path, source=source, fix=self.fix)
 
 
 class LockfileVersionError(LockfileError):

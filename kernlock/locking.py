@@ -12,7 +12,8 @@ from kernlock.atomic import atomic_write
 from kernlock.errors import KernlockError, UsageError
 from kernlock.hub import Hub
 from kernlock.kernels_lock import migration_for
-from kernlock.lockfile import Lockfile, write_lockfile
+from kernlock.lockfile import Lockfile
+from kernlock.lockfile_toml import write_lockfile
 from kernlock.project import Project, collect_specs, project_targets, resolving_target
 from kernlock.resolver import ResolveOptions, Resolver
 from kernlock.spec import parse_spec

@@ -32,7 +32,8 @@ from kernlock.errors import (
     TargetError,
     UnsafeLockfileError,
 )
-from kernlock.lockfile import LOCK_FILENAME, LOCK_VERSION, Lockfile, load_lockfile
+from kernlock.lockfile import LOCK_FILENAME, LOCK_VERSION, Lockfile
+from kernlock.lockfile_toml import load_lockfile
 from kernlock.project import Project, find_project_root, load_project
 
 LOCKFILE_ENV = "KERNLOCK_LOCKFILE"

@@ -8,7 +8,7 @@ import pytest
 
 from kernlock import cache
 from kernlock.errors import LockfileError
-from kernlock.lockfile import load_lockfile
+from kernlock.lockfile_toml import load_lockfile
 from kernlock.testing.hub import TestHub
 from scripts.harness import locked_project, ok, python, variant_of
 

@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 from helpers import ARM, CPU, CUDA_X86, cli, make_project
-from kernlock.lockfile import load_lockfile
+from kernlock.lockfile import Lockfile
+from kernlock.lockfile_toml import load_lockfile
 from kernlock.testing.fixtures import advance_branch, rev_parse
 from kernlock.testing.hub import TestHub
 
@@ -34,8 +35,10 @@ def test_show(hub: TestHub, tmp_path: Path) -> None:
     assert any(line.startswith(f"{ACT} (dependency of kernels-community/with-dep@v1)") for line in lines)
     data = json.loads(cli("show", "--json", cwd=project).output)
     assert data["targets"] == sorted([CPU, CUDA_X86])
-    entry = next(k for k in data["kernels"] if k["spec"] == f"{FA2}@v2")
-    assert entry["commit"] == lock.kernel(f"{FA2}@v2").commit and set(entry["variants"]) == {CPU, CUDA_X86}
+    assert data == lock.to_dict() and Lockfile.from_dict(data) == lock  # the lock itself, kernels.lock's keys
+    entry = next(k for k in data["kernel"] if k["spec"] == f"{FA2}@v2")
+    assert entry["commit"] == lock.kernel(f"{FA2}@v2").commit
+    assert {t for v in entry["variant"] for t in v["targets"]} == {CPU, CUDA_X86}
 
 
 def test_outdated(hub: TestHub, tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from helpers import cli
-from kernlock.lockfile import load_lockfile
+from kernlock.lockfile_toml import load_lockfile
 from kernlock.testing.fixtures import advance_branch
 from kernlock.testing.hub import TestHub
 from scripts.harness import ACTIVATION, FA2, ok, python, run

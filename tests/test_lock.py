@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from helpers import ARM, CPU, CUDA_130, CUDA_X86, cli, make_project
-from kernlock.lockfile import load_lockfile
+from kernlock.lockfile_toml import load_lockfile
 from kernlock.testing.fixtures import advance_branch, rev_parse
 from kernlock.testing.hub import TestHub
 
@@ -231,7 +231,9 @@ def test_json_summary(hub: TestHub, tmp_path: Path) -> None:
     project = make_project(tmp_path / "p", kernels=[f"{FA2}@v2"], targets=[CPU, CUDA_X86])
     result = cli("lock", "--json", cwd=project)
     data = json.loads(result.output)
-    assert data["kernels"][0]["variants"] == {CPU: "torch213-cxx11-cpu-x86_64-linux", CUDA_X86: "torch212-cxx11-cu128-x86_64-linux"}
+    assert data["lock"] == load_lockfile(project / "kernels.lock").to_dict()
+    variants = {t: v["name"] for v in data["lock"]["kernel"][0]["variant"] for t in v["targets"]}
+    assert variants == {CPU: "torch213-cxx11-cpu-x86_64-linux", CUDA_X86: "torch212-cxx11-cu128-x86_64-linux"}
     assert data["added"] == [f"{FA2}@v2"]
 
 

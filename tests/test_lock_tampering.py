@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from helpers import CPU, cli, make_project
-from kernlock.lockfile import load_lockfile
+from kernlock.lockfile_toml import load_lockfile
 from kernlock.testing.hub import TestHub
 
 FA2 = "kernels-community/flash-attn2"
@@ -59,3 +60,18 @@ def test_verify_remote_catches_a_forged_rename_hash_and_trust(hub: TestHub, tmp_
     # Trust claimed for a publisher the Hub does not trust.
     path.write_text(genuine.replace('trust = "allowlist"', 'trust = "trusted-publisher"'))
     assert any("does not mark 'untrusted-org' as a trusted kernel publisher" in p for p in remote_problems(project))
+
+
+def test_an_invalid_hand_edit_names_its_key_path_and_the_recommended_fix_works(hub: TestHub, tmp_path: Path) -> None:
+    project = locked(tmp_path, [f"{FA2}@v2"])
+    path = project / "kernels.lock"
+    sha256 = load_lockfile(path).kernels[0].variants[0].files[0].sha256
+    path.write_text(path.read_text().replace(sha256, sha256.upper()))
+    result = cli("verify", cwd=project)
+    assert result.exit_code == 2
+    assert "kernel[0].variant[0].files[0].sha256: expected 64 lower-case hex characters" in result.output
+    fix = re.findall(r"`kernlock ([^`]+)`", result.output)[0]
+    assert fix == "lock --upgrade"
+    assert cli(*fix.split(), cwd=project).exit_code == 0
+    assert cli("verify", cwd=project).exit_code == 0
+    assert load_lockfile(path).kernels[0].variants[0].files[0].sha256 == sha256

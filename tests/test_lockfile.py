@@ -8,16 +8,8 @@ from pathlib import Path
 import pytest
 
 from kernlock.errors import LockfileError, LockfileVersionError
-from kernlock.lockfile import (
-    LockedFile,
-    LockedKernel,
-    Lockfile,
-    LockedVariant,
-    dumps_lockfile,
-    load_lockfile,
-    parse_lockfile,
-    write_lockfile,
-)
+from kernlock.lockfile import LockedFile, LockedKernel, Lockfile, LockedVariant
+from kernlock.lockfile_toml import dumps_lockfile, load_lockfile, parse_lockfile, write_lockfile
 
 SHA = "a" * 40
 
@@ -35,7 +27,7 @@ def sample() -> Lockfile:
                     LockedVariant(
                         name="torch213-cxx11-cpu-x86_64-linux",
                         targets=("torch2.13-cxx11-cpu-x86_64-linux",),
-                        files=(LockedFile("b.py", "1" * 64, 3), LockedFile("a.py", "2" * 64, 4)),
+                        files=(LockedFile(path="b.py", sha256="1" * 64, size=3), LockedFile(path="a.py", sha256="2" * 64, size=4)),
                     ),
                 ),
             ),
@@ -52,25 +44,40 @@ def test_round_trip_is_exact_and_sorted() -> None:
 
 
 @pytest.mark.parametrize(
-    ("old", "new", "path"),
+    ("old", "new", "key_path"),
     [
-        (f'commit = "{SHA}"', 'commit = "abc123"', "kernel[0].commit"),
-        ('sha256 = "' + "2" * 64 + '"', 'sha256 = "xyz"', "kernel[0].variant[0].files[0].sha256"),
-        ("size = 4", "size = -4", "kernel[0].variant[0].files[0].size"),
-        ("size = 4", 'size = "4"', "kernel[0].variant[0].files[0].size"),
-        ('trust = "trusted-publisher"', 'trust = "yolo"', "kernel[0].trust"),
-        ('path = "a.py"', 'path = "../evil.py"', "kernel[0].variant[0].files[0].path"),
-        ('resolution = "branch v1"', 'resolution = "branch v1"\nsurprise = 1', "kernel[0].surprise"),
-        ('version = "1.0"\ntargets', 'version = "1.0"\nfuture-key = 2\ntargets', "future-key"),
-        ('version = "1.0"', 'version = "one"', "kernels.lock: version: expected a format version"),
+        (f'commit = "{SHA}"', 'commit = "abc123"', ("kernel", 0, "commit")),
+        ('sha256 = "' + "2" * 64 + '"', 'sha256 = "xyz"', ("kernel", 0, "variant", 0, "files", 0, "sha256")),
+        ("size = 4", "size = -4", ("kernel", 0, "variant", 0, "files", 0, "size")),
+        ("size = 4", 'size = "4"', ("kernel", 0, "variant", 0, "files", 0, "size")),
+        ("size = 4", "size = true", ("kernel", 0, "variant", 0, "files", 0, "size")),
+        ('trust = "trusted-publisher"', 'trust = "yolo"', ("kernel", 0, "trust")),
+        ('path = "a.py"', 'path = "../evil.py"', ("kernel", 0, "variant", 0, "files", 0, "path")),
+        ('resolution = "branch v1"', 'resolution = "branch v1"\nsurprise = 1', ("kernel", 0, "surprise")),
+        ('resolution = "branch v1"\n', "", ("kernel", 0, "resolution")),
+        ('targets = ["torch2.13', 'targets = [2, "torch2.13', ("targets", 0)),
+        ('kernlock = "0.1.0"', "kernlock = 1", ("resolved-with", "kernlock")),
+        ('version = "1.0"\ntargets', 'version = "1.0"\nfuture-key = 2\ntargets', ("future-key",)),
+        ('version = "1.0"', 'version = "one"', ("version",)),
     ],
 )
-def test_invalid_values_name_their_key_path(old: str, new: str, path: str) -> None:
+def test_invalid_values_carry_their_key_path(old: str, new: str, key_path: tuple[str | int, ...]) -> None:
     text = dumps_lockfile(sample())
     assert old in text
     with pytest.raises(LockfileError) as raised:
-        parse_lockfile(text.replace(old, new, 1))
-    assert str(raised.value).startswith(path)
+        parse_lockfile(text.replace(old, new, 1), source="locks/k.lock")
+    error = raised.value
+    assert error.key_path == key_path and error.source == "locks/k.lock"
+    message = str(error)  # one line: file, key, problem, fix
+    assert message.startswith(f"locks/k.lock: {error.key}: {error.problem}; ") and "\n" not in message
+    assert error.fix and ("kernlock lock --upgrade" in error.fix or "upgrade kernlock" in error.fix)
+
+
+def test_key_paths_read_like_the_lock() -> None:
+    error = LockfileError("bad", key_path=("kernel", 2, "variant", 0, "files", 0, "sha256"))
+    assert error.key == "kernel[2].variant[0].files[0].sha256"
+    assert str(error.under("outer", 1)) == "outer[1].kernel[2].variant[0].files[0].sha256: bad"
+    assert str(LockfileError("plain message")) == "plain message"
 
 
 def test_duplicate_entries_are_rejected() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from helpers import CPU, CUDA_X86, cli, make_project
 from kernlock.cache import hub_cache_dir, variant_dir
-from kernlock.lockfile import load_lockfile
+from kernlock.lockfile_toml import load_lockfile
 from kernlock.testing.hub import TestHub
 
 FA2 = "kernels-community/flash-attn2"

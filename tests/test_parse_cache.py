@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 import kernlock
-from kernlock import lockfile, parse_cache
+from kernlock import lockfile_toml, parse_cache
 from kernlock.errors import LockfileError
-from kernlock.lockfile import LockedFile, LockedKernel, Lockfile, LockedVariant, load_lockfile, write_lockfile
+from kernlock.lockfile import LockedFile, LockedKernel, Lockfile, LockedVariant
+from kernlock.lockfile_toml import load_lockfile, write_lockfile
 
 
 def big_lock(kernels: int = 30, variants: int = 6) -> Lockfile:
@@ -22,7 +23,7 @@ def big_lock(kernels: int = 30, variants: int = 6) -> Lockfile:
             LockedVariant(
                 name=f"torch2{v}-cxx11-cpu-x86_64-linux",
                 targets=(f"torch2.{v}-cxx11-cpu-x86_64-linux",),
-                files=tuple(LockedFile(f"pkg/file{n}.py", f"{k:02d}{v:02d}{n:02d}".ljust(64, "0"), 100 + n) for n in range(4)),
+                files=tuple(LockedFile(path=f"pkg/file{n}.py", sha256=f"{k:02d}{v:02d}{n:02d}".ljust(64, "0"), size=100 + n) for n in range(4)),
             )
             for v in range(variants)
         )
@@ -38,7 +39,7 @@ def _forbid_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
     def parse(*args, **kwargs):
         raise AssertionError("parsed although the cache holds these bytes")
 
-    monkeypatch.setattr(lockfile, "parse_lockfile", parse)
+    monkeypatch.setattr(lockfile_toml, "parse_lockfile", parse)
 
 
 def entries(cache: Path) -> list[Path]:
@@ -48,7 +49,7 @@ def entries(cache: Path) -> list[Path]:
 def test_written_lock_is_loaded_without_parsing(tmp_path: Path, private_kernlock_cache: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     lock, path = big_lock(), tmp_path / "kernels.lock"
-    assert len(lockfile.dumps_lockfile(lock)) > parse_cache.MIN_CACHED_BYTES
+    assert len(lockfile_toml.dumps_lockfile(lock)) > parse_cache.MIN_CACHED_BYTES
     write_lockfile(lock, path)
     assert len(entries(private_kernlock_cache)) == 1
     _forbid_parsing(monkeypatch)
@@ -85,8 +86,8 @@ def test_entries_in_a_directory_others_can_write_are_ignored(tmp_path: Path, pri
     write_lockfile(big_lock(), path)
     private_kernlock_cache.chmod(0o777)
     calls = []
-    original = lockfile.parse_lockfile
-    monkeypatch.setattr(lockfile, "parse_lockfile", lambda *a, **k: calls.append(1) or original(*a, **k))
+    original = lockfile_toml.parse_lockfile
+    monkeypatch.setattr(lockfile_toml, "parse_lockfile", lambda *a, **k: calls.append(1) or original(*a, **k))
     load_lockfile(path)
     assert calls == [1]
 

@@ -15,7 +15,7 @@ import kernels
 import kernlock
 from kernlock import cache, private
 from kernlock.errors import IntegrityError
-from kernlock.lockfile import load_lockfile, write_lockfile
+from kernlock.lockfile_toml import load_lockfile, write_lockfile
 from kernlock.patch import release
 from kernlock.testing.hub import TestHub
 from scripts.harness import FA2, locked_project

@@ -12,7 +12,7 @@ import pytest
 
 from helpers import CPU, CUDA_130, CUDA_X86, cli, make_project
 from kernlock.environment import installed_version
-from kernlock.lockfile import load_lockfile
+from kernlock.lockfile_toml import load_lockfile
 from kernlock.testing.fixtures import rev_parse
 from kernlock.testing.hub import TestHub
 

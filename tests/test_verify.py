@@ -12,7 +12,7 @@ import pytest
 
 from helpers import ARM, CPU, CUDA_130, CUDA_X86, cli, make_project
 from kernlock.check import verify
-from kernlock.lockfile import load_lockfile
+from kernlock.lockfile_toml import load_lockfile
 from kernlock.testing.fixtures import advance_branch
 from kernlock.testing.hub import TestHub
 

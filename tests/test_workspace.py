@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from helpers import CPU, cli, make_project, run_kernlock
-from kernlock.lockfile import load_lockfile
+from kernlock.lockfile_toml import load_lockfile
 from kernlock.testing.hub import TestHub
 
 ACTIVATION = "kernels-community/activation@v1"

@@ -34,8 +34,7 @@ def explain_command(repo: str, targets: tuple[str, ...], lockfile: str | None, p
     for kernel in kernels:
         entry = {
             "spec": kernel.spec, "commit": kernel.commit, "build_variants": list(kernel.build_variants), "targets": [],
-            "override": {"when": kernel.override.when, "use": kernel.override.use, "reason": kernel.override.reason}
-            if kernel.override else None,
+            "override": kernel.override.to_dict() if kernel.override else None,
         }
         covered = [t for t in chosen_targets if kernel.variant_for(str(t)) is not None]
         for target in covered if (covered and not targets) else chosen_targets:

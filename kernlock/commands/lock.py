@@ -68,10 +68,9 @@ def report(result: LockResult, progress: Callable[[str], None] | None, as_json: 
         click.echo(f"kernlock: warning: {warning}", err=True)
     if as_json:
         click.echo(json.dumps({
-            "lockfile": str(result.path), "written": result.written, "targets": list(result.lockfile.targets),
+            "lockfile": str(result.path), "written": result.written,
             "added": list(result.added), "removed": list(result.removed), "updated": list(result.updated),
-            "warnings": list(result.warnings), "migrated": result.migrated,
-            "kernels": [k.to_json() for k in result.lockfile.kernels],
+            "warnings": list(result.warnings), "migrated": result.migrated, "lock": result.lockfile.to_dict(),
         }, indent=2))
         return
     for kernel in result.lockfile.kernels:

@@ -1,4 +1,4 @@
-"""`kernlock show`: what kernels.lock pins, as a table or JSON."""
+"""`kernlock show`: what kernels.lock pins, as a table or as the lock itself in JSON."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def show_command(lockfile: str | None, project_dir: str, as_json: bool, provenan
 
     lock = open_workspace(project_dir, lockfile).read_lock()
     if as_json:
-        click.echo(json.dumps({"targets": list(lock.targets), "kernels": [k.to_json() for k in lock.kernels]}, indent=2))
+        click.echo(json.dumps(lock.to_dict(), indent=2))  # the lock itself: kernels.lock's keys
         return
     rows = [["KERNEL", "PIN", *lock.targets]]
     for kernel in lock.kernels:

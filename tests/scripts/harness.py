@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 from helpers import cli, make_project
-from kernlock.lockfile import LockedKernel, Lockfile, load_lockfile
+from kernlock.lockfile import LockedKernel, Lockfile
+from kernlock.lockfile_toml import load_lockfile
 from kernlock.testing.hub import TestHub
 
 SCRIPTS = Path(__file__).resolve().parent
