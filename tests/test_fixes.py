@@ -25,7 +25,7 @@ from kernlock.errors import (
     NoVariantError, ResolutionError, StaleLockError, TargetError, TrustError, UnlockedKernelError, UnsafeLockfileError,
     UsageError,
 )
-from kernlock.lockfile import load_lockfile
+from kernlock.lockfile_toml import load_lockfile
 from kernlock.patch import release
 from kernlock.testing.fixtures import rev_parse, rewrite_branch
 from kernlock.testing.hub import TestHub
