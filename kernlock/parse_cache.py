@@ -24,12 +24,13 @@ import sys
 from pathlib import Path
 
 import kernlock
-from kernlock import lockfile, lockfile_dict, lockfile_toml, private
+from kernlock import private
 from kernlock.lockfile import Lockfile
 
 MIN_CACHED_BYTES = 32 * 1024
 MAX_ENTRIES = 32
 _PREFIX = "parsed"
+_PARSING_CODE = ("lockfile.py", "lockfile_dict.py", "lockfile_toml.py")  # beside this module
 
 
 def entry_for(data: bytes) -> str | None:
@@ -37,7 +38,7 @@ def entry_for(data: bytes) -> str | None:
     if len(data) < MIN_CACHED_BYTES or private.cache_root() is None:
         return None
     code = "|".join(f"{info.st_size}|{info.st_mtime_ns}" for info in
-                    (Path(module.__file__).stat() for module in (lockfile, lockfile_dict, lockfile_toml)))
+                    (Path(__file__).with_name(name).stat() for name in _PARSING_CODE))
     identity = f"{kernlock.__version__}|{code}|{sys.version}"
     return private.entry_name(_PREFIX, identity, data)
 
