@@ -1,6 +1,6 @@
 """Benchmark 5 — scaling, in-process.
 
-* Load + validate + coverage check (`lockfile.load_lockfile` + `patch.check_coverage`)
+* Load + validate + coverage check (`lockfile_toml.load_lockfile` + `patch.check_coverage`)
   of locks of 10, 100 and 1,000 kernels (2 variants x 4 files each), parsed every
   time (parse cache off): median time, per-kernel cost and its growth (flat
   per-kernel cost = linear); then the 1,000-kernel lock again with the parse cache.

@@ -12,9 +12,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "kernlock"
 
-# The lock model's cycle (kernels_lock -> lockfile -> parse_cache -> lockfile) is being removed by the
-# lock-model rewrite (issue 18, item 2); delete this entry when that lands (the test fails until you do).
-ALLOWED_CYCLES = [frozenset({"kernlock.kernels_lock", "kernlock.lockfile", "kernlock.parse_cache"})]
+ALLOWED_CYCLES: list[frozenset[str]] = []  # none: add one only with the reason it cannot be broken
 
 
 def module_name(path: Path) -> str:
