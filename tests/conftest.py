@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -64,11 +63,7 @@ def hub(
     monkeypatch: pytest.MonkeyPatch,
     fresh_kernels: None,
 ) -> Iterator[TestHub]:
-    """A running TestHub over private copies of the fixture repos, used by this process."""
-    repos = {
-        repo_id: Path(shutil.copytree(path, tmp_path / "repos" / path.name))
-        for repo_id, path in fixture_repos_template.items()
-    }
-    with TestHub(repos) as server:
+    """A running TestHub over the fixture repos, used by this process (`hub.repo_path()` gives a private copy)."""
+    with TestHub(fixture_repos_template, copy_on_change=tmp_path / "repos") as server:
         patch_hub_client(monkeypatch, server.url, tmp_path / "hf_home")
         yield server

@@ -1,4 +1,8 @@
-"""The `kernlock-verify` pre-commit hook, run by the real `pre-commit` tool (`try-repo` on this checkout)."""
+"""The `kernlock-verify` pre-commit hook, run by the real `pre-commit` tool from a hook repo holding this checkout.
+
+The hook repo is used as a project's `.pre-commit-config.yaml` names one (`repo` + `rev`), so pre-commit builds
+the hook's environment once per session (`pre-commit try-repo` would build it anew on every call).
+"""
 
 from __future__ import annotations
 
@@ -26,6 +30,25 @@ def pre_commit_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("pre-commit-home")
 
 
+@pytest.fixture(scope="session")
+def hook_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A pre-commit config naming a hook repo that holds this checkout's files (uncommitted changes included)."""
+    hook_repo = tmp_path_factory.mktemp("hook-repo")
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO_ROOT,
+                            check=True, capture_output=True, text=True).stdout
+    for name in filter(None, listed.split("\0")):
+        if (REPO_ROOT / name).is_file():  # deleted but not yet staged: not part of the checkout
+            (hook_repo / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO_ROOT / name, hook_repo / name)
+    _git(hook_repo, "init", "-q", "-b", "main")
+    _git(hook_repo, "add", "-A")
+    _git(hook_repo, "commit", "-q", "-m", "checkout")
+    rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=hook_repo, check=True, capture_output=True, text=True).stdout
+    config = tmp_path_factory.mktemp("hook-config") / ".pre-commit-config.yaml"
+    config.write_text(f"repos:\n- repo: {hook_repo}\n  rev: {rev.strip()}\n  hooks:\n  - id: kernlock-verify\n")
+    return config
+
+
 def _git(repo: Path, *args: str) -> None:
     subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, env=_git_env())
 
@@ -37,16 +60,16 @@ def _git_env() -> dict[str, str]:
     }
 
 
-def _hook(repo: Path, home: Path) -> subprocess.CompletedProcess:
+def _hook(repo: Path, config: Path, home: Path) -> subprocess.CompletedProcess:
     _git(repo, "add", "-A")
-    command = [str(PRE_COMMIT) if PRE_COMMIT.exists() else "pre-commit", "try-repo", str(REPO_ROOT), "kernlock-verify",
+    command = [str(PRE_COMMIT) if PRE_COMMIT.exists() else "pre-commit", "run", "--config", str(config),
                "--all-files", "--color", "never"]
     env = {**_git_env(), "PRE_COMMIT_HOME": str(home)}
     env.pop("KERNLOCK_APPLY", None)
     return subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=600)
 
 
-def test_pre_commit_hook_scenarios(hub: TestHub, tmp_path: Path, pre_commit_home: Path) -> None:
+def test_pre_commit_hook_scenarios(hub: TestHub, tmp_path: Path, hook_config: Path, pre_commit_home: Path) -> None:
     repo = make_project(tmp_path / "repo", kernels=["kernels-community/flash-attn2@v2"], targets=[CPU, CUDA_X86],
                         extra='scan = ["train.py"]\n')
     (repo / "train.py").write_text(TRAIN)
@@ -56,13 +79,13 @@ def test_pre_commit_hook_scenarios(hub: TestHub, tmp_path: Path, pre_commit_home
     _git(repo, "commit", "-q", "-m", "init")
 
     # 1. A fresh lock passes.
-    result = _hook(repo, pre_commit_home)
+    result = _hook(repo, hook_config, pre_commit_home)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "kernlock verify" in result.stdout and "Passed" in result.stdout
 
     # 2. Scanned code that adds an unlocked kernel fails, naming file and line.
     (repo / "train.py").write_text(TRAIN + "\nother = dict(attn_implementation=\"kernels-community/tagged@dev\")\n")
-    result = _hook(repo, pre_commit_home)
+    result = _hook(repo, hook_config, pre_commit_home)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Failed" in result.stdout
     assert "train.py:5: kernels-community/tagged@dev is not in the lock" in result.stdout
@@ -72,11 +95,11 @@ def test_pre_commit_hook_scenarios(hub: TestHub, tmp_path: Path, pre_commit_home
     # 3. A changed kernel list in pyproject.toml fails.
     pyproject = repo / "pyproject.toml"
     pyproject.write_text(pyproject.read_text().replace("flash-attn2@v2", "flash-attn2@v3"))
-    result = _hook(repo, pre_commit_home)
+    result = _hook(repo, hook_config, pre_commit_home)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "kernels-community/flash-attn2@v3 changed" in result.stdout
 
     # 4. Re-locking makes it pass again.
     assert cli("lock", cwd=repo).exit_code == 0
-    result = _hook(repo, pre_commit_home)
+    result = _hook(repo, hook_config, pre_commit_home)
     assert result.returncode == 0, result.stdout + result.stderr

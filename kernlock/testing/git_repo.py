@@ -9,7 +9,7 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from kernlock.testing.fixtures import git
 
@@ -51,14 +51,19 @@ def _is_lfs(path: str, content: bytes) -> bool:
 
 
 class GitRepo:
-    """Read access to one git repository; per-commit data is cached (commits are immutable)."""
+    """Read access to one git repository.
+
+    Per-commit data is cached for the whole process, by commit and blob id: an id names its content
+    (and a commit its history), so copies of a repository and later hubs over it share the cache.
+    """
+
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+    _entries: ClassVar[dict[str, dict[str, Entry]]] = {}
+    _last_commits: ClassVar[dict[str, dict[str, dict[str, str]]]] = {}
+    _blobs: ClassVar[dict[str, bytes]] = {}
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._lock = threading.Lock()
-        self._entries: dict[str, dict[str, Entry]] = {}
-        self._last_commits: dict[str, dict[str, dict[str, str]]] = {}
-        self._blobs: dict[str, bytes] = {}
 
     def refs(self) -> dict[str, str]:
         """Full ref name -> commit SHA (read fresh: branches move)."""

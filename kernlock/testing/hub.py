@@ -51,6 +51,7 @@ import argparse
 import collections
 import hashlib
 import re
+import shutil
 import signal
 import sys
 import threading
@@ -66,6 +67,7 @@ from kernlock.testing.handler import FAULT_KINDS, Fault, Handler, HubError, Resp
 RATE_LIMITS = {"api": 500, "resolvers": 3000}  # the Hub's anonymous quotas per window
 RATE_WINDOW = 300.0  # seconds; the Hub counts in fixed 5-minute windows
 TREE_PAGE_SIZE = 1000
+_POLL_INTERVAL = 0.02  # seconds between the serving loop's checks for stop() (the standard 0.5 makes each stop slow)
 
 
 class TestHub:
@@ -86,8 +88,10 @@ class TestHub:
         latency: float = 0.0,
         renames: dict[str, str] | None = None,
         models: set[str] | frozenset[str] = frozenset(),
+        copy_on_change: Path | None = None,
     ) -> None:
         self.repos = {repo_id: GitRepo(Path(path)) for repo_id, path in repos.items()}
+        self._copy_on_change = copy_on_change  # where repo_path() puts private copies; None: serve the repos given
         self.models = set(models)  # model repo ids: answered on /api/models/, not as kernels (as the Hub does)
         self.renames = dict(renames or {})  # old repo id -> new: answered with a 307, as the Hub does
         self.trusted_orgs = set(trusted_orgs)
@@ -125,7 +129,9 @@ class TestHub:
     def _serve(self, port: int, cdn: bool) -> ThreadingHTTPServer:
         server = ThreadingHTTPServer(("127.0.0.1", port), type("Handler", (Handler,), {"hub": self, "cdn": cdn}))
         server.daemon_threads = True
-        threading.Thread(target=server.serve_forever, name="TestHub-CDN" if cdn else "TestHub", daemon=True).start()
+        # A short poll keeps stop() quick: shutdown() waits for the serving loop's next poll.
+        threading.Thread(target=server.serve_forever, args=(_POLL_INTERVAL,), name="TestHub-CDN" if cdn else "TestHub",
+                         daemon=True).start()
         return server
 
     def stop(self) -> None:
@@ -144,8 +150,17 @@ class TestHub:
         self.stop()
 
     def repo_path(self, repo_id: str) -> Path:
-        """The git repository served as ``repo_id``."""
-        return self.repos[repo_id].path
+        """The git repository served as ``repo_id``, for a test to read or change.
+
+        With ``copy_on_change``, the repos given are shared templates: the first call copies
+        ``repo_id`` there and serves the copy from then on, so only the repos a test touches are copied.
+        """
+        with self._lock:
+            repo = self.repos[repo_id]
+            if self._copy_on_change is not None and self._copy_on_change not in repo.path.parents:
+                copy = shutil.copytree(repo.path, self._copy_on_change / repo.path.name)
+                self.repos[repo_id] = repo = GitRepo(Path(copy))
+            return repo.path
 
     def reset_counts(self) -> None:
         """Forget request counts, the request log and ``bytes_sent``."""
