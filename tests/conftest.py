@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import patch_hub_client
+from helpers import LockedProject, LockedProjectFactory, lock_project, patch_hub_client
 from kernlock.testing.fixtures import build_fixture_repos, default_fixtures_dir
 from kernlock.testing.hub import TestHub
 
@@ -67,3 +67,18 @@ def hub(
     with TestHub(fixture_repos_template, copy_on_change=tmp_path / "repos") as server:
         patch_hub_client(monkeypatch, server.url, tmp_path / "hf_home")
         yield server
+
+
+
+@pytest.fixture
+def locked_project(hub: TestHub, tmp_path: Path) -> LockedProjectFactory:
+    """Make and lock a project: ``locked_project(kernels, targets=(), extra="", files=None, root=None)``.
+
+    ``targets=()`` locks for this machine; ``extra`` is appended to ``[tool.kernlock]``; ``files`` (name -> text)
+    are written before locking; the project lies at ``root`` (default ``tmp_path / "p"``).
+    """
+    def make(kernels: list[str], targets: list[str] = (), extra: str = "", files: dict[str, str] | None = None,
+             root: Path | None = None) -> LockedProject:
+        return lock_project(root or tmp_path / "p", kernels, targets, extra, files)
+
+    return make

@@ -5,17 +5,32 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from click.testing import CliRunner, Result
 
 from kernlock.cli import main
+from kernlock.lockfile import Lockfile
+from kernlock.lockfile_toml import load_lockfile
 
+# Targets (CPU is this test machine's).
 CPU = "torch2.13-cxx11-cpu-x86_64-linux"
 CUDA_X86 = "torch2.12-cxx11-cu128-x86_64-linux"
 CUDA_130 = "torch2.11-cxx11-cu130-x86_64-linux"
 ARM = "torch2.10-cxx11-cu128-aarch64-linux"
+
+# The fixture kernel repos (fixtures/*.toml).
+FA2 = "kernels-community/flash-attn2"
+ACTIVATION = "kernels-community/activation"
+TAGGED = "kernels-community/tagged"
+UNIVERSAL = "kernels-community/universal"
+WITH_DEP = "kernels-community/with-dep"
+PROVENANCE = "kernels-community/provenance"
+RELU = "kernels-community/relu"
+UNTRUSTED = "untrusted-org/some-kernel"
 
 _UNSET_ENV = (
     "HF_TOKEN",
@@ -41,6 +56,27 @@ def make_project(root: Path, kernels: list[str] = (), targets: list[str] = (), e
         lines.append("targets = [" + ", ".join(f'"{t}"' for t in targets) + "]")
     (root / "pyproject.toml").write_text("\n".join(lines) + "\n" + extra)
     return root
+
+
+class LockedProject(NamedTuple):
+    """A project locked against the test Hub: its directory and its lock."""
+
+    path: Path
+    lock: Lockfile
+
+
+LockedProjectFactory = Callable[..., LockedProject]  # the `locked_project` fixture (conftest.py)
+
+
+def lock_project(root: Path, kernels: list[str], targets: list[str] = (), extra: str = "",
+                 files: dict[str, str] | None = None) -> LockedProject:
+    """Write a project at `root` (pyproject.toml plus `files`) and lock it with `kernlock lock`, which must succeed."""
+    project = make_project(root, kernels=list(kernels), targets=list(targets), extra=extra)
+    for name, text in (files or {}).items():
+        (project / name).write_text(text)
+    result = cli("lock", cwd=project)
+    assert result.exit_code == 0, result.output
+    return LockedProject(project, load_lockfile(project / "kernels.lock"))
 
 
 def cli(*args: str, cwd: Path | None = None) -> Result:

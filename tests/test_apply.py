@@ -15,7 +15,7 @@ import pytest
 
 import kernels
 import kernlock
-from helpers import CUDA_X86
+from helpers import ACTIVATION, CUDA_X86, FA2, UNIVERSAL, LockedProjectFactory
 from kernlock import cache
 from kernlock.errors import (
     IntegrityError,
@@ -28,9 +28,7 @@ from kernlock.errors import (
 from kernlock.patch import release
 from kernlock.testing.fixtures import advance_branch, rev_parse
 from kernlock.testing.hub import TestHub
-from scripts.harness import ACTIVATION, FA2, locked_project, ok, only_locked_files_requested, python, variant_of
-
-UNIVERSAL = "kernels-community/universal"
+from scripts.harness import ok, only_locked_files_requested, python, variant_of
 
 
 @pytest.fixture(autouse=True)
@@ -54,8 +52,10 @@ tiny.result(forms=out, applied=applied.kernels)
 """
 
 
-def test_every_attn_implementation_form_loads_the_locked_build_after_branches_move(hub: TestHub, tmp_path: Path) -> None:
-    project, lock = locked_project(tmp_path / "p", [FA2, f"{FA2}@v2", f"paged|{FA2}@v3", f"{FA2}:flash_attn_func", "flash_attention_2"])
+def test_every_attn_implementation_form_loads_the_locked_build_after_branches_move(
+    hub: TestHub, locked_project: LockedProjectFactory
+) -> None:
+    project, lock = locked_project([FA2, f"{FA2}@v2", f"paged|{FA2}@v3", f"{FA2}:flash_attn_func", "flash_attention_2"])
     locked = {k.spec: k for k in lock.kernels}
     moved = {branch: advance_branch(hub.repo_path(FA2), branch) for branch in ("v2", "v3", "v4")}
     expected = {
@@ -99,8 +99,9 @@ tiny.result(pinned=pinned, unlocked=unlocked)
 
 
 @pytest.mark.parametrize("before", [True, False], ids=["apply-before-import", "apply-after-import"])
-def test_apply_before_or_after_importing_transformers(hub: TestHub, tmp_path: Path, before: bool) -> None:
-    project, lock = locked_project(tmp_path / "p", [f"{FA2}@v2"])
+def test_apply_before_or_after_importing_transformers(hub: TestHub, locked_project: LockedProjectFactory,
+                                                      before: bool) -> None:
+    project, lock = locked_project([f"{FA2}@v2"])
     moved = advance_branch(hub.repo_path(FA2), "v2")
     imports = "import kernels, transformers\nfrom kernels import get_kernel"
     script = STRICT_SCRIPT.replace("{imports}", "" if not before else imports)
@@ -124,8 +125,8 @@ def test_apply_before_or_after_importing_transformers(hub: TestHub, tmp_path: Pa
 
 # ---------------------------------------------------------------- kernels' own entry points
 
-def test_direct_kernels_calls_bind_to_the_lock(hub: TestHub, tmp_path: Path) -> None:
-    project, lock = locked_project(tmp_path / "p", [f"{FA2}@v2"])
+def test_direct_kernels_calls_bind_to_the_lock(hub: TestHub, locked_project: LockedProjectFactory) -> None:
+    project, lock = locked_project([f"{FA2}@v2"])
     [entry] = lock.kernels
     moved = advance_branch(hub.repo_path(FA2), "v2")
     kernlock.apply(project / "kernels.lock")
@@ -152,8 +153,8 @@ def test_direct_kernels_calls_bind_to_the_lock(hub: TestHub, tmp_path: Path) -> 
     assert sum(hub.requests.values()) == 0, hub.log
 
 
-def test_lenient_apply_warns_and_loads_unlocked_kernels_as_usual(hub: TestHub, tmp_path: Path, caplog) -> None:
-    project, _ = locked_project(tmp_path / "p", [f"{FA2}@v2"])
+def test_lenient_apply_warns_and_loads_unlocked_kernels_as_usual(locked_project: LockedProjectFactory, caplog) -> None:
+    project, _ = locked_project([f"{FA2}@v2"])
     kernlock.apply(project / "kernels.lock", strict=False)
     with caplog.at_level(logging.WARNING, logger="kernlock"):
         identity = kernels.get_kernel(UNIVERSAL, version=1).KERNEL_IDENTITY
@@ -202,8 +203,9 @@ tiny.result(**out)
 """
 
 
-def test_kernelize_uses_the_locked_layer_kernel_with_no_requests_when_warm(hub: TestHub, tmp_path: Path) -> None:
-    project, lock = locked_project(tmp_path / "p", [f"{ACTIVATION}@v1"])
+def test_kernelize_uses_the_locked_layer_kernel_with_no_requests_when_warm(hub: TestHub,
+                                                                           locked_project: LockedProjectFactory) -> None:
+    project, lock = locked_project([f"{ACTIVATION}@v1"])
     [entry] = lock.kernels
     moved = advance_branch(hub.repo_path(ACTIVATION), "v1")
     script = f"REPO = {ACTIVATION!r}\n{KERNELIZE_SCRIPT}"
@@ -238,8 +240,8 @@ tiny.result(identity=kernel.KERNEL_IDENTITY, before=before, after=dict(kernel.CA
 """
 
 
-def test_sft_trainer_trains_through_the_locked_kernel(hub: TestHub, tmp_path: Path) -> None:
-    project, lock = locked_project(tmp_path / "p", [FA2])
+def test_sft_trainer_trains_through_the_locked_kernel(hub: TestHub, locked_project: LockedProjectFactory) -> None:
+    project, lock = locked_project([FA2])
     [entry] = lock.kernels
     moved = advance_branch(hub.repo_path(FA2), entry.ref)
     result = ok(python(f"from pathlib import Path\nFA2 = {FA2!r}\n{SFT_SCRIPT}", project))
@@ -253,8 +255,8 @@ def test_sft_trainer_trains_through_the_locked_kernel(hub: TestHub, tmp_path: Pa
 # ---------------------------------------------------------------- failures
 
 
-def test_no_variant_for_this_environment_fails_inside_apply(hub: TestHub, tmp_path: Path) -> None:
-    project, lock = locked_project(tmp_path / "p", [f"{FA2}@v2"], targets=[CUDA_X86])
+def test_no_variant_for_this_environment_fails_inside_apply(locked_project: LockedProjectFactory) -> None:
+    project, lock = locked_project([f"{FA2}@v2"], targets=[CUDA_X86])
     with pytest.raises(NoVariantError) as error:
         kernlock.apply(project / "kernels.lock")
     message = str(error.value)
@@ -264,8 +266,8 @@ def test_no_variant_for_this_environment_fails_inside_apply(hub: TestHub, tmp_pa
     assert kernlock.patch.active_lock() is None  # nothing was bound
 
 
-def test_tampered_cached_file_is_caught_even_with_same_size(hub: TestHub, tmp_path: Path, monkeypatch) -> None:
-    project, lock = locked_project(tmp_path / "p", [f"{FA2}@v2"])
+def test_tampered_cached_file_is_caught_even_with_same_size(locked_project: LockedProjectFactory, monkeypatch) -> None:
+    project, lock = locked_project([f"{FA2}@v2"])
     [entry] = lock.kernels
     variant = entry.variant_for(lock.targets[0])
     kernlock.apply(project / "kernels.lock")
@@ -294,10 +296,11 @@ def test_tampered_cached_file_is_caught_even_with_same_size(hub: TestHub, tmp_pa
     assert "kernlock sync --repair" in message
 
 
-def test_offline_with_a_cold_cache_says_to_sync(hub: TestHub, tmp_path: Path, monkeypatch) -> None:
+def test_offline_with_a_cold_cache_says_to_sync(hub: TestHub, locked_project: LockedProjectFactory,
+                                                monkeypatch) -> None:
     from huggingface_hub import constants
 
-    project, _ = locked_project(tmp_path / "p", [f"{FA2}@v2"])
+    project, _ = locked_project([f"{FA2}@v2"])
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # what HF_HUB_OFFLINE=1 or TRANSFORMERS_OFFLINE=1 set
     kernlock.apply(project / "kernels.lock")
     hub.reset_counts()
@@ -306,7 +309,7 @@ def test_offline_with_a_cold_cache_says_to_sync(hub: TestHub, tmp_path: Path, mo
     assert sum(hub.requests.values()) == 0
 
 
-def test_missing_and_malformed_lock(hub: TestHub, tmp_path: Path, monkeypatch) -> None:
+def test_missing_and_malformed_lock(locked_project: LockedProjectFactory, tmp_path: Path, monkeypatch) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     monkeypatch.chdir(empty)
@@ -321,7 +324,7 @@ def test_missing_and_malformed_lock(hub: TestHub, tmp_path: Path, monkeypatch) -
         kernlock.apply()
     monkeypatch.delenv("KERNLOCK_LOCKFILE")
 
-    project, _ = locked_project(tmp_path / "p", [f"{FA2}@v2"])
+    project, _ = locked_project([f"{FA2}@v2"])
     path = project / "kernels.lock"
     path.write_text(path.read_text().replace('commit = "', 'commit = "zz', 1))
     with pytest.raises(LockfileError, match=r"kernel\[0\]\.commit"):

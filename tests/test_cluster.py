@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers import CPU, make_project, run_kernlock
+from helpers import CPU, FA2, LockedProjectFactory, make_project, run_kernlock
 from kernlock.testing.hub import TestHub
-from scripts.harness import FA2, PRELUDE, child_env, locked_project, ok, only_locked_files_requested, run, variant_of
+from scripts.harness import PRELUDE, child_env, ok, only_locked_files_requested, run, variant_of
 
 CPU_212 = "torch2.12-cxx11-cpu-x86_64-linux"
 TWO_RANKS = Path(__file__).resolve().parent.parent / "examples" / "cluster" / "two_ranks.sh"
@@ -82,8 +82,8 @@ def failed_with_table(ranks: list[subprocess.CompletedProcess], problem: str) ->
 
 
 @pytest.mark.parametrize("when", ["start-up hook", "apply() after init_process_group"])
-def test_identical_ranks_pass_and_say_what_they_bind(hub, tmp_path: Path, when: str) -> None:
-    project, lock = locked_project(tmp_path / "p", [FA2])
+def test_identical_ranks_pass_and_say_what_they_bind(locked_project: LockedProjectFactory, when: str) -> None:
+    project, lock = locked_project([FA2])
     [entry] = lock.kernels
     if when == "start-up hook":
         ranks = launch_ranks(INIT + AFTER_INIT, project, [{}, {}])
@@ -98,9 +98,10 @@ def test_identical_ranks_pass_and_say_what_they_bind(hub, tmp_path: Path, when: 
         assert f"{FA2}@{entry.commit[:12]} [{entry.variant_for(CPU).name}]" in proc.stderr
 
 
-def test_a_rank_with_another_lock_stops_every_rank_with_the_table(hub, tmp_path: Path) -> None:
-    project, lock = locked_project(tmp_path / "p", [FA2])
-    other, other_lock = locked_project(tmp_path / "q", [f"{FA2}@v2"])
+def test_a_rank_with_another_lock_stops_every_rank_with_the_table(locked_project: LockedProjectFactory,
+                                                                  tmp_path: Path) -> None:
+    project, lock = locked_project([FA2])
+    other, other_lock = locked_project([f"{FA2}@v2"], root=tmp_path / "q")
     ranks = launch_ranks(INIT + AFTER_INIT, project, [{}, {"KERNLOCK_LOCKFILE": str(other / "kernels.lock")}])
     table = failed_with_table(ranks, "ranks read different lock files")
     rows = table.splitlines()
@@ -141,8 +142,8 @@ def test_opt_in_on_some_ranks_only_is_not_enough_and_the_guard_can_be_switched_o
     assert "all ranks bind" not in off[0].stderr
 
 
-def test_a_rank_without_the_lock_is_named(hub, tmp_path: Path) -> None:
-    project, _ = locked_project(tmp_path / "p", [FA2])
+def test_a_rank_without_the_lock_is_named(locked_project: LockedProjectFactory) -> None:
+    project, _ = locked_project([FA2])
     ranks = launch_ranks(INIT + AFTER_INIT, project, [{"KERNLOCK_RANK_CHECK_TIMEOUT": "2"}, {"without_kernlock": "1"}])
     assert ranks[0].returncode != 0 and "RESULT" not in ranks[0].stdout
     assert "kernlock: rank(s) 1 did not report within the time limit" in ranks[0].stderr, ranks[0].stderr[-3000:]
@@ -150,8 +151,9 @@ def test_a_rank_without_the_lock_is_named(hub, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("launcher", ["torchrun", "accelerate"])
-def test_ddp_job_under_kernlock_run_binds_every_rank_to_the_lock(hub: TestHub, tmp_path: Path, launcher: str) -> None:
-    project, lock = locked_project(tmp_path / "p", [FA2])
+def test_ddp_job_under_kernlock_run_binds_every_rank_to_the_lock(hub: TestHub, locked_project: LockedProjectFactory,
+                                                                 launcher: str) -> None:
+    project, lock = locked_project([FA2])
     [entry] = lock.kernels
     hub.reset_counts()
     proc = run([str(TWO_RANKS), launcher, "--steps", "2"], project)  # kernlock run -v -- torchrun|accelerate launch
@@ -201,12 +203,13 @@ def interpreter_for_another_user() -> tuple[str, str]:
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to run ranks as a second uid")
 @pytest.mark.parametrize("layout", ["synced HF_HOME", "vendor directory"])
-def test_ranks_of_another_user_load_from_a_read_only_shared_cache(hub: TestHub, tmp_path: Path, layout: str) -> None:
+def test_ranks_of_another_user_load_from_a_read_only_shared_cache(hub: TestHub, locked_project: LockedProjectFactory,
+                                                                 layout: str) -> None:
     python, site_packages = interpreter_for_another_user()
     shared = Path(tempfile.mkdtemp(prefix="kernlock-shared-"))  # outside root's private pytest directory
     try:
         shared.chmod(0o755)
-        project, lock = locked_project(shared / "p", [FA2])
+        project, lock = locked_project([FA2], root=shared / "p")
         [entry] = lock.kernels
         if layout == "synced HF_HOME":
             prepared = run_kernlock("sync", cwd=project, env={"HF_HOME": str(shared / "hf_home")})

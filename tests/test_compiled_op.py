@@ -6,13 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from helpers import RELU, LockedProjectFactory
 from kernlock import cache
 from kernlock.errors import LockfileError
 from kernlock.lockfile_toml import load_lockfile
-from kernlock.testing.hub import TestHub
-from scripts.harness import locked_project, ok, python, variant_of
+from scripts.harness import ok, python, variant_of
 
-RELU = "kernels-community/relu"
 LIBRARY = "_relu_0f3c2a1.abi3.so"
 
 LOAD_SCRIPT = """
@@ -34,8 +33,8 @@ def run_load(project: Path) -> dict:
     return ok(python(f"RELU = {RELU!r}\nOPS = {LIBRARY.split('.')[0]!r}\n{LOAD_SCRIPT}", project))
 
 
-def test_compiled_op_kernel_in_kernel_builder_layout_loads_through_apply(hub: TestHub, tmp_path: Path) -> None:
-    project, lock = locked_project(tmp_path / "p", [f"{RELU}@v1"])
+def test_compiled_op_kernel_in_kernel_builder_layout_loads_through_apply(locked_project: LockedProjectFactory) -> None:
+    project, lock = locked_project([f"{RELU}@v1"])
     [entry] = lock.kernels
     variant = entry.variant_for(lock.targets[0])
     assert sorted(f.path for f in variant.files) == [
@@ -52,8 +51,8 @@ def test_compiled_op_kernel_in_kernel_builder_layout_loads_through_apply(hub: Te
     assert any(Path(path).name == library.sha256 for path in result["mapped"]), result["mapped"]
 
 
-def test_tampered_library_is_refused_before_dlopen(hub: TestHub, tmp_path: Path) -> None:
-    project, lock = locked_project(tmp_path / "p", [f"{RELU}@v1"])
+def test_tampered_library_is_refused_before_dlopen(locked_project: LockedProjectFactory) -> None:
+    project, lock = locked_project([f"{RELU}@v1"])
     [entry] = lock.kernels
     variant = entry.variant_for(lock.targets[0])
     library = next(f for f in variant.files if f.path == LIBRARY)
@@ -70,8 +69,8 @@ def test_tampered_library_is_refused_before_dlopen(hub: TestHub, tmp_path: Path)
     assert result["imported"] == []
 
 
-def test_signed_must_agree_with_the_locked_files(hub: TestHub, tmp_path: Path) -> None:
-    project, _ = locked_project(tmp_path / "p", [f"{RELU}@v1"])
+def test_signed_must_agree_with_the_locked_files(locked_project: LockedProjectFactory) -> None:
+    project, _ = locked_project([f"{RELU}@v1"])
     text = (project / "kernels.lock").read_text()
     unsigned = project / "unsigned.lock"
     unsigned.write_text(text.replace("signed = true\n", ""))

@@ -15,14 +15,14 @@ import pytest
 
 import kernels
 import kernlock
+from helpers import ACTIVATION, UNIVERSAL, LockedProjectFactory
 from kernlock import cache
 from kernlock.errors import LocalKernelError, UnlockedKernelError
 from kernlock.patch import release
 from kernlock.testing.fixtures import advance_branch
 from kernlock.testing.hub import TestHub
-from scripts.harness import ACTIVATION, locked_project, ok, python, variant_of
+from scripts.harness import ok, python, variant_of
 
-UNIVERSAL = "kernels-community/universal"
 UNLOCKED = rf"kernel {UNIVERSAL} \(.*\) is not in .*kernlock lock {UNIVERSAL}"
 
 
@@ -33,9 +33,9 @@ def _release() -> None:
 
 
 @pytest.fixture
-def locked(hub: TestHub, tmp_path: Path):
+def locked(hub: TestHub, locked_project: LockedProjectFactory):
     """A project locking activation@v1 (a layer kernel); its branch then moves upstream."""
-    project, lock = locked_project(tmp_path / "p", [f"{ACTIVATION}@v1"])
+    project, lock = locked_project([f"{ACTIVATION}@v1"])
     [entry] = lock.kernels
     assert advance_branch(hub.repo_path(ACTIVATION), "v1") != entry.commit
     return project, lock, entry

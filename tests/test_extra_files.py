@@ -10,13 +10,13 @@ import pytest
 
 import kernels
 import kernlock
-from helpers import cli
+from helpers import FA2, LockedProjectFactory, cli
 from kernlock import cache
 from kernlock.errors import IntegrityError
 from kernlock.lockfile import LockedKernel, LockedVariant
 from kernlock.patch import release
 from kernlock.testing.hub import TestHub
-from scripts.harness import FA2, locked_project, python
+from scripts.harness import python
 
 PLANTED = 'KERNEL_IDENTITY = {"planted": True}\n'
 
@@ -27,8 +27,8 @@ def _release():
     release()
 
 
-def synced(tmp_path: Path) -> tuple[Path, LockedKernel, LockedVariant, Path]:
-    project, lock = locked_project(tmp_path / "p", [f"{FA2}@v2"])
+def synced(locked_project: LockedProjectFactory) -> tuple[Path, LockedKernel, LockedVariant, Path]:
+    project, lock = locked_project([f"{FA2}@v2"])
     assert cli("sync", cwd=project).exit_code == 0
     [entry] = lock.kernels
     variant = entry.variant_for(lock.targets[0])

@@ -23,6 +23,7 @@ from huggingface_hub.errors import (
 from huggingface_hub.hf_api import RepoFile, RepoFolder
 
 import kernels
+from helpers import FA2
 from kernlock.testing.fixtures import (
     advance_branch,
     build_fixture_repos,
@@ -34,7 +35,6 @@ from kernlock.testing.fixtures import (
 )
 from kernlock.testing.hub import TestHub
 
-FA2 = "kernels-community/flash-attn2"
 CPU_VARIANT = "torch213-cxx11-cpu-x86_64-linux"
 CPU_BUILD = f"build/{CPU_VARIANT}"
 CPU_FILES = ["metadata.json", "flash_attn2/__init__.py", "flash_attn2/_identity.py", "flash_attn2/_ops.so"]
@@ -267,11 +267,13 @@ def test_status_fault_and_latency(hub: TestHub) -> None:
         api.list_repo_refs(FA2, repo_type="kernel")
     assert error.value.response.status_code == 500
     assert api.list_repo_refs(FA2, repo_type="kernel").branches  # the fault is used up
+    assert hub.fired == {"status": 1}
 
     hub.add_fault("delay", match="overview", seconds=0.3)
     start = time.monotonic()
     api.get_organization_overview("kernels-community")
     assert time.monotonic() - start >= 0.3
+    assert hub.fired["delay"] == 1
 
     hub.latency = 0.2
     start = time.monotonic()
@@ -285,6 +287,7 @@ def test_truncated_download_is_resumed(hub: TestHub) -> None:
     local = hf_hub_download(FA2, path, revision="v4", repo_type="kernel")
     assert Path(local).read_bytes() == _blob(hub, FA2, "v4", path)
     assert [method for method, _ in hub.log] == ["HEAD", "GET", "GET"]  # the second GET resumes (Range)
+    assert hub.fired == {"truncate": 1}
 
 
 def test_corrupt_and_reset_faults(hub: TestHub) -> None:
@@ -295,6 +298,7 @@ def test_corrupt_and_reset_faults(hub: TestHub) -> None:
     with pytest.raises((OSError, http.client.HTTPException)):
         _get(url)
     assert _get(url) == _blob(hub, FA2, "v4", "README.md")
+    assert hub.fired == {"corrupt": 1, "reset": 1}
 
 
 def test_cli_serves_fixture_repos(tmp_path: Path) -> None:

@@ -5,25 +5,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from helpers import ARM, CPU, CUDA_X86, cli, make_project
+from helpers import ARM, CPU, CUDA_X86, FA2, LockedProjectFactory, cli
 from kernlock.lockfile import Lockfile
 from kernlock.lockfile_toml import load_lockfile
 from kernlock.testing.fixtures import advance_branch, rev_parse
 from kernlock.testing.hub import TestHub
 
-FA2 = "kernels-community/flash-attn2"
 ACT = "kernels-community/activation@v1"
 
 
-def locked(tmp_path: Path, kernels: list[str], targets: list[str] = (CPU, CUDA_X86)) -> Path:
-    project = make_project(tmp_path / "p", kernels=kernels, targets=list(targets))
-    result = cli("lock", cwd=project)
-    assert result.exit_code == 0, result.output
-    return project
-
-
-def test_show(hub: TestHub, tmp_path: Path) -> None:
-    project = locked(tmp_path, [FA2, f"{FA2}@v2", "kernels-community/with-dep@v1"])
+def test_show(locked_project: LockedProjectFactory) -> None:
+    project = locked_project([FA2, f"{FA2}@v2", "kernels-community/with-dep@v1"], targets=[CPU, CUDA_X86]).path
     lock = load_lockfile(project / "kernels.lock")
     result = cli("show", cwd=project)
     assert result.exit_code == 0, result.output
@@ -41,8 +33,8 @@ def test_show(hub: TestHub, tmp_path: Path) -> None:
     assert {t for v in entry["variant"] for t in v["targets"]} == {CPU, CUDA_X86}
 
 
-def test_outdated(hub: TestHub, tmp_path: Path) -> None:
-    project = locked(tmp_path, [f"{FA2}@v2", f"{FA2}@v4", "kernels-community/tagged@v1.0.0"], targets=[CPU])
+def test_outdated(hub: TestHub, locked_project: LockedProjectFactory) -> None:
+    project = locked_project([f"{FA2}@v2", f"{FA2}@v4", "kernels-community/tagged@v1.0.0"], targets=[CPU]).path
     result = cli("outdated", cwd=project)
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
@@ -61,8 +53,8 @@ def test_outdated(hub: TestHub, tmp_path: Path) -> None:
     assert "up to date" in result.output
 
 
-def test_explain(hub: TestHub, tmp_path: Path) -> None:
-    project = locked(tmp_path, [f"{FA2}@v2"])
+def test_explain(locked_project: LockedProjectFactory) -> None:
+    project = locked_project([f"{FA2}@v2"], targets=[CPU, CUDA_X86]).path
     kernel = load_lockfile(project / "kernels.lock").kernel(f"{FA2}@v2")
     cpu_variant = kernel.variant_for(CPU).name
     result = cli("explain", FA2, "--target", CPU, "--target", ARM, cwd=project)
@@ -80,10 +72,10 @@ def test_explain(hub: TestHub, tmp_path: Path) -> None:
     assert result.exit_code == 2 and "not in the lock" in result.output
 
 
-def test_export_round_trips_through_kernels(hub: TestHub, tmp_path: Path) -> None:
+def test_export_round_trips_through_kernels(hub: TestHub, locked_project: LockedProjectFactory, tmp_path: Path) -> None:
     import kernels
 
-    project = locked(tmp_path, [f"{FA2}@v2", "kernels-community/with-dep@v1", "kernels-community/tagged@dev"], targets=[CPU])
+    project = locked_project([f"{FA2}@v2", "kernels-community/with-dep@v1", "kernels-community/tagged@dev"], [CPU]).path
     # Move the branches on, so only the lock can name the old commits.
     for repo, branch in ((FA2, "v2"), ("kernels-community/tagged", "dev")):
         advance_branch(hub.repo_path(repo), branch)

@@ -6,11 +6,11 @@ import json
 import sys
 from pathlib import Path
 
-from helpers import cli
+from helpers import ACTIVATION, FA2, cli
 from kernlock.lockfile_toml import load_lockfile
 from kernlock.testing.fixtures import advance_branch
 from kernlock.testing.hub import TestHub
-from scripts.harness import ACTIVATION, FA2, ok, python, run
+from scripts.harness import ok, python, run
 
 KERNELS_CLI = [sys.executable, "-c", "import sys; from kernels.cli import main; sys.argv[0] = 'kernels'; sys.exit(main())"]
 

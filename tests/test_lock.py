@@ -8,12 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ARM, CPU, CUDA_130, CUDA_X86, cli, make_project
+from helpers import ARM, CPU, CUDA_130, CUDA_X86, FA2, cli, make_project
 from kernlock.lockfile_toml import load_lockfile
 from kernlock.testing.fixtures import advance_branch, rev_parse
 from kernlock.testing.hub import TestHub
-
-FA2 = "kernels-community/flash-attn2"
 
 
 def lock_of(project: Path):
@@ -203,6 +201,7 @@ def test_network_failure_leaves_the_previous_lock_byte_identical(hub: TestHub, t
     result = cli("lock", "kernels-community/tagged@dev", "--upgrade", cwd=project)
     assert result.exit_code == 1
     assert "the Hub answered HTTP 503" in result.output
+    assert hub.fired["status"] >= 1
     assert (project / "kernels.lock").read_bytes() == before
     assert (project / "pyproject.toml").read_bytes() == pyproject
 
@@ -212,7 +211,7 @@ def test_transient_errors_are_retried(hub: TestHub, tmp_path: Path) -> None:
     hub.add_fault("status", match="/refs", times=2, code=502)
     result = cli("lock", cwd=project)
     assert result.exit_code == 0, result.output
-    assert hub.requests["refs"] == 3
+    assert hub.requests["refs"] == 3 and hub.fired["status"] == 2
 
 
 @pytest.mark.parametrize("bad", ["org/", "a/b@", "a/b@x@y", "a b/c", "../x/y"])

@@ -6,19 +6,8 @@ import json
 import re
 from pathlib import Path
 
-from helpers import CPU, cli, make_project
+from helpers import CPU, FA2, UNTRUSTED, LockedProjectFactory, cli
 from kernlock.lockfile_toml import load_lockfile
-from kernlock.testing.hub import TestHub
-
-FA2 = "kernels-community/flash-attn2"
-UNTRUSTED = "untrusted-org/some-kernel"
-
-
-def locked(tmp_path: Path, kernels: list[str], extra: str = "") -> Path:
-    project = make_project(tmp_path / "p", kernels=kernels, targets=[CPU], extra=extra)
-    result = cli("lock", cwd=project)
-    assert result.exit_code == 0, result.output
-    return project
 
 
 def remote_problems(project: Path) -> list[str]:
@@ -28,8 +17,8 @@ def remote_problems(project: Path) -> list[str]:
     return [p["message"] for c in report["checks"] if c["name"] == "remote" for p in c["problems"]]
 
 
-def test_an_alias_that_is_not_a_recorded_rename_is_refused(hub: TestHub, tmp_path: Path) -> None:
-    project = locked(tmp_path, [f"{UNTRUSTED}@v1"], extra=f'trust = ["{UNTRUSTED}"]\n')
+def test_an_alias_that_is_not_a_recorded_rename_is_refused(locked_project: LockedProjectFactory) -> None:
+    project = locked_project([f"{UNTRUSTED}@v1"], extra=f'trust = ["{UNTRUSTED}"]\n', targets=[CPU]).path
     path = project / "kernels.lock"
     path.write_text(path.read_text().replace(f'repo = "{UNTRUSTED}"\n', f'repo = "{UNTRUSTED}"\naliases = ["{FA2}"]\n'))
     result = cli("verify", cwd=project)
@@ -37,8 +26,8 @@ def test_an_alias_that_is_not_a_recorded_rename_is_refused(hub: TestHub, tmp_pat
     assert "kernel[0].aliases" in result.output and "not a rename recorded at lock time" in result.output
 
 
-def test_verify_remote_catches_a_forged_rename_hash_and_trust(hub: TestHub, tmp_path: Path) -> None:
-    project = locked(tmp_path, [f"{UNTRUSTED}@v1"], extra=f'trust = ["{UNTRUSTED}"]\n')
+def test_verify_remote_catches_a_forged_rename_hash_and_trust(locked_project: LockedProjectFactory) -> None:
+    project = locked_project([f"{UNTRUSTED}@v1"], extra=f'trust = ["{UNTRUSTED}"]\n', targets=[CPU]).path
     path = project / "kernels.lock"
     genuine = path.read_text()
     assert cli("verify", "--remote", cwd=project).exit_code == 0
@@ -62,8 +51,10 @@ def test_verify_remote_catches_a_forged_rename_hash_and_trust(hub: TestHub, tmp_
     assert any("does not mark 'untrusted-org' as a trusted kernel publisher" in p for p in remote_problems(project))
 
 
-def test_an_invalid_hand_edit_names_its_key_path_and_the_recommended_fix_works(hub: TestHub, tmp_path: Path) -> None:
-    project = locked(tmp_path, [f"{FA2}@v2"])
+def test_an_invalid_hand_edit_names_its_key_path_and_the_recommended_fix_works(
+    locked_project: LockedProjectFactory,
+) -> None:
+    project = locked_project([f"{FA2}@v2"], [CPU]).path
     path = project / "kernels.lock"
     sha256 = load_lockfile(path).kernels[0].variants[0].files[0].sha256
     path.write_text(path.read_text().replace(sha256, sha256.upper()))

@@ -9,12 +9,11 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from helpers import CPU, CUDA_X86, cli, make_project
+from helpers import CPU, CUDA_X86, FA2, LockedProjectFactory, cli
 from kernlock.cache import hub_cache_dir, variant_dir
 from kernlock.lockfile_toml import load_lockfile
 from kernlock.testing.hub import TestHub
 
-FA2 = "kernels-community/flash-attn2"
 KERNELS = [f"{FA2}@v2", "kernels-community/with-dep@v1"]
 
 LOAD_SCRIPT = """
@@ -26,13 +25,6 @@ module = kernels.get_kernel("kernels-community/with-dep", version=1)
 fa2 = kernels.get_kernel("kernels-community/flash-attn2", version=2)
 print(json.dumps([module.KERNEL_IDENTITY, module.DEP_IDENTITY, fa2.KERNEL_IDENTITY]))
 """
-
-
-def locked_project(tmp_path: Path, targets: list[str] = (CPU,)) -> Path:
-    project = make_project(tmp_path / "p", kernels=KERNELS, targets=list(targets))
-    result = cli("lock", cwd=project)
-    assert result.exit_code == 0, result.output
-    return project
 
 
 def run_load(project: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -57,8 +49,8 @@ def file_requests_only(hub: TestHub) -> bool:
     return {p for _, p in hub.log if "/resolve/" not in p and not p.startswith("/cdn/")} <= {"/api/agent-harnesses"}
 
 
-def test_sync_fetches_exactly_the_locked_variants(hub: TestHub, tmp_path: Path) -> None:
-    project = locked_project(tmp_path, [CPU, CUDA_X86])
+def test_sync_fetches_exactly_the_locked_variants(hub: TestHub, locked_project: LockedProjectFactory) -> None:
+    project = locked_project(KERNELS, [CPU, CUDA_X86]).path
     lock = load_lockfile(project / "kernels.lock")
     hub.reset_counts()
     result = cli("sync", cwd=project)
@@ -85,8 +77,8 @@ def test_sync_fetches_exactly_the_locked_variants(hub: TestHub, tmp_path: Path) 
     assert sum(hub.requests.values()) == 0
 
 
-def test_repair_redownloads_a_corrupted_file(hub: TestHub, tmp_path: Path) -> None:
-    project = locked_project(tmp_path)
+def test_repair_redownloads_a_corrupted_file(locked_project: LockedProjectFactory) -> None:
+    project = locked_project(KERNELS, [CPU]).path
     assert cli("sync", cwd=project).exit_code == 0
     kernel = load_lockfile(project / "kernels.lock").kernel(f"{FA2}@v2")
     variant = kernel.variant_for(CPU)
@@ -101,26 +93,28 @@ def test_repair_redownloads_a_corrupted_file(hub: TestHub, tmp_path: Path) -> No
     assert cli("sync", cwd=project).exit_code == 0
 
 
-def test_a_bad_body_from_the_hub_is_never_kept(hub: TestHub, tmp_path: Path) -> None:
-    project = locked_project(tmp_path)
+def test_a_bad_body_from_the_hub_is_never_kept(hub: TestHub, locked_project: LockedProjectFactory) -> None:
+    project = locked_project(KERNELS, [CPU]).path
     hub.add_fault("corrupt", match=r"/resolve/.*/metadata\.json", times=100, method="GET")
     result = cli("sync", cwd=project)
-    assert result.exit_code == 1
+    assert result.exit_code == 1 and hub.fired["corrupt"] >= 1
     assert "the Hub sent" in result.output and "nothing was kept" in result.output
     leftovers = [p for p in hub_cache_dir().rglob("metadata.json")]
     assert leftovers == []
     assert not [p for p in hub_cache_dir().rglob("*.incomplete")]
 
 
-def test_truncated_bodies_are_retried(hub: TestHub, tmp_path: Path) -> None:
-    project = locked_project(tmp_path)
+def test_truncated_bodies_are_retried(hub: TestHub, locked_project: LockedProjectFactory) -> None:
+    project = locked_project(KERNELS, [CPU]).path
     hub.add_fault("truncate", match=r"_ops\.so", times=2, method="GET")
     result = cli("sync", cwd=project)
     assert result.exit_code == 0, result.output
+    assert hub.fired["truncate"] == 2
 
 
-def test_vendor_directory_works_with_no_hub_and_no_cache(hub: TestHub, tmp_path: Path) -> None:
-    project = locked_project(tmp_path, [CPU, CUDA_X86])
+def test_vendor_directory_works_with_no_hub_and_no_cache(hub: TestHub, locked_project: LockedProjectFactory,
+                                                         tmp_path: Path) -> None:
+    project = locked_project(KERNELS, [CPU, CUDA_X86]).path
     vendor = tmp_path / "vendor"
     result = cli("vendor", str(vendor), cwd=project)
     assert result.exit_code == 0, result.output
@@ -148,8 +142,9 @@ def test_vendor_directory_works_with_no_hub_and_no_cache(hub: TestHub, tmp_path:
     assert not (tmp_path / "empty-home").exists()
 
 
-def test_hub_down_warm_cache_works_cold_cache_says_what_is_missing(hub: TestHub, tmp_path: Path) -> None:
-    project = locked_project(tmp_path)
+def test_hub_down_warm_cache_works_cold_cache_says_what_is_missing(hub: TestHub,
+                                                                   locked_project: LockedProjectFactory) -> None:
+    project = locked_project(KERNELS, [CPU]).path
     assert cli("sync", cwd=project).exit_code == 0
     hub.stop()
     warm = run_load(project)
@@ -163,8 +158,8 @@ def test_hub_down_warm_cache_works_cold_cache_says_what_is_missing(hub: TestHub,
     assert "kernlock sync" in message
 
 
-def test_eight_processes_cold_start_download_each_file_once(hub: TestHub, tmp_path: Path) -> None:
-    project = locked_project(tmp_path)
+def test_eight_processes_cold_start_download_each_file_once(hub: TestHub, locked_project: LockedProjectFactory) -> None:
+    project = locked_project(KERNELS, [CPU]).path
     lock = load_lockfile(project / "kernels.lock")
     hub.reset_counts()
     procs = [

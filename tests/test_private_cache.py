@@ -13,12 +13,11 @@ import pytest
 
 import kernels
 import kernlock
+from helpers import FA2, LockedProjectFactory, cli
 from kernlock import cache, private
 from kernlock.errors import IntegrityError
 from kernlock.lockfile_toml import load_lockfile, write_lockfile
 from kernlock.patch import release
-from kernlock.testing.hub import TestHub
-from scripts.harness import FA2, locked_project
 from test_parse_cache import big_lock
 
 ATTACKER = 65534  # nobody
@@ -122,9 +121,10 @@ def test_swapping_the_cache_directory_between_check_and_use_changes_nothing(
         os.chown(item, ATTACKER, ATTACKER)
     aside = tmp_path / "aside"
 
-    state = {"evil_in_place": False}
+    state = {"evil_in_place": False, "swaps": 0}
 
     def swap() -> None:
+        state["swaps"] += 1
         if not state["evil_in_place"]:
             private_kernlock_cache.rename(aside)
             evil.rename(private_kernlock_cache)
@@ -147,6 +147,7 @@ def test_swapping_the_cache_directory_between_check_and_use_changes_nothing(
     for _ in range(4):
         assert load_lockfile(path).kernels[0].variants[0].files[0].sha256 == genuine
     monkeypatch.undo()
+    assert state["swaps"] >= 1  # the race was run
     assert not marker.exists()
 
 
@@ -173,9 +174,9 @@ def forge_stamps(directories: list[Path], blob: Path) -> int:
     return forged
 
 
-def test_a_forged_stamp_does_not_vouch_for_a_tampered_file(hub: TestHub, tmp_path: Path,
+def test_a_forged_stamp_does_not_vouch_for_a_tampered_file(locked_project: LockedProjectFactory,
                                                           private_kernlock_cache: Path) -> None:
-    project, lock = locked_project(tmp_path / "p", [f"{FA2}@v2"])
+    project, lock = locked_project([f"{FA2}@v2"])
     [entry] = lock.kernels
     variant = entry.variant_for(lock.targets[0])
     kernlock.apply(project / "kernels.lock")
@@ -196,12 +197,10 @@ def test_a_forged_stamp_does_not_vouch_for_a_tampered_file(hub: TestHub, tmp_pat
         release()
 
 
-def test_stamps_from_another_users_cache_are_not_trusted(hub: TestHub, tmp_path: Path, private_kernlock_cache: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    project, lock = locked_project(tmp_path / "p", [f"{FA2}@v2"])
+def test_stamps_from_another_users_cache_are_not_trusted(locked_project: LockedProjectFactory, tmp_path: Path,
+                                                        private_kernlock_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project, lock = locked_project([f"{FA2}@v2"])
     assert kernlock.verify(project, cache=False).ok
-    from helpers import cli
-
     assert cli("sync", cwd=project).exit_code == 0
     assert kernlock.verify(project, cache=True).ok  # stamps written
     theirs = tmp_path / "theirs"

@@ -10,13 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from helpers import CPU, CUDA_130, CUDA_X86, cli, make_project
+from helpers import CPU, CUDA_130, CUDA_X86, FA2, cli, make_project
 from kernlock.environment import installed_version
 from kernlock.lockfile_toml import load_lockfile
 from kernlock.testing.fixtures import rev_parse
 from kernlock.testing.hub import TestHub
 
-FA2 = "kernels-community/flash-attn2"
 OVERRIDE = f'''
 [[tool.kernlock.overrides."{FA2}"]]
 backend = "cu128"

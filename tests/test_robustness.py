@@ -12,21 +12,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import CPU, cli, make_project
+from helpers import CPU, FA2, LockedProjectFactory, cli, make_project
 from kernlock.errors import LockfileError
 from kernlock.lockfile_toml import dumps_lockfile, load_lockfile, parse_lockfile
 from kernlock.testing.fixtures import push_commit, rev_parse
 from kernlock.testing.hub import TestHub
 
-FA2 = "kernels-community/flash-attn2"
 SENTINEL = "hf_kernlockSENTINELtoken0123456789"
-
-
-def locked(hub: TestHub, tmp_path: Path, kernels: list[str] = (f"{FA2}@v2",)) -> Path:
-    project = make_project(tmp_path / "p", kernels=list(kernels), targets=[CPU])
-    result = cli("lock", cwd=project)
-    assert result.exit_code == 0, result.output
-    return project
 
 
 def files_under(root: Path) -> set[Path]:
@@ -47,18 +39,20 @@ def test_transient_faults_are_retried_with_backoff(hub: TestHub, tmp_path: Path,
     started = time.monotonic()
     result = cli("lock", cwd=project)
     assert result.exit_code == 0, result.output
+    assert hub.fired[kind] == 2
     assert time.monotonic() - started < 20
 
 
-def test_persistent_faults_fail_clearly_and_keep_the_old_lock(hub: TestHub, tmp_path: Path) -> None:
-    project = locked(hub, tmp_path)
+def test_persistent_faults_fail_clearly_and_keep_the_old_lock(hub: TestHub,
+                                                              locked_project: LockedProjectFactory) -> None:
+    project = locked_project([f"{FA2}@v2"], [CPU]).path
     before = (project / "kernels.lock").read_bytes()
     hub.reset_counts()
     hub.add_fault("status", match="/refs", times=100, code=429, retry_after=0.05)
     result = cli("lock", "--upgrade", cwd=project)
     assert result.exit_code == 1
     assert result.output.strip() == f"kernlock: error: {FA2}: the Hub answered HTTP 429; try again later"
-    assert hub.requests["refs"] == 4  # bounded
+    assert hub.requests["refs"] == hub.fired["status"] == 4  # bounded
     assert (project / "kernels.lock").read_bytes() == before
 
 
@@ -92,6 +86,7 @@ def test_hostile_tree_listings_are_rejected(hub: TestHub, tmp_path: Path, listin
     assert result.exit_code == 1
     assert problem in result.output
     assert len(result.output.strip().splitlines()) == 1
+    assert hub.fired["respond"] >= 1
     assert files_under(tmp_path) == before  # nothing written: no lock, nothing outside the cache
 
 
@@ -101,10 +96,12 @@ def test_refs_to_missing_commits_and_non_hex_shas(hub: TestHub, tmp_path: Path) 
     hub.add_fault("respond", match="/refs", times=1, body=refs)
     result = cli("lock", cwd=project)
     assert result.exit_code == 1 and "v2 points at commit ffffffffffff, which the Hub cannot list" in result.output
+    assert hub.fired["respond"] == 1
     refs["branches"][0]["targetCommit"] = "not-a-sha"
     hub.add_fault("respond", match="/refs", times=1, body=refs)
     result = cli("lock", cwd=project)
     assert result.exit_code == 1 and "which is not a commit SHA" in result.output
+    assert hub.fired["respond"] == 2
 
 
 @pytest.mark.parametrize(("content", "problem"), [(b"{not json", "not valid kernel metadata"), (b" " * (2 << 20), "more than")])
@@ -117,8 +114,8 @@ def test_malformed_or_oversized_metadata_is_rejected(hub: TestHub, tmp_path: Pat
     assert "metadata.json" in result.output and problem in result.output
 
 
-def test_a_lock_never_writes_outside_its_cache(hub: TestHub, tmp_path: Path) -> None:
-    project = locked(hub, tmp_path)
+def test_a_lock_never_writes_outside_its_cache(locked_project: LockedProjectFactory, tmp_path: Path) -> None:
+    project = locked_project([f"{FA2}@v2"], [CPU]).path
     text = (project / "kernels.lock").read_text()
     evil = text.replace('path = "metadata.json"', 'path = "../../../../evil.json"', 1)
     (project / "kernels.lock").write_text(evil)
@@ -212,7 +209,7 @@ def test_token_is_sent_but_never_written_or_printed(hub: TestHub, tmp_path: Path
     assert f"Bearer {SENTINEL}" in hub.authorizations
     hub.add_fault("status", match="/refs", times=10, code=500)
     failed = run_cli(project, "lock", "--upgrade")
-    assert failed.returncode == 1
+    assert failed.returncode == 1 and hub.fired["status"] >= 1
     texts = [o.stdout + o.stderr for o in (*outputs, failed)] + [p.read_text(errors="replace") for p in files_under(project)]
     assert not any(SENTINEL in text for text in texts)
 
@@ -223,7 +220,7 @@ def test_private_or_gated_repos_say_how_to_authenticate(hub: TestHub, tmp_path: 
     headers = {"X-Error-Code": error_code} if error_code else {}
     hub.add_fault("respond", match="/refs", times=10, status=code, body={"error": "Access to this repo is restricted"}, headers=headers)
     result = run_cli(project, "lock")
-    assert result.returncode == 1
+    assert result.returncode == 1 and hub.fired["respond"] >= 1
     message = result.stderr.strip()
     assert "kernels-community/tagged" in message and f"HTTP {code}" in message
     assert "HF_TOKEN" in message and "hf auth login" in message

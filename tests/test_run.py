@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from helpers import CUDA_X86, make_project
+from helpers import CUDA_X86, FA2, LockedProjectFactory, make_project
 from kernlock.commands.run import run_environment
 from kernlock.testing.fixtures import advance_branch
 from kernlock.testing.hub import TestHub
-from scripts.harness import FA2, kernlock_run, locked_project, only_locked_files_requested, run, variant_of
+from scripts.harness import kernlock_run, only_locked_files_requested, run, variant_of
 
 
-def test_trl_sft_cli_trains_through_the_locked_kernel(hub: TestHub, tmp_path: Path) -> None:
+def test_trl_sft_cli_trains_through_the_locked_kernel(hub: TestHub, locked_project: LockedProjectFactory) -> None:
     from scripts import tiny
 
-    project, lock = locked_project(tmp_path / "p", [FA2])
+    project, lock = locked_project([FA2])
     [entry] = lock.kernels
     moved = advance_branch(hub.repo_path(FA2), entry.ref)
     tiny.tokenizer(project / "model")
@@ -52,16 +52,16 @@ CHILD = (
 
 
 @pytest.mark.parametrize("lenient", [False, True], ids=["strict", "lenient"])
-def test_every_python_process_applies_the_lock(hub: TestHub, tmp_path: Path, lenient: bool) -> None:
-    project, _ = locked_project(tmp_path / "p", [f"{FA2}@v2"])
+def test_every_python_process_applies_the_lock(locked_project: LockedProjectFactory, lenient: bool) -> None:
+    project, _ = locked_project([f"{FA2}@v2"])
     proc = kernlock_run(CHILD, project, *(["--lenient"] if lenient else []))
     assert proc.returncode == 0, proc.stderr
     strict = not lenient
     assert proc.result == {"here": [True, strict], "child": ["True", str(strict)]}
 
 
-def test_exit_codes_and_signals_are_the_commands_own(hub: TestHub, tmp_path: Path) -> None:
-    project, _ = locked_project(tmp_path / "p", [f"{FA2}@v2"])
+def test_exit_codes_and_signals_are_the_commands_own(locked_project: LockedProjectFactory) -> None:
+    project, _ = locked_project([f"{FA2}@v2"])
     assert kernlock_run("raise SystemExit(3)", project).returncode == 3
     killed = kernlock_run("import signal; os.kill(os.getpid(), signal.SIGTERM)", project)
     assert killed.returncode == -signal.SIGTERM  # the command replaced kernlock: no wrapper turns it into 143
@@ -69,8 +69,8 @@ def test_exit_codes_and_signals_are_the_commands_own(hub: TestHub, tmp_path: Pat
     assert missing.returncode == 127 and "command not found: no-such-program-kernlock" in missing.stderr
 
 
-def test_no_variant_for_this_environment_stops_before_the_command_runs(hub: TestHub, tmp_path: Path) -> None:
-    project, _ = locked_project(tmp_path / "p", [f"{FA2}@v2"], targets=[CUDA_X86])
+def test_no_variant_for_this_environment_stops_before_the_command_runs(locked_project: LockedProjectFactory) -> None:
+    project, _ = locked_project([f"{FA2}@v2"], targets=[CUDA_X86])
     proc = kernlock_run("tiny.result(ran=True)", project)
     assert proc.returncode == 1 and proc.result is None
     [line] = proc.stderr.strip().splitlines()
@@ -86,8 +86,8 @@ def test_no_variant_for_this_environment_stops_before_the_command_runs(hub: Test
     assert plain.returncode == 0 and plain.stdout.split() == ["False"], plain.stderr
 
 
-def test_job_script_exports_apply_the_lock_where_kernels_are_imported(hub: TestHub, tmp_path: Path) -> None:
-    project, _ = locked_project(tmp_path / "p", [f"{FA2}@v2"])
+def test_job_script_exports_apply_the_lock_where_kernels_are_imported(locked_project: LockedProjectFactory) -> None:
+    project, _ = locked_project([f"{FA2}@v2"])
     script = (
         f'eval "$({sys.executable} -m kernlock run --export)"\n'
         f'{sys.executable} -c "import sys; print(\'kernlock.patch\' in sys.modules)"\n'

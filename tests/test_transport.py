@@ -16,13 +16,10 @@ from pathlib import Path
 import pytest
 from huggingface_hub import HfApi, hf_hub_download
 
-from helpers import CPU, cli, make_project
+from helpers import CPU, FA2, LockedProjectFactory, cli, make_project
 from kernlock.cache import discard, hub_cache_dir, repo_folder, variant_dir
-from kernlock.lockfile import LockedKernel
-from kernlock.lockfile_toml import load_lockfile
 from kernlock.testing.hub import TestHub
 
-FA2 = "kernels-community/flash-attn2"
 SO = "flash_attn2/_ops.so"
 FAST = {"HF_HUB_ETAG_TIMEOUT": "1", "HF_HUB_DOWNLOAD_TIMEOUT": "1", "KERNLOCK_HUB_DEADLINE": "3"}
 GIVE_UP_WITHIN = 3 + 1 + 6  # the deadline, one read timeout, slack for a loaded machine
@@ -38,13 +35,6 @@ except Exception as error:
 """
 
 
-def locked_fa2(tmp_path: Path) -> tuple[Path, LockedKernel]:
-    project = make_project(tmp_path / "p", kernels=[f"{FA2}@v2"], targets=[CPU])
-    result = cli("lock", cwd=project)
-    assert result.exit_code == 0, result.output
-    return project, load_lockfile(project / "kernels.lock").kernels[0]
-
-
 def one_line(output: str) -> str:
     lines = output.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in output, output
@@ -54,8 +44,10 @@ def one_line(output: str) -> str:
 # ---------------------------------------------------------------- the test Hub behaves like the real one
 
 
-def test_lfs_resolve_redirects_to_a_cdn_with_the_headers_split(hub: TestHub, tmp_path: Path) -> None:
-    _, kernel = locked_fa2(tmp_path)
+def test_lfs_resolve_redirects_to_a_cdn_with_the_headers_split(hub: TestHub,
+                                                               locked_project: LockedProjectFactory) -> None:
+    _, lock = locked_project([f"{FA2}@v2"], [CPU])
+    [kernel] = lock.kernels
     variant = kernel.variant_for(CPU)
     so = next(f for f in variant.files if f.path == SO)
     url = f"{hub.url}/kernels/{FA2}/resolve/{kernel.commit}/build/{variant.name}/{SO}"
@@ -91,13 +83,13 @@ def test_lock_costs_at_most_two_api_requests_per_kernel_plus_one_per_org(hub: Te
     assert api == {"refs": 2, "tree": 2, "overview": 1}, api
 
 
-def test_sync_fetches_over_plain_http_where_no_xet_server_answers(hub: TestHub, tmp_path: Path,
+def test_sync_fetches_over_plain_http_where_no_xet_server_answers(hub: TestHub, locked_project: LockedProjectFactory,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     from huggingface_hub import constants
 
     monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", False)  # hf_xet is installed and enabled
     monkeypatch.delenv("HF_HUB_DISABLE_XET")
-    project, _ = locked_fa2(tmp_path)
+    project = locked_project([f"{FA2}@v2"], [CPU]).path
     hub.reset_counts()
     assert cli("sync", cwd=project).exit_code == 0
     assert hub.requests["cdn"] == 1 and not [p for _, p in hub.log if "xet" in p]
@@ -108,9 +100,10 @@ def test_sync_fetches_over_plain_http_where_no_xet_server_answers(hub: TestHub, 
 
 @pytest.mark.parametrize("umask", [0o022, 0o002])
 def test_kernlock_and_hf_hub_download_share_blobs_names_and_modes(
-    hub: TestHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, umask: int
+    locked_project: LockedProjectFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, umask: int
 ) -> None:
-    project, kernel = locked_fa2(tmp_path)
+    project, lock = locked_project([f"{FA2}@v2"], [CPU])
+    [kernel] = lock.kernels
     variant = kernel.variant_for(CPU)
     previous = os.umask(umask)
     try:
@@ -139,8 +132,10 @@ def test_kernlock_and_hf_hub_download_share_blobs_names_and_modes(
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to switch to a second uid")
-def test_a_second_user_reads_a_cache_root_filled(hub: TestHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    project, kernel = locked_fa2(tmp_path)
+def test_a_second_user_reads_a_cache_root_filled(hub: TestHub, locked_project: LockedProjectFactory,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    project, lock = locked_project([f"{FA2}@v2"], [CPU])
+    [kernel] = lock.kernels
     shared = Path(tempfile.mkdtemp(prefix="kernlock-shared-"))
     try:
         shared.chmod(0o755)
@@ -204,9 +199,9 @@ def test_cache_location_follows_huggingface_hub(monkeypatch: pytest.MonkeyPatch,
 
 
 @pytest.mark.parametrize(("kind", "match"), [("stall", r"/resolve/"), ("stall", r"/cdn/"), ("slowloris", r"/cdn/")])
-def test_sync_gives_up_within_the_deadline(hub: TestHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                           kind: str, match: str) -> None:
-    project, _ = locked_fa2(tmp_path)
+def test_sync_gives_up_within_the_deadline(hub: TestHub, locked_project: LockedProjectFactory,
+                                           monkeypatch: pytest.MonkeyPatch, kind: str, match: str) -> None:
+    project = locked_project([f"{FA2}@v2"], [CPU]).path
     for name, value in FAST.items():
         monkeypatch.setenv(name, value)
     hub.add_fault(kind, match=match, times=100, interval=0.5)
@@ -219,19 +214,20 @@ def test_sync_gives_up_within_the_deadline(hub: TestHub, tmp_path: Path, monkeyp
     assert not list(hub_cache_dir().rglob("*.incomplete"))
 
 
-def test_cold_apply_gives_up_within_the_deadline(hub: TestHub, tmp_path: Path) -> None:
-    project, _ = locked_fa2(tmp_path)
+def test_cold_apply_gives_up_within_the_deadline(hub: TestHub, locked_project: LockedProjectFactory) -> None:
+    project = locked_project([f"{FA2}@v2"], [CPU]).path
     hub.add_fault("stall", match=r"/cdn/", times=100)
     out = subprocess.run([sys.executable, "-c", LOAD_SCRIPT], cwd=project, capture_output=True, text=True,
                          env={**os.environ, **FAST}, timeout=120)
+    assert hub.fired["stall"] >= 1
     given_up = time.monotonic() - hub.first_fired["stall"]  # from the first stalled request to the process's end
     assert out.returncode == 1 and given_up < GIVE_UP_WITHIN, (given_up, out.stderr)
     message = one_line(out.stderr)
     assert "cannot be downloaded" in message and "KERNLOCK_HUB_DEADLINE" in message
 
 
-def test_an_endless_body_is_cut_at_the_locked_size(hub: TestHub, tmp_path: Path) -> None:
-    project, _ = locked_fa2(tmp_path)
+def test_an_endless_body_is_cut_at_the_locked_size(hub: TestHub, locked_project: LockedProjectFactory) -> None:
+    project = locked_project([f"{FA2}@v2"], [CPU]).path
     hub.add_fault("endless", match=r"metadata\.json$", times=100, method="GET")
     result = cli("sync", cwd=project)
     assert hub.fired["endless"] >= 1
@@ -241,8 +237,9 @@ def test_an_endless_body_is_cut_at_the_locked_size(hub: TestHub, tmp_path: Path)
     assert not list(hub_cache_dir().rglob("*.incomplete"))
 
 
-def test_an_endless_body_during_lock_is_cut_and_the_lock_kept(hub: TestHub, tmp_path: Path) -> None:
-    project, _ = locked_fa2(tmp_path)
+def test_an_endless_body_during_lock_is_cut_and_the_lock_kept(hub: TestHub,
+                                                              locked_project: LockedProjectFactory) -> None:
+    project = locked_project([f"{FA2}@v2"], [CPU]).path
     before = (project / "kernels.lock").read_bytes()
     hub.add_fault("endless", match=r"/resolve/.*metadata\.json$", times=100, method="GET")
     result = cli("lock", "--upgrade", "--target", "torch2.12-cxx11-cu128-x86_64-linux", cwd=project)
@@ -316,8 +313,9 @@ def test_a_redirect_to_another_host_is_not_a_rename_and_credentials_are_redacted
 # ---------------------------------------------------------------- leftovers and repair
 
 
-def test_leftovers_of_a_killed_download_are_removed(hub: TestHub, tmp_path: Path) -> None:
-    project, kernel = locked_fa2(tmp_path)
+def test_leftovers_of_a_killed_download_are_removed(locked_project: LockedProjectFactory) -> None:
+    project, lock = locked_project([f"{FA2}@v2"], [CPU])
+    [kernel] = lock.kernels
     so = next(f for f in kernel.variant_for(CPU).files if f.path == SO)
     blobs = hub_cache_dir() / repo_folder(FA2) / "blobs"
     blobs.mkdir(parents=True)
@@ -326,8 +324,10 @@ def test_leftovers_of_a_killed_download_are_removed(hub: TestHub, tmp_path: Path
     assert not list(hub_cache_dir().rglob("*.incomplete"))
 
 
-def test_repair_removes_only_the_link_and_a_blob_nothing_else_points_to(hub: TestHub, tmp_path: Path) -> None:
-    project, kernel = locked_fa2(tmp_path)
+def test_repair_removes_only_the_link_and_a_blob_nothing_else_points_to(locked_project: LockedProjectFactory,
+                                                                        tmp_path: Path) -> None:
+    project, lock = locked_project([f"{FA2}@v2"], [CPU])
+    [kernel] = lock.kernels
     assert cli("sync", cwd=project).exit_code == 0
     variant = kernel.variant_for(CPU)
     root = variant_dir(kernel, variant.name)

@@ -10,26 +10,20 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ARM, CPU, CUDA_130, CUDA_X86, cli, make_project
+from helpers import ARM, CPU, CUDA_130, CUDA_X86, FA2, LockedProjectFactory, cli
 from kernlock.check import verify
 from kernlock.lockfile_toml import load_lockfile
 from kernlock.testing.fixtures import advance_branch
 from kernlock.testing.hub import TestHub
 
-FA2 = "kernels-community/flash-attn2"
 ACT = "kernels-community/activation@v1"
 SCAN = 'scan = ["train.py"]\n'
 TRAIN = "from transformers import AutoModel\nmodel = AutoModel.from_pretrained('m', attn_implementation='{spec}')\n"
 
 
-def locked_project(tmp_path: Path, kernels: list[str], targets: list[str] = (CPU, CUDA_X86), extra: str = "",
-                   train: str | None = None) -> Path:
-    project = make_project(tmp_path / "p", kernels=kernels, targets=list(targets), extra=extra)
-    if train is not None:
-        (project / "train.py").write_text(TRAIN.format(spec=train))
-    result = cli("lock", cwd=project)
-    assert result.exit_code == 0, result.output
-    return project
+def train(spec: str) -> dict[str, str]:
+    """A scanned train.py naming `spec`, for `locked_project(files=…)`."""
+    return {"train.py": TRAIN.format(spec=spec)}
 
 
 def verify_json(project: Path, *args: str) -> tuple[int, dict]:
@@ -41,8 +35,9 @@ def checks(report: dict) -> dict[str, dict]:
     return {check["name"]: check for check in report["checks"]}
 
 
-def test_fresh_lock_passes_every_offline_check(hub: TestHub, tmp_path: Path) -> None:
-    project = locked_project(tmp_path, [f"{FA2}@v2", ACT], extra=SCAN, train="kernels-community/tagged@v1.0.0")
+def test_fresh_lock_passes_every_offline_check(locked_project: LockedProjectFactory) -> None:
+    project = locked_project([f"{FA2}@v2", ACT], [CPU, CUDA_X86],
+                             extra=SCAN, files=train("kernels-community/tagged@v1.0.0")).path
     result = cli("verify", "--all-targets", cwd=project)
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
@@ -55,8 +50,8 @@ def test_fresh_lock_passes_every_offline_check(hub: TestHub, tmp_path: Path) -> 
     assert report.ok and report.exit_code == 0 and [c.name for c in report.checks] == ["lock", "fresh", "coverage", "doctor"]
 
 
-def test_json_schema(hub: TestHub, tmp_path: Path) -> None:
-    project = locked_project(tmp_path, [f"{FA2}@v2"])
+def test_json_schema(locked_project: LockedProjectFactory) -> None:
+    project = locked_project([f"{FA2}@v2"], [CPU, CUDA_X86]).path
     code, report = verify_json(project, "--target", ARM)
     assert code == 1
     assert set(report) == {"ok", "lockfile", "checks"} and report["ok"] is False
@@ -73,8 +68,8 @@ def test_json_schema(hub: TestHub, tmp_path: Path) -> None:
     assert coverage["problems"][0]["fix"] == f"kernlock lock --target {ARM}"
 
 
-def test_unreadable_lock_exits_2_naming_the_key_path(hub: TestHub, tmp_path: Path) -> None:
-    project = locked_project(tmp_path, [f"{FA2}@v2"])
+def test_unreadable_lock_exits_2_naming_the_key_path(locked_project: LockedProjectFactory) -> None:
+    project = locked_project([f"{FA2}@v2"], [CPU, CUDA_X86]).path
     lock_path = project / "kernels.lock"
     text = lock_path.read_text()
     lock_path.write_text(text.replace('commit = "', 'commit = "zz', 1))
@@ -93,8 +88,8 @@ def test_unreadable_lock_exits_2_naming_the_key_path(hub: TestHub, tmp_path: Pat
     assert result.exit_code == 2 and "no such lock file" in result.output
 
 
-def test_bad_usage_exits_2(hub: TestHub, tmp_path: Path) -> None:
-    project = locked_project(tmp_path, [f"{FA2}@v2"])
+def test_bad_usage_exits_2(locked_project: LockedProjectFactory) -> None:
+    project = locked_project([f"{FA2}@v2"], [CPU, CUDA_X86]).path
     result = cli("verify", "--target", "torch2-nonsense", cwd=project)
     assert result.exit_code == 2 and "invalid target" in result.output
     (project / "pyproject.toml").write_text((project / "pyproject.toml").read_text() + "bogus = 1\n")
@@ -102,8 +97,9 @@ def test_bad_usage_exits_2(hub: TestHub, tmp_path: Path) -> None:
     assert result.exit_code == 2 and "unknown key" in result.output
 
 
-def test_stale_when_sources_change(hub: TestHub, tmp_path: Path) -> None:
-    project = locked_project(tmp_path, [f"{FA2}@v2", ACT], extra=SCAN, train="kernels-community/universal@v1")
+def test_stale_when_sources_change(locked_project: LockedProjectFactory) -> None:
+    project = locked_project([f"{FA2}@v2", ACT], [CPU, CUDA_X86],
+                             extra=SCAN, files=train("kernels-community/universal@v1")).path
     pyproject = project / "pyproject.toml"
     # A kernel added in scanned code is named by file and line.
     (project / "train.py").write_text(TRAIN.format(spec="kernels-community/universal@v1")
@@ -132,8 +128,8 @@ def test_stale_when_sources_change(hub: TestHub, tmp_path: Path) -> None:
     assert cli("verify", cwd=project).exit_code == 0
 
 
-def test_stale_when_a_declared_target_is_not_locked(hub: TestHub, tmp_path: Path) -> None:
-    project = locked_project(tmp_path, [f"{FA2}@v2"], targets=[CPU])
+def test_stale_when_a_declared_target_is_not_locked(locked_project: LockedProjectFactory) -> None:
+    project = locked_project([f"{FA2}@v2"], [CPU]).path
     pyproject = project / "pyproject.toml"
     pyproject.write_text(pyproject.read_text().replace(f'targets = ["{CPU}"]', f'targets = ["{CPU}", "{CUDA_130}"]'))
     result = cli("verify", cwd=project)
@@ -144,16 +140,16 @@ def test_stale_when_a_declared_target_is_not_locked(hub: TestHub, tmp_path: Path
     assert f"fix: kernlock lock --target {CUDA_130}" in result.output
 
 
-def test_aliases_and_dependency_tables_count_as_sources(hub: TestHub, tmp_path: Path) -> None:
-    project = locked_project(tmp_path, ["flash_attention_2"],
-                             extra='\n[tool.kernels.dependencies]\n"kernels-community/activation" = 1\n')
+def test_aliases_and_dependency_tables_count_as_sources(locked_project: LockedProjectFactory) -> None:
+    project = locked_project(["flash_attention_2"], [CPU, CUDA_X86],
+                             extra='\n[tool.kernels.dependencies]\n"kernels-community/activation" = 1\n').path
     result = cli("verify", cwd=project)
     assert result.exit_code == 0, result.output
     assert "ok   fresh (2 specs)" in result.output
 
 
-def test_coverage_of_current_and_named_targets(hub: TestHub, tmp_path: Path) -> None:
-    project = locked_project(tmp_path, [f"{FA2}@v2"], targets=[CUDA_X86])
+def test_coverage_of_current_and_named_targets(locked_project: LockedProjectFactory) -> None:
+    project = locked_project([f"{FA2}@v2"], [CUDA_X86]).path
     # The running environment (CPU) is not locked.
     result = cli("verify", cwd=project)
     assert result.exit_code == 1
@@ -165,8 +161,8 @@ def test_coverage_of_current_and_named_targets(hub: TestHub, tmp_path: Path) -> 
     assert cli("verify", "--all-targets", cwd=project).exit_code == 0
 
 
-def test_coverage_names_a_kernel_missing_a_variant(hub: TestHub, tmp_path: Path) -> None:
-    project = locked_project(tmp_path, [f"{FA2}@v2", ACT], targets=[CPU, CUDA_X86])
+def test_coverage_names_a_kernel_missing_a_variant(locked_project: LockedProjectFactory) -> None:
+    project = locked_project([f"{FA2}@v2", ACT], [CPU, CUDA_X86]).path
     lock_path = project / "kernels.lock"
     text = lock_path.read_text()
     # Drop the CPU target from one kernel's variants (as an older kernlock or a hand edit might).
@@ -182,10 +178,10 @@ def test_coverage_names_a_kernel_missing_a_variant(hub: TestHub, tmp_path: Path)
     assert problems[0]["fix"] == f"kernlock lock --target {CPU}"
 
 
-def test_cache_check(hub: TestHub, tmp_path: Path) -> None:
+def test_cache_check(locked_project: LockedProjectFactory) -> None:
     from kernlock.cache import ensure_variant, variant_dir
 
-    project = locked_project(tmp_path, [ACT], targets=[CPU])
+    project = locked_project([ACT], [CPU]).path
     result = cli("verify", "--cache", cwd=project)
     assert result.exit_code == 1
     assert "FAIL cache" in result.output and "are not in the cache" in result.output
@@ -206,8 +202,8 @@ def test_cache_check(hub: TestHub, tmp_path: Path) -> None:
     assert "does not match kernels.lock" in problem["message"]
 
 
-def test_remote_check(hub: TestHub, tmp_path: Path) -> None:
-    project = locked_project(tmp_path, [f"{FA2}@v4", "kernels-community/tagged@v1.0.0"], targets=[CPU])
+def test_remote_check(hub: TestHub, locked_project: LockedProjectFactory) -> None:
+    project = locked_project([f"{FA2}@v4", "kernels-community/tagged@v1.0.0"], [CPU]).path
     result = cli("verify", "--remote", cwd=project)
     assert result.exit_code == 0, result.output
     assert "ok   remote (2 repos)" in result.output
@@ -235,8 +231,9 @@ def _imports_of(args: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess
     return proc, modules
 
 
-def test_plain_verify_imports_nothing_heavy(hub: TestHub, tmp_path: Path) -> None:
-    project = locked_project(tmp_path, [f"{FA2}@v2", "flash_attention_2"], extra=SCAN, train="kernels-community/tagged@v1")
+def test_plain_verify_imports_nothing_heavy(locked_project: LockedProjectFactory) -> None:
+    project = locked_project([f"{FA2}@v2", "flash_attention_2"], [CPU, CUDA_X86],
+                             extra=SCAN, files=train("kernels-community/tagged@v1")).path
     for args in (["verify"], ["verify", "--all-targets", "--json"]):
         proc, modules = _imports_of(args, project)
         assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -12,13 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from helpers import CPU, cli, make_project, run_kernlock
+from helpers import CPU, UNTRUSTED, cli, make_project, run_kernlock
 from kernlock.lockfile_toml import load_lockfile
 from kernlock.testing.hub import TestHub
 
 ACTIVATION = "kernels-community/activation@v1"
 TAGGED = "kernels-community/tagged@v1"
-UNTRUSTED = "untrusted-org/some-kernel"
 NOBODY = 65534
 
 

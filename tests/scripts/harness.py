@@ -1,4 +1,4 @@
-"""Test-side helpers for the end-to-end tests: locked projects and child scripts."""
+"""Test-side helpers for the end-to-end tests: child scripts and what they report."""
 
 from __future__ import annotations
 
@@ -8,25 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import cli, make_project
 from kernlock.lockfile import LockedKernel, Lockfile
-from kernlock.lockfile_toml import load_lockfile
 from kernlock.testing.hub import TestHub
 
 SCRIPTS = Path(__file__).resolve().parent
-FA2 = "kernels-community/flash-attn2"
-ACTIVATION = "kernels-community/activation"
 PRELUDE = "import json, os, sys\nimport torch\nimport tiny\n"
 # Requests the Hub clients make on their own while downloading (telemetry), not for kernels.
 CLIENT_CHATTER = ("/api/agent-harnesses", "/api/telemetry/")
-
-
-def locked_project(root: Path, kernels: list[str], targets: list[str] = ()) -> tuple[Path, Lockfile]:
-    """A project locking `kernels` against the test Hub; returns it and its lock."""
-    project = make_project(root, kernels=kernels, targets=targets)
-    outcome = cli("lock", cwd=project)
-    assert outcome.exit_code == 0, outcome.output
-    return project, load_lockfile(project / "kernels.lock")
 
 
 def child_env(**extra: str) -> dict[str, str]:
