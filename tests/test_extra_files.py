@@ -15,7 +15,6 @@ from kernlock import cache
 from kernlock.errors import IntegrityError
 from kernlock.lockfile import LockedKernel, LockedVariant
 from kernlock.patch import release
-from kernlock.testing.hub import TestHub
 from scripts.harness import python
 
 PLANTED = 'KERNEL_IDENTITY = {"planted": True}\n'
@@ -27,7 +26,12 @@ def _release():
     release()
 
 
-def synced(locked_project: LockedProjectFactory) -> tuple[Path, LockedKernel, LockedVariant, Path]:
+Synced = tuple[Path, LockedKernel, LockedVariant, Path]
+
+
+@pytest.fixture
+def synced(locked_project: LockedProjectFactory) -> Synced:
+    """A project locking FA2@v2, synced: (project, its kernel, the variant for this machine, the variant's directory)."""
     project, lock = locked_project([f"{FA2}@v2"])
     assert cli("sync", cwd=project).exit_code == 0
     [entry] = lock.kernels
@@ -59,8 +63,8 @@ def plant(root: Path, package: str, attack: str, tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("attack", ["module", "so"])
-def test_planted_files_are_refused_reported_and_repaired(hub: TestHub, tmp_path: Path, attack: str) -> None:
-    project, entry, variant, root = synced(tmp_path)
+def test_planted_files_are_refused_reported_and_repaired(synced: Synced, tmp_path: Path, attack: str) -> None:
+    project, entry, variant, root = synced
     planted = plant(root, package_of(variant), attack, tmp_path)
     kernlock.apply(project / "kernels.lock")
     with pytest.raises(IntegrityError, match="does not list") as error:
@@ -80,8 +84,8 @@ def test_planted_files_are_refused_reported_and_repaired(hub: TestHub, tmp_path:
     assert cli("verify", "--cache", cwd=project).exit_code == 0
 
 
-def test_planted_bytecode_never_runs_and_is_removed_by_repair(hub: TestHub, tmp_path: Path) -> None:
-    project, entry, variant, root = synced(tmp_path)
+def test_planted_bytecode_never_runs_and_is_removed_by_repair(synced: Synced, tmp_path: Path) -> None:
+    project, entry, variant, root = synced
     planted = plant(root, package_of(variant), "pyc", tmp_path)
     kernlock.apply(project / "kernels.lock")
     module = kernels.get_kernel(FA2, version=2)
@@ -94,8 +98,8 @@ def test_planted_bytecode_never_runs_and_is_removed_by_repair(hub: TestHub, tmp_
     assert not planted.parent.exists()
 
 
-def test_bytecode_written_by_an_unlocked_process_is_inert(hub: TestHub, tmp_path: Path) -> None:
-    project, entry, variant, root = synced(tmp_path)
+def test_bytecode_written_by_an_unlocked_process_is_inert(synced: Synced) -> None:
+    project, entry, variant, root = synced
     unlocked = python(f"import kernels; kernels.get_kernel({FA2!r}, revision={entry.commit!r})", project,
                       PYTHONDONTWRITEBYTECODE="")
     assert unlocked.returncode == 0, unlocked.stderr
@@ -105,8 +109,8 @@ def test_bytecode_written_by_an_unlocked_process_is_inert(hub: TestHub, tmp_path
     assert kernels.get_kernel(FA2, version=2).KERNEL_IDENTITY["commit"] == entry.commit
 
 
-def test_lazily_imported_submodules_never_read_or_write_bytecode(hub: TestHub, tmp_path: Path) -> None:
-    project, entry, variant, root = synced(tmp_path)
+def test_lazily_imported_submodules_never_read_or_write_bytecode(synced: Synced, tmp_path: Path) -> None:
+    project, entry, variant, root = synced
     kernlock.apply(project / "kernels.lock")
     module = kernels.get_kernel(FA2, version=2)
     package = root / package_of(variant)
@@ -121,9 +125,9 @@ def test_lazily_imported_submodules_never_read_or_write_bytecode(hub: TestHub, t
     assert type(late.__loader__).__name__ == "SourceOnlyLoader"
 
 
-def test_vendor_directory_with_a_planted_module_is_refused(hub: TestHub, tmp_path: Path,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    project, entry, variant, _ = synced(tmp_path)
+def test_vendor_directory_with_a_planted_module_is_refused(synced: Synced, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    project, entry, variant, _ = synced
     vendor = tmp_path / "vendor"
     assert cli("vendor", str(vendor), cwd=project).exit_code == 0
     root = cache.vendored_variant_dir(entry, variant.name, vendor)
