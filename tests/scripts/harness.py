@@ -48,6 +48,22 @@ def ok(proc: subprocess.CompletedProcess) -> dict:
     return proc.result
 
 
+def load_identities(project: Path, names: list[str], env: dict[str, str] | None = None, **kwargs: object) -> list[dict]:
+    """`KERNEL_IDENTITY` of each of `names` as `kernels.get_kernel(name, **kwargs)` loads it under `kernlock.apply()`,
+    in a fresh interpreter in `project`."""
+    code = ("import kernels, kernlock\nkernlock.apply()\n"
+            f"tiny.result(identities=[kernels.get_kernel(name, **{kwargs!r}).KERNEL_IDENTITY for name in {names!r}])\n")
+    return ok(python(code, project, **(env or {})))["identities"]
+
+
+def verify_doctor(project: Path, env: dict[str, str] | None = None) -> dict:
+    """The doctor's check from `kernlock verify --json` run in a fresh process in `project` (with `env` added)."""
+    out = subprocess.run([sys.executable, "-m", "kernlock", "verify", "--json"], cwd=project, capture_output=True,
+                         text=True, env={**os.environ, **(env or {})}, timeout=60)
+    report = json.loads(out.stdout)
+    return next(check for check in report["checks"] if check["name"] == "doctor")
+
+
 def variant_of(lock: Lockfile, entry: LockedKernel) -> str:
     """The variant `entry` locks for the lock's (first) target."""
     return entry.variant_for(lock.targets[0]).name

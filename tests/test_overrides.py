@@ -1,0 +1,62 @@
+"""Per-target overrides end to end: locked, shown, explained, applied on the matching machine, stale when changed.
+
+Parsing and matching rules are unit tests (tests/unit/test_overrides.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from helpers import CPU, CUDA_130, CUDA_X86, FA2, cli, make_project
+from kernlock.lockfile_toml import load_lockfile
+from kernlock.testing.fixtures import rev_parse
+from kernlock.testing.hub import TestHub
+from scripts.harness import load_identities
+
+OVERRIDE = f'''
+[[tool.kernlock.overrides."{FA2}"]]
+backend = "cu128"
+revision = "v2"
+reason = "v3+ fails in the GQA backward pass on CUDA 12.8"
+'''
+
+
+def test_override_sends_cu128_targets_to_v2_and_others_keep_the_default(hub: TestHub, tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p", kernels=[FA2], targets=[CPU, CUDA_X86, CUDA_130], extra=OVERRIDE)
+    result = cli("lock", cwd=project)
+    assert result.exit_code == 0, result.output
+    lock = load_lockfile(project / "kernels.lock")
+    repo = hub.repo_path(FA2)
+    assert lock.kernel(FA2, CUDA_X86).commit == rev_parse(repo, "v2")
+    assert lock.kernel(FA2, CUDA_X86).override.reason.startswith("v3+ fails")
+    assert lock.kernel(FA2, CPU).commit == lock.kernel(FA2, CUDA_130).commit == rev_parse(repo, "v4")
+    assert lock.kernel(FA2, CPU).override is None
+    assert cli("verify", "--all-targets", cwd=project).exit_code == 0
+    shown = cli("show", cwd=project).output
+    assert "override backend=cu128: v3+ fails in the GQA backward pass" in shown
+    explained = cli("explain", FA2, cwd=project).output
+    assert "override for backend=cu128 → v2: v3+ fails" in explained
+
+    # apply() on a simulated cu128 machine loads the v2 commit; on this CPU machine, v4.
+    cu128 = load_identities(project, [FA2], {"KERNLOCK_TARGET": CUDA_X86}, version=4)[0]
+    assert (cu128["commit"], cu128["variant"]) == (rev_parse(repo, "v2"), "torch212-cxx11-cu128-x86_64-linux")
+    here = load_identities(project, [FA2], version=4)[0]
+    assert (here["commit"], here["variant"]) == (rev_parse(repo, "v4"), "torch213-cxx11-cpu-x86_64-linux")
+
+    # Changing the override makes the lock stale until it is re-locked.
+    make_project(project, kernels=[FA2], targets=[CPU, CUDA_X86, CUDA_130], extra=OVERRIDE.replace('"v2"', '"v3"'))
+    stale = cli("verify", "--all-targets", cwd=project)
+    assert stale.exit_code == 1 and "override for kernels-community/flash-attn2 (backend=cu128 → v3) is not in the lock" in stale.output
+    assert cli("lock", cwd=project).exit_code == 0
+    assert load_lockfile(project / "kernels.lock").kernel(FA2, CUDA_X86).commit == rev_parse(repo, "v3")
+
+
+def test_a_bad_override_is_a_one_line_usage_error(hub: TestHub, tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p", kernels=[FA2], targets=[CPU],
+                           extra=f'\n[tool.kernlock.overrides."{FA2}"]\nbackend = "cu128"\nversion = 2\n')
+    result = cli("lock", cwd=project)
+    assert result.exit_code == 2 and not (project / "kernels.lock").exists()
+    assert result.output.strip().splitlines() == [
+        f'kernlock: error: {project / "pyproject.toml"}: [tool.kernlock.overrides."{FA2}"][0]: '
+        "give a reason (it is shown by kernlock show and explain)"
+    ]
