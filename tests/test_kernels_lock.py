@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
-from helpers import ACTIVATION, FA2, cli
+import pytest
+
+from helpers import ACTIVATION, FA2, cli, patch_hub_client
 from kernlock.lockfile_toml import load_lockfile
 from kernlock.testing.fixtures import advance_branch
 from kernlock.testing.hub import TestHub
@@ -15,20 +19,36 @@ from scripts.harness import ok, python, run
 KERNELS_CLI = [sys.executable, "-c", "import sys; from kernels.cli import main; sys.argv[0] = 'kernels'; sys.exit(main())"]
 
 
-def kernels_project(root: Path) -> Path:
-    """A project locked with kernels' own `kernels lock` (JSON), as a kernels user has it."""
-    root.mkdir(parents=True)
-    (root / "pyproject.toml").write_text(
+@pytest.fixture(scope="module")
+def kernels_locked(fixture_repos_template: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project locked with kernels' own `kernels lock` (JSON), as a kernels user has it.
+
+    Locked once for this module against the unchanged fixture repos; tests work on copies (`kernels_project`).
+    """
+    root = tmp_path_factory.mktemp("kernels-locked")
+    project = root / "p"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(
         '[project]\nname = "demo"\nversion = "0"\n\n'
         f'[tool.kernels.dependencies]\n"{ACTIVATION}" = 1\n"{FA2}" = 2\n'
     )
-    proc = run([*KERNELS_CLI, "lock", str(root)], root)
+    with pytest.MonkeyPatch.context() as patch, TestHub(fixture_repos_template) as server:
+        patch_hub_client(patch, server.url, root / "hf_home")
+        proc = run([*KERNELS_CLI, "lock", str(project)], project)
     assert proc.returncode == 0, proc.stderr
-    return root
+    return project
 
 
-def test_kernels_json_lock_is_refused_then_migrated_with_its_commits_kept(hub: TestHub, tmp_path: Path) -> None:
-    project = kernels_project(tmp_path / "p")
+@pytest.fixture
+def kernels_project(hub: TestHub, kernels_locked: Path, tmp_path: Path) -> Callable[[str], Path]:
+    """A copy of the kernels-locked project at `tmp_path / name`."""
+    return lambda name: Path(shutil.copytree(kernels_locked, tmp_path / name))
+
+
+def test_kernels_json_lock_is_refused_then_migrated_with_its_commits_kept(
+    hub: TestHub, kernels_project: Callable[[str], Path],
+) -> None:
+    project = kernels_project("p")
     lockfile = project / "kernels.lock"
     original = lockfile.read_bytes()
     pins = {e["dependency"]["repo-id"]: e["lock"]["commit"] for e in json.loads(original)}
@@ -58,10 +78,10 @@ def test_kernels_json_lock_is_refused_then_migrated_with_its_commits_kept(hub: T
     assert {k.repo: k.commit for k in load_lockfile(lockfile).kernels} == pins
 
 
-def test_export_for_kernels_never_overwrites_kernlocks_lock(hub: TestHub, tmp_path: Path) -> None:
+def test_export_for_kernels_never_overwrites_kernlocks_lock(kernels_project: Callable[[str], Path]) -> None:
     import kernels
 
-    project = kernels_project(tmp_path / "p")
+    project = kernels_project("p")
     assert cli("lock", "--migrate", cwd=project).exit_code == 0
     lockfile = project / "kernels.lock"
     before = lockfile.read_bytes()
@@ -115,9 +135,11 @@ def _installed_package(project: Path, site: Path) -> Path:
     return metadata
 
 
-def test_packaged_load_kernel_works_under_apply_and_fails_no_worse_without(hub: TestHub, tmp_path: Path) -> None:
-    ours = kernels_project(tmp_path / "ours")  # kernels' JSON lock, then migrated: the wheel carries kernlock's TOML
-    theirs = kernels_project(tmp_path / "theirs")  # the same project with kernels' JSON lock: the "before"
+def test_packaged_load_kernel_works_under_apply_and_fails_no_worse_without(
+    hub: TestHub, kernels_project: Callable[[str], Path], tmp_path: Path,
+) -> None:
+    ours = kernels_project("ours")  # kernels' JSON lock, then migrated: the wheel carries kernlock's TOML
+    theirs = kernels_project("theirs")  # the same project with kernels' JSON lock: the "before"
     assert cli("lock", "--migrate", cwd=ours).exit_code == 0
     commit = load_lockfile(ours / "kernels.lock").kernel(f"{ACTIVATION}@v1").commit
     advance_branch(hub.repo_path(ACTIVATION), "v1")
