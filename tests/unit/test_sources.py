@@ -89,3 +89,27 @@ def test_a_lock_path_that_is_a_directory_is_refused(tmp_path: Path) -> None:
         check_lock_path(tmp_path / "kernels.lock", discovered=False)
     os.rmdir(tmp_path / "kernels.lock")
     check_lock_path(tmp_path / "kernels.lock", discovered=True)  # absent: nothing to refuse
+
+
+@pytest.mark.parametrize(("config", "environment", "allowed"), [
+    (None, "", False),  # no pyproject.toml beside the lock
+    ("", "", False),
+    ("allow-mixed-variants = false\n", "", False),
+    ("allow-mixed-variants = true\n", "", True),
+    ("allow-mixed-variants = true\n", "0", False),  # the environment wins
+    ("allow-mixed-variants = false\n", "1", True),
+])
+def test_mixed_variants_are_allowed_by_config_or_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             config: str | None, environment: str, allowed: bool) -> None:
+    from kernlock.distributed import MIXED_ENV, mixed_variants_allowed
+
+    if config is not None:
+        (tmp_path / "pyproject.toml").write_text("[tool.kernlock]\n" + config)
+    monkeypatch.setenv(MIXED_ENV, environment)
+    assert mixed_variants_allowed(tmp_path / "kernels.lock") is allowed
+
+
+def test_allow_mixed_variants_must_be_a_boolean(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[tool.kernlock]\nallow-mixed-variants = "yes"\n')
+    with pytest.raises(ConfigError, match=r"allow-mixed-variants must be true or false"):
+        load_project(tmp_path)
