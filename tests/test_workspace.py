@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import CPU, UNTRUSTED, cli, make_project, run_kernlock
+from helpers import CPU, UNTRUSTED, LockedProjectFactory, cli, make_project, run_kernlock
 from kernlock.lockfile_toml import load_lockfile
 from kernlock.testing.hub import TestHub
 
@@ -128,9 +128,8 @@ def test_discovery_stops_at_the_project_root(hub: TestHub, tmp_path: Path) -> No
     assert applied_lockfile(inner).stdout.strip() == str(inner / "kernels.lock")
 
 
-def test_verify_an_explicit_lock_outside_any_project(hub: TestHub, tmp_path: Path) -> None:
-    project = make_project(tmp_path / "p", kernels=[ACTIVATION], targets=[CPU])
-    assert cli("lock", cwd=project).exit_code == 0
+def test_verify_an_explicit_lock_outside_any_project(locked_project: LockedProjectFactory, tmp_path: Path) -> None:
+    project = locked_project([ACTIVATION], [CPU]).path
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / ".git").mkdir()
@@ -153,9 +152,8 @@ def shared_dir() -> Iterator[Path]:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to create files owned by another user")
-def test_a_lock_owned_by_another_user_is_refused(hub: TestHub, tmp_path: Path) -> None:
-    project = make_project(tmp_path / "p", kernels=[ACTIVATION], targets=[CPU])
-    assert cli("lock", cwd=project).exit_code == 0
+def test_a_lock_owned_by_another_user_is_refused(locked_project: LockedProjectFactory) -> None:
+    project = locked_project([ACTIVATION], [CPU]).path
     lock = project / "kernels.lock"
     os.chown(lock, NOBODY, NOBODY)
     applied = applied_lockfile(project)
@@ -170,9 +168,8 @@ def test_a_lock_owned_by_another_user_is_refused(hub: TestHub, tmp_path: Path) -
     assert named.returncode == 0, named.stderr
 
 
-def test_a_lock_in_a_world_writable_directory_is_refused(hub: TestHub, tmp_path: Path) -> None:
-    project = make_project(tmp_path / "p", kernels=[ACTIVATION], targets=[CPU])
-    assert cli("lock", cwd=project).exit_code == 0
+def test_a_lock_in_a_world_writable_directory_is_refused(locked_project: LockedProjectFactory) -> None:
+    project = locked_project([ACTIVATION], [CPU]).path
     project.chmod(0o777)
     line = one_line_error(run_kernlock("show", cwd=project))
     assert "its directory is writable by every user" in line and "--lockfile" in line
@@ -208,9 +205,8 @@ def test_another_users_lock_state_neither_blocks_nor_breaks_kernlock(shared_dir:
 # ---------------------------------------------------------------- never silently re-resolve
 
 
-def test_an_unreadable_lock_is_never_silently_re_resolved(hub: TestHub, tmp_path: Path) -> None:
-    project = make_project(tmp_path / "p", kernels=[ACTIVATION], targets=[CPU])
-    assert cli("lock", cwd=project).exit_code == 0
+def test_an_unreadable_lock_is_never_silently_re_resolved(locked_project: LockedProjectFactory) -> None:
+    project = locked_project([ACTIVATION], [CPU]).path
     lock = project / "kernels.lock"
     conflicted = "<<<<<<< HEAD\n" + lock.read_text() + "=======\nversion = \"1.0\"\n>>>>>>> theirs\n"
     lock.write_text(conflicted)
@@ -224,9 +220,8 @@ def test_an_unreadable_lock_is_never_silently_re_resolved(hub: TestHub, tmp_path
 
 
 @pytest.mark.parametrize("newer, readable", [("99.0", False), ("1.99", True)], ids=["major", "minor"])
-def test_a_newer_lock_format_is_never_overwritten(hub: TestHub, tmp_path: Path, newer: str, readable: bool) -> None:
-    project = make_project(tmp_path / "p", kernels=[ACTIVATION], targets=[CPU])
-    assert cli("lock", cwd=project).exit_code == 0
+def test_a_newer_lock_format_is_never_overwritten(locked_project: LockedProjectFactory, newer: str, readable: bool) -> None:
+    project = locked_project([ACTIVATION], [CPU]).path
     lock = project / "kernels.lock"
     text = lock.read_text().replace('version = "1.0"', f'version = "{newer}"\nfuture-key = true', 1)
     lock.write_text(text)
@@ -281,9 +276,8 @@ def test_invalid_toml_is_a_config_error_on_python_310(tmp_path: Path, monkeypatc
 # ---------------------------------------------------------------- remove and --locked
 
 
-def test_remove_drops_a_kernel_and_keeps_the_other_pins(hub: TestHub, tmp_path: Path) -> None:
-    project = make_project(tmp_path / "p", kernels=[ACTIVATION, TAGGED], targets=[CPU])
-    assert cli("lock", cwd=project).exit_code == 0
+def test_remove_drops_a_kernel_and_keeps_the_other_pins(locked_project: LockedProjectFactory) -> None:
+    project = locked_project([ACTIVATION, TAGGED], [CPU]).path
     kept = {k.spec: k.commit for k in load_lockfile(project / "kernels.lock").kernels}[ACTIVATION]
     result = cli("remove", "kernels-community/tagged", cwd=project)
     assert result.exit_code == 0, result.output
@@ -295,9 +289,8 @@ def test_remove_drops_a_kernel_and_keeps_the_other_pins(hub: TestHub, tmp_path: 
     assert "is not declared in pyproject.toml (declared: kernels-community/activation@v1)" in line
 
 
-def test_locked_refuses_a_stale_lock_until_it_is_relocked(hub: TestHub, tmp_path: Path) -> None:
-    project = make_project(tmp_path / "p", kernels=[ACTIVATION], targets=[CPU])
-    assert cli("lock", cwd=project).exit_code == 0
+def test_locked_refuses_a_stale_lock_until_it_is_relocked(locked_project: LockedProjectFactory) -> None:
+    project = locked_project([ACTIVATION], [CPU]).path
     make_project(project, kernels=[ACTIVATION, TAGGED], targets=[CPU])
     command = ["run", "--locked", "--", sys.executable, "-c", "print('ran')"]
     line = one_line_error(run_kernlock(*command, cwd=project), code=1)
