@@ -61,21 +61,32 @@ class GitRepo:
     _entries: ClassVar[dict[str, dict[str, Entry]]] = {}
     _last_commits: ClassVar[dict[str, dict[str, dict[str, str]]]] = {}
     _blobs: ClassVar[dict[str, bytes]] = {}
+    _commit_infos: ClassVar[dict[str, tuple[int, str]]] = {}
+    _frozen_refs: ClassVar[dict[Path, dict[str, str]]] = {}  # refs of immutable repositories
+    _frozen_commits: ClassVar[set[tuple[Path, str]]] = set()  # (immutable repository, a commit SHA in it)
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, immutable: bool = False) -> None:
+        """``immutable``: nothing changes the repository while any hub serves it, so its refs are read once."""
         self.path = path
+        self.immutable = immutable
 
     def refs(self) -> dict[str, str]:
-        """Full ref name -> commit SHA (read fresh: branches move)."""
+        """Full ref name -> commit SHA (read fresh unless immutable: branches move)."""
+        if self.immutable and self.path in self._frozen_refs:
+            return dict(self._frozen_refs[self.path])
         out = git(self.path, "for-each-ref", "--format=%(refname) %(objectname) %(*objectname)")
         refs = {}
         for line in out.decode().splitlines():
             name, oid, peeled = (line.split(" ") + [""])[:3]
             refs[name] = peeled or oid
+        if self.immutable:
+            self._frozen_refs[self.path] = dict(refs)
         return refs
 
     def resolve(self, rev: str) -> str | None:
         """Commit SHA for a branch, tag, full ref name or full SHA; None if unknown."""
+        if (self.path, rev) in self._frozen_commits:
+            return rev
         refs = self.refs()
         for name in (rev, f"refs/heads/{rev}", f"refs/tags/{rev}"):
             if name.startswith("refs/") and name in refs:
@@ -84,7 +95,11 @@ class GitRepo:
             kind = subprocess.run(
                 ["git", "-C", str(self.path), "cat-file", "-t", rev], capture_output=True, text=True
             ).stdout.strip()
-            return rev if kind == "commit" else None
+            if kind != "commit":
+                return None
+            if self.immutable:
+                self._frozen_commits.add((self.path, rev))
+            return rev
         return None
 
     def entries(self, commit: str) -> dict[str, Entry]:
@@ -99,8 +114,10 @@ class GitRepo:
 
     def commit_info(self, commit: str) -> tuple[int, str]:
         """(committer timestamp, title) of ``commit``."""
-        timestamp, _, title = git(self.path, "log", "-1", "--format=%ct %s", commit).decode().strip().partition(" ")
-        return int(timestamp), title
+        if commit not in self._commit_infos:
+            timestamp, _, title = git(self.path, "log", "-1", "--format=%ct %s", commit).decode().strip().partition(" ")
+            self._commit_infos[commit] = (int(timestamp), title)
+        return self._commit_infos[commit]
 
     def last_commits(self, commit: str) -> dict[str, dict[str, str]]:
         """Path -> the Hub's ``lastCommit`` (last commit touching it, up to ``commit``)."""

@@ -90,8 +90,9 @@ class TestHub:
         models: set[str] | frozenset[str] = frozenset(),
         copy_on_change: Path | None = None,
     ) -> None:
-        self.repos = {repo_id: GitRepo(Path(path)) for repo_id, path in repos.items()}
-        self._copy_on_change = copy_on_change  # where repo_path() puts private copies; None: serve the repos given
+        # With copy_on_change, the repos given are never changed (repo_path() hands out copies): read their refs once.
+        self.repos = {repo_id: GitRepo(Path(path), immutable=copy_on_change is not None) for repo_id, path in repos.items()}
+        self._copy_on_change = copy_on_change  # where repo_path() puts private copies
         self.models = set(models)  # model repo ids: answered on /api/models/, not as kernels (as the Hub does)
         self.renames = dict(renames or {})  # old repo id -> new: answered with a 307, as the Hub does
         self.trusted_orgs = set(trusted_orgs)
@@ -157,7 +158,7 @@ class TestHub:
         """
         with self._lock:
             repo = self.repos[repo_id]
-            if self._copy_on_change is not None and self._copy_on_change not in repo.path.parents:
+            if repo.immutable:
                 copy = shutil.copytree(repo.path, self._copy_on_change / repo.path.name)
                 self.repos[repo_id] = repo = GitRepo(Path(copy))
             return repo.path
