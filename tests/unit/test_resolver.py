@@ -110,3 +110,46 @@ def test_a_renamed_repo_is_locked_under_its_new_name(hub: FakeHub) -> None:
     [kernel] = lock.kernels
     assert kernel.repo == REPO and kernel.aliases == ("kernels-community/old-act",)
     assert any("renamed" in w for w in resolver.warnings)
+
+
+def test_planning_splits_targets_between_the_spec_and_matching_overrides() -> None:
+    from kernlock.resolver import plan_jobs
+
+    spec = parse_spec(f"{REPO}@v1")
+    [alone] = plan_jobs(spec, (CPU, CUDA), ())
+    assert (alone.spec.key, alone.targets, alone.override) == (f"{REPO}@v1", (CPU, CUDA), None)
+    rules = parse_overrides({REPO: [{"backend": "cu*", "version": 2, "reason": "r"}],
+                             "other/repo": [{"os": "linux", "version": 3, "reason": "r"}]}, "pyproject.toml")
+    [own, overridden] = plan_jobs(spec, (CPU, CUDA), rules)
+    assert (own.spec.key, own.targets, own.override) == (f"{REPO}@v1", (CPU,), None)
+    assert (overridden.key, overridden.spec.key, overridden.targets) == (f"{REPO}@v1", f"{REPO}@v2", (CUDA,))
+    assert (overridden.override.when, overridden.override.use) == ("backend=cu*", "v2")
+
+
+def test_a_bare_spec_follows_the_resolving_targets_default_and_warns_where_others_differ(
+    hub: FakeHub, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import kernlock.resolver
+
+    defaults = {str(CPU): 1, str(CUDA): 2}
+    monkeypatch.setattr(kernlock.resolver, "default_version", lambda repo, target: (defaults[str(target)], "stub default"))
+    lock, resolver = resolve(hub, REPO, targets=(CPU, CUDA), resolving_target=CPU)
+    [kernel] = lock.kernels
+    assert kernel.commit == hub.branches[REPO]["v1"]
+    assert [w for w in resolver.warnings if "would default to another version" in w] == [
+        f"{REPO}: this Transformers release would default to another version on {CUDA}; "
+        f"the lock pins v1 for every target (pin {REPO}@v<N>, or add an override)"
+    ]
+    lock, resolver = resolve(hub, REPO, targets=(CUDA,))
+    assert lock.kernels[0].commit == hub.branches[REPO]["v2"] and not resolver.warnings
+
+
+def test_short_shas_expand_only_when_unambiguous(hub: FakeHub) -> None:
+    commit = hub.branches[REPO]["v2"]
+    lock, _ = resolve(hub, f"{REPO}@{commit[:7]}", targets=(CUDA,))
+    assert lock.kernels[0].commit == commit
+    with pytest.raises(ResolutionError, match=r"no commit starting with '0000000' on any branch or tag"):
+        resolve(hub, f"{REPO}@0000000", targets=(CUDA,))
+    hub.history[REPO] += ["abcdef1" + "0" * 33, "abcdef1" + "1" * 33]  # two commits sharing a 7-character prefix
+    with pytest.raises(ResolutionError, match=r"short SHA 'abcdef1' is ambiguous \(abcdef100000, abcdef111111\)"):
+        resolve(hub, f"{REPO}@abcdef1", targets=(CUDA,))
