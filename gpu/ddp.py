@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -259,7 +260,7 @@ class DDPRun(Run):
 
     def table_of(self, job: dict) -> str:
         lines = job["output"].splitlines()
-        start = next((i for i, line in enumerate(lines) if "kernlock: ranks" in line), None)
+        start = next((i for i, line in enumerate(lines) if re.search(r"(kernlock: (error: )?|Error: )ranks ", line)), None)
         return "\n".join(lines[start:start + 5]) if start is not None else ""
 
     def s_guard_lock(self):

@@ -14,7 +14,8 @@ Ranks whose nodes need other variants of the same commit (cu128 and cu130
 nodes, say) pass only when every rank opted in, with
 `[tool.kernlock] allow-mixed-variants = true` beside the lock or
 `KERNLOCK_ALLOW_MIXED_VARIANTS=1`; the table is logged either way.
-`KERNLOCK_RANK_CHECK=0` switches the guard off.
+`KERNLOCK_RANK_CHECK=0` switches the guard off. `kernlock.distributed_hook` runs the guard
+from torch.distributed and imports this module only then.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ import socket
 from dataclasses import asdict, dataclass
 from datetime import timedelta
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from kernlock.errors import KernlockError
@@ -153,7 +153,7 @@ def judge(records: list[RankRecord], world_size: int) -> Verdict:
 
 
 def _report(problem: str, table: str, fix: str) -> str:
-    return f"kernlock: {problem}:\n{table}" + (f"\nfix: {fix}" if fix else "")
+    return f"{problem}:\n{table}" + (f"\nfix: {fix}" if fix else "")
 
 
 def _ranges(ranks: list[int]) -> str:
@@ -223,38 +223,9 @@ def check_ranks(store: Any, rank: int, world_size: int) -> Verdict | None:
                     record.lock_digest[:12], kernels or "no kernels")
     elif verdict.ok:
         if rank == 0:
-            logger.warning("%s", verdict.table)
+            logger.warning("kernlock: %s", verdict.table)
     else:
         raise RankMismatchError(verdict.table if rank == 0 else
-                                f"kernlock: rank {rank} stops: the ranks of this job disagree on kernel builds "
+                                f"rank {rank} stops: the ranks of this job disagree on kernel builds "
                                 "(rank 0's error shows the table)")
     return verdict
-
-
-# ---------------------------------------------------------------- hooking torch.distributed
-
-
-def patch_c10d(module: ModuleType) -> None:
-    """Run the guard whenever `torch.distributed.distributed_c10d` installs a default process group."""
-    original = getattr(module, "_update_default_pg", None)
-    if original is None:
-        logger.warning("kernlock: this torch has no distributed_c10d._update_default_pg; the rank check is off")
-        return
-
-    def _update_default_pg(pg: Any) -> None:
-        original(pg)
-        if pg is not None:
-            check_ranks(module._world.pg_map[pg][1], pg.rank(), pg.size())
-
-    module._update_default_pg = _update_default_pg
-
-
-def check_initialised() -> None:
-    """Run the guard now if a default process group already exists (lock applied after init_process_group)."""
-    import sys
-
-    c10d = sys.modules.get("torch.distributed.distributed_c10d")
-    if c10d is None or not c10d.is_initialized():
-        return
-    pg = c10d._get_default_group()
-    check_ranks(c10d._world.pg_map[pg][1], pg.rank(), pg.size())

@@ -32,7 +32,7 @@ from typing import Any
 
 from kernlock import local_kernels
 from kernlock.binding import STATE as _STATE
-from kernlock.distributed import check_initialised, patch_c10d
+from kernlock.distributed_hook import check_initialised, patch_c10d
 from kernlock.environment import Target, current_target, parse_target
 from kernlock.errors import CompatibilityError, KernlockError, LocalKernelError, NoVariantError, UnlockedKernelError
 from kernlock.importguard import guard_import
@@ -48,7 +48,6 @@ from kernlock.kernels_adapter import (
     target_decisions,
 )
 from kernlock.lockfile import LOCK_FILENAME, LockedKernel, Lockfile
-from kernlock.spec import looks_like_sha
 from kernlock.strict import strict_from_env
 from kernlock.workspace import applied_workspace
 
@@ -132,6 +131,8 @@ def find_entry(lock: Lockfile, repo: str, version: int | None, revision: str | N
     Only entries covering `target` count (overrides give one spec different
     entries per target); `repo` may be the canonical name or an alias.
     """
+    from kernlock.spec import looks_like_sha  # not at the top: only loads need it, not apply()
+
     entries = [e for e in lock.for_repo(repo) if target is None or e.variant_for(target) is not None]
     names = {name for entry in entries for name in entry.names()} | {repo}
     if revision is not None:
@@ -302,7 +303,7 @@ _HOOKS = LockHooks(resolve=_resolve_load, locked_commit=_locked_commit, commit_f
 _PATCHERS: dict[str, Callable[[ModuleType], None]] = {
     name: functools.partial(patch_module, name, hooks=_HOOKS) for name in PATCH_POINTS
 }
-_PATCHERS["torch.distributed.distributed_c10d"] = patch_c10d  # the cross-rank check (kernlock.distributed)
+_PATCHERS["torch.distributed.distributed_c10d"] = patch_c10d  # the cross-rank guard (kernlock.distributed_hook)
 
 
 def _patch_module(name: str, module: ModuleType) -> None:

@@ -64,11 +64,11 @@ def failed_with_table(ranks: list[subprocess.CompletedProcess], problem: str) ->
     for proc in ranks:
         assert proc.returncode != 0, proc.stdout + proc.stderr
         assert "RESULT" not in proc.stdout  # nothing after init_process_group ran
-    assert "RankMismatchError: kernlock: " + problem in ranks[0].stderr, ranks[0].stderr[-3000:]
+    assert "RankMismatchError: " + problem in ranks[0].stderr, ranks[0].stderr[-3000:]
     for rank, proc in enumerate(ranks[1:], start=1):
-        assert f"kernlock: rank {rank} stops: the ranks of this job disagree" in proc.stderr, proc.stderr[-3000:]
+        assert f"RankMismatchError: rank {rank} stops: the ranks of this job disagree" in proc.stderr, proc.stderr[-3000:]
         assert "ranks  hosts" not in proc.stderr
-    table = ranks[0].stderr[ranks[0].stderr.index("kernlock: " + problem):]
+    table = ranks[0].stderr[ranks[0].stderr.index(problem):]
     assert "\nfix: " in table
     return table
 
@@ -107,6 +107,21 @@ def test_a_rank_with_another_lock_stops_every_rank_with_the_table(locked_project
     assert [p.returncode for p in fixed] == [0, 0], fixed[1].stderr[-3000:]
 
 
+def test_a_mismatch_found_by_the_start_up_hook_is_one_error_line_per_rank(locked_project: LockedProjectFactory,
+                                                                          tmp_path: Path) -> None:
+    """init_process_group before the first kernels/transformers import: the hook's apply() runs the guard."""
+    project, _ = locked_project([FA2])
+    other, _ = locked_project([f"{FA2}@v2"], root=tmp_path / "q")
+    code = "import torch.distributed as dist\ndist.init_process_group('gloo')\nimport transformers\n" + AFTER_INIT
+    ranks = launch_ranks(code, project, [{}, {"KERNLOCK_LOCKFILE": str(other / "kernels.lock")}])
+    assert [p.returncode for p in ranks] == [1, 1], ranks[0].stderr[-3000:]
+    assert "RESULT" not in ranks[0].stdout + ranks[1].stdout
+    assert "kernlock: error: ranks read different lock files:\n  ranks  hosts" in ranks[0].stderr, ranks[0].stderr[-3000:]
+    assert "kernlock: error: rank 1 stops: the ranks of this job disagree" in ranks[1].stderr, ranks[1].stderr[-3000:]
+    for proc in ranks:
+        assert "kernlock: error: kernlock:" not in proc.stderr and "Traceback" not in proc.stderr
+
+
 @pytest.mark.parametrize("allow", [None, True], ids=["default", "opted-in"])  # `= false` is the default (unit test)
 def test_mixed_variants_pass_only_when_opted_in(locked_project: LockedProjectFactory, allow: bool | None) -> None:
     project = mixed_project(locked_project, allow)
@@ -140,7 +155,7 @@ def test_a_rank_without_the_lock_is_named(locked_project: LockedProjectFactory) 
     project, _ = locked_project([FA2])
     ranks = launch_ranks(INIT + AFTER_INIT, project, [{"KERNLOCK_RANK_CHECK_TIMEOUT": "2"}, {"without_kernlock": "1"}])
     assert ranks[0].returncode != 0 and "RESULT" not in ranks[0].stdout
-    assert "kernlock: rank(s) 1 did not report within the time limit" in ranks[0].stderr, ranks[0].stderr[-3000:]
+    assert "RankMismatchError: rank(s) 1 did not report within the time limit" in ranks[0].stderr, ranks[0].stderr[-3000:]
     assert "start every rank under `kernlock run`" in ranks[0].stderr
 
 
