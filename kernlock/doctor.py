@@ -23,7 +23,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-import sysconfig
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,7 +177,11 @@ def python_depends_findings(entries: Iterable[tuple[LockedKernel, LockedVariant]
 
 def free_threaded_findings(entries: Iterable[tuple[LockedKernel, LockedVariant]]) -> list[Finding]:
     """Arch kernels on a free-threaded interpreter that cannot load them (Python < 3.15)."""
-    if not (sys.version_info < (3, 15) and sysconfig.get_config_var("Py_GIL_DISABLED")):
+    if not (3, 13) <= sys.version_info < (3, 15):  # free-threaded builds exist from 3.13
+        return []
+    import sysconfig  # not at the top: it costs `apply()` a few milliseconds where it cannot matter
+
+    if not sysconfig.get_config_var("Py_GIL_DISABLED"):
         return []
     return [
         Finding(

@@ -29,7 +29,8 @@ from pathlib import Path
 
 from kernlock.errors import TargetError
 
-_TARGET_RE = re.compile(
+# A pattern, compiled at first use (`re` caches it): `apply()` imports this module but parses no target string.
+_TARGET_PATTERN = (
     r"torch(?P<major>\d+)\.(?P<minor>\d+)"
     r"(?:-(?P<abi>cxx11|cxx98))?"
     r"-(?P<backend>cpu|metal|neuron|tpu|cu\d{2,4}|rocm\d{2,4}|xpu\d{2,8}|cann\d{2,4})"
@@ -65,7 +66,7 @@ class Target:
 
 def parse_target(text: str) -> Target:
     """Parse a target string; raise `TargetError` with the grammar on failure."""
-    match = _TARGET_RE.fullmatch(text.strip())
+    match = re.fullmatch(_TARGET_PATTERN, text.strip())
     if not match:
         raise TargetError(
             f"invalid target {text!r}: expected torch<major>.<minor>[-cxx11|-cxx98]-<backend>-<cpu>-<os>"

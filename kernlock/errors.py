@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import re
 
-_URL_CREDENTIALS = re.compile(r"(?<=://)[^/\s@]+@")
-_SECRET_PARAMS = re.compile(
+# Compiled on first use (through `re`'s cache), not at import: every `apply()` imports this module.
+_URL_CREDENTIALS = r"(?<=://)[^/\s@]+@"
+_SECRET_PARAMS = (
     r"(?i)([?&](?:token|access_token|api_key|key|signature|x-amz-signature|x-amz-credential|x-amz-security-token"
     r"|key-pair-id|policy)=)[^&\s'\"<>]+"
 )
-_HF_TOKEN = re.compile(r"\bhf_[A-Za-z0-9]{20,}")
+_HF_TOKEN = r"\bhf_[A-Za-z0-9]{20,}"
 
 
 def redact(text: str) -> str:
     """`text` with credentials replaced by `***`: `user:password@` in URLs, secret query parameters, HF tokens."""
-    return _HF_TOKEN.sub("hf_***", _SECRET_PARAMS.sub(r"\1***", _URL_CREDENTIALS.sub("***@", text)))
+    text = re.sub(_URL_CREDENTIALS, "***@", text)
+    return re.sub(_HF_TOKEN, "hf_***", re.sub(_SECRET_PARAMS, r"\1***", text))
 
 
 class KernlockError(Exception):

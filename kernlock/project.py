@@ -21,13 +21,17 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernlock import tomlio
 from kernlock.environment import Target, current_target, parse_target
 from kernlock.errors import ConfigError, TargetError, UsageError
 from kernlock.lockfile import LOCK_FILENAME
-from kernlock.spec import KernelSpec, Origin, parse_spec, spec_from_version
+
+if TYPE_CHECKING:
+    from kernlock.spec import KernelSpec
+
+# `apply()` reads the project's settings on every start; kernlock.spec (its specs) is imported only where specs are read.
 
 PYPROJECT = "pyproject.toml"
 _KNOWN_KEYS = {"kernels", "targets", "trust", "scan", "use-kernels", "lockfile", "overrides", "allow-mixed-variants"}
@@ -161,6 +165,7 @@ def project_targets(project: Project, extra: tuple[str, ...] = ()) -> tuple[Targ
 def project_specs(project: Project, scan_paths: tuple[str, ...] = ()) -> list[KernelSpec]:
     """Every spec the project declares, each with its origin (file and line)."""
     from kernlock.scan import scan_paths as scan
+    from kernlock.spec import Origin, parse_spec, spec_from_version
 
     pyproject = os.path.relpath(project.pyproject)
     specs = [parse_spec(text, Origin(pyproject, project.lines.get(text))) for text in project.kernels]
@@ -177,6 +182,7 @@ def project_specs(project: Project, scan_paths: tuple[str, ...] = ()) -> list[Ke
 
 
 def _use_kernels_specs(selection: bool | tuple[str, ...]) -> list[KernelSpec]:
+    from kernlock.spec import Origin, parse_spec, spec_from_version
     from kernlock.transformers_compat import use_kernels_repos
 
     origin = Origin("Transformers use_kernels mapping")
@@ -208,6 +214,8 @@ def resolving_target(targets: tuple[Target, ...]) -> Target | None:
 
 def collect_specs(project: Project, specs: Iterable[str] = (), scan: Iterable[str] = (), target: Target | None = None) -> list[KernelSpec]:
     """Every spec from the command line and the project's sources, aliases expanded."""
+    from kernlock.spec import Origin, parse_spec
+
     extra = [parse_spec(text, Origin("command line")) for text in specs]
     found = [*extra, *project_specs(project, tuple(scan))]
     return expand_aliases(found, target or resolving_target(project_targets(project)))
