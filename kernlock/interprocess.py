@@ -13,12 +13,12 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
-import stat
 import time
 from pathlib import Path
 from types import TracebackType
 
 from kernlock.errors import KernlockError, UsageError
+from kernlock.private import NotPrivateError, open_private_dir
 
 STATE_DIR_ENV = "KERNLOCK_STATE_DIR"
 TIMEOUT_ENV = "KERNLOCK_LOCK_TIMEOUT"
@@ -38,28 +38,14 @@ def state_dir() -> Path:
     return Path(base) / "kernlock"
 
 
-def _open_private_dir(directory: Path, parent_fd: int | None = None) -> int:
-    """Create `directory` (0700) if needed; return a descriptor checked to be this user's and private.
-
-    With `parent_fd`, `directory` is a name inside that (already checked) directory.
-    """
+def _open_state_dir(directory: Path, parent_fd: int | None = None) -> int:
+    """`open_private_dir`, with the fix when the state directory is not private."""
     try:
-        if parent_fd is None:
-            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        else:
-            os.mkdir(directory, 0o700, dir_fd=parent_fd)
-    except FileExistsError:
-        pass
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent_fd)
-    info = os.fstat(fd)
-    if info.st_uid != os.geteuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        os.close(fd)
-        owner = f"owned by uid {info.st_uid}" if info.st_uid != os.geteuid() else "writable by other users"
+        return open_private_dir(directory, parent_fd)
+    except NotPrivateError as error:
         raise UsageError(
-            f"kernlock's state directory {state_dir()} is {owner}; "
-            f"set ${STATE_DIR_ENV} to a directory only you can write"
-        )
-    return fd
+            f"kernlock's state directory {state_dir()} is {error}; set ${STATE_DIR_ENV} to a directory only you can write"
+        ) from None
 
 
 def _timeout() -> float:
@@ -86,9 +72,9 @@ class ProjectLock:
         return hashlib.sha256(str(self.root).encode()).hexdigest()[:24] + ".lock"
 
     def __enter__(self) -> ProjectLock:
-        base_fd = _open_private_dir(state_dir())
+        base_fd = _open_state_dir(state_dir())
         try:
-            dir_fd = _open_private_dir(Path("locks"), base_fd)
+            dir_fd = _open_state_dir(Path("locks"), base_fd)
         finally:
             os.close(base_fd)
         try:

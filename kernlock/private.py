@@ -6,11 +6,13 @@ Where: `$KERNLOCK_CACHE_DIR`, else `$XDG_CACHE_HOME/kernlock`, else `~/.cache/ke
 Nobody else can make kernlock trust an entry:
 
 * the directory is created 0700; every use opens it with `O_NOFOLLOW | O_DIRECTORY`
-  and checks owner and mode on the opened descriptor (`fstat`), then reads and
-  writes entries relative to that descriptor, so swapping the path for a symlink
-  or another user's directory after the check changes nothing (no check-then-use);
+  and checks on the opened descriptor (`fstat`) that it is this user's and that
+  no other user can write it (`open_private_dir`, which also guards the state
+  directory of `kernlock.interprocess`), then reads and writes entries relative
+  to that descriptor, so swapping the path for a symlink or another user's
+  directory after the check changes nothing (no check-then-use);
 * each entry carries an HMAC-SHA256 under a random per-user key kept in the
-  directory (0600, checked the same way), so an entry copied from another user's
+  directory (0600, checked to be unreadable by others), so an entry copied from another user's
   cache, a backup or a shared image vouches for nothing, and a truncated or edited
   entry is a miss.
 
@@ -45,32 +47,46 @@ def cache_root() -> Path | None:
     return Path(base) / "kernlock"
 
 
+class NotPrivateError(PermissionError):
+    """A per-user directory that belongs to another user or that other users can write."""
+
+
 def _owned_and_private(info: os.stat_result) -> bool:
-    return info.st_uid == os.getuid() and not info.st_mode & 0o077
+    """This user's, and nobody else may even read it (the key)."""
+    return info.st_uid == os.geteuid() and not info.st_mode & 0o077
 
 
-def _open_directory(root: Path) -> int | None:
+def _dir_problem(info: os.stat_result) -> str | None:
+    """Why a directory is not this user's alone to change, or None."""
+    if info.st_uid != os.geteuid():
+        return f"owned by uid {info.st_uid}"
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return "writable by other users"
+    return None
+
+
+def open_private_dir(path: str | os.PathLike[str], parent_fd: int | None = None) -> int:
+    """Open the per-user directory `path`, creating it (0700) if missing; with `parent_fd`, a name inside that one.
+
+    Owner and mode are checked on the opened descriptor (`O_NOFOLLOW`, `fstat`): no check-then-use.
+    Raises `NotPrivateError` when another user owns it or other users can write it, and
+    `OSError` when it cannot be created or opened (a symlink is ELOOP).
+    """
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(root, flags)
+        fd = os.open(path, flags, dir_fd=parent_fd)
     except FileNotFoundError:
+        if parent_fd is None:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
         try:
-            root.parent.mkdir(parents=True, exist_ok=True)
-            os.mkdir(root, 0o700)
-        except FileExistsError:
+            os.mkdir(path, 0o700, dir_fd=parent_fd)
+        except FileExistsError:  # another process created it first
             pass
-        except OSError:
-            return None
-        try:
-            fd = os.open(root, flags)
-        except OSError:
-            return None
-    except OSError:  # a symlink (ELOOP), a file, no permission
-        return None
-    info = os.fstat(fd)
-    if not stat.S_ISDIR(info.st_mode) or not _owned_and_private(info):
+        fd = os.open(path, flags, dir_fd=parent_fd)
+    problem = _dir_problem(os.fstat(fd))
+    if problem is not None:
         os.close(fd)
-        return None
+        raise NotPrivateError(problem)
     return fd
 
 
@@ -111,12 +127,13 @@ def _directory() -> tuple[int, bytes] | None:
             os.close(opened[0])
             del _opened[name]
         try:
-            fd = _open_directory(Path(name))
-            if fd is None:
-                return None
+            fd = open_private_dir(name)
+        except OSError:  # not private, a symlink, a file, no permission: no cache
+            return None
+        try:
             key = _read_key(fd)
         except OSError:
-            return None
+            key = None
         if key is None:
             os.close(fd)
             return None
@@ -130,7 +147,7 @@ def _same_directory(name: str, fd: int) -> bool:
         now, then = os.stat(name, follow_symlinks=False), os.fstat(fd)
     except OSError:
         return False
-    return (now.st_dev, now.st_ino) == (then.st_dev, then.st_ino) and _owned_and_private(then)
+    return (now.st_dev, now.st_ino) == (then.st_dev, then.st_ino) and _dir_problem(then) is None
 
 
 def _mac(key: bytes, name: str, payload: bytes) -> bytes:
