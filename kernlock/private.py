@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-import secrets
 import stat
 import threading
 from pathlib import Path
@@ -95,7 +94,7 @@ def _read_key(fd: int) -> bytes | None:
     try:
         handle = os.open(_KEY_NAME, flags, dir_fd=fd)
     except FileNotFoundError:
-        key = secrets.token_bytes(32)
+        key = os.urandom(32)  # what secrets.token_bytes() returns, without importing secrets on apply()'s path
         try:
             handle = os.open(_KEY_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=fd)
         except FileExistsError:  # another process created it first: use theirs
@@ -176,7 +175,7 @@ def write_entry(name: str, payload: bytes) -> bool:
     if opened is None:
         return False
     fd, key = opened
-    temp = f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    temp = f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
     try:
         handle = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=fd)
         with os.fdopen(handle, "wb") as out:

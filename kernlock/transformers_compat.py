@@ -179,12 +179,13 @@ def transformers_kernels_window(root: Path) -> tuple[str, str] | None:
 
     relative, low, high = TRANSFORMERS_KERNELS_WINDOW
     try:
-        text = (root / relative).read_text(encoding="utf-8")
+        data = (root / relative).read_bytes()
     except OSError:
         return None
-    # Lines found by their "\n" rather than `^` with MULTILINE: the literal prefix lets `re` skip ahead,
-    # ten times faster on this 130 KB file, which every apply() reads.
-    found = dict(re.findall(rf"""\n({low}|{high})\s*=\s*["']([^"']+)["']""", "\n" + text))
+    # Every apply() reads this 130 KB file: bytes (no decoding), and lines found by their "\n" rather than
+    # `^` with MULTILINE, whose literal prefix lets `re` skip ahead (six times fewer instructions in all).
+    pattern = rf"""\n({low}|{high})\s*=\s*["']([^"']+)["']""".encode()
+    found = {name.decode(): value.decode("utf-8", "replace") for name, value in re.findall(pattern, b"\n" + data)}
     return (found[low], found[high]) if low in found and high in found else None
 
 
