@@ -58,17 +58,25 @@ def load_lockfile(path: str | os.PathLike[str]) -> Lockfile:
     entry = entry_for(data)
     lock = load_parsed(entry)
     if lock is None:
-        from kernlock.kernels_lock import looks_like_kernels_lock, migrate_hint
-
-        if looks_like_kernels_lock(data):
-            raise LockfileError(migrate_hint(path))
         try:
             text = data.decode("utf-8").replace("\r\n", "\n")
         except UnicodeDecodeError as error:
             raise LockfileError(f"{path}: cannot read the lock file ({error})") from None
-        lock = parse_lockfile(text, source=str(path))
+        try:
+            lock = parse_lockfile(text, source=str(path))
+        except LockfileError:
+            _refuse_kernels_lock(path, data)
+            raise
         store_parsed(entry, lock)
     return lock
+
+
+def _refuse_kernels_lock(path: Path, data: bytes) -> None:
+    """Name the fix when a lock that does not parse is kernels' own JSON lock (`kernlock lock --migrate`)."""
+    from kernlock.kernels_lock import looks_like_kernels_lock, migrate_hint  # only then: every apply() reads a lock
+
+    if looks_like_kernels_lock(data):
+        raise LockfileError(migrate_hint(path)) from None
 
 
 # ---------------------------------------------------------------- writing
