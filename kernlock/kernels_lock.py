@@ -18,6 +18,7 @@ from kernlock.atomic import atomic_write
 from kernlock.errors import KernlockError, UsageError
 from kernlock.kernels_adapter import KernelsPin, kernels_lock_json, parse_kernels_lock
 from kernlock.lockfile import LockedKernel, Lockfile
+from kernlock.spec import parse_spec, version_of_branch
 
 JSON_SUFFIX = ".json"  # kernels.lock -> kernels.lock.json
 MIGRATED = "kept from kernels' JSON lock"
@@ -120,8 +121,6 @@ def migration_for(path: Path, migrate: bool) -> Migration | None:
 
 def kernels_pin(kernel: LockedKernel) -> KernelsPin:
     """The kernels dependency (repo, version or revision) under which kernels looks a locked entry up."""
-    from kernlock.spec import parse_spec, version_of_branch  # not at the top: every lock read imports this module
-
     spec = parse_spec(kernel.spec)
     if spec.revision is not None:
         number = version_of_branch(spec.revision)
