@@ -107,6 +107,32 @@ def test_a_symlinked_or_shared_cache_directory_is_not_used(cached_lock, tmp_path
     assert list(shared.iterdir()) == []
 
 
+def test_one_opener_guards_both_private_directories(tmp_path: Path) -> None:
+    """`open_private_dir` creates 0700, accepts a directory only its owner can write, refuses the rest."""
+    fd = private.open_private_dir(tmp_path / "made" / "here")
+    try:
+        assert stat.S_IMODE(os.fstat(fd).st_mode) == 0o700 & ~_umask()
+        os.close(private.open_private_dir("inner", fd))  # a name inside an opened one
+    finally:
+        os.close(fd)
+    readable = tmp_path / "readable"
+    readable.mkdir(mode=0o755)
+    os.close(private.open_private_dir(readable))
+    readable.chmod(0o775)
+    with pytest.raises(private.NotPrivateError, match="writable by other users"):
+        private.open_private_dir(readable)
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "made")
+    with pytest.raises(OSError):
+        private.open_private_dir(link)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 @needs_root
 def test_swapping_the_cache_directory_between_check_and_use_changes_nothing(
     cached_lock, private_kernlock_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
