@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernlock.environment import parse_target
 from kernlock.lockfile import LockedFile, LockedKernel, LockedVariant, Lockfile
 from kernlock.testing.fixtures import build_fixture_repos, default_fixtures_dir
 from kernlock.testing.hub import TestHub
@@ -137,13 +138,13 @@ def synthetic_lock(repos: Sequence[str], variants: int, files: int = 4) -> Lockf
                      f"{kernel_module(repo)}/_ops.so"][:files]
             entries = tuple(LockedFile(path=path, sha256=hashlib.sha256(f"{repo}/{name}/{path}".encode()).hexdigest(), size=1000 + n)
                             for n, path in enumerate(sorted(paths)))
-            locked.append(LockedVariant(name=name, targets=(target,), files=entries))
+            locked.append(LockedVariant(name=name, targets=(parse_target(target),), files=entries))
         kernels.append(LockedKernel(
             spec=f"{repo}@v1", repo=repo, commit=commit, resolution="version 1 → branch v1", trust="trusted-publisher",
             requested=(f"{repo}@v1",), version=1, ref="v1", build_variants=tuple(sorted(v.name for v in locked)),
             variants=tuple(sorted(locked, key=lambda v: v.name)),
         ))
-    return Lockfile(targets=tuple(sorted(targets)), inputs=tuple(sorted(k.spec for k in kernels)),
+    return Lockfile(targets=tuple(parse_target(t) for t in sorted(targets)), inputs=tuple(sorted(k.spec for k in kernels)),
                     kernels=tuple(kernels), resolved_with={"kernlock": "0.1.0"})
 
 

@@ -152,7 +152,7 @@ class Run:
     def expected(self) -> tuple[str, str]:
         """(target, variant) this machine should load, from the covering lock."""
         lock = self.lock(self.good)
-        target = lock.targets[0]
+        target = str(lock.targets[0])
         entry = next(k for k in lock.kernels if k.repo == REPO)
         return target, entry.variant_for(target).name
 

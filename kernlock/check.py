@@ -69,7 +69,7 @@ def check_doctor(lock: Lockfile, targets: list[Target], result: CheckResult) -> 
     try:
         here = current_target()
         backend = backend_name(here.backend)
-        entries = [(k, v) for k in lock.kernels if (v := k.variant_for(str(here))) is not None]
+        entries = [(k, v) for k in lock.kernels if (v := k.variant_for(here)) is not None]
     except TargetError:
         pass
     for finding in diagnose(entries, backend):
@@ -82,7 +82,7 @@ def check_doctor(lock: Lockfile, targets: list[Target], result: CheckResult) -> 
     for kernel in lock.kernels:
         for variant in kernel.variants:
             if variant.provenance is not None and variant.provenance.dirty and any(
-                t in variant.targets for t in map(str, targets)
+                t in variant.targets for t in targets
             ):
                 result.notes.append(f"{kernel.spec} {variant.name} was built from a dirty tree "
                                     "(its recorded source revision does not fully identify it)")
@@ -98,7 +98,7 @@ def check_cache(lock: Lockfile, targets: list[Target], result: CheckResult) -> N
     seen: set[tuple[str, str]] = set()
     for kernel in lock.kernels:
         for target in targets:
-            variant = kernel.variant_for(str(target))
+            variant = kernel.variant_for(target)
             if variant is None or (kernel.spec, variant.name) in seen:
                 continue
             seen.add((kernel.spec, variant.name))
@@ -153,7 +153,8 @@ def verify(
         report.unreadable = True
         return report
     except LockfileError as error:
-        first.problem(str(error), None if isinstance(error, LockfileVersionError) else "kernlock lock --upgrade")
+        first.problem(str(error), None if isinstance(error, LockfileVersionError) else "kernlock lock --upgrade",
+                      key_path=list(error.key_path) or None)
         report.unreadable = True
         return report
     check_lock_consistency(lock, first)

@@ -34,15 +34,14 @@ def uncovered_problem(kernel: LockedKernel, target: Target) -> tuple[str, str]:
 
 def check_coverage(lock: Lockfile, targets: list[Target], result: CheckResult) -> None:
     """Each kernel has a locked variant for every checked target."""
-    locked_targets = set(lock.targets)
     for target in targets:
         name = str(target)
-        kernels = [lock.kernel(spec) for spec in lock.uncovered(name)]
-        if name not in locked_targets:  # adding the target is the fix, unless a locked commit has no build for it
+        kernels = [lock.kernel(spec) for spec in lock.uncovered(target)]
+        if target not in lock.targets:  # adding the target is the fix, unless a locked commit has no build for it
             kernels = [k for k in lock.kernels if not buildable(k, target)]
             if not kernels:
                 result.problem(f"target {name} is not covered by the lock (locked targets: "
-                               f"{', '.join(lock.targets) or 'none'})", f"kernlock lock --target {name}", target=name)
+                               f"{', '.join(map(str, lock.targets)) or 'none'})", f"kernlock lock --target {name}", target=name)
                 continue
         for kernel in kernels:
             message, fix = uncovered_problem(kernel, target)

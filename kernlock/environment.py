@@ -21,6 +21,7 @@ asks kernels itself (importing Torch) and is what the loader patch uses.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import platform
 import re
@@ -64,6 +65,7 @@ class Target:
         return f"{self.torch[0]}.{self.torch[1]}"
 
 
+@functools.lru_cache(maxsize=1024)  # a lock repeats a few targets many times
 def parse_target(text: str) -> Target:
     """Parse a target string; raise `TargetError` with the grammar on failure."""
     match = re.fullmatch(_TARGET_PATTERN, text.strip())

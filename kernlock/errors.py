@@ -50,6 +50,14 @@ class ConfigError(UsageError):
     """`pyproject.toml` or another source of specs is malformed."""
 
 
+def key_text(key_path: tuple[str | int, ...]) -> str:
+    """A key path spelled the way the lock reads: `("kernel", 2, "files", 0)` → `kernel[2].files[0]`."""
+    text = ""
+    for part in key_path:
+        text += f"[{part}]" if isinstance(part, int) else f".{part}" if text else part
+    return text
+
+
 class LockfileError(KernlockError):
     """`kernels.lock` is missing, unreadable or invalid.
 
@@ -68,11 +76,8 @@ class LockfileError(KernlockError):
 
     @property
     def key(self) -> str:
-        """`key_path` spelled the way the lock reads: `kernel[2].variant[0].files[0].sha256`."""
-        text = ""
-        for part in self.key_path:
-            text += f"[{part}]" if isinstance(part, int) else f".{part}" if text else part
-        return text
+        """`key_path` spelled the way the lock reads (see `key_text`)."""
+        return key_text(self.key_path)
 
     def under(self, *keys: str | int) -> LockfileError:
         """The same error, located inside `keys` (a parent prefixes its key to a nested error)."""

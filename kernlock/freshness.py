@@ -20,7 +20,7 @@ from kernlock.workspace import Workspace
 
 def _resolving_target(project: Project, lock: Lockfile) -> Target | None:
     """Whose Transformers defaults expand aliases: this environment, else the first declared target."""
-    return resolving_target(tuple(sorted({parse_target(t) for t in (*project.targets, *lock.targets)})))
+    return resolving_target(tuple(sorted({*map(parse_target, project.targets), *lock.targets})))
 
 
 def _project_specs(project: Project, lock: Lockfile) -> list[KernelSpec]:
@@ -63,12 +63,11 @@ def check_fresh(project: Project, lock: Lockfile, result: CheckResult) -> None:
         if key not in changed:
             result.problem(f"{key} is locked but no longer named by any source", "kernlock lock", spec=key)
     _check_overrides(project, lock, result)
-    locked_targets = set(lock.targets)
     for text in project.targets:
-        target = str(parse_target(text))
-        if target not in locked_targets:
+        target = parse_target(text)
+        if target not in lock.targets:
             result.problem(f"target {target} is declared in [tool.kernlock] targets but not locked",
-                           "kernlock lock", target=target)
+                           "kernlock lock", target=str(target))
     result.summary = f"{len(by_key)} spec{'s' if len(by_key) != 1 else ''}"
     if not added and not removed:
         _note_default_drift(lock, by_key, project, result)
@@ -76,11 +75,10 @@ def check_fresh(project: Project, lock: Lockfile, result: CheckResult) -> None:
 
 def _check_overrides(project: Project, lock: Lockfile, result: CheckResult) -> None:
     """Configured overrides ↔ the lock's override entries (added, removed or re-pinned)."""
-    targets = [parse_target(t) for t in lock.targets]
     wanted = {
         (rule.when, rule.use, rule.repo)
         for rule in project.overrides
-        if any(rule.matches(t) for t in targets) and any(rule.repo in k.names() for k in lock.kernels)
+        if any(rule.matches(t) for t in lock.targets) and any(rule.repo in k.names() for k in lock.kernels)
     }
     locked = {
         (k.override.when, k.override.use, name)

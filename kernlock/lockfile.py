@@ -26,7 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernlock.errors import LockfileError, LockfileVersionError
+from kernlock.environment import Target, parse_target
+from kernlock.errors import LockfileError, LockfileVersionError, key_text
 from kernlock.lockfile_dict import (
     ALWAYS_WRITTEN,
     REGENERATE,
@@ -38,6 +39,7 @@ from kernlock.lockfile_dict import (
     get_objects,
     get_required,
     get_strings,
+    get_targets,
     invalid,
     type_error,
 )
@@ -113,7 +115,7 @@ class LockedVariant(Table):
     """A build variant chosen for one or more targets, with its files and build metadata."""
 
     name: str
-    targets: tuple[str, ...]
+    targets: tuple[Target, ...]  # parsed at load; written as their text
     kernels_minver: str | None = None
     python_depends: tuple[str, ...] = ()
     digest: str | None = None  # algorithm of the metadata digest, checked against `files` when locking
@@ -135,7 +137,7 @@ class LockedVariant(Table):
                f"says {'' if signed else 'not '}signed, but the files {'lack' if signed else 'include'} {SIGNATURE_FILE}")
         return cls(
             name=name,
-            targets=get_strings(d, "targets"),
+            targets=get_targets(d, "targets"),
             kernels_minver=get(d, str, "kernels-minver"),
             python_depends=get_strings(d, "python-depends"),
             digest=get(d, str, "digest"),
@@ -222,8 +224,10 @@ class LockedKernel(Table):
         """Every repo id that loads this entry: the canonical one and its aliases."""
         return (self.repo, *self.aliases)
 
-    def variant_for(self, target: str) -> LockedVariant | None:
-        """The variant locked for `target`, if any."""
+    def variant_for(self, target: Target | str) -> LockedVariant | None:
+        """The variant locked for `target` (a `Target` or its text), if any."""
+        if isinstance(target, str):
+            target = parse_target(target)
         for variant in self.variants:
             if target in variant.targets:
                 return variant
@@ -235,7 +239,7 @@ class Lockfile(Table):
     """A whole `kernels.lock`."""
 
     version: str = field(default=LOCK_VERSION, metadata=ALWAYS_WRITTEN)
-    targets: tuple[str, ...]
+    targets: tuple[Target, ...]  # parsed at load; written as their text
     inputs: tuple[str, ...]
     resolved_with: Mapping[str, str] = field(default_factory=dict)
     kernels: tuple[LockedKernel, ...] = field(default=(), metadata={"key": "kernel"})
@@ -258,7 +262,7 @@ class Lockfile(Table):
         if ignored:
             import logging
 
-            keys = ", ".join(LockfileError("", key_path=path).key for path in ignored)
+            keys = ", ".join(map(key_text, ignored))
             logging.getLogger("kernlock").warning(
                 "%s: written by a newer kernlock (lock format %s; this one reads %s); ignoring %s; "
                 "upgrade kernlock to use them (pip install -U kernlock)", source or LOCK_FILENAME, version, LOCK_VERSION, keys)
@@ -279,7 +283,7 @@ class Lockfile(Table):
             seen.add(kernel.identity)
         return cls(
             version=_read_version(d.get("version")),
-            targets=get_strings(d, "targets"),
+            targets=get_targets(d, "targets"),
             inputs=get_strings(d, "inputs"),
             resolved_with=dict(resolved_with),
             kernels=kernels,
@@ -290,7 +294,7 @@ class Lockfile(Table):
         """Whether a newer kernlock wrote this lock (a newer minor: readable, but not to be overwritten)."""
         return format_version(self.version) > format_version(LOCK_VERSION)
 
-    def kernel(self, spec: str, target: str | None = None) -> LockedKernel | None:
+    def kernel(self, spec: str, target: Target | str | None = None) -> LockedKernel | None:
         """The entry for a spec key: the one covering `target`, else the one without an override."""
         entries = self.entries(spec)
         if target is not None:
@@ -305,8 +309,10 @@ class Lockfile(Table):
         """All entries that load `repo`, under its canonical name or an alias."""
         return [kernel for kernel in self.kernels if repo in kernel.names()]
 
-    def uncovered(self, target: str) -> list[str]:
+    def uncovered(self, target: Target | str) -> list[str]:
         """Spec keys with no entry covering `target`."""
+        if isinstance(target, str):
+            target = parse_target(target)
         covered = {k.spec for k in self.kernels if k.variant_for(target) is not None}
         return [spec for spec in dict.fromkeys(k.spec for k in self.kernels) if spec not in covered]
 

@@ -6,7 +6,8 @@ with the `get*` helpers below, spelling each key once; a failure is a
 parent's key to errors (and to the unknown keys a newer minor format may carry,
 collected in `ignored` instead of refused). `Table.to_dict` is generic: a field's
 key is its name with dashes (or `metadata={"key": ...}`), values equal to the
-field's default are left out (unless `ALWAYS_WRITTEN`), tuples become lists.
+field's default are left out (unless `ALWAYS_WRITTEN`), tuples become lists and
+targets their text.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import MISSING, fields
 from typing import Any, TypeVar
 
-from kernlock.errors import LockfileError
+from kernlock.environment import Target, parse_target
+from kernlock.errors import LockfileError, TargetError
 
 REGENERATE = "re-resolve every pin with `kernlock lock --upgrade`"
 REPAIR = f"undo the hand edit, or {REGENERATE}"  # the fix for a value this kernlock never writes
@@ -67,6 +69,17 @@ def get_strings(d: Mapping[str, Any], key: str) -> tuple[str, ...]:
         if not isinstance(value, str):
             raise type_error(value, str, key, index)
     return tuple(values)
+
+
+def get_targets(d: Mapping[str, Any], key: str) -> tuple[Target, ...]:
+    """`d[key]` as parsed targets (empty when absent)."""
+    targets = []
+    for index, text in enumerate(get_strings(d, key)):
+        try:
+            targets.append(parse_target(text))
+        except TargetError:
+            raise invalid(f"invalid target {text!r}", key, index) from None
+    return tuple(targets)
 
 
 def ensure(condition: bool, key: str, problem: str, fix: str = REPAIR) -> None:
@@ -139,9 +152,10 @@ def _rebuilders(cls: type) -> tuple[tuple[str, str, Callable[[Any], Any] | None]
         hints = typing.get_type_hints(cls)
         rebuilders = []
         for name, key, _ in _layout(cls):
-            model = next((arg for arg in (*typing.get_args(hints[name]), hints[name])
-                          if isinstance(arg, type) and issubclass(arg, Table)), None)
-            rebuilders.append((name, key, model.from_own_dict if model is not None else None))
+            kinds = (*typing.get_args(hints[name]), hints[name])
+            model = next((kind for kind in kinds if isinstance(kind, type) and issubclass(kind, Table)), None)
+            rebuild = model.from_own_dict if model else parse_target if Target in kinds else None
+            rebuilders.append((name, key, rebuild))
         found = _REBUILDERS[cls] = tuple(rebuilders)
     return found
 
@@ -153,6 +167,8 @@ def _plain(value: Any) -> Any:
         return [_plain(item) for item in value]
     if isinstance(value, Mapping):
         return dict(value)
+    if isinstance(value, Target):
+        return str(value)
     return value
 
 

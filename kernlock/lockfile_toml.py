@@ -11,7 +11,7 @@ import os
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kernlock import tomlio
 from kernlock.atomic import atomic_write
@@ -24,6 +24,7 @@ HEADER = (
     "# Regenerate it with `kernlock lock`; check it with `kernlock verify`.\n"
 )
 
+_Item = TypeVar("_Item")
 _CONFLICT_RE = re.compile(r"^(<<<<<<<|>>>>>>>)( |$)|^=======$", re.MULTILINE)
 
 
@@ -82,8 +83,8 @@ def _refuse_kernels_lock(path: Path, data: bytes) -> None:
 # ---------------------------------------------------------------- writing
 
 
-def _sorted(values: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(sorted(set(values)))
+def _sorted(values: tuple[_Item, ...]) -> tuple[_Item, ...]:
+    return tuple(sorted(set(values), key=str))  # targets too are written in the order of their text
 
 
 def canonical(lock: Lockfile) -> Lockfile:

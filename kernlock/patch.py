@@ -94,7 +94,7 @@ def _environment(simulated: str | None = None) -> Target:
 
 def check_coverage(lock: Lockfile, target: Target, lockfile: Path | str = LOCK_FILENAME) -> None:
     """Raise `NoVariantError` unless every locked kernel has a variant for `target`."""
-    missing = lock.uncovered(str(target))
+    missing = lock.uncovered(target)
     if not missing:
         return
     from kernlock.coverage import buildable, uncovered_problem
@@ -103,7 +103,7 @@ def check_coverage(lock: Lockfile, target: Target, lockfile: Path | str = LOCK_F
     if unbuildable:  # adding this target cannot work: the locked commit has no build for it
         message, fix = uncovered_problem(unbuildable[0], target)
         raise NoVariantError(f"{lockfile}: {message}; see `{fix}`")
-    have = ", ".join(lock.targets) or "none"
+    have = ", ".join(map(str, lock.targets)) or "none"
     raise NoVariantError(
         f"{lockfile} has no build variant for this environment ({target}) for {', '.join(missing)}; "
         f"locked targets: {have}; fix: `kernlock lock --target {target}`"
@@ -114,7 +114,7 @@ def check_compatibility(lock: Lockfile, target: Target) -> None:
     """Raise `CompatibilityError` when this machine cannot load the locked variants (doctor checks)."""
     from kernlock.doctor import backend_name, diagnose
 
-    entries = [(k, v) for k in lock.kernels if (v := k.variant_for(str(target))) is not None]
+    entries = [(k, v) for k in lock.kernels if (v := k.variant_for(target)) is not None]
     for finding in diagnose(entries, backend_name(target.backend)):
         if finding.blocking:
             raise CompatibilityError(f"{finding.message}; fix: {finding.fix}")
@@ -125,7 +125,7 @@ def check_compatibility(lock: Lockfile, target: Target) -> None:
 
 
 def find_entry(lock: Lockfile, repo: str, version: int | None, revision: str | None,
-               target: str | None = None) -> LockedKernel | None:
+               target: Target | None = None) -> LockedKernel | None:
     """The lock entry a kernels request (`repo`, version or revision) binds to.
 
     Only entries covering `target` count (overrides give one spec different
@@ -168,10 +168,6 @@ def find_entry(lock: Lockfile, repo: str, version: int | None, revision: str | N
     return None
 
 
-def _current_target() -> str | None:
-    return str(_STATE.target) if _STATE.target is not None else None
-
-
 def _warn_once(key: str, message: str) -> None:
     with _STATE.mutex:
         if key in _STATE.warned:
@@ -195,7 +191,7 @@ def _locked_local_kernel(entry: LockedKernel) -> Any:
     """Resolve a locked entry to kernels' `LocalKernel` in the verified cache."""
     from kernlock.cache import ensure_variant
 
-    target = str(_STATE.target)
+    target = _STATE.target
     variant = entry.variant_for(target)
     if variant is None:
         raise NoVariantError(f"{entry.spec}: no variant locked for {target}; fix: kernlock lock --target {target}")
@@ -253,14 +249,14 @@ def _resolve_load(repo: str, version: int | None, revision: str | None, backend:
     if _is_local_path(repo) and not _STATE.lock.for_repo(repo):
         _local_kernel(repo, Path(repo), "get_local_kernel")
         return None
-    entry = find_entry(_STATE.lock, repo, version, revision, _current_target())
+    entry = find_entry(_STATE.lock, repo, version, revision, _STATE.target)
     if entry is None:
         _unlocked(repo, _describe(version, revision), version, revision)
         return None
     if backend not in (None, _STATE.target.backend if _STATE.target else None) and backend != "cpu":
         return None
     local = _locked_local_kernel(entry)
-    variant = entry.variant_for(str(_STATE.target))
+    variant = entry.variant_for(_STATE.target)
     logger.info("kernlock: %s (%s) -> %s [%s]", repo, _describe(version, revision), entry.commit, variant.name)
     return local
 
@@ -270,7 +266,7 @@ def _locked_commit(repo: str, where: str) -> str | None:
     lock = _STATE.lock
     if lock is None:
         return None
-    entries = [e for e in lock.for_repo(repo) if e.variant_for(str(_STATE.target)) is not None]
+    entries = [e for e in lock.for_repo(repo) if e.variant_for(_STATE.target) is not None]
     if not entries:
         _unlocked(repo, where)
         return None
@@ -281,7 +277,7 @@ def _locked_commit(repo: str, where: str) -> str | None:
 def _locked_entry(repo: str, version: int | None, revision: str | None) -> LockedKernel | None:
     """The entry a version lookup binds to; refuses (strict) or warns about an unlocked one."""
     lock = _STATE.lock
-    entry = find_entry(lock, repo, version, revision, _current_target()) if lock else None
+    entry = find_entry(lock, repo, version, revision, _STATE.target) if lock else None
     if entry is None and lock is not None and repo not in local_kernels.overrides():
         _unlocked(repo, _describe(version, revision), version, revision)
     return entry
@@ -401,7 +397,7 @@ def apply(lockfile: str | os.PathLike[str] | None = None, *, strict: bool | None
         target=str(target),
         strict=strict,
         kernels={
-            k.spec: (k.commit, variant.name) for k in lock.kernels if (variant := k.variant_for(str(target))) is not None
+            k.spec: (k.commit, variant.name) for k in lock.kernels if (variant := k.variant_for(target)) is not None
         },
     )
     logger.info("%s", applied)

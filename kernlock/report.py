@@ -14,7 +14,8 @@ JSON form (`VerifyReport.to_json()`, `kernlock verify --json`)::
             {"message": str, "fix": str,
              # optional context keys, present where they apply:
              "spec": str, "kernel": str, "target": str, "file": str, "line": int,
-             "variant": str, "path": str}
+             "variant": str, "path": str,
+             "key_path": [str | int]}    # where in the lock an invalid value is (LockfileError.key_path)
           ],
           "notes": [str]               # informational, never fail the check
         }

@@ -130,7 +130,7 @@ class Resolver:
                             merged.dependency_of.add(kernel.spec)
                 pending = list(follow.values())
         return Lockfile(
-            targets=tuple(sorted(str(t) for t in self.options.targets)),
+            targets=tuple(sorted(set(self.options.targets), key=str)),
             inputs=inputs,
             kernels=tuple(resolved[identity] for identity in sorted(resolved)),
             resolved_with=_resolving_context(self.options.resolving_target),
@@ -168,7 +168,7 @@ class Resolver:
 
     def _extend_previous(self, previous: LockedKernel, job: _Job) -> LockedKernel:
         """Keep a pinned commit; add variants only for targets the old lock lacked."""
-        wanted = {str(t) for t in job.targets}
+        wanted = set(job.targets)
         have = {t for v in previous.variants for t in v.targets}
         complete = wanted <= have and (not self.options.all_variants or {v.name for v in previous.variants} >= set(previous.build_variants))
         if complete and (previous.trust != "allowlist" or previous.repo in self.options.trust_allowlist):
@@ -277,12 +277,12 @@ class Resolver:
             ) from None
         grouped = group_variants(repo, commit, listing)
         names = sorted(grouped)
-        chosen: dict[str, set[str]] = {}
+        chosen: dict[str, set[Target]] = {}
         for target in job.targets:
             variant, reasons = choose_variant(names, target)
             if variant is None:
                 raise NoVariantError(self._no_variant_message(spec_key, repo, commit, target, reasons, refs))
-            chosen.setdefault(variant, set()).add(str(target))
+            chosen.setdefault(variant, set()).add(target)
         if self.options.all_variants:
             for name in names:
                 chosen.setdefault(name, set())
@@ -302,7 +302,7 @@ class Resolver:
                     )
                     digest = "sha256 (mismatch)"
             variants.append(LockedVariant(
-                name=name, targets=tuple(sorted(chosen[name])), files=files,
+                name=name, targets=tuple(sorted(chosen[name], key=str)), files=files,
                 kernels_minver=metadata.kernels_minver, python_depends=metadata.python_depends,
                 digest=digest, provenance=metadata.provenance, signed=any(f.path == SIGNATURE_FILE for f in files),
             ))

@@ -41,7 +41,7 @@ def selected_variants(lock: Lockfile, targets: Iterable[Target]) -> list[tuple[L
     pairs = []
     for kernel in lock.kernels:
         for target in chosen:
-            variant = kernel.variant_for(str(target))
+            variant = kernel.variant_for(target)
             if variant is None:
                 message, fix = uncovered_problem(kernel, target)
                 raise NoVariantError(f"{message}; fix: `{fix}`")

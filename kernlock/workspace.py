@@ -90,7 +90,8 @@ class Workspace:
 
     def all_targets(self, lock: Lockfile) -> tuple[Target, ...]:
         """What `--all-targets` means everywhere: the declared targets, else every target the lock covers."""
-        return tuple(sorted({parse_target(t) for t in (self.project.targets or lock.targets)}, key=str))
+        declared = [parse_target(t) for t in self.project.targets] or lock.targets
+        return tuple(sorted(set(declared), key=str))
 
     def chosen_targets(self, lock: Lockfile, targets: Iterable[str | Target] = (), all_targets: bool = False) -> list[Target]:
         """The targets a reader works on: `targets`, plus `all_targets()` when asked, else this environment."""

@@ -7,16 +7,18 @@ from pathlib import Path
 
 import pytest
 
+from kernlock.environment import parse_target
 from kernlock.errors import LockfileError, LockfileVersionError
 from kernlock.lockfile import LockedFile, LockedKernel, Lockfile, LockedVariant
 from kernlock.lockfile_toml import dumps_lockfile, load_lockfile, parse_lockfile, write_lockfile
 
 SHA = "a" * 40
+CPU = parse_target("torch2.13-cxx11-cpu-x86_64-linux")
 
 
 def sample() -> Lockfile:
     return Lockfile(
-        targets=("torch2.13-cxx11-cpu-x86_64-linux",),
+        targets=(CPU,),
         inputs=("org/repo",),
         resolved_with={"kernlock": "0.1.0"},
         kernels=(
@@ -26,7 +28,7 @@ def sample() -> Lockfile:
                 variants=(
                     LockedVariant(
                         name="torch213-cxx11-cpu-x86_64-linux",
-                        targets=("torch2.13-cxx11-cpu-x86_64-linux",),
+                        targets=(CPU,),
                         files=(LockedFile(path="b.py", sha256="1" * 64, size=3), LockedFile(path="a.py", sha256="2" * 64, size=4)),
                     ),
                 ),

@@ -9,6 +9,7 @@ import pytest
 
 import kernlock
 from kernlock import lockfile_toml, parse_cache
+from kernlock.environment import parse_target
 from kernlock.errors import LockfileError
 from kernlock.lockfile import LockedFile, LockedKernel, Lockfile, LockedVariant
 from kernlock.lockfile_toml import load_lockfile, write_lockfile
@@ -22,7 +23,7 @@ def big_lock(kernels: int = 30, variants: int = 6) -> Lockfile:
         locked = tuple(
             LockedVariant(
                 name=f"torch2{v}-cxx11-cpu-x86_64-linux",
-                targets=(f"torch2.{v}-cxx11-cpu-x86_64-linux",),
+                targets=(parse_target(f"torch2.{v}-cxx11-cpu-x86_64-linux"),),
                 files=tuple(LockedFile(path=f"pkg/file{n}.py", sha256=f"{k:02d}{v:02d}{n:02d}".ljust(64, "0"), size=100 + n) for n in range(4)),
             )
             for v in range(variants)
@@ -31,7 +32,7 @@ def big_lock(kernels: int = 30, variants: int = 6) -> Lockfile:
             spec=repo, repo=repo, commit=f"{k:040x}", resolution="branch v1", trust="trusted-publisher",
             version=1, ref="v1", build_variants=tuple(v.name for v in locked), variants=locked,
         ))
-    return Lockfile(targets=tuple(f"torch2.{v}-cxx11-cpu-x86_64-linux" for v in range(variants)),
+    return Lockfile(targets=tuple(parse_target(f"torch2.{v}-cxx11-cpu-x86_64-linux") for v in range(variants)),
                     inputs=tuple(k.spec for k in entries), kernels=tuple(entries), resolved_with={"kernlock": "0.1.0"})
 
 

@@ -79,6 +79,7 @@ def test_unreadable_lock_exits_2_naming_the_key_path(locked_project: LockedProje
     assert "kernel[0].commit" in result.output and "fix: kernlock lock" in result.output
     code, report = verify_json(project)
     assert code == 2 and [c["name"] for c in report["checks"]] == ["lock"]
+    assert report["checks"][0]["problems"][0]["key_path"] == ["kernel", 0, "commit"]
     # Merge-conflict markers are named by line.
     lock_path.write_text(text + "<<<<<<< HEAD\n")
     result = cli("verify", cwd=project)

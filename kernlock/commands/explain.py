@@ -29,17 +29,17 @@ def explain_command(repo: str, targets: tuple[str, ...], lockfile: str | None, p
     kernels = [k for k in lock.kernels if repo in (*k.names(), k.spec)]
     if not kernels:
         raise UsageError(f"{repo} is not in the lock; locked: {', '.join(k.spec for k in lock.kernels) or 'nothing'}")
-    chosen_targets = [parse_target(t) for t in targets] or [parse_target(t) for t in lock.targets]
+    chosen_targets = [parse_target(t) for t in targets] or list(lock.targets)
     report = []
     for kernel in kernels:
         entry = {
             "spec": kernel.spec, "commit": kernel.commit, "build_variants": list(kernel.build_variants), "targets": [],
             "override": kernel.override.to_dict() if kernel.override else None,
         }
-        covered = [t for t in chosen_targets if kernel.variant_for(str(t)) is not None]
+        covered = [t for t in chosen_targets if kernel.variant_for(t) is not None]
         for target in covered if (covered and not targets) else chosen_targets:
             choice, reasons = choose_variant(kernel.build_variants, target)
-            locked = kernel.variant_for(str(target))
+            locked = kernel.variant_for(target)
             entry["targets"].append({
                 "target": str(target), "kernels_choice": choice, "locked": locked.name if locked else None,
                 "agrees": (locked.name if locked else None) == choice, "reasons": reasons,

@@ -53,7 +53,7 @@ def show_command(lockfile: str | None, project_dir: str, as_json: bool, provenan
     if as_json:
         click.echo(json.dumps(lock.to_dict(), indent=2))  # the lock itself: kernels.lock's keys
         return
-    rows = [["KERNEL", "PIN", *lock.targets]]
+    rows = [["KERNEL", "PIN", *map(str, lock.targets)]]
     for kernel in lock.kernels:
         requested = ", ".join(r for r in kernel.requested if r != kernel.spec)
         pin = f"{requested + ' → ' if requested else ''}{kernel.ref or 'commit'} → {kernel.commit[:12]}"

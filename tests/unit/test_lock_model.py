@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from kernlock.environment import Target, parse_target
 from kernlock.errors import LockfileError, LockfileVersionError
 from kernlock.lockfile import (
     SIGNATURE_FILE,
@@ -19,8 +20,8 @@ from kernlock.lockfile import (
     Provenance,
 )
 
-CPU = "torch2.13-cxx11-cpu-x86_64-linux"
-CUDA = "torch2.9-cxx11-cu128-x86_64-linux"
+CPU = parse_target("torch2.13-cxx11-cpu-x86_64-linux")
+CUDA = parse_target("torch2.9-cxx11-cu128-x86_64-linux")
 
 FILE = LockedFile(path="pkg/_ops.py", sha256="1" * 64, size=12)
 PROVENANCE = Provenance(builder_version="0.9", builder_commit="b" * 40, builder_dirty=False, source_commit="c" * 40)
@@ -67,6 +68,16 @@ def test_to_dict_uses_the_lock_keys_and_leaves_defaults_out() -> None:
     assert "kernel" not in Lockfile(targets=(), inputs=()).to_dict()
 
 
+def test_targets_are_parsed_at_load_and_written_as_their_text() -> None:
+    data = LOCK.to_dict()
+    assert data["targets"] == [str(CPU), str(CUDA)] and data["kernel"][1]["variant"][0]["targets"] == [str(CUDA)]
+    lock = Lockfile.from_dict(data)
+    assert lock.targets == (CPU, CUDA) and all(isinstance(t, Target) for t in lock.targets)
+    assert lock.kernels[1].variants[0].targets[0].backend == "cu128"
+    assert lock.kernels[1].variant_for(CPU) == SIGNED and lock.kernels[1].variant_for(str(CUDA)) == UNIVERSAL
+    assert lock.uncovered(CUDA) == ["a/b"] and lock.kernel("old/name@v1", CPU) == RENAMED
+
+
 def test_the_model_is_frozen_keyword_only_and_slotted() -> None:
     with pytest.raises(AttributeError):
         FILE.size = 0  # type: ignore[misc]
@@ -98,6 +109,8 @@ def _lock_with(edit) -> dict[str, Any]:
         (lambda d: d["kernel"][0].update(version=True), ("kernel", 0, "version"), "expected an integer, got a boolean"),
         (lambda d: d["kernel"].append(d["kernel"][0]), ("kernel", 2, "spec"), "duplicate entry for 'a/b'"),
         (lambda d: d.update(inputs="a/b"), ("inputs",), "expected an array, got str"),
+        (lambda d: d["kernel"][1]["variant"][0]["targets"].append("torch2-cpu"), ("kernel", 1, "variant", 0, "targets", 1),
+         "invalid target 'torch2-cpu'"),
     ],
 )
 def test_nested_errors_carry_the_full_key_path(edit, key_path: tuple[str | int, ...], problem: str) -> None:

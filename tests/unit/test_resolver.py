@@ -90,8 +90,8 @@ def test_an_override_gives_matching_targets_their_own_entry(hub: FakeHub) -> Non
     rules = parse_overrides({REPO: [{"backend": "cu128", "revision": "v2", "reason": "v1 breaks on cu128"}]}, "pyproject.toml")
     lock, _ = resolve(hub, f"{REPO}@v1", targets=(CPU, CUDA), overrides=rules)
     by_target = {t: k for k in lock.kernels for v in k.variants for t in v.targets}
-    assert by_target[str(CPU)].commit == hub.branches[REPO]["v1"] and by_target[str(CPU)].override is None
-    cuda = by_target[str(CUDA)]
+    assert by_target[CPU].commit == hub.branches[REPO]["v1"] and by_target[CPU].override is None
+    cuda = by_target[CUDA]
     assert cuda.commit == hub.branches[REPO]["v2"] and cuda.override.reason == "v1 breaks on cu128"
 
 
