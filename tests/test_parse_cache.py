@@ -118,3 +118,17 @@ def test_oldest_entries_are_pruned(tmp_path: Path, private_kernlock_cache: Path,
     for n in range(5):
         write_lockfile(big_lock(kernels=20 + n), tmp_path / f"{n}.lock")
     assert len(entries(private_kernlock_cache)) == 3
+
+
+@pytest.mark.parametrize("module", ["lockfile.py", "lockfile_dict.py", "lockfile_toml.py"])
+def test_edited_parsing_code_does_not_read_entries(tmp_path: Path, private_kernlock_cache: Path, module: str) -> None:
+    path = tmp_path / "kernels.lock"
+    write_lockfile(big_lock(), path)
+    code = Path(parse_cache.__file__).with_name(module)
+    info = code.stat()
+    try:
+        os.utime(code, ns=(info.st_atime_ns, info.st_mtime_ns + 1_000_000_000))  # as an edit would
+        load_lockfile(path)
+    finally:
+        os.utime(code, ns=(info.st_atime_ns, info.st_mtime_ns))
+    assert len(entries(private_kernlock_cache)) == 2
