@@ -79,7 +79,8 @@ class Workspace:
                 return None
             if not self.lockfile.is_file():
                 raise
-            raise LockfileError(f"{error} (the existing pins cannot be kept, so nothing was written)") from None
+            raise type(error)(f"{error.problem} (the existing pins cannot be kept, so nothing was written)",
+                              key_path=error.key_path, source=error.source, fix=error.fix) from None
         if lock.newer_format:
             raise LockfileVersionError(
                 f"{self.lockfile} was written by a newer kernlock (lock format {lock.version}; this one writes "

@@ -6,7 +6,11 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
+import kernlock
 from helpers import CPU, FA2, UNTRUSTED, LockedProjectFactory, cli
+from kernlock.errors import LockfileError
 from kernlock.lockfile_toml import load_lockfile
 
 
@@ -63,6 +67,10 @@ def test_an_invalid_hand_edit_names_its_key_path_and_the_recommended_fix_works(
     assert "kernel[0].variant[0].files[0].sha256: expected 64 lower-case hex characters" in result.output
     fix = re.findall(r"`kernlock ([^`]+)`", result.output)[0]
     assert fix == "lock --upgrade"
+    with pytest.raises(LockfileError) as raised:  # re-locking keeps pins, so it refuses, with the key path as data
+        kernlock.lock(project)
+    assert raised.value.key_path == ("kernel", 0, "variant", 0, "files", 0, "sha256")
+    assert "the existing pins cannot be kept" in str(raised.value) and str(raised.value).endswith("`kernlock lock --upgrade`")
     assert cli(*fix.split(), cwd=project).exit_code == 0
     assert cli("verify", cwd=project).exit_code == 0
     assert load_lockfile(path).kernels[0].variants[0].files[0].sha256 == sha256
