@@ -30,7 +30,7 @@ from pathlib import Path
 
 from kernlock.errors import TargetError
 
-# A pattern, compiled at first use (`re` caches it): `apply()` imports this module but parses no target string.
+# A pattern, compiled at first use (`re` caches it; `parse_target` caches its results): importing compiles nothing.
 _TARGET_PATTERN = (
     r"torch(?P<major>\d+)\.(?P<minor>\d+)"
     r"(?:-(?P<abi>cxx11|cxx98))?"
