@@ -120,29 +120,46 @@ def check_remote(lock: Lockfile, result: CheckResult, hub: Hub | None = None) ->
         if status.error is not None:
             result.problem(status.error, "check the network, HF_ENDPOINT and HF_TOKEN", kernel=kernel.spec)
             continue
-        for problem in remote_problems(kernel, hub):
-            result.problem(f"{kernel.spec}: {problem}", fix, kernel=kernel.spec)
+        try:
+            problems = remote_problems(kernel, hub)
+        except CommitGone:
+            gone = True
+            repin = f"name a revision the Hub has in the spec of {kernel.spec}, then run kernlock lock"
+            result.problem(f"{kernel.spec}: locked commit {kernel.commit[:12]} is gone from the Hub (it answers 404 for it)",
+                           fix if status.current is not None else repin, kernel=kernel.spec)
+        else:
+            gone = False
+            for problem in problems:
+                result.problem(f"{kernel.spec}: {problem}", fix, kernel=kernel.spec)
         if status.renamed_to is not None:
             result.notes.append(f"{kernel.spec}: {spec_repo(kernel)} was renamed to {status.renamed_to} on the Hub; "
                                 f"update the spec (loads keep working under both names)")
         if status.moved:
             result.notes.append(f"{kernel.spec}: {status.ref_kind} {kernel.ref} moved from {kernel.commit[:12]} "
                                 f"to {status.current[:12]}; `{fix}` to take it")
-        elif status.ref_gone:
+        elif status.ref_gone and not gone:
             result.notes.append(f"{kernel.spec}: ref {kernel.ref} no longer exists on the Hub (the locked commit does)")
     result.summary = f"{len({s.kernel.repo for s in statuses})} repos"
 
 
+class CommitGone(Exception):
+    """The Hub answers 404 for a locked commit."""
+
+
 def remote_problems(kernel: LockedKernel, hub: Hub) -> list[str]:
-    """How a lock entry disagrees with the Hub: commit, files and hashes, aliases, trust."""
+    """How a lock entry disagrees with the Hub: files and hashes, aliases, trust; `CommitGone` if the commit is."""
     import hashlib
+
+    from huggingface_hub.errors import RevisionNotFoundError
 
     from kernlock.errors import HubError
 
     try:
         tree = hub.tree(kernel.repo, kernel.commit)
     except HubError as error:
-        return [f"locked commit {kernel.commit[:12]} is no longer on the Hub ({error})"]
+        if isinstance(error.__cause__, RevisionNotFoundError):
+            raise CommitGone(kernel.commit) from None
+        return [f"the Hub cannot list locked commit {kernel.commit[:12]} ({error})"]
     problems = []
     for variant in kernel.variants:
         prefix = f"build/{variant.name}/"

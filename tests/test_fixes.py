@@ -135,6 +135,9 @@ def test_a_locked_commit_gone_from_the_hub_is_relocked(hub: TestHub, tmp_path: P
     rewritten = rewrite_branch(hub.repo_path(FA2), "v2")
     synced = cli("sync", cwd=project)
     assert synced.exit_code == 1
+    verified = cli("verify", "--remote", cwd=project)
+    assert verified.exit_code == 1 and f"locked commit {tip[:12]} is gone from the Hub" in verified.output
+    assert "(the locked commit does)" not in verified.output
     kernlock.apply(project / "kernels.lock")
     with pytest.raises(MissingFilesError) as raised:
         kernels.get_kernel(FA2, revision="v2" if pin == "branch" else tip)
@@ -142,8 +145,10 @@ def test_a_locked_commit_gone_from_the_hub_is_relocked(hub: TestHub, tmp_path: P
     assert f"locked commit {tip[:12]} is gone from the Hub" in message
     assert "where the Hub is reachable" not in message
     assert recommended(synced.output) == recommended(message)
-    if pin == "commit":  # the edit the message asks for: a revision the Hub has
-        assert "its spec pins that commit" in message
+    if pin == "branch":
+        assert f"fix: kernlock lock -P {FA2}" in verified.output
+    if pin == "commit":  # the edit the messages ask for: a revision the Hub has
+        assert "its spec pins that commit" in message and "name a revision the Hub has" in verified.output
         pyproject = project / "pyproject.toml"
         pyproject.write_text(pyproject.read_text().replace(tip, rewritten))
     fixed = cli(*recommended(message), cwd=project)
@@ -151,6 +156,7 @@ def test_a_locked_commit_gone_from_the_hub_is_relocked(hub: TestHub, tmp_path: P
     kernlock.apply(project / "kernels.lock")
     loaded = kernels.get_kernel(FA2, revision="v2" if pin == "branch" else rewritten)
     assert loaded.KERNEL_IDENTITY["commit"] == rewritten
+    assert cli("verify", "--remote", cwd=project).exit_code == 0
 
 
 MODEL = "kernels-community/tiny-llama"

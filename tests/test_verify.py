@@ -221,7 +221,7 @@ def test_remote_check(hub: TestHub, locked_project: LockedProjectFactory) -> Non
     code, report = verify_json(project, "--remote")
     assert code == 1
     problem = checks(report)["remote"]["problems"][0]
-    assert "is no longer on the Hub" in problem["message"] and problem["fix"] == f"kernlock lock -P {FA2}"
+    assert "is gone from the Hub" in problem["message"] and problem["fix"] == f"kernlock lock -P {FA2}"
 
 
 def _imports_of(args: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess, set[str]]:
