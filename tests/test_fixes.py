@@ -210,6 +210,9 @@ def test_kernlock_run_with_a_python_lacking_kernlock_stops_at_the_kernel_import(
 
 
 # ---------------------------------------------------------------- every error class: the fix it names works
+# Each class whose message names a fix is provoked, the fix is run (or, where it is an edit, made) and the
+# failed action then succeeds. Not here: SpecError (its message gives the grammar, no fix to run), and
+# LockfileVersionError and CompatibilityError, whose fixes are pip installs that a test cannot run offline.
 
 ACTIVATION = "kernels-community/activation"
 UNTRUSTED = "untrusted-org/some-kernel"
@@ -271,9 +274,12 @@ def empty_vendor_dir(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(cache.VENDOR_ENV, str(project / "vendor"))
 
 
-def new_spec(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    pyproject = project / "pyproject.toml"
-    pyproject.write_text(pyproject.read_text().replace(f'"{FA2}@v2"', f'"{FA2}@v2", "{ACTIVATION}@v1"'))
+def adding(spec: str) -> Callable[[Path, pytest.MonkeyPatch], None]:
+    """A spoiler that declares one more spec in the project's pyproject.toml."""
+    def spoil(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        pyproject = project / "pyproject.toml"
+        pyproject.write_text(pyproject.read_text().replace(f'"{FA2}@v2"', f'"{FA2}@v2", "{spec}"'))
+    return spoil
 
 
 def merge_conflict(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -288,11 +294,6 @@ def tampered_cache(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     tamper(cache.variant_dir(entry, variant.name), variant.files[0].path, "changed")
 
 
-def untrusted_spec(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    pyproject = project / "pyproject.toml"
-    pyproject.write_text(pyproject.read_text().replace(f'"{FA2}@v2"', f'"{FA2}@v2", "{UNTRUSTED}@v1"'))
-
-
 def as_locked(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The locked project as it is."""
 
@@ -301,10 +302,10 @@ COMMAND_FIXES = {
     # error class: how the project is spoiled, the user action that then fails
     "LockfileNotFoundError": (LockfileNotFoundError, no_lock, failing("sync")),
     "LockfileNotFoundError-vendor": (LockfileNotFoundError, empty_vendor_dir, load),
-    "StaleLockError": (StaleLockError, new_spec, failing("sync", "--locked")),
+    "StaleLockError": (StaleLockError, adding(f"{ACTIVATION}@v1"), failing("sync", "--locked")),
     "LockfileError": (LockfileError, merge_conflict, failing("sync")),
     "IntegrityError": (IntegrityError, tampered_cache, load),
-    "TrustError": (TrustError, untrusted_spec, failing("lock")),
+    "TrustError": (TrustError, adding(f"{UNTRUSTED}@v1"), failing("lock")),
     "NoVariantError-sync": (NoVariantError, as_locked, failing("sync", "--target", CUDA_X86)),
 }
 
