@@ -12,7 +12,7 @@ table (which ranks and hosts bind what, and the fix).
 
 Ranks whose nodes need other variants of the same commit (cu128 and cu130
 nodes, say) pass only when every rank opted in, with
-`[tool.kernlock] allow-mixed-variants = true` beside the lock or
+`[tool.kernlock] allow-mixed-variants = true` in the lock's project or
 `KERNLOCK_ALLOW_MIXED_VARIANTS=1`; the table is logged either way.
 `KERNLOCK_RANK_CHECK=0` switches the guard off. `kernlock.distributed_hook` runs the guard
 from torch.distributed and imports this module only then.
@@ -103,15 +103,20 @@ def rank_record(rank: int, lock: Lockfile, lockfile: Path, target: str) -> RankR
 
 
 def mixed_variants_allowed(lockfile: Path) -> bool:
-    """`$KERNLOCK_ALLOW_MIXED_VARIANTS`, else `[tool.kernlock] allow-mixed-variants` beside the lock."""
+    """`$KERNLOCK_ALLOW_MIXED_VARIANTS`, else `[tool.kernlock] allow-mixed-variants` of the lock's project.
+
+    The project is found as every command finds it (the nearest root at or above the lock), so a
+    configured `lockfile = "locks/k.lock"` still reads the project's setting.
+    """
     value = os.environ.get(MIXED_ENV, "").lower()
     if value:
         return value in _TRUE
-    if not (lockfile.parent / "pyproject.toml").is_file():
-        return False
-    from kernlock.project import load_project
+    from kernlock.project import PYPROJECT, find_project_root, load_project
 
-    return load_project(lockfile.parent).allow_mixed_variants
+    root = find_project_root(lockfile.parent)
+    if not (root / PYPROJECT).is_file():
+        return False
+    return load_project(root).allow_mixed_variants
 
 
 def judge(records: list[RankRecord], world_size: int) -> Verdict:

@@ -109,6 +109,16 @@ def test_mixed_variants_are_allowed_by_config_or_environment(tmp_path: Path, mon
     assert mixed_variants_allowed(tmp_path / "kernels.lock") is allowed
 
 
+def test_mixed_variants_setting_is_read_for_a_configured_lock_in_a_subdirectory(tmp_path: Path,
+                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernlock.distributed import MIXED_ENV, mixed_variants_allowed
+
+    (tmp_path / "pyproject.toml").write_text('[tool.kernlock]\nlockfile = "locks/k.lock"\nallow-mixed-variants = true\n')
+    (tmp_path / "locks").mkdir()
+    monkeypatch.delenv(MIXED_ENV, raising=False)
+    assert mixed_variants_allowed(tmp_path / "locks" / "k.lock") is True
+
+
 def test_allow_mixed_variants_must_be_a_boolean(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text('[tool.kernlock]\nallow-mixed-variants = "yes"\n')
     with pytest.raises(ConfigError, match=r"allow-mixed-variants must be true or false"):
