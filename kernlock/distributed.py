@@ -193,16 +193,27 @@ def _table(records: list[RankRecord]) -> str:
 
 
 def exchange(store: Any, rank: int, world_size: int, payload: bytes, timeout: float) -> list[bytes | None]:
-    """Publish `payload` under this rank's key and read every rank's (None for ranks that never wrote one)."""
+    """Publish `payload` under this rank's key and read every rank's (None for ranks that never wrote one).
+
+    No rank returns before every rank that published has read: the store's host (rank 0 under an env://
+    rendezvous) may exit right after a failed check, and a rank still reading would then lose the store
+    ("Connection reset by peer") instead of raising its own one-line error.
+    """
     prefix = f"kernlock/rank-check/{next(_rounds)}/"
     keys = [f"{prefix}{r}" for r in range(world_size)]
     store.set(keys[rank], payload)
     try:
         store.wait(keys, timedelta(seconds=timeout))
+        values: list[bytes | None] = [bytes(value) for value in store.multi_get(keys)]
     except RuntimeError:  # DistStoreError: some rank never published
-        present = [key for key in keys if store.check([key])]
-        return [bytes(store.get(key)) if key in present else None for key in keys]
-    return [bytes(value) for value in store.multi_get(keys)]
+        values = [bytes(store.get(key)) if store.check([key]) else None for key in keys]
+    store.set(f"{prefix}read/{rank}", b"1")
+    readers = [f"{prefix}read/{r}" for r, value in enumerate(values) if value is not None]
+    try:
+        store.wait(readers, timedelta(seconds=timeout))
+    except RuntimeError:  # a rank died between publishing and reading: nothing left to wait for
+        pass
+    return values
 
 
 def check_ranks(store: Any, rank: int, world_size: int) -> Verdict | None:
