@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -24,9 +26,43 @@ def child_env(**extra: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": path, "PATH": bindir + os.pathsep + os.environ.get("PATH", ""), **extra}
 
 
+def descendants(pid: int) -> list[int]:
+    """Every live process below `pid` (launchers such as torchrun start their workers in new sessions)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        found.extend(below := children.get(todo.pop(), []))
+        todo.extend(below)
+    return found
+
+
 def run(args: list[str], cwd: Path, timeout: float = 240, **env: str) -> subprocess.CompletedProcess:
-    """Run a command in a fresh process; `.result` holds what its script reported with `tiny.result`."""
-    proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True, env=child_env(**env), timeout=timeout)
+    """Run a command in a fresh process; `.result` holds what its script reported with `tiny.result`.
+
+    A command still running after `timeout` seconds fails the test with its output and, for every Python
+    process of the tree, the stack of each thread (faulthandler's dump on SIGABRT).
+    """
+    child = subprocess.Popen(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=child_env(PYTHONFAULTHANDLER="1", **env))
+    try:
+        stdout, stderr = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        for pid in [child.pid, *descendants(child.pid)]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGABRT)
+        try:
+            stdout, stderr = child.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            stdout, stderr = child.communicate()
+        raise AssertionError(f"{args} ran past {timeout} s; stdout:\n{stdout[-3000:]}\nstderr:\n{stderr[-12000:]}")
+    proc = subprocess.CompletedProcess(args, child.returncode, stdout, stderr)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     proc.result = json.loads(lines[-1][len("RESULT "):]) if lines else None
     return proc
