@@ -24,8 +24,8 @@ import importlib.util
 import os
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from kernlock import __version__
 from kernlock.environment import installed_version
@@ -41,8 +41,7 @@ SUPPORTED_KERNELS = ("0.17.0", "0.18")
 SUPPORTED_TRANSFORMERS = ("5.18", "5.23")
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(NamedTuple):
     """One compatibility problem and its fix; `blocking` ones stop `apply()`."""
 
     message: str

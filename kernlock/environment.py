@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import os
 import platform
 import re
 from dataclasses import dataclass
@@ -42,7 +43,8 @@ _TARGET_PATTERN = (
 _VERSION_FIELD_RE = re.compile(r"^(cuda|hip|xpu)\s*(?::[^=]*)?=\s*'([^']*)'", re.MULTILINE)
 
 
-@dataclass(frozen=True, order=True)
+@functools.total_ordering  # ordered by the fields in order; cheaper to build than dataclass(order=True)'s 4 methods
+@dataclass(frozen=True)
 class Target:
     """One environment: Torch version and ABI, compute backend, CPU and OS (and tvm-ffi, macOS versions)."""
 
@@ -58,6 +60,14 @@ class Target:
         abi = "" if self.cxx11_abi is None else ("-cxx11" if self.cxx11_abi else "-cxx98")
         extra = (f"-tvm-ffi{self.tvm_ffi}" if self.tvm_ffi else "") + (f"-macos{self.macos}" if self.macos else "")
         return f"torch{self.torch[0]}.{self.torch[1]}{abi}-{self.backend}-{self.cpu}-{self.os}{extra}"
+
+    def __lt__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._fields() < other._fields()  # type: ignore[attr-defined]
+
+    def _fields(self) -> tuple:
+        return tuple(getattr(self, name) for name in self.__dataclass_fields__)
 
     @property
     def torch_version(self) -> str:
@@ -135,10 +145,11 @@ def installed_version(distribution: str) -> str | None:
     if spec is None:
         return None
     if spec.submodule_search_locations:
-        folder = Path(next(iter(spec.submodule_search_locations))).parent
-        found = list(folder.glob(f"{distribution}-*.dist-info"))
-        if len(found) == 1:
-            return found[0].name[len(distribution) + 1:-len(".dist-info")]
+        folder = os.path.dirname(next(iter(spec.submodule_search_locations)))
+        prefix, suffix = f"{distribution}-", ".dist-info"
+        found = [name for name in os.listdir(folder) if name.startswith(prefix) and name.endswith(suffix)]
+        if len(found) == 1:  # a name test, not Path.glob: a glob compiles a pattern per call
+            return found[0][len(prefix):-len(suffix)]
     from importlib import metadata
 
     try:

@@ -21,18 +21,16 @@ import functools
 import importlib
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 from kernlock.environment import Target, system_platform
 
 # ---------------------------------------------------------------- the contract
 
 
-@dataclass(frozen=True)
-class Internal:
+class Internal(NamedTuple):
     """A private name kernlock relies on: where it lives and what it must accept."""
 
     module: str
@@ -114,8 +112,7 @@ def broken_internals() -> list[str]:
 # ---------------------------------------------------------------- variants
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(NamedTuple):
     """kernels' verdict on one build variant: accepted (ranked first to last) or rejected with a reason."""
 
     variant: str
@@ -287,8 +284,7 @@ def locks_commit(locks: Any, dependency: Any) -> str | None:
 # ---------------------------------------------------------------- kernels' JSON lock
 
 
-@dataclass(frozen=True)
-class KernelsPin:
+class KernelsPin(NamedTuple):
     """One entry of kernels' JSON lock: a dependency (repo and version or revision) and its commit."""
 
     repo: str
@@ -323,8 +319,7 @@ def kernels_lock_json(pins: Iterable[KernelsPin]) -> str:
 # ---------------------------------------------------------------- patching kernels' modules
 
 
-@dataclass(frozen=True)
-class LockHooks:
+class LockHooks(NamedTuple):
     """kernlock's answers to kernels, in kernlock's terms; each returns None to let kernels proceed as usual."""
 
     # (repo, version, revision, backend) -> a kernels kernel location (from `locked_kernel`/`local_path_kernel`)

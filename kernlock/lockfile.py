@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from kernlock.environment import Target, parse_target
@@ -41,6 +41,7 @@ from kernlock.lockfile_dict import (
     get_strings,
     get_targets,
     invalid,
+    model,
     type_error,
 )
 
@@ -61,7 +62,7 @@ def format_version(value: str) -> tuple[int, int]:
     return int(major), int(minor or 0)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@model
 class LockedFile(Table):
     """One file of a build variant, relative to `build/<variant>/`."""
 
@@ -83,7 +84,7 @@ class LockedFile(Table):
         return cls(path=path, sha256=sha256, size=size)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@model
 class Provenance(Table):
     """How a variant was built, from its `metadata.json` (kernel-builder and kernel source)."""
 
@@ -110,7 +111,7 @@ class Provenance(Table):
         )
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@model
 class LockedVariant(Table):
     """A build variant chosen for one or more targets, with its files and build metadata."""
 
@@ -147,7 +148,7 @@ class LockedVariant(Table):
         )
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@model
 class Override(Table):
     """A per-target pin from `[tool.kernlock.overrides]`: targets matching `when` use `use`."""
 
@@ -162,7 +163,7 @@ class Override(Table):
                    reason=get_required(d, str, "reason"))
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@model
 class LockedKernel(Table):
     """A spec resolved to a commit, with the variants locked for each target."""
 
@@ -234,7 +235,7 @@ class LockedKernel(Table):
         return None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@model
 class Lockfile(Table):
     """A whole `kernels.lock`."""
 

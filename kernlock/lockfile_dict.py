@@ -13,7 +13,7 @@ targets their text.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import MISSING, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import Any, TypeVar
 
 from kernlock.environment import Target, parse_target
@@ -172,10 +172,35 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def model(cls: type[_TableT]) -> type[_TableT]:
+    """The dataclass options of every model class: frozen, keyword-only, slots.
+
+    Equality, hash and repr come from `Table` (one generic method each over the
+    fields) instead of three generated per class: before Python 3.13 each generated
+    method is compiled on its own at import, and `apply()` imports the whole model.
+    """
+    return dataclass(frozen=True, kw_only=True, slots=True, eq=False, repr=False)(cls)
+
+
 class Table:
-    """What every model class shares: the public `from_dict` and the generic `to_dict`."""
+    """What every model class shares: `from_dict`, the generic `to_dict`, and value equality, hash and repr."""
 
     __slots__ = ()
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        fields_text = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"{type(self).__qualname__}({fields_text})"
 
     @classmethod
     def _from_dict(cls, d: Mapping[str, Any], ignored: Ignored | None) -> Any:

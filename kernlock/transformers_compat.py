@@ -16,9 +16,8 @@ import ast
 import functools
 import importlib
 import importlib.util
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from kernlock.environment import Target, installed_version
 
@@ -39,8 +38,7 @@ _FALLBACK_ALIASES = {
 }
 
 
-@dataclass(frozen=True)
-class TransformersInfo:
+class TransformersInfo(NamedTuple):
     """The installed Transformers release, if any, and where its source lives."""
 
     version: str | None
