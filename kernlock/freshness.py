@@ -12,7 +12,7 @@ from __future__ import annotations
 from kernlock.environment import Target, parse_target
 from kernlock.errors import StaleLockError, TargetError, UsageError
 from kernlock.lockfile import Lockfile
-from kernlock.project import Project, expand_aliases, project_specs, resolving_target
+from kernlock.project import Project, expand_aliases, load_project, project_specs, resolving_target
 from kernlock.report import CheckResult
 from kernlock.spec import KernelSpec
 from kernlock.workspace import Workspace
@@ -118,12 +118,16 @@ def _note_default_drift(lock: Lockfile, specs: dict[str, KernelSpec], project: P
 
 
 def require_fresh(workspace: Workspace, lock: Lockfile) -> None:
-    """`--locked`: raise `StaleLockError` unless the lock matches the project's sources."""
+    """`--locked`: raise `StaleLockError` unless the lock matches the project's sources.
+
+    The sources are read here from `pyproject.toml`, whatever `workspace` read: `apply()`
+    and `kernlock run` with a named lock open a workspace without reading them.
+    """
     if not workspace.has_sources:
         raise UsageError(f"--locked compares the lock with a pyproject.toml and {workspace.root} has none; "
                          "run it in the project directory (or drop --locked)")
     result = CheckResult("fresh")
-    check_fresh(workspace.project, lock, result)
+    check_fresh(load_project(workspace.root), lock, result)
     if result.problems:
         first = result.problems[0]
         more = f" (and {len(result.problems) - 1} more)" if len(result.problems) > 1 else ""

@@ -372,9 +372,8 @@ def apply(lockfile: str | os.PathLike[str] | None = None, *, strict: bool | None
     path = workspace.lockfile.resolve()
     if locked:
         from kernlock.freshness import require_fresh
-        from kernlock.workspace import open_workspace
 
-        require_fresh(open_workspace(workspace.root, workspace.lockfile), lock)
+        require_fresh(workspace, lock)
     if strict is None:
         strict = strict_from_env()
     simulated = target or os.environ.get(TARGET_ENV)

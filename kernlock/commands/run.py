@@ -64,9 +64,8 @@ def run_command(lockfile: str | None, locked: bool, lenient: bool, vendor: str |
     lock = workspace.read_lock()
     if locked:
         from kernlock.freshness import require_fresh
-        from kernlock.workspace import open_workspace
 
-        require_fresh(open_workspace(workspace.root, workspace.lockfile), lock)
+        require_fresh(workspace, lock)
     check_coverage(lock, current_target(), path)
     environment = run_environment(path, strict=not lenient, verbose=verbose)
     if export:
