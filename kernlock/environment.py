@@ -135,11 +135,13 @@ def _backend_from_version_file(path: Path | None, os_name: str) -> str:
     return "cpu"
 
 
+@functools.lru_cache(maxsize=None)  # asked for the same few distributions several times per apply()
 def installed_version(distribution: str) -> str | None:
     """A distribution's installed version without importing it (its import name must match).
 
     Read from the `.dist-info` folder beside the package when there is exactly one
-    (cheap), else from `importlib.metadata` (about 25 ms to import).
+    (cheap), else from `importlib.metadata` (about 25 ms to import). Cached for the
+    process, like the installed Transformers (`transformers_compat.installed_transformers`).
     """
     spec = importlib.util.find_spec(distribution)
     if spec is None:

@@ -37,7 +37,7 @@ PYPROJECT = "pyproject.toml"
 _KNOWN_KEYS = {"kernels", "targets", "trust", "scan", "use-kernels", "lockfile", "overrides", "allow-mixed-variants"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared by identity: no generated __eq__/__hash__ to build at import
 class Project:
     """A directory with (optionally) a `pyproject.toml` and a `kernels.lock`."""
 
@@ -51,7 +51,7 @@ class Project:
     lockfile_name: str = LOCK_FILENAME
     overrides: tuple[Any, ...] = ()  # kernlock.overrides.OverrideRule
     allow_mixed_variants: bool = False
-    lines: dict[str, int] = field(default_factory=dict, compare=False)
+    lines: dict[str, int] = field(default_factory=dict)
 
     @property
     def pyproject(self) -> Path:

@@ -39,7 +39,7 @@ from kernlock.project import Project, find_project_root, load_project
 LOCKFILE_ENV = "KERNLOCK_LOCKFILE"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared by identity: no generated __eq__/__hash__ to build at import
 class Workspace:
     """A project, its sources (`pyproject.toml`) and the lock file every command uses."""
 
