@@ -13,7 +13,6 @@ directory descriptor and never follows a link.
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 
@@ -22,6 +21,8 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str) -> None:
 
     An existing file keeps its mode; a new one gets what the umask allows.
     """
+    import tempfile  # here, not at the top: readers (`verify`, `apply()`) import this module and never write
+
     target = Path(os.path.realpath(path))
     payload = data.encode("utf-8") if isinstance(data, str) else data
     mode = file_mode_for(target)

@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING
 
 from kernlock.errors import HubError, IntegrityError, KernlockError, MissingFilesError
 from kernlock.lockfile import LockedFile, LockedKernel, LockedVariant
+from kernlock.workspace import vendor_dir
 
 if TYPE_CHECKING:
     from kernlock.hub import Hub
 
 _CHUNK = 1 << 20
-VENDOR_ENV = "KERNLOCK_VENDOR_DIR"
 VENDOR_MARKER = ".kernlock-vendor"
 REPAIR_CACHE = "kernlock sync --repair"  # restores the locked variants in the Hub cache
 
@@ -49,12 +49,6 @@ def hub_cache_dir() -> Path:
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface"
     )
     return expand(home) / "hub"
-
-
-def vendor_dir() -> Path | None:
-    """The vendor directory named by `$KERNLOCK_VENDOR_DIR`, if any."""
-    value = os.environ.get(VENDOR_ENV)
-    return Path(value).expanduser() if value else None
 
 
 def repair_vendor_command(vendor: Path) -> str:

@@ -28,7 +28,6 @@ is unreadable or invalid.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -114,6 +113,8 @@ class VerifyReport:
 
 def report_json(report: VerifyReport) -> str:
     """The report as indented JSON text."""
+    import json  # only `--json` needs it
+
     return json.dumps(report.to_json(), indent=2)
 
 

@@ -37,6 +37,7 @@ from kernlock.lockfile_toml import load_lockfile
 from kernlock.project import Project, find_project_root, load_project
 
 LOCKFILE_ENV = "KERNLOCK_LOCKFILE"
+VENDOR_ENV = "KERNLOCK_VENDOR_DIR"
 
 
 @dataclass(frozen=True, eq=False)  # compared by identity: no generated __eq__/__hash__ to build at import
@@ -135,6 +136,12 @@ def configured_lockfile(project: Project) -> Path:
     return project.root / relative
 
 
+def vendor_dir() -> Path | None:
+    """The vendor directory named by `$KERNLOCK_VENDOR_DIR`, if any."""
+    value = os.environ.get(VENDOR_ENV)
+    return Path(value).expanduser() if value else None
+
+
 def named_lockfile(lockfile: str | os.PathLike[str] | None = None, *, readers: bool = True) -> Path | None:
     """The lock named rather than discovered: argument, `$KERNLOCK_LOCKFILE`, then (for `readers`) the vendor dir's.
 
@@ -146,8 +153,6 @@ def named_lockfile(lockfile: str | os.PathLike[str] | None = None, *, readers: b
     if env:
         return Path(env)
     if readers:
-        from kernlock.cache import VENDOR_ENV, vendor_dir
-
         vendor = vendor_dir()
         if vendor is not None:
             if not (vendor / LOCK_FILENAME).is_file():

@@ -15,6 +15,7 @@ from kernlock import cache
 from kernlock.errors import IntegrityError
 from kernlock.lockfile import LockedKernel, LockedVariant
 from kernlock.patch import release
+from kernlock.workspace import VENDOR_ENV
 from scripts.harness import python
 
 PLANTED = 'KERNEL_IDENTITY = {"planted": True}\n'
@@ -132,7 +133,7 @@ def test_vendor_directory_with_a_planted_module_is_refused(synced: Synced, tmp_p
     assert cli("vendor", str(vendor), cwd=project).exit_code == 0
     root = cache.vendored_variant_dir(entry, variant.name, vendor)
     plant(root, package_of(variant), "module", tmp_path)
-    monkeypatch.setenv(cache.VENDOR_ENV, str(vendor))
+    monkeypatch.setenv(VENDOR_ENV, str(vendor))
     kernlock.apply()
     with pytest.raises(IntegrityError, match="does not list"):
         kernels.get_kernel(FA2, version=2)

@@ -29,6 +29,7 @@ from kernlock.lockfile_toml import load_lockfile
 from kernlock.patch import release
 from kernlock.testing.fixtures import rev_parse, rewrite_branch
 from kernlock.testing.hub import TestHub
+from kernlock.workspace import VENDOR_ENV
 
 FA2 = "kernels-community/flash-attn2"
 TAGGED = "kernels-community/tagged"
@@ -114,7 +115,7 @@ def test_a_damaged_vendor_directory_is_repaired_by_the_recommended_command(
     [entry] = load_lockfile(project / "kernels.lock").kernels
     variant = entry.variant_for(str(current_target()))
     tamper(cache.vendored_variant_dir(entry, variant.name, vendor), variant.files[0].path, how)
-    monkeypatch.setenv(cache.VENDOR_ENV, str(vendor))
+    monkeypatch.setenv(VENDOR_ENV, str(vendor))
     kernlock.apply()
     with pytest.raises((IntegrityError, MissingFilesError)) as raised:
         kernels.get_kernel(FA2, version=2)
@@ -271,7 +272,7 @@ def no_lock(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def empty_vendor_dir(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (project / "vendor").mkdir()
-    monkeypatch.setenv(cache.VENDOR_ENV, str(project / "vendor"))
+    monkeypatch.setenv(VENDOR_ENV, str(project / "vendor"))
 
 
 def adding(spec: str) -> Callable[[Path, pytest.MonkeyPatch], None]:

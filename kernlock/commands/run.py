@@ -52,7 +52,7 @@ def run_command(lockfile: str | None, locked: bool, lenient: bool, vendor: str |
     """
     if not command and not export:
         fail("missing COMMAND; use `kernlock run -- COMMAND…`, or `kernlock run --export` for a job script", 2)
-    from kernlock.cache import VENDOR_ENV
+    from kernlock.workspace import VENDOR_ENV
     from kernlock.environment import current_target
     from kernlock.patch import check_coverage
     from kernlock.workspace import applied_workspace
