@@ -234,7 +234,8 @@ def test_ranks_of_another_user_load_from_a_read_only_shared_cache(hub: TestHub, 
         if private:  # the download path's blob modes from the umask (issue #14) are not on this branch yet
             pytest.xfail(f"needs blobs moded from the umask (#14): {private[0]} is private to its owner")
         subprocess.run(["chmod", "-R", "a-w", str(shared)], check=True)  # the ranks' view: read-only
-        home = Path(tempfile.mkdtemp(prefix="kernlock-rank-home-"))
+        home = shared.parent / f"{shared.name}-rank-home"  # writable by the ranks' uid, removed below
+        home.mkdir()
         os.chown(home, RANK_UID, RANK_UID)
         env = {key: value for key, value in child_env(**where, HOME=str(home)).items() if key != "KERNLOCK_CACHE_DIR"}
         env["PYTHONPATH"] = os.pathsep.join(p for p in (env["PYTHONPATH"], site_packages) if p)
@@ -254,3 +255,4 @@ def test_ranks_of_another_user_load_from_a_read_only_shared_cache(hub: TestHub, 
     finally:
         subprocess.run(["chmod", "-R", "u+w", str(shared)], check=False)
         shutil.rmtree(shared, ignore_errors=True)
+        shutil.rmtree(shared.parent / f"{shared.name}-rank-home", ignore_errors=True)
