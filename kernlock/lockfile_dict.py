@@ -144,7 +144,11 @@ def _keys(cls: type) -> frozenset[str]:
 
 
 def _rebuilders(cls: type) -> tuple[tuple[str, str, Callable[[Any], Any] | None], ...]:
-    """Per field: attribute name, key, and how to rebuild its value from `to_dict` output (from the type hints)."""
+    """Per field: attribute name, key, and how to rebuild its value from `to_dict` output (from the type hints).
+
+    Empty for a class whose `to_dict` output is already its keyword arguments (every key is the
+    field's name and no value needs rebuilding): `LockedFile`, most of a lock's objects.
+    """
     found = _REBUILDERS.get(cls)
     if found is None:
         import typing
@@ -156,7 +160,9 @@ def _rebuilders(cls: type) -> tuple[tuple[str, str, Callable[[Any], Any] | None]
             model = next((kind for kind in kinds if isinstance(kind, type) and issubclass(kind, Table)), None)
             rebuild = model.from_own_dict if model else parse_target if Target in kinds else None
             rebuilders.append((name, key, rebuild))
-        found = _REBUILDERS[cls] = tuple(rebuilders)
+        plain = all(key == name and rebuild is None and typing.get_origin(hints[name]) is not tuple
+                    for name, key, rebuild in rebuilders)
+        found = _REBUILDERS[cls] = () if plain else tuple(rebuilders)
     return found
 
 
@@ -225,8 +231,11 @@ class Table:
     @classmethod
     def from_own_dict(cls: type[_TableT], d: Mapping[str, Any], /) -> _TableT:
         """Rebuild from what this kernlock's `to_dict` wrote and signed (the parse cache), without validating again."""
+        rebuilders = _rebuilders(cls)
+        if not rebuilders:
+            return cls(**d)
         values = {}
-        for name, key, rebuild in _rebuilders(cls):
+        for name, key, rebuild in rebuilders:
             if key in d:
                 value = d[key]
                 if isinstance(value, list):
