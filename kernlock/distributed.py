@@ -111,12 +111,9 @@ def mixed_variants_allowed(lockfile: Path) -> bool:
     value = os.environ.get(MIXED_ENV, "").lower()
     if value:
         return value in _TRUE
-    from kernlock.project import PYPROJECT, find_project_root, load_project
+    from kernlock.project import find_project_root, load_project
 
-    root = find_project_root(lockfile.parent)
-    if not (root / PYPROJECT).is_file():
-        return False
-    return load_project(root).allow_mixed_variants
+    return load_project(find_project_root(lockfile.parent)).allow_mixed_variants  # the default without a pyproject.toml
 
 
 def judge(records: list[RankRecord], world_size: int) -> Verdict:

@@ -52,10 +52,9 @@ def run_command(lockfile: str | None, locked: bool, lenient: bool, vendor: str |
     """
     if not command and not export:
         fail("missing COMMAND; use `kernlock run -- COMMAND…`, or `kernlock run --export` for a job script", 2)
-    from kernlock.workspace import VENDOR_ENV
     from kernlock.environment import current_target
     from kernlock.patch import check_coverage
-    from kernlock.workspace import applied_workspace
+    from kernlock.workspace import VENDOR_ENV, applied_workspace
 
     if vendor:
         os.environ[VENDOR_ENV] = str(Path(vendor).resolve())
