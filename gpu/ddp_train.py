@@ -108,6 +108,7 @@ def main() -> int:
     if kernel is not None:
         info["calls"] = dict(kernel.CALLS)
     emit(**info)
+    del ddp  # before the process group: see examples/cluster/train.py (a Reducer freed last can hang the exit)
     dist.destroy_process_group()
     return 0
 

@@ -86,6 +86,11 @@ def main() -> None:
     print(f"rank {rank}/{world}: parameter checksum {checksum:.6f}", flush=True)
     for kernel in loaded_kernels():
         print(f"rank {rank}/{world}: kernel {kernel}", flush=True)
+    # Free DDP before the process group. DDP's Reducer holds the group; when the Reducer is freed last (at the end
+    # of main) it destroys the group with the GIL held, joining gloo's worker threads, and a worker still freeing
+    # its last collective's thread-local state waits for that GIL: the job hangs at exit (torch 2.13, about one
+    # run in twenty). Freed here, the group outlives the Reducer and destroy_process_group releases the GIL.
+    del ddp
     dist.destroy_process_group()
 
 
