@@ -17,7 +17,7 @@ import pytest
 from helpers import CPU, FA2, LockedProjectFactory, run_kernlock
 from kernlock.lockfile import LockedKernel
 from kernlock.testing.hub import TestHub
-from scripts.harness import PRELUDE, child_env, ok, only_locked_files_requested, run, variant_of
+from scripts.harness import PRELUDE, child_env, completed, ok, only_locked_files_requested, run, variant_of
 
 CPU_212 = "torch2.12-cxx11-cpu-x86_64-linux"
 TWO_RANKS = Path(__file__).resolve().parent.parent / "examples" / "cluster" / "two_ranks.sh"
@@ -217,6 +217,7 @@ def test_ranks_of_another_user_load_from_a_read_only_shared_cache(hub: TestHub, 
                                                                  layout: str) -> None:
     python, site_packages = interpreter_for_another_user()
     shared = Path(tempfile.mkdtemp(prefix="kernlock-shared-"))  # outside root's private pytest directory
+    home = shared.parent / f"{shared.name}-rank-home"  # the ranks' uid's HOME, writable by it
     try:
         shared.chmod(0o755)
         project, lock = locked_project([FA2], root=shared / "p")
@@ -234,7 +235,6 @@ def test_ranks_of_another_user_load_from_a_read_only_shared_cache(hub: TestHub, 
         if private:  # the download path's blob modes from the umask (issue #14) are not on this branch yet
             pytest.xfail(f"needs blobs moded from the umask (#14): {private[0]} is private to its owner")
         subprocess.run(["chmod", "-R", "a-w", str(shared)], check=True)  # the ranks' view: read-only
-        home = shared.parent / f"{shared.name}-rank-home"  # writable by the ranks' uid, removed below
         home.mkdir()
         os.chown(home, RANK_UID, RANK_UID)
         env = {key: value for key, value in child_env(**where, HOME=str(home)).items() if key != "KERNLOCK_CACHE_DIR"}
@@ -245,14 +245,11 @@ def test_ranks_of_another_user_load_from_a_read_only_shared_cache(hub: TestHub, 
                                   user=RANK_UID, group=RANK_UID, extra_groups=[]) for _ in range(2)]
         for rank in ranks:
             out, err = rank.communicate(timeout=120)
-            proc = subprocess.CompletedProcess(argv, rank.returncode, out, err)
-            lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
-            proc.result = __import__("json").loads(lines[-1][7:]) if lines else None
-            result = ok(proc)
+            result = ok(completed(argv, rank.returncode, out, err))
             assert result["uid"] == RANK_UID
             assert result["identity"]["repo"] == FA2 and result["identity"]["commit"] == entry.commit
         assert hub.log == [], hub.log  # zero Hub requests
     finally:
         subprocess.run(["chmod", "-R", "u+w", str(shared)], check=False)
         shutil.rmtree(shared, ignore_errors=True)
-        shutil.rmtree(shared.parent / f"{shared.name}-rank-home", ignore_errors=True)
+        shutil.rmtree(home, ignore_errors=True)

@@ -62,8 +62,13 @@ def run(args: list[str], cwd: Path, timeout: float = 240, **env: str) -> subproc
             child.kill()
             stdout, stderr = child.communicate()
         raise AssertionError(f"{args} ran past {timeout} s; stdout:\n{stdout[-3000:]}\nstderr:\n{stderr[-12000:]}")
-    proc = subprocess.CompletedProcess(args, child.returncode, stdout, stderr)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    return completed(args, child.returncode, stdout, stderr)
+
+
+def completed(args: list[str], returncode: int, stdout: str, stderr: str) -> subprocess.CompletedProcess:
+    """A finished child; `.result` holds the last thing its script reported with `tiny.result` (or None)."""
+    proc = subprocess.CompletedProcess(args, returncode, stdout, stderr)
+    lines = [line for line in stdout.splitlines() if line.startswith("RESULT ")]
     proc.result = json.loads(lines[-1][len("RESULT "):]) if lines else None
     return proc
 
