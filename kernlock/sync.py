@@ -36,17 +36,21 @@ class SyncReport:
 
 
 def selected_variants(lock: Lockfile, targets: Iterable[Target]) -> list[tuple[LockedKernel, LockedVariant]]:
-    """The (kernel, variant) pairs locked for `targets` (from `Workspace.chosen_targets`)."""
+    """The (kernel, variant) pairs locked for `targets` (from `Workspace.chosen_targets`).
+
+    Each spec key's variant comes from the entry covering the target (an override's, or the spec's own).
+    """
     chosen = sorted(set(targets), key=str)
     pairs = []
-    for kernel in lock.kernels:
+    for spec in dict.fromkeys(kernel.spec for kernel in lock.kernels):
         for target in chosen:
-            variant = kernel.variant_for(target)
-            if variant is None:
-                message, fix = uncovered_problem(kernel, target)
+            kernel = lock.kernel(spec, target)
+            if kernel is None:
+                message, fix = uncovered_problem(lock.kernel(spec), target)
                 raise NoVariantError(f"{message}; fix: `{fix}`")
-            if (kernel, variant) not in pairs:
-                pairs.append((kernel, variant))
+            pair = (kernel, kernel.variant_for(target))
+            if pair not in pairs:
+                pairs.append(pair)
     return pairs
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from helpers import CPU, CUDA_130, CUDA_X86, FA2, cli, make_project
+from helpers import CPU, CUDA_130, CUDA_X86, FA2, LockedProjectFactory, cli, make_project
+from kernlock.cache import variant_dir, vendored_variant_dir
 from kernlock.lockfile_toml import load_lockfile
 from kernlock.testing.fixtures import rev_parse
 from kernlock.testing.hub import TestHub
@@ -60,3 +61,31 @@ def test_a_bad_override_is_a_one_line_usage_error(hub: TestHub, tmp_path: Path) 
         f'kernlock: error: {project / "pyproject.toml"}: [tool.kernlock.overrides."{FA2}"][0]: '
         "give a reason (it is shown by kernlock show and explain)"
     ]
+
+
+def test_sync_repair_and_vendor_take_the_entry_covering_each_target(locked_project: LockedProjectFactory,
+                                                                     tmp_path: Path) -> None:
+    project, lock = locked_project([FA2], [CPU, CUDA_X86], extra=OVERRIDE)
+    pinned, default = lock.kernel(FA2, CUDA_X86), lock.kernel(FA2, CPU)
+    assert pinned.commit != default.commit
+    here = cli("sync", cwd=project)
+    assert here.exit_code == 0, here.output
+    everywhere = cli("sync", "--all-targets", cwd=project)
+    assert everywhere.exit_code == 0, everywhere.output
+    for kernel, target in ((pinned, CUDA_X86), (default, CPU)):
+        variant = kernel.variant_for(target)
+        assert all((variant_dir(kernel, variant.name) / f.path).is_file() for f in variant.files)
+
+    damaged = (variant_dir(pinned, pinned.variant_for(CUDA_X86).name) / "metadata.json").resolve()
+    damaged.write_bytes(damaged.read_bytes().replace(b"{", b"[", 1))
+    assert cli("sync", "--all-targets", cwd=project).exit_code == 1
+    repaired = cli("sync", "--all-targets", "--repair", cwd=project)
+    assert repaired.exit_code == 0, repaired.output
+    assert "1 repaired" in repaired.output
+
+    vendor = tmp_path / "vendor"
+    vendored = cli("vendor", str(vendor), cwd=project)
+    assert vendored.exit_code == 0, vendored.output
+    for kernel, target in ((pinned, CUDA_X86), (default, CPU)):
+        variant = kernel.variant_for(target)
+        assert all((vendored_variant_dir(kernel, variant.name, vendor) / f.path).is_file() for f in variant.files)
