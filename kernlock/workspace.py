@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -183,12 +183,15 @@ def exclusive_workspace(project_dir: str | os.PathLike[str] = ".",
         yield open_workspace(project_dir, lockfile, readers=False)
 
 
-def applied_workspace(lockfile: str | os.PathLike[str] | None = None) -> Workspace:
+def applied_workspace(lockfile: str | os.PathLike[str] | None = None, *,
+                      scripts: Sequence[str] | None = None) -> Workspace:
     """The workspace `apply()` and `kernlock run` use: the named lock, else the project's from the
-    working directory, else from the script's directory.
+    working directory, else from the directory of the script being run.
 
-    With a named lock the project's settings are not read (a child process under `kernlock run`
-    never parses `pyproject.toml`).
+    `scripts` are the paths that may name that script (default: `sys.argv[0]`, the script of an
+    `apply()`); `kernlock run` passes its command's, never its own executable, so a lock is never
+    borrowed from the project kernlock is installed in. With a named lock the project's settings
+    are not read (a child process under `kernlock run` never parses `pyproject.toml`).
     """
     named = named_lockfile(lockfile)
     if named is not None:
@@ -197,10 +200,9 @@ def applied_workspace(lockfile: str | os.PathLike[str] | None = None) -> Workspa
             where = f"${LOCKFILE_ENV} points at {named}, which" if lockfile is None and os.environ.get(LOCKFILE_ENV) else f"lock file {named}"
             raise LockfileNotFoundError(f"{where} does not exist; create it with `kernlock lock`")
         return Workspace(project=Project(root=find_project_root(Path.cwd())), lockfile=named, discovered=False)
-    starts = [Path.cwd()]
-    script = sys.argv[0] if sys.argv and sys.argv[0] not in ("", "-c", "-m") else None
-    if script and Path(script).is_file():
-        starts.append(Path(script).resolve().parent)
+    if scripts is None:
+        scripts = sys.argv[:1] if sys.argv and sys.argv[0] not in ("", "-c", "-m") else ()
+    starts = [Path.cwd(), *(Path(script).resolve().parent for script in scripts if Path(script).is_file())]
     looked = []
     for start in starts:
         workspace = open_workspace(start)

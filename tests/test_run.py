@@ -109,3 +109,23 @@ def test_apply_hook_without_a_lock_breaks_nothing_but_kernel_imports(hub: TestHu
     locked = run([sys.executable, "-m", "kernlock", "lock"], project, **hook)  # the fix the error names works
     assert locked.returncode == 0, locked.stderr
     assert run([sys.executable, "-c", "import transformers"], project, **hook).returncode == 0
+
+
+def test_run_never_borrows_the_lock_of_the_project_kernlock_is_installed_in(
+        locked_project: LockedProjectFactory, tmp_path: Path) -> None:
+    installed_in, _ = locked_project([f"{FA2}@v2"], root=tmp_path / "team-proj")
+    executable = installed_in / ".venv" / "bin" / "kernlock"
+    executable.parent.mkdir(parents=True)
+    executable.write_text(f"#!{sys.executable}\nimport sys\nfrom kernlock.cli import main\nsys.exit(main())\n")
+    executable.chmod(0o755)
+    unlocked = make_project(tmp_path / "mine", kernels=[f"{FA2}@v2"])
+    proc = run([str(executable), "run", "--", sys.executable, "-c", "print('ran')"], unlocked)
+    assert proc.returncode == 1 and "ran" not in proc.stdout
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith("kernlock: error: no lock file found") and str(installed_in) not in line
+    assert str(unlocked / "kernels.lock") in line and "run `kernlock lock`" in line
+    # The script the command runs (not kernlock's executable) may name the project.
+    script = installed_in / "train.py"
+    script.write_text("import os\nprint(os.environ['KERNLOCK_LOCKFILE'])\n")
+    ran = run([str(executable), "run", "--", sys.executable, str(script)], unlocked)
+    assert ran.returncode == 0 and ran.stdout.strip() == str(installed_in / "kernels.lock"), ran.stderr

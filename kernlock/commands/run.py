@@ -33,6 +33,11 @@ def run_environment(lockfile: Path, strict: bool = True, verbose: bool = False) 
     }
 
 
+def command_scripts(command: tuple[str, ...]) -> list[str]:
+    """The script a command runs, if one can be told (`python train.py`, `torchrun … train.py`, `./train.py`)."""
+    return [arg for arg in command if arg.endswith(".py") and os.path.isfile(arg)][:1]
+
+
 @click.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--lockfile", type=click.Path(dir_okay=False), help="Lock file (default: found like kernlock.apply()).")
 @locked_option
@@ -53,14 +58,18 @@ def run_command(lockfile: str | None, locked: bool, lenient: bool, vendor: str |
     if not command and not export:
         fail("missing COMMAND; use `kernlock run -- COMMAND…`, or `kernlock run --export` for a job script", 2)
     from kernlock.environment import current_target
+    from kernlock.errors import LockfileError
     from kernlock.patch import check_coverage
     from kernlock.workspace import VENDOR_ENV, applied_workspace
 
     if vendor:
         os.environ[VENDOR_ENV] = str(Path(vendor).resolve())
-    workspace = applied_workspace(lockfile)
+    try:
+        workspace = applied_workspace(lockfile, scripts=command_scripts(command))
+        lock = workspace.read_lock()
+    except LockfileError as error:
+        fail(str(error), 1)  # no usable lock: exit 1, as the start-up hook does in the command's processes
     path = workspace.lockfile.resolve()
-    lock = workspace.read_lock()
     if locked:
         from kernlock.freshness import require_fresh
 
