@@ -113,7 +113,19 @@ class HubError(ResolutionError):
 
 
 class TrustError(ResolutionError):
-    """A kernel's publisher is not trusted and the project does not allow it."""
+    """A kernel's publisher is not trusted and the project does not allow it.
+
+    `rerun` is the rest of the `kernlock lock` command to repeat with the fix (its specs and
+    options, which a refused lock did not record).
+    """
+
+    def __init__(self, repo: str, rerun: str = ""):
+        self.repo = repo
+        super().__init__(
+            f"{repo}: publisher {repo.split('/', 1)[0]!r} is not a trusted kernel publisher; review the kernel, then "
+            f"trust it with `kernlock lock {rerun + ' ' if rerun else ''}--trust {repo}` "
+            "(recorded in [tool.kernlock] trust of pyproject.toml)"
+        )
 
 
 class NoVariantError(KernlockError):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from kernlock.environment import parse_target
 from kernlock.atomic import atomic_write
-from kernlock.errors import KernlockError, UsageError
+from kernlock.errors import KernlockError, TrustError, UsageError
 from kernlock.hub import Hub
 from kernlock.kernels_lock import migration_for
 from kernlock.lockfile import Lockfile
@@ -41,6 +41,15 @@ def _relative_to(root: Path, path: str) -> str:
         return absolute.relative_to(root).as_posix() or "."
     except ValueError:
         return os.path.relpath(absolute, root)
+
+
+def _recorded_arguments(specs: list[str], targets: tuple[str, ...], scan: tuple[str, ...], trust: tuple[str, ...]) -> str:
+    """The `kernlock lock` arguments a successful run would have recorded in `[tool.kernlock]`, as shell text."""
+    import shlex
+
+    options = [(f"--{name}", value) for name, values in (("target", targets), ("scan", scan), ("trust", trust))
+               for value in values]
+    return shlex.join([*specs, *(part for option in options for part in option)])
 
 
 def _edit_pyproject(project: Project, additions: dict[str, list[str]], removals: dict[str, list[str]] | None = None) -> None:
@@ -163,7 +172,12 @@ def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, tar
         overrides=project.overrides,
     )
     resolver = Resolver(hub or Hub(), options, previous, progress)
-    result = resolver.resolve(all_specs)
+    try:
+        result = resolver.resolve(all_specs)
+    except TrustError as error:
+        if not (cli_specs or targets or scan or trust):
+            raise
+        raise TrustError(error.repo, _recorded_arguments(cli_specs, targets, scan, trust)) from None
     old = {k.spec: k.commit for k in previous.kernels} if previous else {}
     new = {k.spec: k.commit for k in result.kernels}
     written = False

@@ -254,13 +254,9 @@ class Resolver:
     def _trust(self, repo: str) -> str:
         if repo in self.options.trust_allowlist:
             return "allowlist"
-        org = repo.split("/", 1)[0]
-        if self.hub.publisher_trusted(org):
+        if self.hub.publisher_trusted(repo.split("/", 1)[0]):
             return "trusted-publisher"
-        raise TrustError(
-            f"{repo}: publisher {org!r} is not a trusted kernel publisher; review the kernel, then trust it with "
-            f"`kernlock lock --trust {repo}` (recorded in [tool.kernlock] trust of pyproject.toml)"
-        )
+        raise TrustError(repo)
 
     def _lock_commit(self, job: _Job, *, repo: str, commit: str, ref: str | None, version: int | None,
                      resolution: str, refs: list[Ref] | None = None) -> LockedKernel:

@@ -283,6 +283,12 @@ def adding(spec: str) -> Callable[[Path, pytest.MonkeyPatch], None]:
     return spoil
 
 
+def declaring_nothing(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A project whose pyproject.toml declares no spec (the first `kernlock lock SPEC` of a new project)."""
+    (project / "kernels.lock").unlink()
+    make_project(project)
+
+
 def merge_conflict(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     lock = project / "kernels.lock"
     lock.write_text("<<<<<<< ours\n" + lock.read_text() + "=======\n>>>>>>> theirs\n")
@@ -307,6 +313,7 @@ COMMAND_FIXES = {
     "LockfileError": (LockfileError, merge_conflict, failing("sync")),
     "IntegrityError": (IntegrityError, tampered_cache, load),
     "TrustError": (TrustError, adding(f"{UNTRUSTED}@v1"), failing("lock")),
+    "TrustError-command-line": (TrustError, declaring_nothing, failing("lock", f"{UNTRUSTED}@v1", "--target", CUDA_X86)),
     "NoVariantError-sync": (NoVariantError, as_locked, failing("sync", "--target", CUDA_X86)),
 }
 
