@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernlock.environment import Target
-from kernlock.errors import ConfigError
+from kernlock.errors import ConfigError, SpecError
 from kernlock.spec import KernelSpec, parse_spec, spec_from_version
 
 _MATCH_KEYS = ("backend", "torch", "cpu", "os")
@@ -85,9 +85,17 @@ def parse_overrides(table: Any, source: str) -> tuple[OverrideRule, ...]:
         raise ConfigError(f"{source}: [tool.kernlock.overrides] must be a table keyed by repo")
     rules = []
     for repo, entries in table.items():
-        parse_spec(repo)
+        located = f"{source}: [tool.kernlock.overrides.\"{repo}\"]"
+        try:
+            parsed = parse_spec(repo)
+        except SpecError as error:
+            raise ConfigError(f"{located}: {error}") from None
+        if parsed.text != parsed.repo:
+            named = f"[tool.kernlock.overrides.\"{parsed.repo}\"]" if parsed.repo else "by the org/repo it loads"
+            raise ConfigError(f"{located}: the key must be a repo (org/repo), not a spec; key it {named} "
+                              "(the override's version or revision is its pin)")
         for index, entry in enumerate(entries if isinstance(entries, list) else [entries]):
-            where = f"{source}: [tool.kernlock.overrides.\"{repo}\"][{index}]"
+            where = f"{located}[{index}]"
             if not isinstance(entry, dict):
                 raise ConfigError(f"{where} must be a table")
             unknown = sorted(set(entry) - {*_MATCH_KEYS, "version", "revision", "reason"})

@@ -89,3 +89,17 @@ def test_sync_repair_and_vendor_take_the_entry_covering_each_target(locked_proje
     for kernel, target in ((pinned, CUDA_X86), (default, CPU)):
         variant = kernel.variant_for(target)
         assert all((vendored_variant_dir(kernel, variant.name, vendor) / f.path).is_file() for f in variant.files)
+
+
+def test_an_override_keyed_by_a_spec_is_a_one_line_config_error(locked_project: LockedProjectFactory) -> None:
+    project, _ = locked_project([FA2], [CPU])
+    make_project(project, kernels=[FA2], targets=[CPU],
+                 extra=f'\n[tool.kernlock.overrides."{FA2}@v2"]\nbackend = "cu128"\nrevision = "v1"\nreason = "r"\n')
+    for command in (["show"], ["lock"], ["verify"]):
+        result = cli(*command, cwd=project)
+        assert result.exit_code == 2, result.output
+        assert result.output.strip().splitlines() == [
+            f'kernlock: error: {project / "pyproject.toml"}: [tool.kernlock.overrides."{FA2}@v2"]: '
+            f'the key must be a repo (org/repo), not a spec; key it [tool.kernlock.overrides."{FA2}"] '
+            "(the override's version or revision is its pin)"
+        ]
