@@ -6,23 +6,72 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import NamedTuple
 
 from kernlock.environment import parse_target
 from kernlock.atomic import atomic_write
-from kernlock.errors import KernlockError, TrustError, UsageError
+from kernlock.errors import KernlockError, StaleLockError, TrustError, UsageError
 from kernlock.hub import Hub
 from kernlock.kernels_lock import migration_for
-from kernlock.lockfile import Lockfile
-from kernlock.lockfile_toml import write_lockfile
+from kernlock.lockfile import LockedKernel, Lockfile
+from kernlock.lockfile_toml import dumps_lockfile, write_lockfile
 from kernlock.project import Project, collect_specs, project_targets, resolving_target
 from kernlock.resolver import ResolveOptions, Resolver
 from kernlock.spec import parse_spec
 from kernlock.workspace import Workspace, exclusive_workspace
 
 
+class Change(NamedTuple):
+    """One lock entry whose commit a re-lock changed, and why (`reason`, one of `REASONS`)."""
+
+    spec: str
+    override: str | None  # the targets an override entry applies to (`backend=cu128`), None for the spec's own
+    old: str | None  # the commit before (None: added)
+    new: str | None  # the commit after (None: removed)
+    reason: str
+
+    def describe(self, gap: str = " ") -> str:
+        """`spec [override]{gap}old -> new{gap}(reason)`, commits abbreviated (`-` for none)."""
+        name = f"{self.spec} [{self.override}]" if self.override else self.spec
+        return f"{name}{gap}{(self.old or '-')[:12]} -> {(self.new or '-')[:12]}{gap}({self.reason})"
+
+    def to_dict(self) -> dict[str, str | None]:
+        """The change as JSON (`kernlock lock --json` → `changes`)."""
+        return self._asdict()
+
+
+REASONS = ("branch moved", "upgraded", "added", "removed", "override")
+
+
+def lock_changes(old: Lockfile | None, new: Lockfile) -> tuple[Change, ...]:
+    """The entries (by identity: spec and override) whose commit differs between `old` and `new`."""
+    before = {k.identity: k for k in old.kernels} if old else {}
+    after = {k.identity: k for k in new.kernels}
+    changes = []
+    for identity in sorted(before.keys() | after.keys()):
+        was, now = before.get(identity), after.get(identity)
+        if was is None or now is None or was.commit != now.commit:
+            changes.append(Change(identity[0], identity[1] or None, was and was.commit, now and now.commit,
+                                  _reason(was, now)))
+    return tuple(changes)
+
+
+def _reason(was: LockedKernel | None, now: LockedKernel | None) -> str:
+    """Why an entry changed: an override's doing, a new or dropped spec, another version, or its branch moving."""
+    if was is None or now is None:
+        return "override" if (was or now).override else "added" if was is None else "removed"
+    if was.override != now.override:
+        return "override"
+    return "upgraded" if (was.ref, was.version) != (now.ref, now.version) else "branch moved"
+
+
 @dataclass(frozen=True)
 class LockResult:
-    """What `lock()` produced: the lock, where it went, and what changed."""
+    """What `lock()` produced: the lock, where it went, and what changed.
+
+    `added`/`removed`/`updated` are spec keys; `changes` has one line per changed entry;
+    `changed` is whether the lock's bytes differ (or would, when nothing was written).
+    """
 
     lockfile: Lockfile
     path: Path
@@ -32,6 +81,8 @@ class LockResult:
     updated: tuple[str, ...]
     warnings: tuple[str, ...] = ()
     migrated: str | None = None  # what a kernels JSON lock was converted to, in one line
+    changes: tuple[Change, ...] = ()
+    changed: bool = False
 
 
 def _relative_to(root: Path, path: str) -> str:
@@ -43,13 +94,20 @@ def _relative_to(root: Path, path: str) -> str:
         return os.path.relpath(absolute, root)
 
 
-def _recorded_arguments(specs: list[str], targets: tuple[str, ...], scan: tuple[str, ...], trust: tuple[str, ...]) -> str:
-    """The `kernlock lock` arguments a successful run would have recorded in `[tool.kernlock]`, as shell text."""
+def lock_arguments(specs: Iterable[str] = (), *, targets: Iterable[str] = (), scan: Iterable[str] = (),
+                   trust: Iterable[str] = (), upgrade: bool = False, upgrade_kernels: Iterable[str] = (),
+                   all_variants: bool = False, lockfile: str | os.PathLike[str] | None = None,
+                   project_dir: str | os.PathLike[str] = ".") -> str:
+    """The arguments of `kernlock lock` that repeat a `lock()` call, as shell text."""
     import shlex
 
-    options = [(f"--{name}", value) for name, values in (("target", targets), ("scan", scan), ("trust", trust))
-               for value in values]
-    return shlex.join([*specs, *(part for option in options for part in option)])
+    options = [(option, str(value)) for option, values in (
+        ("--target", targets), ("--scan", scan), ("--trust", trust), ("-P", upgrade_kernels),
+        ("--lockfile", [lockfile] if lockfile is not None else []),
+        ("--project", [project_dir] if str(project_dir) != "." else []),
+    ) for value in values]
+    flags = [flag for flag, on in (("--upgrade", upgrade), ("--all-variants", all_variants)) if on]
+    return shlex.join([*specs, *flags, *(part for option in options for part in option)])
 
 
 def _edit_pyproject(project: Project, additions: dict[str, list[str]], removals: dict[str, list[str]] | None = None) -> None:
@@ -88,21 +146,32 @@ def lock(
     trust: Iterable[str] = (),
     lockfile: str | os.PathLike[str] | None = None,
     write: bool = True,
+    check: bool = False,
     migrate: bool = False,
     progress: Callable[[str], None] | None = None,
     hub: Hub | None = None,
 ) -> LockResult:
-    """Resolve the project's kernel specs and write `kernels.lock`.
+    """Resolve the project's kernel specs and write `kernels.lock` (and record new sources in `pyproject.toml`).
 
     Existing pins are kept unless `upgrade` (all) or `upgrade_kernels` (those
-    repos) asks otherwise. A kernels JSON lock at the path is converted only with
-    `migrate` (its commits become pins; see `kernlock.kernels_lock`). On any error
-    the previous lock is left untouched.
+    repos) asks otherwise; a re-lock that changes nothing leaves the lock's bytes
+    as they are. `write=False` writes nothing; `check` also writes nothing and raises
+    `StaleLockError` when the lock would change. A kernels JSON lock at the path is
+    converted only with `migrate` (its commits become pins; see
+    `kernlock.kernels_lock`). On any error the previous lock is left untouched.
     """
+    specs, targets, scan, trust, upgrade_kernels = (tuple(v) for v in (specs, targets, scan, trust, upgrade_kernels))
+    rerun = lock_arguments(specs, targets=targets, scan=scan, trust=trust, upgrade=upgrade,
+                           upgrade_kernels=upgrade_kernels, all_variants=all_variants, lockfile=lockfile,
+                           project_dir=project_dir)
     with exclusive_workspace(project_dir, lockfile) as workspace:
-        return _relock(workspace, workspace.project, list(specs), targets=tuple(targets), scan=tuple(scan),
-                       upgrade=upgrade, upgrade_kernels=tuple(upgrade_kernels), all_variants=all_variants,
-                       trust=tuple(trust), write=write, migrate=migrate, progress=progress, hub=hub)
+        result = _relock(workspace, workspace.project, list(specs), targets=targets, scan=scan, upgrade=upgrade,
+                         upgrade_kernels=upgrade_kernels, all_variants=all_variants, trust=trust,
+                         write=write and not check, migrate=migrate, progress=progress, hub=hub, rerun=rerun)
+    if check and result.changed:
+        what = ", ".join(change.describe() for change in result.changes) or "its content would be rewritten"
+        raise StaleLockError(f"{result.path} is out of date: {what}; run `kernlock lock{' ' + rerun if rerun else ''}`")
+    return result
 
 
 def remove(
@@ -149,8 +218,11 @@ def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, tar
             scan: tuple[str, ...] = (), upgrade: bool = False, upgrade_kernels: tuple[str, ...] = (),
             all_variants: bool = False, trust: tuple[str, ...] = (), write: bool = True, migrate: bool = False,
             removals: dict[str, list[str]] | None = None, progress: Callable[[str], None] | None = None,
-            hub: Hub | None = None) -> LockResult:
-    """Resolve `project`'s sources plus `cli_specs` and write the lock and the pyproject edits (lock held)."""
+            hub: Hub | None = None, rerun: str = "") -> LockResult:
+    """Resolve `project`'s sources plus `cli_specs` and write the lock and the pyproject edits (lock held).
+
+    `rerun` is the `kernlock lock` arguments of this call, repeated in a refusal's fix.
+    """
     path = workspace.lockfile
     migration = migration_for(path, migrate)
     previous = migration.as_previous_lock() if migration is not None else workspace.previous_lock(upgrade)
@@ -175,11 +247,17 @@ def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, tar
     try:
         result = resolver.resolve(all_specs)
     except TrustError as error:
-        if not (cli_specs or targets or scan or trust):
+        if not rerun:
             raise
-        raise TrustError(error.repo, _recorded_arguments(cli_specs, targets, scan, trust)) from None
-    old = {k.spec: k.commit for k in previous.kernels} if previous else {}
-    new = {k.spec: k.commit for k in result.kernels}
+        raise TrustError(error.repo, rerun) from None
+    existing = _existing_text(path) if migration is None else None
+    if previous is not None and existing is not None:
+        kept = replace(result, resolved_with=previous.resolved_with)  # no pin change, no `[resolved-with]` churn
+        if dumps_lockfile(kept) == existing:
+            result = kept
+    changed = existing is None or dumps_lockfile(result) != existing
+    changes = lock_changes(previous, result)
+    old, new = ({k.spec for k in lock.kernels} if lock else set() for lock in (previous, result))
     written = False
     if write:
         configured = {str(parse_target(t)) for t in project.targets}
@@ -199,9 +277,19 @@ def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, tar
         lockfile=result,
         path=path,
         written=written,
-        added=tuple(sorted(set(new) - set(old))),
-        removed=tuple(sorted(set(old) - set(new))),
-        updated=tuple(sorted(k for k in new if k in old and old[k] != new[k])),
+        added=tuple(sorted(new - old)),
+        removed=tuple(sorted(old - new)),
+        updated=tuple(sorted({c.spec for c in changes if c.old and c.new})),
         warnings=tuple(resolver.warnings),
         migrated=migration.summary(result) if migration is not None else None,
+        changes=changes,
+        changed=changed,
     )
+
+
+def _existing_text(path: Path) -> str | None:
+    """The lock file's text as it is, or None when there is none (or it is not text)."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except (FileNotFoundError, UnicodeDecodeError):
+        return None

@@ -32,6 +32,14 @@ PROVENANCE = "kernels-community/provenance"
 RELU = "kernels-community/relu"
 UNTRUSTED = "untrusted-org/some-kernel"
 
+# `[tool.kernlock]` text: the seed's override, flash-attn2 pinned to v2 on CUDA 12.8.
+CU128_ON_V2 = f'''
+[[tool.kernlock.overrides."{FA2}"]]
+backend = "cu128"
+revision = "v2"
+reason = "v3+ fails in the GQA backward pass on CUDA 12.8"
+'''
+
 _UNSET_ENV = (
     "HF_TOKEN",
     "HUGGING_FACE_HUB_TOKEN",

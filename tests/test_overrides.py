@@ -7,23 +7,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from helpers import CPU, CUDA_130, CUDA_X86, FA2, LockedProjectFactory, cli, make_project
+from helpers import CPU, CU128_ON_V2, CUDA_130, CUDA_X86, FA2, LockedProjectFactory, cli, make_project
 from kernlock.cache import variant_dir, vendored_variant_dir
 from kernlock.lockfile_toml import load_lockfile
 from kernlock.testing.fixtures import rev_parse
 from kernlock.testing.hub import TestHub
 from scripts.harness import load_identities
 
-OVERRIDE = f'''
-[[tool.kernlock.overrides."{FA2}"]]
-backend = "cu128"
-revision = "v2"
-reason = "v3+ fails in the GQA backward pass on CUDA 12.8"
-'''
-
 
 def test_override_sends_cu128_targets_to_v2_and_others_keep_the_default(hub: TestHub, tmp_path: Path) -> None:
-    project = make_project(tmp_path / "p", kernels=[FA2], targets=[CPU, CUDA_X86, CUDA_130], extra=OVERRIDE)
+    project = make_project(tmp_path / "p", kernels=[FA2], targets=[CPU, CUDA_X86, CUDA_130], extra=CU128_ON_V2)
     result = cli("lock", cwd=project)
     assert result.exit_code == 0, result.output
     lock = load_lockfile(project / "kernels.lock")
@@ -45,7 +38,7 @@ def test_override_sends_cu128_targets_to_v2_and_others_keep_the_default(hub: Tes
     assert (here["commit"], here["variant"]) == (rev_parse(repo, "v4"), "torch213-cxx11-cpu-x86_64-linux")
 
     # Changing the override makes the lock stale until it is re-locked.
-    make_project(project, kernels=[FA2], targets=[CPU, CUDA_X86, CUDA_130], extra=OVERRIDE.replace('"v2"', '"v3"'))
+    make_project(project, kernels=[FA2], targets=[CPU, CUDA_X86, CUDA_130], extra=CU128_ON_V2.replace('"v2"', '"v3"'))
     stale = cli("verify", "--all-targets", cwd=project)
     assert stale.exit_code == 1 and "override for kernels-community/flash-attn2 (backend=cu128 → v3) is not in the lock" in stale.output
     assert cli("lock", cwd=project).exit_code == 0
@@ -65,7 +58,7 @@ def test_a_bad_override_is_a_one_line_usage_error(hub: TestHub, tmp_path: Path) 
 
 def test_sync_repair_and_vendor_take_the_entry_covering_each_target(locked_project: LockedProjectFactory,
                                                                      tmp_path: Path) -> None:
-    project, lock = locked_project([FA2], [CPU, CUDA_X86], extra=OVERRIDE)
+    project, lock = locked_project([FA2], [CPU, CUDA_X86], extra=CU128_ON_V2)
     pinned, default = lock.kernel(FA2, CUDA_X86), lock.kernel(FA2, CPU)
     assert pinned.commit != default.commit
     here = cli("sync", cwd=project)

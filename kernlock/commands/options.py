@@ -23,6 +23,7 @@ lockfile_option = click.option("--lockfile", type=click.Path(dir_okay=False),
                                help="Lock file path (default: the project's, [tool.kernlock] lockfile or kernels.lock).")
 locked_option = click.option("--locked", is_flag=True,
                              help="Fail unless the lock is fresh against the project's sources (like cargo --locked).")
+quiet_option = click.option("-q", "--quiet", is_flag=True, help="Print nothing but warnings and errors.")
 all_targets_option = click.option("--all-targets", is_flag=True,
                                   help="Every target declared in [tool.kernlock] targets, else every locked target.")
 

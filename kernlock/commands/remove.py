@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from kernlock.commands.options import handle_errors, json_option, lock_options
-from kernlock.commands.lock import progress_line, report
+from kernlock.commands.lock import clear_progress, progress_line, report
 
 
 @click.command("remove")
@@ -18,4 +18,8 @@ def remove_command(specs: tuple[str, ...], lockfile: str | None, project_dir: st
     from kernlock.locking import remove
 
     progress = progress_line()
-    report(remove(project_dir, specs, lockfile=lockfile, progress=progress), progress, as_json)
+    try:
+        result = remove(project_dir, specs, lockfile=lockfile, progress=progress)
+    finally:
+        clear_progress(progress)
+    report(result, as_json)
