@@ -34,6 +34,11 @@ class SyncReport:
     variants: int = 0
     bytes: int = 0
 
+    def to_dict(self) -> dict[str, object]:
+        """The report as JSON (`kernlock sync --json`)."""
+        return {"cache": str(self.cache), "variants": self.variants, "verified": self.verified, "bytes": self.bytes,
+                "downloaded": self.downloaded, "repaired": self.repaired}
+
 
 def selected_variants(lock: Lockfile, targets: Iterable[Target]) -> list[tuple[LockedKernel, LockedVariant]]:
     """The (kernel, variant) pairs locked for `targets` (from `Workspace.chosen_targets`).

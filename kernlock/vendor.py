@@ -38,6 +38,11 @@ class VendorReport:
     bytes: int
     repaired: int = 0  # variants copied again because they did not match the lock
 
+    def to_dict(self) -> dict[str, object]:
+        """The report as JSON (`kernlock vendor --json`)."""
+        return {"directory": str(self.directory), "variants": self.variants, "files": self.files, "bytes": self.bytes,
+                "repaired": self.repaired}
+
 
 def vendor(
     directory: str | os.PathLike[str],

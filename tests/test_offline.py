@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -175,3 +176,21 @@ def test_eight_processes_cold_start_download_each_file_once(hub: TestHub, locked
     assert len(asked) == len(downloads) == expected_files
     assert max(asked.values()) == max(downloads.values()) == 1, (asked, downloads)
     assert file_requests_only(hub)
+
+
+def test_sync_and_vendor_json(locked_project: LockedProjectFactory, tmp_path: Path) -> None:
+    project, lock = locked_project([f"{FA2}@v2"], [CPU])
+    variant = lock.kernels[0].variant_for(CPU)
+    synced = cli("sync", "--json", cwd=project)
+    assert synced.exit_code == 0, synced.output
+    data = json.loads(synced.output)
+    assert data == {
+        "cache": str(hub_cache_dir()), "variants": 1, "verified": len(variant.files), "bytes": sum(f.size for f in variant.files),
+        "downloaded": sorted(f"{FA2}@v2 {variant.name}/{f.path}" for f in variant.files), "repaired": [],
+    }
+    vendored = cli("vendor", "--json", str(tmp_path / "vendor"), cwd=project)
+    assert vendored.exit_code == 0, vendored.output
+    assert json.loads(vendored.output) == {
+        "directory": str(tmp_path / "vendor"), "variants": 1, "files": len(variant.files),
+        "bytes": sum(f.size for f in variant.files), "repaired": 0,
+    }

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 import click
 
-from kernlock.commands.options import all_targets_option, handle_errors, lock_options, locked_option, targets_option
+from kernlock.commands.options import all_targets_option, handle_errors, json_option, lock_options, locked_option, targets_option
 
 
 @click.command("sync")
@@ -15,8 +16,10 @@ from kernlock.commands.options import all_targets_option, handle_errors, lock_op
 @locked_option
 @click.option("--repair", is_flag=True, help="Re-download cached files that do not match the lock.")
 @lock_options
+@json_option()
 @handle_errors
-def sync_command(targets: tuple[str, ...], all_targets: bool, locked: bool, repair: bool, lockfile: str | None, project_dir: str) -> None:
+def sync_command(targets: tuple[str, ...], all_targets: bool, locked: bool, repair: bool, lockfile: str | None,
+                 project_dir: str, as_json: bool) -> None:
     """Download the locked variants into the Hub cache and verify every file."""
     from huggingface_hub.utils import disable_progress_bars
 
@@ -29,6 +32,9 @@ def sync_command(targets: tuple[str, ...], all_targets: bool, locked: bool, repa
 
     report = sync(project_dir, targets=targets, all_targets=all_targets, repair=repair, lockfile=lockfile, locked=locked,
                   progress=progress if sys.stderr.isatty() else None)
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2))
+        return
     fetched = [f"{len(report.downloaded)} downloaded"]
     if report.repaired:
         fetched.append(f"{len(report.repaired)} repaired")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import click
 
-from kernlock.commands.options import handle_errors, lock_options, targets_option
+from kernlock.commands.options import handle_errors, json_option, lock_options, targets_option
 
 
 @click.command("vendor")
@@ -12,8 +14,10 @@ from kernlock.commands.options import handle_errors, lock_options, targets_optio
 @targets_option("Export only this target's variants (repeatable; default: every target, as --all-targets).")
 @click.option("--repair", is_flag=True, help="Copy again the variants already in DIRECTORY that do not match the lock.")
 @lock_options
+@json_option()
 @handle_errors
-def vendor_command(directory: str, targets: tuple[str, ...], repair: bool, lockfile: str | None, project_dir: str) -> None:
+def vendor_command(directory: str, targets: tuple[str, ...], repair: bool, lockfile: str | None, project_dir: str,
+                   as_json: bool) -> None:
     """Copy the locked variants and the lock into DIRECTORY.
 
     Then run with KERNLOCK_VENDOR_DIR=DIRECTORY: no Hub and no Hub cache needed.
@@ -25,6 +29,9 @@ def vendor_command(directory: str, targets: tuple[str, ...], repair: bool, lockf
     disable_progress_bars()  # our own progress line (or none) instead of one bar per file
 
     report = vendor(directory, project_dir, targets=targets, lockfile=lockfile, repair=repair)
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2))
+        return
     repaired = f", {report.repaired} repaired" if report.repaired else ""
     click.echo(
         f"vendored {report.variants} variants ({report.files} files, {report.bytes} bytes{repaired}) into {report.directory}; "
