@@ -5,6 +5,7 @@ Parsing and matching rules are unit tests (tests/unit/test_override_rules.py).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from helpers import CPU, CU128_ON_V2, CUDA_130, CUDA_X86, FA2, LockedProjectFactory, cli, make_project
@@ -96,3 +97,14 @@ def test_an_override_keyed_by_a_spec_is_a_one_line_config_error(locked_project: 
             f'the key must be a repo (org/repo), not a spec; key it [tool.kernlock.overrides."{FA2}"] '
             "(the override's version or revision is its pin)"
         ]
+
+
+def test_explain_a_target_shows_the_entry_covering_it(locked_project: LockedProjectFactory) -> None:
+    project, lock = locked_project([FA2], [CPU, CUDA_X86], extra=CU128_ON_V2)
+    text = cli("explain", FA2, "--target", CUDA_X86, cwd=project)
+    assert text.exit_code == 0, text.output
+    assert "not locked" not in text.output
+    assert f"target {CUDA_X86}: kernels picks torch212-cxx11-cu128-x86_64-linux; the lock has torch212-cxx11-cu128" in text.output
+    report = json.loads(cli("explain", FA2, "--target", CUDA_X86, "--target", CPU, "--json", cwd=project).output)
+    rows = {(entry["commit"], row["target"], row["locked"]) for entry in report for row in entry["targets"]}
+    assert rows == {(lock.kernel(FA2, t).commit, t, lock.kernel(FA2, t).variant_for(t).name) for t in (CPU, CUDA_X86)}

@@ -36,8 +36,11 @@ def explain_command(repo: str, targets: tuple[str, ...], lockfile: str | None, p
             "spec": kernel.spec, "commit": kernel.commit, "build_variants": list(kernel.build_variants), "targets": [],
             "override": kernel.override.to_dict() if kernel.override else None,
         }
-        covered = [t for t in chosen_targets if kernel.variant_for(t) is not None]
-        for target in covered if (covered and not targets) else chosen_targets:
+        # Each target under the entry covering it (an override's or the spec's own); an uncovered one under the spec's own.
+        shown = [t for t in chosen_targets if (lock.kernel(kernel.spec, t) or lock.kernel(kernel.spec)) is kernel]
+        if not shown and targets:
+            continue
+        for target in shown:
             choice, reasons = choose_variant(kernel.build_variants, target)
             locked = kernel.variant_for(target)
             entry["targets"].append({
