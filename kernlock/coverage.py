@@ -8,19 +8,24 @@ succeed, so the fix is another version instead.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from kernlock.environment import Target
 from kernlock.lockfile import LockedKernel, Lockfile
 from kernlock.report import CheckResult
 
 
-def buildable(kernel: LockedKernel, target: Target) -> bool:
-    """Whether the locked commit has a build kernels would load on `target` (True when the lock does not say)."""
+def builds(variant_names: Iterable[str], target: Target) -> bool:
+    """Whether kernels would load one of `variant_names` on `target`."""
     from kernlock.kernels_adapter import target_decisions
 
-    if not kernel.build_variants:
-        return True
-    decisions = target_decisions(kernel.build_variants, target)
+    decisions = target_decisions(variant_names, target)
     return bool(decisions and decisions[0].accepted)
+
+
+def buildable(kernel: LockedKernel, target: Target) -> bool:
+    """Whether the locked commit has a build kernels would load on `target` (True when the lock does not say)."""
+    return not kernel.build_variants or builds(kernel.build_variants, target)
 
 
 def uncovered_problem(kernel: LockedKernel, target: Target) -> tuple[str, str]:

@@ -29,6 +29,9 @@ class KernelStatus:
     latest_version: int | None   # highest `vN` branch on the Hub
     error: str | None = None     # the Hub could not be asked
     renamed_to: str | None = None  # the Hub redirects the spec's repo to this name
+    rewritten: bool = False      # the ref moved to a history without the locked commit (a force-push)
+    usable_version: int | None = None  # the newest version above the locked one with a build for every locked target
+    unbuildable: tuple[int, ...] = ()  # newer versions checked and found without a build for a locked target
 
     @property
     def moved(self) -> bool:
@@ -40,9 +43,8 @@ class KernelStatus:
 
     @property
     def newer_version(self) -> int | None:
-        version = self.kernel.version
-        if version is None and self.kernel.ref is not None:
-            version = version_of_branch(self.kernel.ref)
+        """The highest `vN` branch, when it is above the locked version (whether or not it builds for the targets)."""
+        version = locked_version(self.kernel)
         if version is not None and self.latest_version is not None and self.latest_version > version:
             return self.latest_version
         return None
@@ -75,8 +77,12 @@ def _default_hub(hub: Hub | None) -> Hub:
     return Hub()
 
 
-def kernel_statuses(lock: Lockfile, hub: Hub | None = None) -> list[KernelStatus]:
-    """Each locked kernel against its repo's current refs."""
+def kernel_statuses(lock: Lockfile, hub: Hub | None = None, *, inspect: bool = False) -> list[KernelStatus]:
+    """Each locked kernel against its repo's current refs.
+
+    `inspect` (for `kernlock outdated`) also asks the Hub whether a moved branch was
+    force-pushed and which newer versions have a build for every target the entry covers.
+    """
     hub = _default_hub(hub)
     refs = fetch_refs((spec_repo(k) for k in lock.kernels), hub)
     statuses = []
@@ -85,17 +91,44 @@ def kernel_statuses(lock: Lockfile, hub: Hub | None = None) -> list[KernelStatus
         if isinstance(found, str):
             statuses.append(KernelStatus(kernel, None, None, None, error=found))
             continue
-        versions = [v for v in (version_of_branch(r.name) for r in found if r.kind == "branch") if v is not None]
+        versions = {v: r.commit for r in found if r.kind == "branch" and (v := version_of_branch(r.name)) is not None}
         match = next((r for r in found if r.name == kernel.ref), None) if kernel.ref else None
         canonical = hub.canonical_repo(spec_repo(kernel))
-        statuses.append(KernelStatus(
+        status = KernelStatus(
             kernel,
             current=match.commit if match else None,
             ref_kind=match.kind if match else None,
             latest_version=max(versions) if versions else None,
             renamed_to=canonical if canonical != spec_repo(kernel) else None,
-        ))
+        )
+        statuses.append(_inspected(status, versions, hub) if inspect else status)
     return statuses
+
+
+def _inspected(status: KernelStatus, versions: dict[int, str], hub: Hub) -> KernelStatus:
+    """`status` with `rewritten`, `usable_version` and `unbuildable` asked of the Hub."""
+    from dataclasses import replace
+
+    from kernlock.coverage import builds
+    from kernlock.variants import group_variants
+
+    kernel = status.kernel
+    rewritten = status.moved and status.ref_kind == "branch" and kernel.commit not in hub.commits(kernel.repo, kernel.ref)
+    targets = {target for variant in kernel.variants for target in variant.targets}
+    usable, unbuildable = None, []
+    newer = sorted((v for v in versions if v > locked_version(kernel)), reverse=True) if status.newer_version else []
+    for version in newer:
+        names = group_variants(kernel.repo, versions[version], hub.tree(kernel.repo, versions[version]))
+        if all(builds(names, target) for target in targets):
+            usable = version
+            break
+        unbuildable.append(version)
+    return replace(status, rewritten=rewritten, usable_version=usable, unbuildable=tuple(sorted(unbuildable)))
+
+
+def locked_version(kernel: LockedKernel) -> int | None:
+    """The version an entry is locked at: its `version`, else the one its `vN` branch stands for."""
+    return kernel.version if kernel.version is not None else version_of_branch(kernel.ref or "")
 
 
 def spec_repo(kernel: LockedKernel) -> str:

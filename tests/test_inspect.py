@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from helpers import ARM, CPU, CUDA_X86, FA2, LockedProjectFactory, cli
+from helpers import ARM, CPU, CU128_ON_V2, CUDA_X86, FA2, LockedProjectFactory, cli
 from kernlock.lockfile import Lockfile
 from kernlock.lockfile_toml import load_lockfile
-from kernlock.testing.fixtures import advance_branch, rev_parse
+from kernlock.testing.fixtures import advance_branch, git, push_commit, rev_parse, rewrite_branch
 from kernlock.testing.hub import TestHub
 
 ACT = "kernels-community/activation@v1"
@@ -51,6 +51,55 @@ def test_outdated(hub: TestHub, locked_project: LockedProjectFactory) -> None:
     assert result.exit_code == 0
     assert "branch moved; kernlock lock -P kernels-community/flash-attn2" in result.output
     assert "up to date" in result.output
+
+
+def outdated_rows(project: Path, *args: str) -> dict[str, str]:
+    """`kernlock outdated --all` rows: KERNEL -> STATUS."""
+    result = cli("outdated", "--all", *args, cwd=project)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    start = lines[0].index("STATUS")
+    return {line[:lines[0].index("REF")].strip(): line[start:] for line in lines[1:]}
+
+
+def test_outdated_suggests_only_versions_with_a_build_for_the_locked_targets(
+        hub: TestHub, locked_project: LockedProjectFactory) -> None:
+    project = locked_project([f"{FA2}@v2"], targets=[CPU]).path
+    assert cli("outdated", "--exit-code", cwd=project).exit_code == 1  # v4 is there and builds for CPU
+    repo = hub.repo_path(FA2)
+    cpu_build = git(repo, "ls-tree", "-r", "--name-only", "v4", "build/torch213-cxx11-cpu-x86_64-linux").decode().split()
+    push_commit(repo, "v4", dict.fromkeys(cpu_build), "v4 drops its torch 2.13 CPU build")
+    assert outdated_rows(project) == {
+        f"{FA2}@v2": f"v3 available; pin {FA2}@v3 (v4 has no build for {CPU})",
+    }
+    push_commit(repo, "v3", dict.fromkeys(cpu_build), "v3 drops its torch 2.13 CPU build")
+    assert outdated_rows(project) == {f"{FA2}@v2": f"up to date (v3, v4 have no build for {CPU})"}
+    assert cli("outdated", "--exit-code", cwd=project).exit_code == 0
+
+
+def test_outdated_tells_a_force_push_from_a_move(hub: TestHub, locked_project: LockedProjectFactory) -> None:
+    project = locked_project([f"{FA2}@v4", "kernels-community/tagged@dev"], targets=[CPU]).path
+    advance_branch(hub.repo_path(FA2), "v4")
+    rewrite_branch(hub.repo_path("kernels-community/tagged"), "dev")
+    rows = outdated_rows(project)
+    assert rows[f"{FA2}@v4"] == f"branch moved; kernlock lock -P {FA2}"
+    assert rows["kernels-community/tagged@dev"] == (
+        "branch force-pushed (the locked commit is no longer in its history); review, then kernlock lock -P kernels-community/tagged"
+    )
+    data = {item["spec"]: item for item in json.loads(cli("outdated", "--json", cwd=project).output)}
+    assert data["kernels-community/tagged@dev"]["rewritten"] is True and data[f"{FA2}@v4"]["rewritten"] is False
+    assert cli("outdated", "--exit-code", cwd=project).exit_code == 1
+
+
+def test_outdated_names_override_entries(locked_project: LockedProjectFactory) -> None:
+    project = locked_project([FA2], targets=[CPU, CUDA_X86], extra=CU128_ON_V2).path
+    assert outdated_rows(project) == {
+        FA2: "up to date",
+        f"{FA2} [backend=cu128]": "v4 available; the override pins v2 ([tool.kernlock.overrides])",
+    }
+    data = json.loads(cli("outdated", "--json", cwd=project).output)
+    assert sorted(item["override"] or "" for item in data) == ["", "backend=cu128"]
+    assert cli("outdated", "--exit-code", cwd=project).exit_code == 0  # the override stays below v4 on purpose
 
 
 def test_explain(locked_project: LockedProjectFactory) -> None:
