@@ -228,7 +228,8 @@ def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, tar
     previous = migration.as_previous_lock() if migration is not None else workspace.previous_lock(upgrade)
     target_list = project_targets(project, targets)
     resolving = resolving_target(target_list)
-    all_specs = collect_specs(project, cli_specs, scan, resolving)
+    skipped: list[str] = []
+    all_specs = collect_specs(project, cli_specs, scan, resolving, skipped)
     if not all_specs and not removals:
         raise KernlockError(
             "no kernel specs found: pass one (kernlock lock org/repo), list them in [tool.kernlock] kernels, "
@@ -280,7 +281,7 @@ def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, tar
         added=tuple(sorted(new - old)),
         removed=tuple(sorted(old - new)),
         updated=tuple(sorted({c.spec for c in changes if c.old and c.new})),
-        warnings=tuple(resolver.warnings),
+        warnings=(*skipped, *resolver.warnings),
         migrated=migration.summary(result) if migration is not None else None,
         changes=changes,
         changed=changed,

@@ -162,8 +162,8 @@ def project_targets(project: Project, extra: tuple[str, ...] = ()) -> tuple[Targ
     return tuple(sorted(set(targets)))
 
 
-def project_specs(project: Project, scan_paths: tuple[str, ...] = ()) -> list[KernelSpec]:
-    """Every spec the project declares, each with its origin (file and line)."""
+def project_specs(project: Project, scan_paths: tuple[str, ...] = (), skipped: list[str] | None = None) -> list[KernelSpec]:
+    """Every spec the project declares, each with its origin (file and line); scanned non-literal sites into `skipped`."""
     from kernlock.scan import scan_paths as scan
     from kernlock.spec import Origin, parse_spec, spec_from_version
 
@@ -175,7 +175,7 @@ def project_specs(project: Project, scan_paths: tuple[str, ...] = ()) -> list[Ke
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
         raise UsageError(f"scan path {missing[0]} does not exist; fix [tool.kernlock] scan or --scan")
-    specs.extend(scan(paths))
+    specs.extend(scan(paths, skipped))
     if project.use_kernels:
         specs.extend(_use_kernels_specs(project.use_kernels))
     return specs
@@ -212,10 +212,11 @@ def resolving_target(targets: tuple[Target, ...]) -> Target | None:
         return targets[0] if targets else None
 
 
-def collect_specs(project: Project, specs: Iterable[str] = (), scan: Iterable[str] = (), target: Target | None = None) -> list[KernelSpec]:
-    """Every spec from the command line and the project's sources, aliases expanded."""
+def collect_specs(project: Project, specs: Iterable[str] = (), scan: Iterable[str] = (), target: Target | None = None,
+                  skipped: list[str] | None = None) -> list[KernelSpec]:
+    """Every spec from the command line and the project's sources, aliases expanded (see `project_specs`)."""
     from kernlock.spec import Origin, parse_spec
 
     extra = [parse_spec(text, Origin("command line")) for text in specs]
-    found = [*extra, *project_specs(project, tuple(scan))]
+    found = [*extra, *project_specs(project, tuple(scan), skipped)]
     return expand_aliases(found, target or resolving_target(project_targets(project)))

@@ -44,38 +44,40 @@ def _unquote(value: str) -> str:
     return value
 
 
-def _python_values(path: Path, text: str) -> Iterator[tuple[str, int]]:
+def _python_values(path: Path, text: str) -> Iterator[tuple[str, int, bool]]:
+    """(value, line, literal) of every `attn_implementation` site; a non-literal's value is its source text."""
     try:
         tree = ast.parse(text, filename=str(path))
     except SyntaxError:
         return
     for node in ast.walk(tree):
         if isinstance(node, ast.keyword) and node.arg in KEYS:
-            value = node.value
-            if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                yield value.value, value.lineno
+            values = [node.value]
         elif isinstance(node, ast.Dict):
-            for key, value in zip(node.keys, node.values):
-                if (
-                    isinstance(key, ast.Constant) and key.value in KEYS
-                    and isinstance(value, ast.Constant) and isinstance(value.value, str)
-                ):
-                    yield value.value, value.lineno
-        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
-            if any(isinstance(t, ast.Attribute) and t.attr in KEYS for t in node.targets):
-                yield node.value.value, node.value.lineno
+            values = [v for k, v in zip(node.keys, node.values) if isinstance(k, ast.Constant) and k.value in KEYS]
+        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Attribute) and t.attr in KEYS for t in node.targets):
+            values = [node.value]
+        else:
+            continue
+        for value in values:
+            if not isinstance(value, ast.Constant):
+                yield ast.unparse(value), value.lineno, False
+            elif isinstance(value.value, str):
+                yield value.value, value.lineno, True
 
 
-def _line_values(text: str, pattern: re.Pattern[str]) -> Iterator[tuple[str, int]]:
+def _line_values(text: str, pattern: re.Pattern[str]) -> Iterator[tuple[str, int, bool]]:
+    """(value, line, literal) of every match; a value the shell expands (`$ATTN`) is not literal."""
     for number, line in enumerate(text.splitlines(), start=1):
         if line.lstrip().startswith("#") and pattern is _SHELL_RE:
             continue
         for match in pattern.finditer(line):
-            yield _unquote(match.group("value")), number
+            value = _unquote(match.group("value"))
+            yield value, number, "$" not in value and "`" not in value
 
 
-def scan_file(path: Path) -> list[KernelSpec]:
-    """Kernel specs named in one file."""
+def scan_file(path: Path, skipped: list[str] | None = None) -> list[KernelSpec]:
+    """Kernel specs named in one file; each site whose value is not a literal is added to `skipped` as a message."""
     suffix = path.suffix.lower()
     try:
         text = path.read_text(encoding="utf-8")
@@ -88,7 +90,15 @@ def scan_file(path: Path) -> list[KernelSpec]:
     else:
         values = _line_values(text, _SHELL_RE)
     where = os.path.relpath(path)
-    return [parse_spec(value, Origin(where, line)) for value, line in values if is_kernel_value(value)]
+    specs = []
+    for value, line, literal in sorted(values, key=lambda site: site[1]):
+        if not literal:
+            if skipped is not None:
+                skipped.append(f"{where}:{line}: attn_implementation={value[:60]} is not a literal, so --scan cannot "
+                               "lock what it names; list that kernel in [tool.kernlock] kernels")
+        elif is_kernel_value(value):
+            specs.append(parse_spec(value, Origin(where, line)))
+    return specs
 
 
 def _files(paths: Iterable[Path]) -> Iterator[Path]:
@@ -105,9 +115,9 @@ def _files(paths: Iterable[Path]) -> Iterator[Path]:
                     yield candidate
 
 
-def scan_paths(paths: Iterable[Path]) -> list[KernelSpec]:
-    """Kernel specs in files and directories (recursively), in path order."""
+def scan_paths(paths: Iterable[Path], skipped: list[str] | None = None) -> list[KernelSpec]:
+    """Kernel specs in files and directories (recursively), in path order (non-literal sites into `skipped`)."""
     specs: list[KernelSpec] = []
     for path in _files(paths):
-        specs.extend(scan_file(path))
+        specs.extend(scan_file(path, skipped))
     return specs

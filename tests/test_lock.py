@@ -277,3 +277,22 @@ def test_bare_spec_warns_when_a_target_would_get_another_default(hub: TestHub, t
     assert result.exit_code == 0, result.output
     assert "would default to another version on torch2.9-cxx11-cu128-x86_64-linux" in result.output
     assert lock_of(project).kernels[0].version == 4
+
+
+def test_scan_reports_each_site_it_cannot_read(hub: TestHub, tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p")
+    (project / "train.py").write_text(
+        f'attn = os.environ["ATTN"]\nload(attn_implementation=attn)\nload(attn_implementation="{FA2}@v2")\n'
+        'cfg = {"attn_implementation": f"kernels-community/{name}"}\n'
+    )
+    (project / "run.sh").write_text('trl sft --attn_implementation "$ATTN" --max_steps 2\n')
+    result = cli("lock", "--scan", "train.py", "--scan", "run.sh", cwd=project)
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.output.splitlines() if line.startswith("kernlock: warning: ")]
+    fix = "is not a literal, so --scan cannot lock what it names; list that kernel in [tool.kernlock] kernels"
+    assert warnings == [
+        f"kernlock: warning: train.py:2: attn_implementation=attn {fix}",
+        f"kernlock: warning: train.py:4: attn_implementation=f'kernels-community/{{name}}' {fix}",
+        f"kernlock: warning: run.sh:1: attn_implementation=$ATTN {fix}",
+    ]
+    assert [k.spec for k in lock_of(project).kernels] == [f"{FA2}@v2"]
