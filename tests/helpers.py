@@ -55,6 +55,22 @@ _UNSET_ENV = (
 )
 
 
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def copy_checkout(dest: Path) -> Path:
+    """Copy this checkout's files (uncommitted changes included, ignored files not) to `dest`; return `dest`."""
+    import shutil
+
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO_ROOT,
+                            check=True, capture_output=True, text=True).stdout
+    for name in filter(None, listed.split("\0")):
+        if (REPO_ROOT / name).is_file():  # deleted but not yet staged: not part of the checkout
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO_ROOT / name, dest / name)
+    return dest
+
+
 def make_project(root: Path, kernels: list[str] = (), targets: list[str] = (), extra: str = "") -> Path:
     """Write a pyproject.toml with a [tool.kernlock] table; return the project dir."""
     root.mkdir(parents=True, exist_ok=True)

@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers import CPU, CUDA_X86, cli, make_project
+from helpers import CPU, CUDA_X86, REPO_ROOT, cli, copy_checkout, make_project
 from kernlock.testing.hub import TestHub
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 PRE_COMMIT = Path(sys.executable).with_name("pre-commit")
 TRAIN = "from transformers import AutoModel\n\nmodel = AutoModel.from_pretrained('m', attn_implementation='kernels-community/activation@v1')\n"
 
@@ -33,13 +32,7 @@ def pre_commit_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def hook_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A pre-commit config naming a hook repo that holds this checkout's files (uncommitted changes included)."""
-    hook_repo = tmp_path_factory.mktemp("hook-repo")
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO_ROOT,
-                            check=True, capture_output=True, text=True).stdout
-    for name in filter(None, listed.split("\0")):
-        if (REPO_ROOT / name).is_file():  # deleted but not yet staged: not part of the checkout
-            (hook_repo / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO_ROOT / name, hook_repo / name)
+    hook_repo = copy_checkout(tmp_path_factory.mktemp("hook-repo"))
     _git(hook_repo, "init", "-q", "-b", "main")
     _git(hook_repo, "add", "-A")
     _git(hook_repo, "commit", "-q", "-m", "checkout")
@@ -64,7 +57,8 @@ def _hook(repo: Path, config: Path, home: Path) -> subprocess.CompletedProcess:
     _git(repo, "add", "-A")
     command = [str(PRE_COMMIT) if PRE_COMMIT.exists() else "pre-commit", "run", "--config", str(config),
                "--all-files", "--color", "never"]
-    env = {**_git_env(), "PRE_COMMIT_HOME": str(home)}
+    bindir = str(Path(sys.executable).parent)  # where `kernlock` is installed, as in the environment one commits from
+    env = {**_git_env(), "PRE_COMMIT_HOME": str(home), "PATH": bindir + os.pathsep + os.environ.get("PATH", "")}
     env.pop("KERNLOCK_APPLY", None)
     return subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=600)
 
@@ -103,3 +97,24 @@ def test_pre_commit_hook_scenarios(hub: TestHub, tmp_path: Path, hook_config: Pa
     assert cli("lock", cwd=repo).exit_code == 0
     result = _hook(repo, hook_config, pre_commit_home)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def readme_hook_config() -> str:
+    """The `.pre-commit-config.yaml` the README documents, verbatim."""
+    text = (REPO_ROOT / "README.md").read_text()
+    start = text.index("```yaml\n# .pre-commit-config.yaml") + len("```yaml\n")
+    return text[start:text.index("```", start)]
+
+
+def test_the_readmes_hook_config_works_as_written(hub: TestHub, tmp_path: Path, pre_commit_home: Path) -> None:
+    repo = make_project(tmp_path / "repo", kernels=["kernels-community/flash-attn2@v2"], targets=[CPU])
+    config = repo / ".pre-commit-config.yaml"
+    config.write_text(readme_hook_config())
+    assert cli("lock", cwd=repo).exit_code == 0
+    _git(repo, "init", "-q", "-b", "main")
+    result = _hook(repo, config, pre_commit_home)
+    assert result.returncode == 0 and "kernlock verify" in result.stdout and "Passed" in result.stdout, result.stdout
+    pyproject = repo / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace("flash-attn2@v2", "flash-attn2@v3"))
+    result = _hook(repo, config, pre_commit_home)
+    assert result.returncode == 1 and "kernels-community/flash-attn2@v3 changed" in result.stdout, result.stdout
