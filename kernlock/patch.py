@@ -18,6 +18,7 @@ is in this one file, so what could load unchecked is audited in one read.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.abc
 import importlib.machinery
@@ -187,16 +188,38 @@ def _unlocked(repo: str, what: str, version: int | None = None, revision: str | 
     _warn_once(f"unlocked:{repo}:{what}", message)
 
 
-def _locked_local_kernel(entry: LockedKernel) -> Any:
-    """Resolve a locked entry to kernels' `LocalKernel` in the verified cache."""
-    from kernlock.cache import ensure_variant
+def _backend_target(entry: LockedKernel, backend: str | None) -> Target:
+    """The locked target a kernels `backend=` argument asks for; any other backend is refused, never left to kernels.
+
+    kernels accepts its backend family names (`cuda`, `rocm`, ...) and `cpu`; the
+    variant's own spelling (`cu130`) means the same target. `cpu` on a GPU target
+    binds to the lock's entry for that target with a CPU backend.
+    """
+    from kernlock.doctor import backend_name
 
     target = _STATE.target
+    if backend is None or backend in (target.backend, backend_name(target.backend)):
+        return target
+    asked = dataclasses.replace(target, backend="cpu") if backend == "cpu" else None
+    if asked is None or entry.variant_for(asked) is None:
+        variant = entry.variant_for(target)
+        fix = f"`kernlock lock --target {asked}`" if asked is not None else "drop the backend argument"
+        raise VariantMismatchError(
+            f"{entry.spec}: a load with backend={backend!r} asks for a build the lock does not record; "
+            f"{_STATE.path} locks {entry.repo} at {entry.commit[:12]} [{variant.name}] for {target}; fix: {fix}"
+        )
+    return asked
+
+
+def _locked_local_kernel(entry: LockedKernel, target: Target, backend: str | None) -> Any:
+    """Resolve a locked entry to kernels' `LocalKernel` in the verified cache, for `target`."""
+    from kernlock.cache import ensure_variant
+
     variant = entry.variant_for(target)
     if variant is None:
         raise NoVariantError(f"{entry.spec}: no variant locked for {target}; fix: kernlock lock --target {target}")
     names = entry.build_variants or [variant.name]
-    decisions = target_decisions(names, _STATE.target) if _STATE.simulated else system_decisions(names)
+    decisions = target_decisions(names, target) if _STATE.simulated else system_decisions(names, backend)
     preferred_name = decisions[0].variant if decisions and decisions[0].accepted else None
     if preferred_name != variant.name:
         raise VariantMismatchError(
@@ -253,10 +276,9 @@ def _resolve_load(repo: str, version: int | None, revision: str | None, backend:
     if entry is None:
         _unlocked(repo, _describe(version, revision), version, revision)
         return None
-    if backend not in (None, _STATE.target.backend if _STATE.target else None) and backend != "cpu":
-        return None
-    local = _locked_local_kernel(entry)
-    variant = entry.variant_for(_STATE.target)
+    target = _backend_target(entry, backend)
+    local = _locked_local_kernel(entry, target, backend)
+    variant = entry.variant_for(target)
     logger.info("kernlock: %s (%s) -> %s [%s]", repo, _describe(version, revision), entry.commit, variant.name)
     return local
 
