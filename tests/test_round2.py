@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import importlib
+import shutil
+import sys
+from pathlib import Path
+
 import pytest
 
 import kernels
 import kernlock
+import kernlock.importguard
 from helpers import ACTIVATION, CPU, LockedProjectFactory
+from kernlock.errors import IntegrityError
 from kernlock.patch import VariantMismatchError, release
 from kernlock.testing.fixtures import advance_branch
 from kernlock.testing.hub import TestHub
 from scripts.harness import variant_of
+from test_entry_points import locked  # noqa: F401 (a fixture: activation@v1 locked, its branch moved since)
 
 CU130 = "torch2.13-cxx11-cu130-x86_64-linux"
 
@@ -32,14 +40,45 @@ def test_backend_argument_binds_to_the_locked_target_or_is_refused(
     assert advance_branch(hub.repo_path(ACTIVATION), "v1") != entry.commit
     monkeypatch.setattr("kernels.backends._backend", lambda: CUDA(version=Version("13.0")))  # a CUDA 13.0 machine
     kernlock.apply(project / "kernels.lock", target=CU130)
-    locked = (entry.commit, entry.variant_for(kernlock.patch._STATE.target).name)
+    bound = (entry.commit, entry.variant_for(kernlock.patch._STATE.target).name)
     for backend in (None, "cuda", "cu130"):  # kernels' family name and the variant's own spelling
         kernels.importer._loaded_kernels.clear()
         identity = kernels.get_kernel(ACTIVATION, version=1, backend=backend).KERNEL_IDENTITY
-        assert (identity["commit"], identity["variant"]) == locked, backend
+        assert (identity["commit"], identity["variant"]) == bound, backend
     kernels.importer._loaded_kernels.clear()
     identity = kernels.get_kernel(ACTIVATION, version=1, backend="cpu").KERNEL_IDENTITY  # the CPU target's entry
     assert (identity["commit"], identity["variant"]) == (entry.commit, variant_of(lock, entry))
     for backend in ("rocm", "cu128", "xpu"):
         with pytest.raises(VariantMismatchError, match=rf"backend={backend!r}.*locks {ACTIVATION}.*for {CU130}"):
             kernels.get_kernel(ACTIVATION, version=1, backend=backend)
+
+
+def test_a_submodule_rewritten_after_the_check_is_refused_when_read(locked) -> None:
+    project, _, _ = locked
+    kernlock.apply(project / "kernels.lock")
+    module = kernels.get_kernel(ACTIVATION, version=1)
+    variant_dir = Path(module.__file__).parent
+    (variant_dir / "layers.py").write_text("RAN = 'unverified'\n")  # rewritten after the load-time check
+    del sys.modules[f"{module.__name__}.layers"]  # first read from now on, as a lazy import is
+    with pytest.raises(IntegrityError, match=r"layers\.py changed after it was verified \(expected sha256 [0-9a-f]{64}"):
+        importlib.import_module(f"{module.__name__}.layers")
+    (variant_dir / "lazy.py").write_text("RAN = 'unverified'\n")  # a module added after the check
+    with pytest.raises(IntegrityError, match=r"lazy\.py changed after it was verified \(kernels\.lock does not list it"):
+        importlib.import_module(f"{module.__name__}.lazy")
+
+
+def test_a_variant_path_swapped_before_import_is_refused(locked, tmp_path: Path, monkeypatch) -> None:
+    project, _, _ = locked
+    planted = tmp_path / "planted"
+
+    def register_then_swap(kernel, variant, root: Path) -> None:
+        kernlock.importguard.register(kernel, variant, root)
+        shutil.copytree(root, planted)  # another user's copy, whose __init__.py is theirs
+        (planted / "__init__.py").write_text("KERNEL_IDENTITY = {'commit': 'planted', 'variant': 'planted'}\n")
+        root.rename(root.with_name(root.name + ".verified"))
+        root.symlink_to(planted, target_is_directory=True)
+
+    monkeypatch.setattr("kernlock.patch.register_verified", register_then_swap)
+    kernlock.apply(project / "kernels.lock")
+    with pytest.raises(IntegrityError, match=rf"was verified as .* but now resolves to {planted}; refusing to import it"):
+        kernels.get_kernel(ACTIVATION, version=1)
