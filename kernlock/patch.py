@@ -249,11 +249,6 @@ def _local_kernel(repo: str, path: Path, how: str) -> None:
     )
 
 
-def _is_local_path(repo: str) -> bool:
-    """`get_local_kernel(path)` asks for the path itself as the repo id."""
-    return repo.startswith((os.sep, ".", "~")) or repo.count("/") != 1 or Path(repo).is_dir()
-
-
 # ---------------------------------------------------------------- the lock-backed resolver
 
 
@@ -261,17 +256,22 @@ def _describe(version: int | None, revision: str | None) -> str:
     return f"version {version}" if version is not None else f"revision {revision}"
 
 
-def _resolve_load(repo: str, version: int | None, revision: str | None, backend: str | None) -> Any:
-    """The locked build of a locked repo, a permitted local kernel, or None (refused first when strict)."""
+def _resolve_load(repo: str, version: int | None, revision: str | None, backend: str | None,
+                  requested_path: Path | None) -> Any:
+    """The locked build of a locked repo, a permitted local kernel, or None (refused first when strict).
+
+    Only `LOCAL_KERNELS` and `get_local_kernel(path)` (`requested_path`) are local:
+    a directory that happens to be named like a repo is not.
+    """
     if _STATE.lock is None:
         return None
     override = local_kernels.overrides().get(repo)
     if override is not None:
         _local_kernel(repo, override, "LOCAL_KERNELS")
         return local_path_kernel(override, backend)
-    if _is_local_path(repo) and not _STATE.lock.for_repo(repo):
-        _local_kernel(repo, Path(repo), "get_local_kernel")
-        return None
+    if requested_path is not None and not _STATE.lock.for_repo(repo):
+        _local_kernel(repo, requested_path, "get_local_kernel")
+        return local_path_kernel(requested_path, backend)
     entry = find_entry(_STATE.lock, repo, version, revision, _STATE.target)
     if entry is None:
         _unlocked(repo, _describe(version, revision), version, revision)

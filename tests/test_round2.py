@@ -12,8 +12,8 @@ import pytest
 import kernels
 import kernlock
 import kernlock.importguard
-from helpers import ACTIVATION, CPU, LockedProjectFactory
-from kernlock.errors import IntegrityError
+from helpers import ACTIVATION, CPU, UNIVERSAL, LockedProjectFactory
+from kernlock.errors import IntegrityError, UnlockedKernelError
 from kernlock.patch import VariantMismatchError, release
 from kernlock.testing.fixtures import advance_branch
 from kernlock.testing.hub import TestHub
@@ -82,3 +82,13 @@ def test_a_variant_path_swapped_before_import_is_refused(locked, tmp_path: Path,
     kernlock.apply(project / "kernels.lock")
     with pytest.raises(IntegrityError, match=rf"was verified as .* but now resolves to {planted}; refusing to import it"):
         kernels.get_kernel(ACTIVATION, version=1)
+
+
+def test_a_directory_named_like_an_unlocked_repo_is_not_a_local_kernel(locked, tmp_path: Path, monkeypatch) -> None:
+    project, _, _ = locked
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / UNIVERSAL).mkdir(parents=True)  # a directory in the working directory named like the repo
+    monkeypatch.setenv("KERNLOCK_ALLOW_LOCAL", "1")
+    kernlock.apply(project / "kernels.lock")
+    with pytest.raises(UnlockedKernelError, match=rf"kernel {UNIVERSAL} \(version 1\) is not in"):
+        kernels.get_kernel(UNIVERSAL, version=1)
