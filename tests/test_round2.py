@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -12,11 +14,13 @@ import pytest
 import kernels
 import kernlock
 import kernlock.importguard
-from helpers import ACTIVATION, CPU, UNIVERSAL, LockedProjectFactory
-from kernlock.errors import IntegrityError, UnlockedKernelError
+from helpers import ACTIVATION, CPU, UNIVERSAL, LockedProjectFactory, cli
+from kernlock import cache
+from kernlock.errors import IntegrityError, LockfileError, UnlockedKernelError, UnsafeLockfileError
 from kernlock.patch import VariantMismatchError, release
 from kernlock.testing.fixtures import advance_branch
 from kernlock.testing.hub import TestHub
+from kernlock.workspace import VENDOR_ENV
 from scripts.harness import variant_of
 from test_entry_points import locked  # noqa: F401 (a fixture: activation@v1 locked, its branch moved since)
 
@@ -92,3 +96,45 @@ def test_a_directory_named_like_an_unlocked_repo_is_not_a_local_kernel(locked, t
     kernlock.apply(project / "kernels.lock")
     with pytest.raises(UnlockedKernelError, match=rf"kernel {UNIVERSAL} \(version 1\) is not in"):
         kernels.get_kernel(UNIVERSAL, version=1)
+
+
+def _tampered_vendor_dir(project: Path, lock, tmp_path: Path) -> Path:
+    """A vendor directory whose `__init__.py` and its hash in the vendor dir's own lock were both rewritten."""
+    [entry] = lock.kernels
+    vendor = tmp_path / "vendor"
+    assert cli("vendor", str(vendor), cwd=project).exit_code == 0
+    variant = entry.variant_for(lock.targets[0])
+    [init] = [f for f in variant.files if f.path.endswith("/__init__.py")]
+    planted = b"KERNEL_IDENTITY = {'commit': 'planted', 'variant': 'planted'}\n"
+    (cache.vendored_variant_dir(entry, variant.name, vendor) / init.path).write_bytes(planted)
+    vendor_lock = vendor / "kernels.lock"
+    text = vendor_lock.read_text().replace(init.sha256, hashlib.sha256(planted).hexdigest())
+    vendor_lock.write_text(text.replace(f"size = {init.size}\n", f"size = {len(planted)}\n"))
+    return vendor
+
+
+def test_the_projects_lock_wins_over_a_vendor_dirs_own_lock(locked, tmp_path: Path, monkeypatch) -> None:
+    project, lock, _ = locked
+    vendor = _tampered_vendor_dir(project, lock, tmp_path)
+    monkeypatch.setenv(VENDOR_ENV, str(vendor))
+    monkeypatch.chdir(project)
+    both = rf"vendor directory's {vendor}/kernels.lock disagrees with the project's {project}/kernels.lock on {ACTIVATION}@v1"
+    with pytest.raises(LockfileError, match=both + ".*the project's lock wins; re-export"):
+        kernlock.apply()
+    verified = cli("verify", cwd=project)
+    assert verified.exit_code == 2 and "disagrees with the project's" in verified.output
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give the vendor lock to another user")
+def test_a_vendor_lock_owned_by_another_user_is_refused_without_a_project_lock(locked, tmp_path: Path,
+                                                                              monkeypatch) -> None:
+    project, lock, _ = locked
+    vendor = _tampered_vendor_dir(project, lock, tmp_path)
+    os.chown(vendor / "kernels.lock", 65534, 65534)
+    monkeypatch.setenv(VENDOR_ENV, str(vendor))
+    elsewhere = tmp_path / "job"
+    elsewhere.mkdir()
+    (elsewhere / ".git").mkdir()  # a project of its own, without a lock
+    monkeypatch.chdir(elsewhere)
+    with pytest.raises(UnsafeLockfileError, match=rf"refusing {vendor}/kernels.lock: it is owned by uid 65534"):
+        kernlock.apply()
