@@ -14,7 +14,7 @@ import pytest
 import kernels
 import kernlock
 import kernlock.importguard
-from helpers import ACTIVATION, CPU, UNIVERSAL, LockedProjectFactory, cli
+from helpers import ACTIVATION, CPU, UNIVERSAL, LockedProjectFactory, cli, make_project
 from kernlock import cache
 from kernlock.errors import IntegrityError, LockfileError, UnlockedKernelError, UnsafeLockfileError
 from kernlock.patch import VariantMismatchError, release
@@ -137,4 +137,19 @@ def test_a_vendor_lock_owned_by_another_user_is_refused_without_a_project_lock(l
     (elsewhere / ".git").mkdir()  # a project of its own, without a lock
     monkeypatch.chdir(elsewhere)
     with pytest.raises(UnsafeLockfileError, match=rf"refusing {vendor}/kernels.lock: it is owned by uid 65534"):
+        kernlock.apply()
+
+
+@pytest.mark.parametrize("shape", ["array", "inline table"])
+def test_a_deeply_nested_lock_is_one_line_and_exit_2(tmp_path: Path, monkeypatch, shape: str) -> None:
+    project = make_project(tmp_path / "p")
+    deep = "[" * 100_000 if shape == "array" else "{a = " * 100_000
+    (project / "kernels.lock").write_text(f"version = 1\nx = {deep}\n")
+    monkeypatch.chdir(project)
+    for command in (["verify"], ["lock", "--migrate"], ["run", "--", "true"]):
+        result = cli(*command, cwd=project)
+        assert result.exit_code == 2 and "nested too deeply to read" in result.output, (command, result.output)
+        lines = 3 if command == ["verify"] else 1  # verify's report: the check, the problem, its fix
+        assert len(result.output.strip().splitlines()) == lines, result.output
+    with pytest.raises(LockfileError, match=r"kernels\.lock: not valid TOML \(nested too deeply to read\)"):
         kernlock.apply()
