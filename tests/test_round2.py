@@ -6,6 +6,7 @@ import hashlib
 import importlib
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -14,14 +15,14 @@ import pytest
 import kernels
 import kernlock
 import kernlock.importguard
-from helpers import ACTIVATION, CPU, UNIVERSAL, LockedProjectFactory, cli, make_project
+from helpers import ACTIVATION, CPU, UNIVERSAL, LockedProjectFactory, cli, make_project, run_kernlock
 from kernlock import cache
 from kernlock.errors import IntegrityError, LockfileError, UnlockedKernelError, UnsafeLockfileError
 from kernlock.patch import VariantMismatchError, release
 from kernlock.testing.fixtures import advance_branch
 from kernlock.testing.hub import TestHub
 from kernlock.workspace import VENDOR_ENV
-from scripts.harness import variant_of
+from scripts.harness import child_env, variant_of
 from test_entry_points import locked  # noqa: F401 (a fixture: activation@v1 locked, its branch moved since)
 
 CU130 = "torch2.13-cxx11-cu130-x86_64-linux"
@@ -153,3 +154,22 @@ def test_a_deeply_nested_lock_is_one_line_and_exit_2(tmp_path: Path, monkeypatch
         assert len(result.output.strip().splitlines()) == lines, result.output
     with pytest.raises(LockfileError, match=r"kernels\.lock: not valid TOML \(nested too deeply to read\)"):
         kernlock.apply()
+
+
+def test_export_into_a_fifo_a_pipe_or_a_missing_directory_never_hangs(locked, tmp_path: Path) -> None:
+    project, _, entry = locked
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    nobody = run_kernlock("export", "-o", str(fifo), cwd=project, timeout=30)  # no reader: refused at once
+    assert nobody.returncode == 2 and "no process is reading it; start the reader first" in nobody.stderr
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert run_kernlock("export", "-o", str(fifo), cwd=project, timeout=60).returncode == 0
+        assert entry.commit in reader.communicate(timeout=60)[0]
+    finally:
+        reader.kill()
+    piped = subprocess.run(f"{sys.executable} -m kernlock export -o /dev/stdout | cat", shell=True, cwd=project,
+                           capture_output=True, text=True, timeout=60, env=child_env())
+    assert piped.returncode == 0 and entry.commit in piped.stdout, piped.stderr
+    missing = cli("export", "-o", str(tmp_path / "no" / "such" / "kernels.lock.json"), cwd=project)
+    assert missing.exit_code == 2 and f"{tmp_path}/no/such is not a directory; nothing was written; create it" in missing.output
