@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TypeVar
 from urllib.parse import urlsplit
 
-from kernlock.errors import HubError, redact
+from kernlock.errors import HubError, WriteError, local_write_problem, redact
 from kernlock.transport import Stop, Transport, download_timeout, etag_timeout, http_status
 
 T = TypeVar("T")
@@ -232,11 +232,17 @@ class Hub:
             headers.pop("authorization", None)  # a signed CDN URL: no token, as huggingface_hub does
 
         def fetch(deadline: float) -> None:
-            with open(destination, "wb") as out:
-                self.transport.request(remote.location, deadline, timeout=download_timeout(), limit=size, sink=out.write,
-                              follow=True, headers=headers)
-                if out.tell() != size:
-                    raise ConnectionError(f"{remote.url}: received {out.tell()} of {size} bytes")
+            try:
+                with open(destination, "wb") as out:
+                    self.transport.request(remote.location, deadline, timeout=download_timeout(), limit=size,
+                                           sink=out.write, follow=True, headers=headers)
+                    if out.tell() != size:
+                        raise ConnectionError(f"{remote.url}: received {out.tell()} of {size} bytes")
+            except OSError as error:  # this machine's disk (full, read-only) is never retried nor blamed on the Hub
+                local = local_write_problem(error, destination.parent)
+                if local is None:
+                    raise
+                raise WriteError(local) from None
 
         self._call(repo, fetch, deadline)
 

@@ -19,7 +19,7 @@ from helpers import ACTIVATION, CPU, UNIVERSAL, LockedProjectFactory, cli, make_
 from kernlock import cache
 from kernlock.errors import IntegrityError, LockfileError, UnlockedKernelError, UnsafeLockfileError
 from kernlock.patch import VariantMismatchError, release
-from kernlock.testing.fixtures import advance_branch
+from kernlock.testing.fixtures import advance_branch, push_commit
 from kernlock.testing.hub import TestHub
 from kernlock.workspace import VENDOR_ENV
 from scripts.harness import child_env, variant_of
@@ -173,3 +173,57 @@ def test_export_into_a_fifo_a_pipe_or_a_missing_directory_never_hangs(locked, tm
     assert piped.returncode == 0 and entry.commit in piped.stdout, piped.stderr
     missing = cli("export", "-o", str(tmp_path / "no" / "such" / "kernels.lock.json"), cwd=project)
     assert missing.exit_code == 2 and f"{tmp_path}/no/such is not a directory; nothing was written; create it" in missing.output
+
+
+def test_a_locked_file_with_a_long_relative_path_syncs_and_applies(hub: TestHub, locked_project: LockedProjectFactory,
+                                                                  tmp_path: Path, monkeypatch) -> None:
+    long_name = "data/" + "d" * 140 + "/" + "f" * 60 + ".txt"  # 206 characters under the variant
+    push_commit(hub.repo_path(UNIVERSAL), "v1", {f"build/torch-universal/{long_name}": b"payload\n"}, "a long path")
+    project, lock = locked_project([f"{UNIVERSAL}@v1"])
+    assert any(f.path == long_name for f in lock.kernels[0].variant_for(lock.targets[0]).files)
+    synced = cli("sync", cwd=project)
+    assert synced.exit_code == 0, synced.output
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "cold"))  # a cold apply() downloads it too
+    kernlock.apply(project / "kernels.lock")
+    assert kernels.get_kernel(UNIVERSAL, version=1) is not None
+
+
+def _in_private_mount(script: str, mount: Path, options: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run `script` (sh) in a private mount namespace where `mount` is a small tmpfs mounted with `options`."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare(1) to mount a private tmpfs")
+    mount.mkdir(parents=True, exist_ok=True)
+    probe = subprocess.run(["unshare", "-m", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"unshare -m is not allowed here ({probe.stderr.decode().strip()})")
+    return subprocess.run(["unshare", "-m", "sh", "-c", f"mount -t tmpfs -o {options} tmpfs {mount} && {script}"],
+                          capture_output=True, text=True, timeout=timeout, env=child_env())
+
+
+def test_a_full_disk_while_writing_the_lock_is_one_line_and_the_lock_stays(hub: TestHub, tmp_path: Path) -> None:
+    source = make_project(tmp_path / "source", kernels=[f"{ACTIVATION}@v1"])
+    assert cli("lock", cwd=source).exit_code == 0
+    before = (source / "kernels.lock").read_bytes()
+    (source / "pyproject.toml").write_text((source / "pyproject.toml").read_text().replace('@v1"', f'@v1", "{UNIVERSAL}@v1"'))
+    disk = tmp_path / "disk"
+    done = _in_private_mount(
+        f"cp -a {source}/. {disk}/ && (dd if=/dev/zero of={disk}/filler bs=4k 2>/dev/null || true) && cd {disk} && "
+        f"{sys.executable} -m kernlock lock; echo rc=$?; cmp kernels.lock {source}/kernels.lock && echo intact",
+        disk, "size=1m")
+    assert "rc=1" in done.stdout and "intact" in done.stdout and (source / "kernels.lock").read_bytes() == before
+    [line] = done.stderr.strip().splitlines()
+    assert f"cannot write {disk}/kernels.lock (No space left on device); it is unchanged; free space" in line
+
+
+@pytest.mark.parametrize("disk", ["full", "read-only"])
+def test_a_full_or_read_only_cache_does_not_blame_the_network(locked, tmp_path: Path, disk: str) -> None:
+    project, _, _ = locked
+    home = tmp_path / "hf_home_mount"
+    fill = f"(dd if=/dev/zero of={home}/filler bs=4k 2>/dev/null || true) && " if disk == "full" else ""
+    done = _in_private_mount(f"{fill}cd {project} && HF_HOME={home} {sys.executable} -m kernlock sync", home,
+                             "size=1m" if disk == "full" else "ro,size=1m")
+    assert done.returncode == 1, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert "network" not in line and "HF_ENDPOINT" not in line, line
+    expected = "is full (No space left on device); free space" if disk == "full" else "is not writable (Read-only file system"
+    assert expected in line, line
