@@ -392,6 +392,10 @@ def apply(lockfile: str | os.PathLike[str] | None = None, *, strict: bool | None
     workspace = applied_workspace(lockfile)
     lock = workspace.read_lock()
     path = workspace.lockfile.resolve()
+    if workspace.discovered and workspace.has_sources:  # a named lock is trusted by naming it
+        from kernlock.freshness import require_trusted
+
+        require_trusted(workspace, lock)
     if locked:
         from kernlock.freshness import require_fresh
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -15,9 +16,9 @@ import pytest
 import kernels
 import kernlock
 import kernlock.importguard
-from helpers import ACTIVATION, CPU, UNIVERSAL, LockedProjectFactory, cli, make_project, run_kernlock
+from helpers import ACTIVATION, CPU, UNIVERSAL, UNTRUSTED, LockedProjectFactory, cli, make_project, run_kernlock
 from kernlock import cache
-from kernlock.errors import IntegrityError, LockfileError, UnlockedKernelError, UnsafeLockfileError
+from kernlock.errors import IntegrityError, LockfileError, TrustError, UnlockedKernelError, UnsafeLockfileError
 from kernlock.patch import VariantMismatchError, release
 from kernlock.testing.fixtures import advance_branch, push_commit
 from kernlock.testing.hub import TestHub
@@ -227,3 +228,19 @@ def test_a_full_or_read_only_cache_does_not_blame_the_network(locked, tmp_path: 
     assert "network" not in line and "HF_ENDPOINT" not in line, line
     expected = "is full (No space left on device); free space" if disk == "full" else "is not writable (Read-only file system"
     assert expected in line, line
+
+
+def test_an_allowlisted_entry_the_project_no_longer_trusts_fails_verify_and_apply(
+    locked_project: LockedProjectFactory, monkeypatch
+) -> None:
+    project, lock = locked_project([f"{UNTRUSTED}@v1"], extra=f'trust = ["{UNTRUSTED}"]\n')
+    assert lock.kernels[0].trust == "allowlist"
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace(f'trust = ["{UNTRUSTED}"]', "trust = []"))
+    problem = f'{UNTRUSTED}@v1 is locked as trust = "allowlist" but {pyproject} [tool.kernlock] trust does not list {UNTRUSTED}'
+    for args in (["verify"], ["verify", "--remote"]):
+        result = cli(*args, cwd=project)
+        assert result.exit_code == 1 and problem in result.output, (args, result.output)
+    monkeypatch.chdir(project)
+    with pytest.raises(TrustError, match=re.escape(problem) + f".*add '{UNTRUSTED}' to \\[tool.kernlock\\] trust"):
+        kernlock.apply()
