@@ -18,7 +18,6 @@ bit, is refused with the override to use.
 from __future__ import annotations
 
 import os
-import stat
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -36,7 +35,7 @@ from kernlock.errors import (
 )
 from kernlock.lockfile import LOCK_FILENAME, LOCK_VERSION, Lockfile
 from kernlock.lockfile_toml import load_lockfile
-from kernlock.project import Project, find_project_root, load_project
+from kernlock.project import Project, find_project_root, load_project, unsafe_reason
 
 LOCKFILE_ENV = "KERNLOCK_LOCKFILE"
 VENDOR_ENV = "KERNLOCK_VENDOR_DIR"
@@ -116,21 +115,20 @@ def check_lock_path(path: Path, *, discovered: bool) -> None:
         raise LockfileError(f"{path} is a directory, not a lock file; move it away (mv {path} {path}.bak) and run `kernlock lock`")
     if not discovered or not path.exists():
         return
-    info = path.stat()
-    me = os.geteuid()
-    override = f"if you trust it, name it explicitly (--lockfile {path}, ${LOCKFILE_ENV} or kernlock.apply(lockfile=...))"
-    if info.st_uid not in (me, 0):
-        raise UnsafeLockfileError(f"refusing {path}: it is owned by uid {info.st_uid}, not by you (uid {me}); {override}")
-    parent = path.resolve().parent.stat()
-    if parent.st_mode & stat.S_IWOTH and not parent.st_mode & stat.S_ISVTX:
-        raise UnsafeLockfileError(f"refusing {path}: its directory is writable by every user; {override}")
+    reason = unsafe_reason(path)
+    if reason is not None:
+        override = f"if you trust it, name it explicitly (--lockfile {path}, ${LOCKFILE_ENV} or kernlock.apply(lockfile=...))"
+        raise UnsafeLockfileError(f"refusing {path}: {reason}; {override}")
 
 
 def configured_lockfile(project: Project) -> Path:
-    """`[tool.kernlock] lockfile` inside the project (an error when it points outside)."""
+    """`[tool.kernlock] lockfile` inside the project (an error when it points outside, also through a symlink)."""
     name = project.lockfile_name
     relative = os.path.normpath(name)
-    if os.path.isabs(name) or relative == ".." or relative.startswith(".." + os.sep):
+    root = os.path.realpath(project.root)
+    real = os.path.realpath(os.path.join(root, relative))
+    if os.path.isabs(name) or relative == ".." or relative.startswith(".." + os.sep) or \
+            not real.startswith(root + os.sep):
         raise ConfigError(
             f"{project.pyproject}: [tool.kernlock] lockfile = {name!r} lies outside the project {project.root}; "
             f"use a path inside it, or name it explicitly with --lockfile {name}"

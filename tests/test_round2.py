@@ -244,3 +244,34 @@ def test_an_allowlisted_entry_the_project_no_longer_trusts_fails_verify_and_appl
     monkeypatch.chdir(project)
     with pytest.raises(TrustError, match=re.escape(problem) + f".*add '{UNTRUSTED}' to \\[tool.kernlock\\] trust"):
         kernlock.apply()
+
+
+def test_a_configured_lockfile_through_a_symlinked_directory_is_refused(tmp_path: Path) -> None:
+    other = make_project(tmp_path / "other", kernels=[f"{ACTIVATION}@v1"])
+    (other / "kernels.lock").write_text("# another project's lock\n")
+    project = make_project(tmp_path / "p", kernels=[f"{ACTIVATION}@v1"], extra='lockfile = "shared/kernels.lock"\n')
+    (project / "shared").symlink_to(other, target_is_directory=True)
+    result = cli("lock", cwd=project)
+    assert result.exit_code == 2 and "lockfile = 'shared/kernels.lock' lies outside the project" in result.output
+    assert (other / "kernels.lock").read_text() == "# another project's lock\n"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to plant a file as another user")
+@pytest.mark.parametrize("planted", ["pyproject.toml", ".git"])
+def test_a_project_marker_planted_by_another_user_above_a_checkout_is_refused(tmp_path: Path, planted: str) -> None:
+    shared = tmp_path / "shared"  # e.g. /tmp: the checkout below has no marker of its own
+    checkout = shared / "victim" / "src"
+    checkout.mkdir(parents=True)
+    marker = shared / planted
+    if planted == ".git":
+        marker.mkdir()
+    else:
+        make_project(shared, kernels=[f"{UNTRUSTED}@v1"], extra=f'trust = ["{UNTRUSTED}"]\n')
+    os.chown(marker, 65534, 65534)
+    for args in (["lock"], ["verify"]):
+        result = cli(*args, cwd=checkout)
+        assert result.exit_code == 2, result.output
+        assert f"refusing {shared} as the project ({marker}): it is owned by uid 65534, not by you (uid 0); make {checkout} " \
+               "a project of its own" in result.output
+    (checkout / ".git").mkdir()  # the fix it names
+    assert "refusing" not in cli("verify", cwd=checkout).output
