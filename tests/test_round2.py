@@ -275,3 +275,29 @@ def test_a_project_marker_planted_by_another_user_above_a_checkout_is_refused(tm
                "a project of its own" in result.output
     (checkout / ".git").mkdir()  # the fix it names
     assert "refusing" not in cli("verify", cwd=checkout).output
+
+
+CPU_VARIANT = "build/torch213-cxx11-cpu-x86_64-linux"
+
+
+def _listing(count: int, size: int = 10) -> list[dict]:
+    return [{"type": "file", "path": f"{CPU_VARIANT}/m{i}.py", "oid": "a" * 40, "size": size} for i in range(count)]
+
+
+@pytest.mark.parametrize(
+    ("listing", "headers", "problem"),
+    [
+        (_listing(1), "loop", "links back to a page it already sent"),
+        (_listing(20_001), None, "has more than 20000 entries, more than kernlock accepts"),
+        (_listing(1, size=1 << 30), None, "as a 1073741824-byte file stored in git (not LFS); kernlock reads at most"),
+    ],
+    ids=["self-linked pages", "100k entries", "huge git file"],
+)
+def test_hostile_listings_are_bounded(hub: TestHub, tmp_path: Path, listing, headers, problem: str) -> None:
+    project = make_project(tmp_path / "p", kernels=[f"{ACTIVATION}@v1"], targets=[CPU])
+    loop = f"{hub.url}/api/kernels/{ACTIVATION}/tree/loop"
+    hub.add_fault("respond", match="/tree/", times=200, body=listing,
+                  headers={"Link": f'<{loop}>; rel="next"'} if headers == "loop" else {})
+    result = cli("lock", cwd=project)
+    assert result.exit_code == 1 and problem in result.output, result.output
+    assert hub.fired["respond"] <= 2 and not any("/resolve/" in path for _, path in hub.log)
