@@ -15,16 +15,31 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from kernlock.errors import WriteError
+
 
 def atomic_write(path: str | os.PathLike[str], data: bytes | str) -> None:
     """Replace `path` with `data` atomically (text is written as UTF-8).
 
-    An existing file keeps its mode; a new one gets what the umask allows.
+    An existing file keeps its mode; a new one gets what the umask allows. A
+    failure to write (a full disk, a read-only directory) is a `WriteError`
+    naming the file, which is then unchanged.
     """
+    try:
+        _replace(Path(os.path.realpath(path)), data.encode("utf-8") if isinstance(data, str) else data)
+    except OSError as error:
+        import errno
+
+        fix = "free space on its disk and run the command again" if error.errno in (errno.ENOSPC, errno.EDQUOT) \
+            else "make its directory writable, or write it elsewhere"
+        state = "it is unchanged" if os.path.lexists(path) else "nothing was written"
+        raise WriteError(f"cannot write {path} ({error.strerror}); {state}; {fix}") from None
+
+
+def _replace(target: Path, payload: bytes) -> None:
+    """Write `payload` to a sibling temporary file, fsync it and rename it over `target`."""
     import tempfile  # here, not at the top: readers (`verify`, `apply()`) import this module and never write
 
-    target = Path(os.path.realpath(path))
-    payload = data.encode("utf-8") if isinstance(data, str) else data
     mode = file_mode_for(target)
     handle, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:

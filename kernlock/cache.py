@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernlock.errors import HubError, IntegrityError, KernlockError, MissingFilesError
+from kernlock.errors import HubError, IntegrityError, KernlockError, MissingFilesError, WriteError, local_write_problem
 from kernlock.lockfile import LockedFile, LockedKernel, LockedVariant
 from kernlock.workspace import vendor_dir
 
@@ -213,10 +213,18 @@ def _install_file(hub: "Hub", kernel: LockedKernel, variant: str, locked: Locked
     locks = cache / ".locks" / repo_folder(kernel.repo)
     locks.mkdir(parents=True, exist_ok=True)
     # One process per file asks the Hub; the others wait here and find it in place.
-    with WeakFileLock(locks / f"{kernel.commit}-{variant}-{locked.path.replace('/', '--')}.lock"):
+    with WeakFileLock(locks / _file_lock_name(kernel.commit, variant, locked.path)):
         if link.is_file() and not force:
             return
         _fetch_blob_and_link(hub, kernel, variant, locked, storage, link, locks, force)
+
+
+def _file_lock_name(commit: str, variant: str, path: str) -> str:
+    """The per-file lock's name: readable where it fits a file name (255 bytes), else named by the path's hash."""
+    name = f"{commit}-{variant}-{path.replace('/', '--')}.lock"
+    if len(name.encode("utf-8")) <= 255:
+        return name
+    return f"{commit}-{variant}-{hashlib.sha256(path.encode('utf-8')).hexdigest()}.lock"
 
 
 def _fetch_blob_and_link(hub: "Hub", kernel: LockedKernel, variant: str, locked: LockedFile, storage: Path, link: Path,
@@ -349,9 +357,12 @@ def ensure_variant(kernel: LockedKernel, variant: LockedVariant, *, offline: boo
             )
         try:
             download_variant(kernel, variant, cache, missing)
-        except (IntegrityError, MissingFilesError):
+        except (IntegrityError, MissingFilesError, WriteError):
             raise
         except Exception as error:
+            local = local_write_problem(error, cache)
+            if local is not None:
+                raise MissingFilesError(f"{kernel.spec}: cannot store {variant.name} in the cache: {local}") from None
             reason = str(error) if isinstance(error, KernlockError) else type(error).__name__
             raise MissingFilesError(
                 f"{kernel.spec}: {len(missing)} locked file(s) of {variant.name} are not in the cache "

@@ -6,6 +6,7 @@ prints it without a traceback and exits with the error's `exit_code`.
 
 from __future__ import annotations
 
+import os
 import re
 
 # Compiled on first use (through `re`'s cache), not at import: every `apply()` imports this module.
@@ -56,6 +57,27 @@ def key_text(key_path: tuple[str | int, ...]) -> str:
     for part in key_path:
         text += f"[{part}]" if isinstance(part, int) else f".{part}" if text else part
     return text
+
+
+class WriteError(KernlockError):
+    """A file kernlock replaces could not be written (disk full, read-only); the old file is unchanged."""
+
+
+def local_write_problem(error: BaseException, cache: os.PathLike[str] | str) -> str | None:
+    """What a failure to write into `cache` (the Hub cache) means when it is this machine's disk, not the Hub; else None."""
+    import errno
+
+    if not isinstance(error, OSError) or error.errno is None:
+        return None
+    where = error.filename or cache
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"the disk holding {where} is full ({error.strerror}); free space, or point HF_HUB_CACHE at another disk"
+    if error.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return (f"the cache {cache} is not writable ({error.strerror}: {where}); run `kernlock sync` as a user who "
+                "can write it, or point HF_HUB_CACHE at a writable directory")
+    if error.errno == errno.ENAMETOOLONG:
+        return f"a file name in the cache {cache} is too long for its file system ({where})"
+    return None
 
 
 class LockfileError(KernlockError):

@@ -10,7 +10,7 @@ locked. No network; like `uv lock --check`. `verify` reports it; `--locked`
 from __future__ import annotations
 
 from kernlock.environment import Target, parse_target
-from kernlock.errors import StaleLockError, TargetError, UsageError
+from kernlock.errors import StaleLockError, TargetError, TrustError, UsageError
 from kernlock.lockfile import Lockfile
 from kernlock.project import Project, expand_aliases, load_project, project_specs, resolving_target
 from kernlock.report import CheckResult
@@ -63,6 +63,8 @@ def check_fresh(project: Project, lock: Lockfile, result: CheckResult) -> None:
         if key not in changed:
             result.problem(f"{key} is locked but no longer named by any source", "kernlock lock", spec=key)
     _check_overrides(project, lock, result)
+    for message, fix in allowlist_problems(project, lock):
+        result.problem(message, fix)
     for text in project.targets:
         target = parse_target(text)
         if target not in lock.targets:
@@ -71,6 +73,28 @@ def check_fresh(project: Project, lock: Lockfile, result: CheckResult) -> None:
     result.summary = f"{len(by_key)} spec{'s' if len(by_key) != 1 else ''}"
     if not added and not removed:
         _note_default_drift(lock, by_key, project, result)
+
+
+def allowlist_problems(project: Project, lock: Lockfile) -> list[tuple[str, str]]:
+    """(problem, fix) for each entry locked as `trust = "allowlist"` whose repo `[tool.kernlock] trust` does not list."""
+    allowed = set(project.trust)
+    return [
+        (f"{kernel.spec} is locked as trust = \"allowlist\" but {project.pyproject} [tool.kernlock] trust does not "
+         f"list {kernel.repo}", f"review it and add {kernel.repo!r} to [tool.kernlock] trust, or `kernlock remove {kernel.spec}`")
+        for kernel in lock.kernels if kernel.trust == "allowlist" and kernel.repo not in allowed
+    ]
+
+
+def require_trusted(workspace: Workspace, lock: Lockfile) -> None:
+    """`apply()`: raise `TrustError` for an allowlisted entry the project's `trust` does not list.
+
+    For a discovered lock with its project's sources: a lock named explicitly is
+    trusted by naming it, as for the owner and permission rules.
+    """
+    problems = allowlist_problems(workspace.project, lock)
+    if problems:
+        message, fix = problems[0]
+        raise TrustError(f"{workspace.lockfile}: {message}; fix: {fix}")
 
 
 def _check_overrides(project: Project, lock: Lockfile, result: CheckResult) -> None:

@@ -17,13 +17,15 @@ from pathlib import Path
 from typing import TypeVar
 from urllib.parse import urlsplit
 
-from kernlock.errors import HubError, redact
+from kernlock.errors import HubError, WriteError, local_write_problem, redact
 from kernlock.transport import Stop, Transport, download_timeout, etag_timeout, http_status
 
 T = TypeVar("T")
 
 _SHA1_RE = re.compile(r"[0-9a-f]{40}")
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
+MAX_LISTING = 20_000  # entries of one paginated listing: a kernel repo's build/ tree or history is far smaller
+MAX_GIT_FILE = 16 << 20  # bytes of a file stored in git, not LFS (the Hub refuses git files over 10 MB)
 
 
 @dataclass(frozen=True)
@@ -145,7 +147,12 @@ class Hub:
         items: list = []
         next_url: str | None = url
         first = True
+        seen: set[str] = set()
         while next_url:
+            if next_url in seen:
+                raise HubError(f"{repo}: the Hub's listing {redact(url)} links back to a page it already sent "
+                               f"({redact(next_url)}); check HF_ENDPOINT")
+            seen.add(next_url)
             def page(deadline: float, u: str = next_url, p: dict[str, str] | None = params if first else None):
                 response = self.transport.api_get(repo, u, deadline, p)
                 data = response.json()
@@ -155,6 +162,9 @@ class Hub:
 
             data, next_url = self._call(repo, page)
             items.extend(data)
+            if len(items) > MAX_LISTING:
+                raise HubError(f"{repo}: the Hub's listing {redact(url)} has more than {MAX_LISTING} entries, more than "
+                               "kernlock accepts from one kernel repo; check HF_ENDPOINT")
             first = False
         return items
 
@@ -195,6 +205,10 @@ class Hub:
         from huggingface_hub import hf_hub_url
 
         url = hf_hub_url(repo, path, repo_type="kernel", revision=commit, endpoint=self.api.endpoint)
+        if size > MAX_GIT_FILE:
+            raise HubError(f"{repo}: the Hub lists {path} at {commit[:12]} as a {size}-byte file stored in git (not LFS); "
+                           f"kernlock reads at most {MAX_GIT_FILE} bytes of such a file (the Hub stores larger ones in "
+                           "LFS); check HF_ENDPOINT")
 
         def fetch(deadline: float) -> bytes:
             data = self.transport.request(url, deadline, timeout=download_timeout(), limit=size, follow=True).content
@@ -232,11 +246,17 @@ class Hub:
             headers.pop("authorization", None)  # a signed CDN URL: no token, as huggingface_hub does
 
         def fetch(deadline: float) -> None:
-            with open(destination, "wb") as out:
-                self.transport.request(remote.location, deadline, timeout=download_timeout(), limit=size, sink=out.write,
-                              follow=True, headers=headers)
-                if out.tell() != size:
-                    raise ConnectionError(f"{remote.url}: received {out.tell()} of {size} bytes")
+            try:
+                with open(destination, "wb") as out:
+                    self.transport.request(remote.location, deadline, timeout=download_timeout(), limit=size,
+                                           sink=out.write, follow=True, headers=headers)
+                    if out.tell() != size:
+                        raise ConnectionError(f"{remote.url}: received {out.tell()} of {size} bytes")
+            except OSError as error:  # this machine's disk (full, read-only) is never retried nor blamed on the Hub
+                local = local_write_problem(error, destination.parent)
+                if local is None:
+                    raise
+                raise WriteError(local) from None
 
         self._call(repo, fetch, deadline)
 

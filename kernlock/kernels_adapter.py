@@ -64,6 +64,8 @@ INTERNALS: tuple[Internal, ...] = (
     Internal("kernels.resolver", "LocalKernel", ("variant_path", "metadata", "origin")),
     Internal("kernels.resolver", "RemoteKernel", ("repo_id", "revision", "metadata", "variant")),
     Internal("kernels.resolver", "resolve_local_kernel", ("repo_path", "backend")),
+    Internal("kernels.resolver", "SequentialResolver", attributes=("resolvers",)),
+    Internal("kernels.resolver", "RepoPathsResolver", attributes=("local_kernels",)),
     Internal("kernels.importer", "_import_from_path", ("variant_path", "deps", "repo_info")),
     Internal("kernels.deps", "resolve_kernel_tree", ("api", "kernel", "backend", "resolver")),
     Internal("kernels.load", "_parse_local_kernel_overrides", ("local_kernels",)),  # mirrored by local_kernel_overrides
@@ -322,8 +324,9 @@ def kernels_lock_json(pins: Iterable[KernelsPin]) -> str:
 class LockHooks(NamedTuple):
     """kernlock's answers to kernels, in kernlock's terms; each returns None to let kernels proceed as usual."""
 
-    # (repo, version, revision, backend) -> a kernels kernel location (from `locked_kernel`/`local_path_kernel`)
-    resolve: Callable[[str, int | None, str | None, str | None], Any]
+    # (repo, version, revision, backend, the path `get_local_kernel` names for repo or None) -> a kernels kernel
+    # location (from `locked_kernel`/`local_path_kernel`)
+    resolve: Callable[[str, int | None, str | None, str | None, Path | None], Any]
     # (repo, where kernels was going to read its lock) -> the commit to load
     locked_commit: Callable[[str, str], str | None]
     # (repo, version, revision) -> commit, for layer and function repositories
@@ -341,10 +344,19 @@ class _LockedResolver:
         self.hooks, self.inner = hooks, inner
 
     def resolve(self, *, api: Any, backend: str | None, kernel: Any) -> Any:
-        located = self.hooks.resolve(*kernel_request(kernel), backend)
+        located = self.hooks.resolve(*kernel_request(kernel), backend, _requested_path(self.inner, kernel.repo_id))
         if located is not None or self.inner is None:
             return located
         return self.inner.resolve(api=api, backend=backend, kernel=kernel)
+
+
+def _requested_path(resolver: Any, repo: str) -> Path | None:
+    """The path `get_local_kernel(path)` asks for as `repo`: its `RepoPathsResolver` in the chain names it."""
+    from kernels.resolver import RepoPathsResolver, SequentialResolver
+
+    if isinstance(resolver, SequentialResolver):
+        return next((path for inner in resolver.resolvers if (path := _requested_path(inner, repo)) is not None), None)
+    return resolver.local_kernels.get(repo) if isinstance(resolver, RepoPathsResolver) else None
 
 
 def _patch_importer(module: ModuleType, hooks: LockHooks) -> None:

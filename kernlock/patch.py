@@ -18,6 +18,7 @@ is in this one file, so what could load unchecked is audited in one read.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.abc
 import importlib.machinery
@@ -187,16 +188,38 @@ def _unlocked(repo: str, what: str, version: int | None = None, revision: str | 
     _warn_once(f"unlocked:{repo}:{what}", message)
 
 
-def _locked_local_kernel(entry: LockedKernel) -> Any:
-    """Resolve a locked entry to kernels' `LocalKernel` in the verified cache."""
-    from kernlock.cache import ensure_variant
+def _backend_target(entry: LockedKernel, backend: str | None) -> Target:
+    """The locked target a kernels `backend=` argument asks for; any other backend is refused, never left to kernels.
+
+    kernels accepts its backend family names (`cuda`, `rocm`, ...) and `cpu`; the
+    variant's own spelling (`cu130`) means the same target. `cpu` on a GPU target
+    binds to the lock's entry for that target with a CPU backend.
+    """
+    from kernlock.doctor import backend_name
 
     target = _STATE.target
+    if backend is None or backend in (target.backend, backend_name(target.backend)):
+        return target
+    asked = dataclasses.replace(target, backend="cpu") if backend == "cpu" else None
+    if asked is None or entry.variant_for(asked) is None:
+        variant = entry.variant_for(target)
+        fix = f"`kernlock lock --target {asked}`" if asked is not None else "drop the backend argument"
+        raise VariantMismatchError(
+            f"{entry.spec}: a load with backend={backend!r} asks for a build the lock does not record; "
+            f"{_STATE.path} locks {entry.repo} at {entry.commit[:12]} [{variant.name}] for {target}; fix: {fix}"
+        )
+    return asked
+
+
+def _locked_local_kernel(entry: LockedKernel, target: Target, backend: str | None) -> Any:
+    """Resolve a locked entry to kernels' `LocalKernel` in the verified cache, for `target`."""
+    from kernlock.cache import ensure_variant
+
     variant = entry.variant_for(target)
     if variant is None:
         raise NoVariantError(f"{entry.spec}: no variant locked for {target}; fix: kernlock lock --target {target}")
     names = entry.build_variants or [variant.name]
-    decisions = target_decisions(names, _STATE.target) if _STATE.simulated else system_decisions(names)
+    decisions = target_decisions(names, target) if _STATE.simulated else system_decisions(names, backend)
     preferred_name = decisions[0].variant if decisions and decisions[0].accepted else None
     if preferred_name != variant.name:
         raise VariantMismatchError(
@@ -226,11 +249,6 @@ def _local_kernel(repo: str, path: Path, how: str) -> None:
     )
 
 
-def _is_local_path(repo: str) -> bool:
-    """`get_local_kernel(path)` asks for the path itself as the repo id."""
-    return repo.startswith((os.sep, ".", "~")) or repo.count("/") != 1 or Path(repo).is_dir()
-
-
 # ---------------------------------------------------------------- the lock-backed resolver
 
 
@@ -238,25 +256,29 @@ def _describe(version: int | None, revision: str | None) -> str:
     return f"version {version}" if version is not None else f"revision {revision}"
 
 
-def _resolve_load(repo: str, version: int | None, revision: str | None, backend: str | None) -> Any:
-    """The locked build of a locked repo, a permitted local kernel, or None (refused first when strict)."""
+def _resolve_load(repo: str, version: int | None, revision: str | None, backend: str | None,
+                  requested_path: Path | None) -> Any:
+    """The locked build of a locked repo, a permitted local kernel, or None (refused first when strict).
+
+    Only `LOCAL_KERNELS` and `get_local_kernel(path)` (`requested_path`) are local:
+    a directory that happens to be named like a repo is not.
+    """
     if _STATE.lock is None:
         return None
     override = local_kernels.overrides().get(repo)
     if override is not None:
         _local_kernel(repo, override, "LOCAL_KERNELS")
         return local_path_kernel(override, backend)
-    if _is_local_path(repo) and not _STATE.lock.for_repo(repo):
-        _local_kernel(repo, Path(repo), "get_local_kernel")
-        return None
+    if requested_path is not None and not _STATE.lock.for_repo(repo):
+        _local_kernel(repo, requested_path, "get_local_kernel")
+        return local_path_kernel(requested_path, backend)
     entry = find_entry(_STATE.lock, repo, version, revision, _STATE.target)
     if entry is None:
         _unlocked(repo, _describe(version, revision), version, revision)
         return None
-    if backend not in (None, _STATE.target.backend if _STATE.target else None) and backend != "cpu":
-        return None
-    local = _locked_local_kernel(entry)
-    variant = entry.variant_for(_STATE.target)
+    target = _backend_target(entry, backend)
+    local = _locked_local_kernel(entry, target, backend)
+    variant = entry.variant_for(target)
     logger.info("kernlock: %s (%s) -> %s [%s]", repo, _describe(version, revision), entry.commit, variant.name)
     return local
 
@@ -370,6 +392,10 @@ def apply(lockfile: str | os.PathLike[str] | None = None, *, strict: bool | None
     workspace = applied_workspace(lockfile)
     lock = workspace.read_lock()
     path = workspace.lockfile.resolve()
+    if workspace.discovered and workspace.has_sources:  # a named lock is trusted by naming it
+        from kernlock.freshness import require_trusted
+
+        require_trusted(workspace, lock)
     if locked:
         from kernlock.freshness import require_fresh
 

@@ -59,15 +59,45 @@ class Project:
         return self.root / PYPROJECT
 
 
+def unsafe_reason(path: Path) -> str | None:
+    """Why a discovered file others may control is not to be used: owned by another user (not root), or lying in
+    a world-writable directory without the sticky bit; None when it is safe."""
+    import stat
+
+    try:
+        owner = path.stat().st_uid
+    except FileNotFoundError:  # a dangling link: its own owner
+        owner = path.lstat().st_uid
+    me = os.geteuid()
+    if owner not in (me, 0):
+        return f"it is owned by uid {owner}, not by you (uid {me})"
+    parent = path.resolve().parent.stat()
+    if parent.st_mode & stat.S_IWOTH and not parent.st_mode & stat.S_ISVTX:
+        return "its directory is writable by every user"
+    return None
+
+
 def find_project_root(start: Path) -> Path:
     """The nearest directory at or above `start` with a `pyproject.toml`, `kernels.lock` or `.git`, else `start`.
 
-    Like git, discovery never looks above the first project root it meets.
+    Like git, discovery never looks above the first project root it meets, and
+    refuses (`ConfigError`) a root above `start` whose markers another user controls
+    (`unsafe_reason`): a `pyproject.toml` planted in a shared parent such as /tmp is
+    not adopted. (In `start` itself, the lock's own rules apply: see `check_lock_path`.)
     """
     start = start.resolve()
     for directory in (start, *start.parents):
-        if any(os.path.lexists(directory / marker) for marker in (PYPROJECT, LOCK_FILENAME, ".git")):
-            return directory
+        markers = [directory / m for m in (PYPROJECT, LOCK_FILENAME, ".git") if os.path.lexists(directory / m)]
+        if not markers:
+            continue
+        for marker in markers if directory != start else ():  # above start: the rules for discovered locks
+            reason = unsafe_reason(marker)
+            if reason is not None:
+                raise ConfigError(
+                    f"refusing {directory} as the project ({marker}): {reason}; "
+                    f"make {start} a project of its own (add a pyproject.toml or run `git init` there)"
+                )
+        return directory
     return start
 
 

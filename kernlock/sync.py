@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernlock.cache import (
-    check_variant, discard, download_variant, extra_files, hub_cache_dir, missing_files, remove_extra_files, variant_dir,
+    check_variant, discard, download_variant, extra_files, hub_cache_dir, local_write_problem, missing_files,
+    remove_extra_files, variant_dir,
 )
 from kernlock.coverage import uncovered_problem
 from kernlock.environment import Target
@@ -128,6 +129,9 @@ def sync(
             except KernlockError:
                 raise
             except Exception as error:
+                local = local_write_problem(error, cache)
+                if local is not None:
+                    raise MissingFilesError(f"cannot store the locked files: {local}") from None
                 raise MissingFilesError(
                     f"cannot download locked files ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}); "
                     "check HF_ENDPOINT, your network and HF_TOKEN, then re-run `kernlock sync`"

@@ -5,8 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 
+TOO_DEEP = "nested too deeply to read"
+
+
 def loads(text: str) -> dict[str, Any]:
-    """Parse TOML text into plain Python values; any syntax error is a `ValueError`."""
+    """Parse TOML text into plain Python values; any syntax error, or nesting past the parser's depth, is a `ValueError`."""
     try:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
@@ -17,4 +20,9 @@ def loads(text: str) -> dict[str, Any]:
             return tomlkit.parse(text).unwrap()
         except ParseError as error:
             raise ValueError(str(error)) from None
-    return tomllib.loads(text)
+        except RecursionError:
+            raise ValueError(TOO_DEEP) from None
+    try:
+        return tomllib.loads(text)
+    except RecursionError:  # the parsers recurse per level: the interpreter's recursion limit is the bound
+        raise ValueError(TOO_DEEP) from None

@@ -2,9 +2,11 @@
 
 Every command, `kernlock.apply()` and `kernlock run` get their project and lock
 path here. The lock path is, in order: the explicit argument (`--lockfile`,
-`apply(lockfile=...)`), `$KERNLOCK_LOCKFILE`, the lock of `$KERNLOCK_VENDOR_DIR`
-(for readers), and the project's `[tool.kernlock] lockfile` (default
-`kernels.lock`), which must lie inside the project.
+`apply(lockfile=...)`), `$KERNLOCK_LOCKFILE`, then the project's `[tool.kernlock]
+lockfile` (default `kernels.lock`), which must lie inside the project. With
+`$KERNLOCK_VENDOR_DIR` (readers only), the project's lock still wins and the
+vendor directory's own lock must agree with it; without a project lock, the
+vendor directory's lock is used as a discovered one.
 
 A lock that was *discovered* rather than named is checked like git's
 `safe.directory`: discovery stops at the project root (the nearest directory
@@ -16,7 +18,6 @@ bit, is refused with the override to use.
 from __future__ import annotations
 
 import os
-import stat
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -34,7 +35,7 @@ from kernlock.errors import (
 )
 from kernlock.lockfile import LOCK_FILENAME, LOCK_VERSION, Lockfile
 from kernlock.lockfile_toml import load_lockfile
-from kernlock.project import Project, find_project_root, load_project
+from kernlock.project import Project, find_project_root, load_project, unsafe_reason
 
 LOCKFILE_ENV = "KERNLOCK_LOCKFILE"
 VENDOR_ENV = "KERNLOCK_VENDOR_DIR"
@@ -114,21 +115,20 @@ def check_lock_path(path: Path, *, discovered: bool) -> None:
         raise LockfileError(f"{path} is a directory, not a lock file; move it away (mv {path} {path}.bak) and run `kernlock lock`")
     if not discovered or not path.exists():
         return
-    info = path.stat()
-    me = os.geteuid()
-    override = f"if you trust it, name it explicitly (--lockfile {path}, ${LOCKFILE_ENV} or kernlock.apply(lockfile=...))"
-    if info.st_uid not in (me, 0):
-        raise UnsafeLockfileError(f"refusing {path}: it is owned by uid {info.st_uid}, not by you (uid {me}); {override}")
-    parent = path.resolve().parent.stat()
-    if parent.st_mode & stat.S_IWOTH and not parent.st_mode & stat.S_ISVTX:
-        raise UnsafeLockfileError(f"refusing {path}: its directory is writable by every user; {override}")
+    reason = unsafe_reason(path)
+    if reason is not None:
+        override = f"if you trust it, name it explicitly (--lockfile {path}, ${LOCKFILE_ENV} or kernlock.apply(lockfile=...))"
+        raise UnsafeLockfileError(f"refusing {path}: {reason}; {override}")
 
 
 def configured_lockfile(project: Project) -> Path:
-    """`[tool.kernlock] lockfile` inside the project (an error when it points outside)."""
+    """`[tool.kernlock] lockfile` inside the project (an error when it points outside, also through a symlink)."""
     name = project.lockfile_name
     relative = os.path.normpath(name)
-    if os.path.isabs(name) or relative == ".." or relative.startswith(".." + os.sep):
+    root = os.path.realpath(project.root)
+    real = os.path.realpath(os.path.join(root, relative))
+    if os.path.isabs(name) or relative == ".." or relative.startswith(".." + os.sep) or \
+            not real.startswith(root + os.sep):
         raise ConfigError(
             f"{project.pyproject}: [tool.kernlock] lockfile = {name!r} lies outside the project {project.root}; "
             f"use a path inside it, or name it explicitly with --lockfile {name}"
@@ -142,35 +142,53 @@ def vendor_dir() -> Path | None:
     return Path(value).expanduser() if value else None
 
 
-def named_lockfile(lockfile: str | os.PathLike[str] | None = None, *, readers: bool = True) -> Path | None:
-    """The lock named rather than discovered: argument, `$KERNLOCK_LOCKFILE`, then (for `readers`) the vendor dir's.
-
-    Nothing writes into a vendor directory, so `$KERNLOCK_VENDOR_DIR` only counts for readers.
-    """
+def named_lockfile(lockfile: str | os.PathLike[str] | None = None) -> Path | None:
+    """The lock named rather than discovered: the argument, else `$KERNLOCK_LOCKFILE`."""
     if lockfile is not None:
         return Path(lockfile)
     env = os.environ.get(LOCKFILE_ENV)
-    if env:
-        return Path(env)
-    if readers:
-        vendor = vendor_dir()
-        if vendor is not None:
-            if not (vendor / LOCK_FILENAME).is_file():
-                raise LockfileNotFoundError(
-                    f"${VENDOR_ENV} points at {vendor}, which has no {LOCK_FILENAME}; create it with `kernlock vendor {vendor}`"
-                )
-            return vendor / LOCK_FILENAME
-    return None
+    return Path(env) if env else None
+
+
+def vendored_lockfile(vendor: Path, project_lock: Path | None) -> Path:
+    """The lock a reader uses with `$KERNLOCK_VENDOR_DIR`: the project's lock, once the vendor directory's agrees.
+
+    The vendor directory's lock must hold every entry of the project's lock unchanged
+    (commits, variants, hashes); a disagreement is an error naming both. Without a
+    project lock, the vendor directory's lock counts as discovered (owner and
+    permission rules apply).
+    """
+    theirs = vendor / LOCK_FILENAME
+    if not theirs.is_file():
+        raise LockfileNotFoundError(
+            f"${VENDOR_ENV} points at {vendor}, which has no {LOCK_FILENAME}; create it with `kernlock vendor {vendor}`"
+        )
+    if project_lock is None or not os.path.lexists(project_lock):
+        return theirs
+    check_lock_path(project_lock, discovered=True)
+    ours = load_lockfile(project_lock)
+    vendored = load_lockfile(theirs).kernels
+    differing = [kernel.spec for kernel in ours.kernels if kernel not in vendored]
+    if differing:
+        raise LockfileError(
+            f"the vendor directory's {theirs} disagrees with the project's {project_lock} on "
+            f"{', '.join(differing[:3])}{'…' if len(differing) > 3 else ''}; the project's lock wins",
+            fix=f"re-export the vendor directory with `kernlock vendor {vendor}` from the project",
+        )
+    return project_lock
 
 
 def open_workspace(project_dir: str | os.PathLike[str] = ".", lockfile: str | os.PathLike[str] | None = None, *,
                    readers: bool = True) -> Workspace:
     """The workspace of the project at or above `project_dir`: the named lock, else the configured one."""
     project = load_project(find_project_root(Path(project_dir)))
-    named = named_lockfile(lockfile, readers=readers)
+    named = named_lockfile(lockfile)
     if named is not None:
         return Workspace(project=project, lockfile=named, discovered=False)
-    return Workspace(project=project, lockfile=configured_lockfile(project), discovered=True)
+    configured = configured_lockfile(project)
+    vendor = vendor_dir() if readers else None
+    path = vendored_lockfile(vendor, configured) if vendor is not None else configured
+    return Workspace(project=project, lockfile=path, discovered=True)
 
 
 @contextmanager
@@ -205,10 +223,15 @@ def applied_workspace(lockfile: str | os.PathLike[str] | None = None, *,
     starts = [Path.cwd(), *(Path(script).resolve().parent for script in scripts if Path(script).is_file())]
     looked = []
     for start in starts:
-        workspace = open_workspace(start)
+        workspace = open_workspace(start, readers=False)
         if os.path.lexists(workspace.lockfile):
+            if (vendor := vendor_dir()) is not None:
+                vendored_lockfile(vendor, workspace.lockfile)
             return workspace
         looked.append(str(workspace.lockfile))
+    if (vendor := vendor_dir()) is not None:
+        return Workspace(project=Project(root=find_project_root(Path.cwd())),
+                         lockfile=vendored_lockfile(vendor, None), discovered=True)
     raise LockfileNotFoundError(
         f"no lock file found (looked for {' and '.join(looked)}; ${LOCKFILE_ENV} is unset); "
         "run `kernlock lock` or pass kernlock.apply(lockfile=...)"

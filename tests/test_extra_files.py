@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import py_compile
+import sys
 from pathlib import Path
 
 import pytest
@@ -110,7 +111,8 @@ def test_bytecode_written_by_an_unlocked_process_is_inert(synced: Synced) -> Non
     assert kernels.get_kernel(FA2, version=2).KERNEL_IDENTITY["commit"] == entry.commit
 
 
-def test_lazily_imported_submodules_never_read_or_write_bytecode(synced: Synced, tmp_path: Path) -> None:
+def test_lazily_imported_submodules_never_read_bytecode_and_unlisted_ones_are_refused(synced: Synced,
+                                                                                      tmp_path: Path) -> None:
     project, entry, variant, root = synced
     kernlock.apply(project / "kernels.lock")
     module = kernels.get_kernel(FA2, version=2)
@@ -121,9 +123,9 @@ def test_lazily_imported_submodules_never_read_or_write_bytecode(synced: Synced,
     bad = tmp_path / "late.py"
     bad.write_text("VALUE = 'bytecode'\n")
     py_compile.compile(str(bad), cfile=str(pyc), invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
-    late = importlib.import_module(f"{module.__name__}.late")  # after the check: the finder ignores bytecode
-    assert late.VALUE == "source"
-    assert type(late.__loader__).__name__ == "SourceOnlyLoader"
+    with pytest.raises(IntegrityError, match=r"late\.py changed after it was verified \(kernels\.lock does not list it"):
+        importlib.import_module(f"{module.__name__}.late")  # after the check: neither its bytecode nor its source runs
+    assert f"{module.__name__}.late" not in sys.modules
 
 
 def test_vendor_directory_with_a_planted_module_is_refused(synced: Synced, tmp_path: Path,

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from kernlock.atomic import atomic_write
+from kernlock.errors import WriteError
 
 
 def test_a_symlink_is_followed_and_the_mode_kept(tmp_path: Path) -> None:
@@ -31,7 +32,7 @@ def test_a_failed_write_leaves_the_old_bytes_and_no_temporary(tmp_path: Path, mo
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", broken_replace)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(WriteError, match=rf"cannot write {path} \(No space left on device\); it is unchanged; free space"):
         atomic_write(path, b"new")
     assert fired == [path]
     assert path.read_bytes() == b"old"
