@@ -28,17 +28,17 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kernlock import __version__
+from kernlock.compat.transformers import installed_transformers, kernels_window
 from kernlock.environment import installed_version
 from kernlock.lockfile import LockedKernel, LockedVariant
-from kernlock.transformers_compat import installed_transformers, kernels_window
 
 _TRUE = ("1", "true", "yes", "on")
 
 # The kernels releases this kernlock works with, as a [min, max) window like Transformers' own
-# (pyproject.toml's dependency), and the Transformers releases whose accepted kernels window overlaps
-# it (5.18-5.22; 5.23 and later need kernels 0.18 or newer).
-SUPPORTED_KERNELS = ("0.17.0", "0.18")
-SUPPORTED_TRANSFORMERS = ("5.18", "5.23")
+# (pyproject.toml's dependency; every release in it is a matrix cell: 0.17.0-0.17.2, 0.18.3, 0.19.1),
+# and the Transformers releases whose accepted kernels window overlaps it (5.18-5.25).
+SUPPORTED_KERNELS = ("0.17.0", "0.20")
+SUPPORTED_TRANSFORMERS = ("5.18", "5.26")
 
 
 class Finding(NamedTuple):
@@ -141,7 +141,7 @@ def _dependency_imports(name: str, backend: str) -> list[tuple[str, str]] | None
     spec = importlib.util.find_spec("kernels")
     if spec is None or not spec.submodule_search_locations:
         return None
-    from kernlock.kernels_adapter import kernels_python_depends
+    from kernlock.compat.kernels import kernels_python_depends
 
     try:
         data = kernels_python_depends(Path(next(iter(spec.submodule_search_locations))))

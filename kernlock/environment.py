@@ -15,7 +15,7 @@ qualify); `-macos15.4` a macOS release (without it, a Darwin target stands for a
 macOS new enough for kernels' Metal builds). Detection leaves both unset.
 
 `current_target()` reads Torch's installed metadata and `torch/version.py`
-instead of importing Torch, so checks stay fast. `kernlock.kernels_adapter.kernels_target()`
+instead of importing Torch, so checks stay fast. `kernlock.compat.kernels.kernels_target()`
 asks kernels itself (importing Torch) and is what the loader patch uses.
 """
 
@@ -141,7 +141,7 @@ def installed_version(distribution: str) -> str | None:
 
     Read from the `.dist-info` folder beside the package when there is exactly one
     (cheap), else from `importlib.metadata` (about 25 ms to import). Cached for the
-    process, like the installed Transformers (`transformers_compat.installed_transformers`).
+    process, like the installed Transformers (`compat.transformers.installed_transformers`).
     """
     spec = importlib.util.find_spec(distribution)
     if spec is None:

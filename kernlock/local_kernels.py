@@ -15,8 +15,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from kernlock.compat.kernels import local_kernel_overrides
 from kernlock.errors import KernlockError
-from kernlock.kernels_adapter import local_kernel_overrides
 
 ALLOW_LOCAL_ENV = "KERNLOCK_ALLOW_LOCAL"
 LOCAL_KERNELS_ENV = "LOCAL_KERNELS"

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from helpers import ARM, CPU, CUDA_130, CUDA_X86, FA2, cli, make_project
+
 from kernlock.lockfile_toml import load_lockfile
 from kernlock.testing.fixtures import advance_branch, rev_parse
 from kernlock.testing.hub import TestHub
@@ -252,7 +252,7 @@ def test_lock_agrees_with_what_kernels_loads(hub: TestHub, tmp_path: Path) -> No
     project = make_project(tmp_path / "p", kernels=list(specs))
     assert cli("lock", cwd=project).exit_code == 0
     lock = lock_of(project)
-    target = str(__import__("kernlock.kernels_adapter").kernels_adapter.kernels_target())
+    target = str(__import__("kernlock.compat.kernels").compat.kernels.kernels_target())
     for spec, kwargs in specs.items():
         module = kernels.get_kernel(lock.kernel(spec).repo, **kwargs)
         assert module.KERNEL_IDENTITY["variant"] == lock.kernel(spec).variant_for(target).name

@@ -16,7 +16,7 @@ import pytest
 import kernels
 import kernlock
 import kernlock.importguard
-from helpers import ACTIVATION, CPU, UNIVERSAL, UNTRUSTED, LockedProjectFactory, cli, make_project, run_kernlock
+from helpers import ACTIVATION, CPU, UNIVERSAL, UNTRUSTED, LockedProjectFactory, cli, make_project, run_kernlock, clear_loaded_kernels, kernels_module
 from kernlock import cache
 from kernlock.errors import IntegrityError, LockfileError, TrustError, UnlockedKernelError, UnsafeLockfileError
 from kernlock.patch import VariantMismatchError, release
@@ -38,20 +38,21 @@ def _release() -> None:
 def test_backend_argument_binds_to_the_locked_target_or_is_refused(
     hub: TestHub, locked_project: LockedProjectFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kernels.backends import CUDA
     from packaging.version import Version
+
+    CUDA = kernels_module("backends").CUDA
 
     project, lock = locked_project([f"{ACTIVATION}@v1"], targets=[CPU, CU130])
     [entry] = lock.kernels
     assert advance_branch(hub.repo_path(ACTIVATION), "v1") != entry.commit
-    monkeypatch.setattr("kernels.backends._backend", lambda: CUDA(version=Version("13.0")))  # a CUDA 13.0 machine
+    monkeypatch.setattr(kernels_module("backends"), "_backend", lambda: CUDA(version=Version("13.0")))  # a CUDA 13.0 machine
     kernlock.apply(project / "kernels.lock", target=CU130)
     bound = (entry.commit, entry.variant_for(kernlock.patch._STATE.target).name)
     for backend in (None, "cuda", "cu130"):  # kernels' family name and the variant's own spelling
-        kernels.importer._loaded_kernels.clear()
+        clear_loaded_kernels()
         identity = kernels.get_kernel(ACTIVATION, version=1, backend=backend).KERNEL_IDENTITY
         assert (identity["commit"], identity["variant"]) == bound, backend
-    kernels.importer._loaded_kernels.clear()
+    clear_loaded_kernels()
     identity = kernels.get_kernel(ACTIVATION, version=1, backend="cpu").KERNEL_IDENTITY  # the CPU target's entry
     assert (identity["commit"], identity["variant"]) == (entry.commit, variant_of(lock, entry))
     for backend in ("rocm", "cu128", "xpu"):

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 from packaging.requirements import Requirement
 
 from kernlock import doctor
-from kernlock.transformers_compat import TransformersInfo
+from kernlock.compat.transformers import TransformersInfo
 
 ROOT = Path(__file__).resolve().parents[1]
 
