@@ -42,6 +42,7 @@ TIMEOUT_ENV = "KERNLOCK_RANK_CHECK_TIMEOUT"
 _FALSE = ("0", "false", "no", "off")
 _TRUE = ("1", "true", "yes", "on")
 RECORD_VERSION = 1
+LOCAL_BUILD = "local build"  # the commit a rank records for a kernel that LOCAL_KERNELS replaces
 _rounds = itertools.count()  # every rank initialises its process groups in the same order
 
 
@@ -104,8 +105,15 @@ def files_digest(files: Any) -> str:
 
 
 def rank_record(rank: int, lock: Lockfile, lockfile: Path, target: str) -> RankRecord:
-    """This rank's record for the applied `lock` (read from `lockfile`) on `target`."""
+    """This rank's record for the applied `lock` (read from `lockfile`) on `target`.
+
+    A kernel that `LOCAL_KERNELS` replaces is recorded as a local build (its path), not as the locked commit.
+    """
+    from kernlock import local_kernels
+
+    local = local_kernels.overrides()
     kernels = tuple(sorted(
+        (entry.spec, entry.repo, LOCAL_BUILD, str(local[entry.repo]), "") if entry.repo in local else
         (entry.spec, entry.repo, entry.commit, variant.name, files_digest(variant.files))
         for entry in lock.kernels if (variant := entry.variant_for(target)) is not None
     ))

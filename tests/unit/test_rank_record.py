@@ -42,3 +42,23 @@ def test_a_bad_timeout_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path) ->
     monkeypatch.setenv("KERNLOCK_ALLOW_MIXED_VARIANTS", "0")
     with pytest.raises(RankMismatchError, match=rf"\${TIMEOUT_ENV}='5m' is not a number of seconds"):
         check_ranks(store=None, rank=0, world_size=2)
+
+
+def test_a_rank_loading_a_local_build_of_a_locked_kernel_is_a_mismatch(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    from types import SimpleNamespace
+
+    from kernlock.distributed import judge, rank_record
+
+    variant = SimpleNamespace(name="torch-cpu", files=[])
+    lock = SimpleNamespace(kernels=[SimpleNamespace(spec="org/k@v1", repo="org/k", commit="c" * 40,
+                                                    variant_for=lambda target: variant)])
+    path = tmp_path / "kernels.lock"
+    path.write_text("")
+    monkeypatch.setenv("KERNLOCK_ALLOW_MIXED_VARIANTS", "0")
+    monkeypatch.delenv("LOCAL_KERNELS", raising=False)
+    hub_rank = rank_record(0, lock, path, "torch-cpu")
+    monkeypatch.setenv("LOCAL_KERNELS", f"org/k={tmp_path / 'build'}")
+    local_rank = rank_record(1, lock, path, "torch-cpu")
+    verdict = judge([hub_rank, local_rank], 2)
+    assert not verdict.ok and "ranks bind different commits of org/k@v1" in verdict.table
+    assert f"local build {tmp_path / 'build'}" in verdict.table, verdict.table
