@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -302,3 +303,32 @@ def test_hostile_listings_are_bounded(hub: TestHub, tmp_path: Path, listing, hea
     result = cli("lock", cwd=project)
     assert result.exit_code == 1 and problem in result.output, result.output
     assert hub.fired["respond"] <= 2 and not any("/resolve/" in path for _, path in hub.log)
+
+
+@pytest.mark.parametrize("match", [r"/refs$", r"/tree/"])
+def test_header_slow_drip_is_bounded_by_the_hub_deadline(hub: TestHub, tmp_path: Path, monkeypatch, match: str) -> None:
+    project = make_project(tmp_path / "p", kernels=[f"{ACTIVATION}@v1"], targets=[CPU])
+    for name, value in {"HF_HUB_ETAG_TIMEOUT": "1", "KERNLOCK_HUB_DEADLINE": "3"}.items():
+        monkeypatch.setenv(name, value)
+    # a byte every 0.3 s, so no read timeout trips; for 15 s, so the old code fails instead of hanging
+    hub.add_fault("drip-headers", match=match, times=3, interval=0.3, seconds=15)
+    started = time.monotonic()
+    result = cli("lock", cwd=project)
+    elapsed = time.monotonic() - started
+    assert hub.fired["drip-headers"] >= 1
+    assert result.exit_code == 1 and elapsed < 3 + 6, (elapsed, result.output)  # the deadline, slack for a loaded machine
+    assert "KERNLOCK_HUB_DEADLINE" in result.output and len(result.output.strip().splitlines()) == 1, result.output
+
+
+def test_header_slow_drip_on_a_download_is_bounded_by_the_hub_deadline(
+    hub: TestHub, locked_project: LockedProjectFactory, monkeypatch
+) -> None:
+    project, _ = locked_project([f"{ACTIVATION}@v1"], targets=[CPU])
+    monkeypatch.setenv("KERNLOCK_HUB_DEADLINE", "3")
+    hub.add_fault("drip-headers", match=r"/resolve/", times=3, interval=0.3, seconds=15)
+    started = time.monotonic()
+    result = cli("sync", cwd=project)
+    elapsed = time.monotonic() - started
+    assert hub.fired["drip-headers"] >= 1
+    assert result.exit_code == 1 and elapsed < 3 + 6, (elapsed, result.output)
+    assert "KERNLOCK_HUB_DEADLINE" in result.output, result.output
