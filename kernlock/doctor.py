@@ -209,10 +209,14 @@ def telemetry_finding() -> Finding | None:
     )
 
 
+def installed_stack_finding() -> Finding | None:
+    """The installed kernels/Transformers pair cannot load kernels through kernlock (no lock needed to tell)."""
+    return kernels_support_finding() or kernels_window_finding()
+
+
 def diagnose(entries: list[tuple[LockedKernel, LockedVariant]], backend: str) -> list[Finding]:
     """Every compatibility finding for the locked variants this machine would load."""
-    kernels = kernels_support_finding() or kernels_window_finding()
-    findings = [f for f in (kernels, telemetry_finding()) if f is not None]
+    findings = [f for f in (installed_stack_finding(), telemetry_finding()) if f is not None]
     findings += minver_findings(entries)
     findings += python_depends_findings(entries, backend)
     findings += free_threaded_findings(entries)

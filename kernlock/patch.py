@@ -58,7 +58,7 @@ from kernlock.importguard import guard_import, is_verified
 from kernlock.importguard import register as register_verified
 from kernlock.lockfile import LOCK_FILENAME, LockedKernel, Lockfile
 from kernlock.metadata import digest_problem
-from kernlock.strict import strict_from_env
+from kernlock.strict import lenient_hint, strict_from_env
 from kernlock.workspace import applied_workspace
 
 logger = logging.getLogger("kernlock")
@@ -190,10 +190,7 @@ def _warn_once(key: str, message: str) -> None:
 
 def _unlocked(repo: str, what: str, version: int | None = None, revision: str | None = None) -> None:
     spec = f"{repo}@v{version}" if version is not None else f"{repo}@{revision}" if revision else repo
-    message = (
-        f"kernel {repo} ({what}) is not in {_STATE.path}; lock it with `kernlock lock {spec}` "
-        "(or call kernlock.apply(strict=False) to let unlocked kernels load as usual)"
-    )
+    message = f"kernel {repo} ({what}) is not in {_STATE.path}; lock it with `kernlock lock {spec}` ({lenient_hint()})"
     if _STATE.strict:
         raise UnlockedKernelError(message)
     _warn_once(f"unlocked:{repo}:{what}", message)

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import CPU, FA2, PROVENANCE, LockedProjectFactory, cli, make_project
+from helpers import CPU, FA2, PROVENANCE, LockedProjectFactory, cli, make_project, run_kernlock
 from kernlock.compat.kernels import line
 from kernlock.environment import installed_version
 from kernlock.testing.fixtures import rev_parse
@@ -84,3 +84,18 @@ def test_doctor_telemetry_disabled_and_kernlock_still_works(hub: TestHub, tmp_pa
     assert verify_doctor(project, {**off, "HF_HUB_USER_AGENT_ORIGIN": "kernlock"})["ok"]
     loaded = load_identities(project, [FA2], off, version=2)[0]  # apply() works with telemetry off (a warning, not an error)
     assert loaded["commit"] == rev_parse(hub.repo_path(FA2), "v2")
+
+
+def test_a_lock_written_where_the_doctor_refuses_warns(hub: TestHub, tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p", kernels=[f"{FA2}@v2"], targets=[CPU])
+    plain = run_kernlock("lock", cwd=project)
+    assert plain.returncode == 0 and "doctor" not in plain.stderr, plain.stderr
+    fake = fake_transformers(tmp_path / "fake", "0.20.0", "0.21.0")
+    path = os.pathsep.join(filter(None, (str(fake), os.environ.get("PYTHONPATH"))))  # keep this checkout's kernlock
+    relock = run_kernlock("lock", "-U", cwd=project, env={"PYTHONPATH": path})
+    assert relock.returncode == 0, relock.stderr
+    [warning] = [line for line in relock.stderr.splitlines() if "doctor" in line]
+    assert warning.startswith("kernlock: warning: locked from an environment the compatibility doctor rejects")
+    assert "outside the window transformers 9.0.0 accepts" in warning
+    assert warning.endswith("fix: pip install 'transformers>=5.18,<5.26'")
+    assert not verify_doctor(project, {"PYTHONPATH": path})["ok"]  # what the warning says `verify` does there
