@@ -19,14 +19,10 @@ import os
 import sys
 from _thread import RLock
 
-APPLY_ENV = "KERNLOCK_APPLY"
+from kernlock.settings import APPLY_ENV, apply_requested
+
 TRIGGERS = frozenset({"kernels", "transformers"})
 _lock = RLock()
-
-
-def requested() -> bool:
-    """Whether `$KERNLOCK_APPLY` asks for the lock in every Python process."""
-    return os.environ.get(APPLY_ENV, "").lower() in ("1", "true", "yes")
 
 
 class ApplyOnImport:

@@ -117,6 +117,8 @@ def minver_findings(entries: Iterable[tuple[LockedKernel, LockedVariant]]) -> li
     """Locked variants that need a newer kernels than the installed one."""
     kernels = installed_version("kernels")
     installed = _parse(kernels) if kernels else None
+    window = kernels_window()  # stay within what the installed Transformers accepts, too
+    high = min((SUPPORTED_KERNELS[1], *([window[1]] if window else [])), key=_parse)
     findings = []
     for kernel, variant in entries:
         if variant.kernels_minver is None or installed is None:
@@ -125,8 +127,8 @@ def minver_findings(entries: Iterable[tuple[LockedKernel, LockedVariant]]) -> li
         if required is None or installed >= required:
             continue
         message = f"{kernel.spec} {variant.name} needs kernels>={variant.kernels_minver}, installed kernels {kernels}"
-        if required < _parse(SUPPORTED_KERNELS[1]):
-            findings.append(Finding(message, _pip(("kernels", (variant.kernels_minver, SUPPORTED_KERNELS[1])))))
+        if required < _parse(high):
+            findings.append(Finding(message, _pip(("kernels", (variant.kernels_minver, high)))))
         else:  # beyond what this kernlock supports: an older build of the kernel is the way out
             findings.append(Finding(
                 f"{message}; this kernlock supports {_window('kernels', SUPPORTED_KERNELS)}",

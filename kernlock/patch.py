@@ -330,8 +330,13 @@ def _variants_for(repo: str, version: int | None, revision: str | None) -> tuple
     return entry.build_variants if entry is not None else None
 
 
+def _verified_under_lock(variant_path: Path) -> bool:
+    """Whether a lock is applied and kernlock verified `variant_path` against it (kernels' validators step aside)."""
+    return _STATE.lock is not None and is_verified(variant_path)
+
+
 _HOOKS = LockHooks(resolve=_resolve_load, locked_commit=_locked_commit, commit_for=_commit_for,
-                   variants_for=_variants_for, wrap_import=guard_import, verified=is_verified)
+                   variants_for=_variants_for, wrap_import=guard_import, verified=_verified_under_lock)
 # Modules patched when (or as soon as) they are imported: kernels' (through the adapter) and torch.distributed's.
 _PATCHERS: dict[str, Callable[[ModuleType], None]] = {
     name: functools.partial(patch_module, name, hooks=_HOOKS) for name in patch_points()

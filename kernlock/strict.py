@@ -8,21 +8,14 @@ the way out that works where it happened (`lenient_hint`).
 
 from __future__ import annotations
 
-import os
+from kernlock.settings import STRICT_ENV, apply_requested, strict_from_env
 
-STRICT_ENV = "KERNLOCK_STRICT"
-
-
-def strict_from_env() -> bool:
-    """Strict mode as `$KERNLOCK_STRICT` sets it (on by default)."""
-    return os.environ.get(STRICT_ENV, "1").lower() not in ("0", "false", "no")
+__all__ = ["STRICT_ENV", "lenient_hint", "strict_from_env"]
 
 
 def lenient_hint() -> str:
     """How to let unlocked kernels load here: `kernlock run --lenient` under the start-up hook, else `apply(strict=False)`."""
-    from kernlock.autoapply import requested
-
-    if requested():  # under `kernlock run` (or its exported environment) the user's code may not call apply()
+    if apply_requested():  # under `kernlock run` (or its exported environment) the user's code may not call apply()
         return f"or rerun with `kernlock run --lenient -- …` ({STRICT_ENV}=0) to let unlocked kernels load as usual"
     return "or call kernlock.apply(strict=False) to let unlocked kernels load as usual"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kernlock.environment import parse_target
-from kernlock.errors import LockfileError, LockfileVersionError
+from kernlock.errors import LockfileError, LockfileVersionError, WriteError
 from kernlock.lockfile import LockedFile, LockedKernel, Lockfile, LockedVariant
 from kernlock.lockfile_toml import dumps_lockfile, load_lockfile, parse_lockfile, write_lockfile
 
@@ -212,7 +212,7 @@ def test_write_is_atomic_and_skips_identical_bytes(tmp_path: Path, monkeypatch: 
 
     changed = Lockfile(targets=(), inputs=(), kernels=())
     monkeypatch.setattr(os, "replace", broken_replace)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(WriteError, match=r"\(disk full\); it is unchanged"):
         write_lockfile(changed, path)
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["kernels.lock"]
