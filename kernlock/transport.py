@@ -281,11 +281,11 @@ class Transport:
 
         The body goes to `sink` (a successful answer) or into the returned, complete response.
         """
-        import httpx2
         from huggingface_hub.utils import get_session, hf_raise_for_status
 
+        # a float, not a Timeout object: the session is httpx2's (huggingface_hub 2.x) or httpx's (1.x)
         with get_session().stream("GET", url, params=params, headers=headers or self.headers(),
-                                  timeout=httpx2.Timeout(timeout), follow_redirects=follow) as response:
+                                  timeout=timeout, follow_redirects=follow) as response:
             ok = response.status_code < 300
             cap = limit if ok else ERROR_BODY_LIMIT
             declared = response.headers.get("Content-Length", "")
@@ -307,8 +307,8 @@ class Transport:
             # The bytes are decoded already: drop the headers that would have them decoded twice.
             headers = [(k, v) for k, v in response.headers.multi_items()
                        if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
-            complete = httpx2.Response(response.status_code, headers=headers, content=b"".join(chunks),
-                                       request=response.request)
+            complete = type(response)(response.status_code, headers=headers, content=b"".join(chunks),
+                                      request=response.request)
         if complete.status_code >= 400:
             hf_raise_for_status(complete)
         return complete

@@ -122,12 +122,16 @@ class TestHub:
         self._cdn: ThreadingHTTPServer | None = None
 
     def start(self, port: int = 0) -> TestHub:
-        """Start serving on 127.0.0.1:``port`` (0: a free port), and the CDN on another port."""
+        """Start serving on 127.0.0.1:``port`` (0: a free port), and the CDN on another port and host name.
+
+        The CDN is named ``localhost``: like the real Hub's CDN it is another host, so a
+        client that follows same-host redirects (huggingface_hub 1.x) stops at the Hub's answer.
+        """
         self._stopping.clear()
         self._server = self._serve(port, cdn=False)
         self._cdn = self._serve(0, cdn=True)
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self.cdn_url = f"http://127.0.0.1:{self._cdn.server_address[1]}"
+        self.cdn_url = f"http://localhost:{self._cdn.server_address[1]}"
         return self
 
     def _serve(self, port: int, cdn: bool) -> ThreadingHTTPServer:
