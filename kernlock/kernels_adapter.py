@@ -72,6 +72,7 @@ INTERNALS: tuple[Internal, ...] = (
     Internal("kernels._versions", "select_revision_or_version", ("repo_id", "revision", "version", "local_files_only")),
     Internal("kernels.locking", "get_locked_kernel_revision", ("repo_id", "lockfile")),
     Internal("kernels.locking", "get_caller_locked_kernel_revision", ("repo_id",)),
+    Internal("kernels.verify", "DEFAULT_POLICIES"),  # read by default_signers (0.19: kernels._internals.verify.DEFAULT_POLICY)
 )
 
 def _resolve(internal: Internal) -> Any:
@@ -229,6 +230,24 @@ def variant_metadata(data: bytes) -> Any:
     from kernels import Metadata
 
     return Metadata.from_bytes(data)
+
+
+def default_signers() -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """kernels' curated signers, from its default signature policy: (GitHub repository, allowed build-signer URIs).
+
+    kernels 0.17-0.18 keep them in `kernels.verify.DEFAULT_POLICIES` (a list), 0.19 in
+    `kernels._internals.verify.DEFAULT_POLICY` (an `AnyOf`); each entry is a `GitHubWorkflowPolicy`
+    with `repo_id` and `signer_uris`. Imports sigstore (through kernels): call it only to verify.
+    """
+    for name in ("kernels._internals.verify", "kernels.verify"):
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError:
+            continue
+        policy = getattr(module, "DEFAULT_POLICY", None) or getattr(module, "DEFAULT_POLICIES")
+        children = getattr(policy, "_children", policy)  # sigstore's AnyOf keeps its policies in _children
+        return tuple((child.repo_id, tuple(child.signer_uris)) for child in children)
+    raise ImportError("kernels has no verify module (kernels.verify or kernels._internals.verify)")
 
 
 def kernel_request(kernel: Any) -> tuple[str, int | None, str | None]:

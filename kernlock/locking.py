@@ -17,6 +17,7 @@ from kernlock.lockfile import LockedKernel, Lockfile
 from kernlock.lockfile_toml import dumps_lockfile, write_lockfile
 from kernlock.project import Project, collect_specs, project_targets, resolving_target
 from kernlock.resolver import ResolveOptions, Resolver
+from kernlock.signers import project_policy
 from kernlock.spec import parse_spec
 from kernlock.workspace import Workspace, exclusive_workspace
 
@@ -243,6 +244,7 @@ def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, tar
         upgrade=frozenset(upgrade_kernels),
         resolving_target=resolving,
         overrides=project.overrides,
+        signing=project_policy(project),
     )
     resolver = Resolver(hub or Hub(), options, previous, progress)
     try:
