@@ -21,7 +21,7 @@ from kernlock.lockfile_toml import write_lockfile
 
 NAME = "verify"
 KERNELS, VARIANTS = 50, 20
-HEAVY = ("torch", "transformers", "kernels", "huggingface_hub")
+HEAVY = ("torch", "transformers", "kernels", "huggingface_hub", "sigstore")
 GOAL_MS = 150
 
 

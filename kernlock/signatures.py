@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from kernlock.errors import SignatureError
-from kernlock.lockfile import Signature
+from kernlock.lockfile import LockedVariant, Signature
 
 TRUSTED_ROOT_ENV = "KERNLOCK_SIGSTORE_TRUSTED_ROOT"
 _PRODUCTION = ("_store", "https%3A%2F%2Ftuf-repo-cdn.sigstore.dev", "trusted_root.json")
@@ -122,3 +122,18 @@ def verify_bundle(metadata: bytes, bundle: bytes, trusted_root: Path) -> Signatu
 
 def _first_line(error: BaseException) -> str:
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+def recheck(variant: LockedVariant, metadata: bytes, bundle: bytes, trusted_root: Path) -> str | None:
+    """Why `bundle` no longer backs the signer `variant` records (None: it verifies, naming the same signer and entry)."""
+    recorded = variant.signature
+    if recorded is None:
+        return f"{variant.name}: the lock records no signer for it (written before lock format 1.1)"
+    try:
+        found = verify_bundle(metadata, bundle, trusted_root)
+    except SignatureError as error:
+        return f"{variant.name}: {error}"
+    if found != recorded:
+        return (f"{variant.name}: signed by {found.build_signer} (log index {found.log_index}), but the lock records "
+                f"{recorded.build_signer} (log index {recorded.log_index})")
+    return None
