@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 
 .PHONY: demo test install bench matrix clean
 
-$(BIN)/kernlock: pyproject.toml requirements-dev.txt
+$(BIN)/kernlock: pyproject.toml requirements-dev.txt $(shell git ls-files kernlock fixtures 2>/dev/null)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements-dev.txt

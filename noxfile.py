@@ -34,11 +34,16 @@ nox.options.reuse_venv = "yes"
 # (kernels, transformers or None, huggingface_hub or None for what pip picks). Transformers
 # declares the kernels it accepts in its `kernels` extra: 5.15-5.17 -> 0.16.x, 5.18-5.19 ->
 # >=0.17.0,<0.18, 5.20-5.22 -> >=0.17.2,<0.18, 5.23-5.24 -> >=0.18.2,<0.19, 5.25 -> >=0.19.1,<0.20
-# (0.18 and 0.19 are not on the registry; 5.25 requires kernels>=0.19.1 outright, so pip cannot install it
-# beside kernels 0.17 and no cell has it). kernels 0.17 needs huggingface_hub>=1.10,
-# Transformers 5.18+ needs >=1.31.
+# (5.25 requires it outright, so pip installs kernels 0.19.1 with it). kernels 0.17 needs
+# huggingface_hub>=1.10, 0.18 and 0.19 >=1.32; Transformers 5.18+ needs >=1.31. Every kernels
+# release in kernlock's window is a cell, each with the Transformers releases that accept it; the
+# last two cells are environments the doctor refuses, and its fix must make them pass.
 CELLS = [
-    ("0.17.2", "5.22.2", None),  # the default cell: requirements-dev.txt
+    ("0.19.1", "5.25.0", None),  # the default cell: requirements-dev.txt (what `pip install trl` gives today)
+    ("0.19.1", None, "1.32.0"),  # kernels alone, with the lowest huggingface_hub kernels 0.19 accepts
+    ("0.18.3", "5.24.0", None),
+    ("0.18.3", "5.23.0", "1.32.0"),  # the lowest huggingface_hub kernels 0.18 accepts
+    ("0.17.2", "5.22.2", None),
     ("0.17.2", "5.20.0", "1.31.0"),  # the lowest huggingface_hub Transformers 5.18+ accepts
     ("0.17.1", "5.19.0", None),
     ("0.17.0", "5.18.0", None),
@@ -55,6 +60,13 @@ SLICE = [
     "test_direct_kernels_calls_bind_to_the_lock",  # get_kernel / has_kernel / get_kernel_variants
     "test_doctor_kernels_outside_transformers_window",  # the doctor, in verify and apply()
     "test_compiled_op",  # the kernel-builder layout fixture: a torch.ops C++ op through apply()
+    "test_kernels_internal_holds",  # the adapter contract of this kernels line
+    "test_another_lines_contract_names_exactly_what_moved",
+    "test_backend_argument_binds_to_the_locked_target_or_is_refused",
+    "test_a_locked_load_refuses_what_kernels_digest_check_refuses",  # never weaker than kernels 0.18+
+    "test_a_locked_load_writes_no_receipts_and_never_verifies_online",
+    "test_kernels_json_lock_is_refused_then_migrated_with_its_commits_kept",  # kernels' own JSON lock
+    "test_export_for_kernels_never_overwrites_kernlocks_lock",
 ]
 TRANSFORMERS_TESTS = ["test_apply_before_or_after_importing_transformers", "test_doctor_kernels_outside_transformers_window"]
 

@@ -15,9 +15,9 @@ mkdir -p .whl
 # name==version, as tested here (/work/venv). The machine already has torch, triton, numpy,
 # safetensors 0.8.0, tokenizers 0.23.2, pyyaml, tqdm, fsspec, accelerate (KINDS.md).
 PINS=(
-  kernels==0.17.2            # Rust extension: cp3x-abi3 manylinux wheel; sigstore (its dep) is only for `kernels verify`
-  transformers==5.22.2       # the machine has 5.17; kernlock pins/locks against 5.22.2
-  huggingface_hub==2.4.0     # transformers 5.22.2 accepts >=1.31,<3; the tested version here
+  kernels==0.19.1            # Rust extension, one wheel per CPython (cp312 here); sigstore is an optional extra
+  transformers==5.25.0       # the machine has 5.17; what `pip install trl` gives today (needs kernels>=0.19.1)
+  huggingface_hub==2.4.0     # transformers 5.25 needs >=2.4,<3; kernels 0.19 >=1.32
   httpx2==2.16.2             # huggingface_hub 2.x's HTTP client
   httpcore2==2.16.2
   truststore==0.10.5         # imported by httpcore2
@@ -26,8 +26,8 @@ PINS=(
   typing_extensions==4.16.0  # anyio 4.16 needs >=4.16 on Python < 3.15
   idna==3.20                 # httpx2 needs >=3.18
   h11==0.16.0
-  regex==2026.11.19          # transformers 5.22.2 checks regex>=2025.10.22 at import
-  tomlkit==0.15.2
+  regex==2026.11.19          # transformers 5.25 checks regex>=2025.10.22 at import
+  tomlkit==0.15.3
   click==8.5.1               # huggingface_hub 2.4 needs >=8.4.2
   packaging==26.4
   filelock==4.3.1

@@ -80,13 +80,10 @@ def cmd_env(args) -> None:
 
 
 def cmd_targets(args) -> None:
-    from kernels.backends import _select_backend
-
+    from kernlock.compat.kernels import kernels_target, running_backend
     from kernlock.environment import current_target
-    from kernlock.kernels_adapter import kernels_target
 
-    result(current_target=str(current_target()), kernels_target=str(kernels_target()),
-           variant_str=_select_backend(None).variant_str)
+    result(current_target=str(current_target()), kernels_target=str(kernels_target()), variant_str=running_backend())
 
 
 def cmd_load(args) -> None:

@@ -190,7 +190,7 @@ class Run:
             problems.append(f"kernlock at {installed} differs from the checkout in {len(differ)} files")
         if not self.dry and not info.get("cuda_available"):
             problems.append("CUDA is not available")
-        if info["transformers"]["version"] != "5.22.2" or info["kernels"]["version"] != "0.17.2":
+        if info["transformers"]["version"] != "5.25.0" or info["kernels"]["version"] != "0.19.1":
             problems.append("transformers/kernels are not the carried versions")
         figures = f"{info.get('device')}; torch {info.get('torch')} cuda {info.get('torch_cuda')} triton {info.get('triton')}; " \
                   f"transformers {info['transformers']['version']} kernels {info['kernels']['version']} " \

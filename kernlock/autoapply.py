@@ -8,7 +8,10 @@ dataloader worker, `python -c pass` — pays well under a millisecond and can ne
 fail because of kernlock. The first import of either package (or a
 `find_spec` for it) applies the lock before that package's code runs, so every
 kernel load is bound and checked as with `kernlock.apply()`; a lock that cannot
-cover this environment stops the process with one line and exit code 1.
+cover this environment stops the process with one line and exit code 1, and so
+does a refusal that escapes the program uncaught (an unlocked kernel inside `trl
+sft`): one `kernlock: error:` line instead of the traceback of every library it
+passed through (the traceback follows it with `KERNLOCK_VERBOSE=1`).
 kernlock's own commands `disarm()` the hook (`kernlock lock` works with no lock yet).
 """
 
@@ -16,14 +19,10 @@ import os
 import sys
 from _thread import RLock
 
-APPLY_ENV = "KERNLOCK_APPLY"
+from kernlock.settings import APPLY_ENV, apply_requested
+
 TRIGGERS = frozenset({"kernels", "transformers"})
 _lock = RLock()
-
-
-def requested() -> bool:
-    """Whether `$KERNLOCK_APPLY` asks for the lock in every Python process."""
-    return os.environ.get(APPLY_ENV, "").lower() in ("1", "true", "yes")
 
 
 class ApplyOnImport:
@@ -39,9 +38,10 @@ class ApplyOnImport:
 
 
 def arm() -> None:
-    """Apply the lock at the first import of `kernels` or `transformers` in this process."""
+    """Apply the lock at the first import of `kernels` or `transformers` in this process; refusals print in one line."""
     if not any(isinstance(finder, ApplyOnImport) for finder in sys.meta_path):
         sys.meta_path.insert(0, ApplyOnImport())
+        sys.excepthook = _refusals_in_one_line(sys.excepthook)
 
 
 def disarm() -> None:
@@ -62,3 +62,31 @@ def _apply_or_exit() -> None:
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
         os._exit(1)  # inside an import: an exception could be swallowed by `try: import …` and the lock skipped
+
+
+def _refusals_in_one_line(previous: "Callable[..., object]") -> "Callable[..., None]":  # no typing import: start-up cost
+    """An excepthook that prints an uncaught kernlock refusal, however wrapped, as its one `kernlock: error:` line.
+
+    A failure that only carries such a line (a launcher re-raising its child's
+    stderr, as `accelerate launch` under `trl sft` does) adds no traceback: the
+    child already printed the line. `KERNLOCK_VERBOSE=1` adds the traceback.
+    """
+
+    def hook(kind: "type[BaseException]", value: BaseException, traceback: object) -> None:
+        from kernlock.errors import KernlockError
+
+        chain, error = [], value
+        while error is not None and error not in chain:
+            chain.append(error)
+            error = error.__cause__ or error.__context__
+        refusal = next((e for e in chain if isinstance(e, KernlockError)), None)
+        relayed = any("kernlock: error: " in f"{e} {getattr(e, 'stderr', '')}" for e in chain)
+        if refusal is None and not relayed:
+            previous(kind, value, traceback)
+            return
+        if refusal is not None:
+            sys.stderr.write(f"kernlock: error: {refusal}\n")
+        if os.environ.get("KERNLOCK_VERBOSE", "").lower() not in ("", "0", "false", "no"):
+            previous(kind, value, traceback)
+
+    return hook

@@ -17,7 +17,7 @@ from kernlock.report import CheckResult
 
 def builds(variant_names: Iterable[str], target: Target) -> bool:
     """Whether kernels would load one of `variant_names` on `target`."""
-    from kernlock.kernels_adapter import target_decisions
+    from kernlock.compat.kernels import target_decisions
 
     decisions = target_decisions(variant_names, target)
     return bool(decisions and decisions[0].accepted)

@@ -41,6 +41,8 @@ MIXED_ENV = "KERNLOCK_ALLOW_MIXED_VARIANTS"
 TIMEOUT_ENV = "KERNLOCK_RANK_CHECK_TIMEOUT"
 _FALSE = ("0", "false", "no", "off")
 _TRUE = ("1", "true", "yes", "on")
+RECORD_VERSION = 1
+LOCAL_BUILD = "local build"  # the commit a rank records for a kernel that LOCAL_KERNELS replaces
 _rounds = itertools.count()  # every rank initialises its process groups in the same order
 
 
@@ -61,12 +63,25 @@ class RankRecord:
     kernels: tuple[tuple[str, str, str, str, str], ...]
 
     def to_bytes(self) -> bytes:
-        return json.dumps(asdict(self), separators=(",", ":")).encode()
+        return json.dumps({"version": RECORD_VERSION, **asdict(self)}, separators=(",", ":")).encode()
 
     @classmethod
     def from_bytes(cls, data: bytes) -> RankRecord:
-        raw = json.loads(data)
-        return cls(**{**raw, "kernels": tuple(tuple(k) for k in raw["kernels"])})
+        """Parse strictly, ignoring unknown fields (a newer kernlock); anything else is a `RankMismatchError`."""
+        try:
+            raw = json.loads(data.decode())
+            if not isinstance(raw, dict) or raw.get("version") != RECORD_VERSION:
+                raise ValueError(f"record version {raw.get('version') if isinstance(raw, dict) else None!r}")
+            fields = {name: raw[name] for name in cls.__dataclass_fields__}
+            kernels = tuple(tuple(k) for k in fields["kernels"])
+            if not all(len(k) == 5 and all(isinstance(x, str) for x in k) for k in kernels) or \
+                    not all(isinstance(fields[n], str) for n in ("host", "lockfile", "lock_digest", "target")) or \
+                    type(fields["rank"]) is not int or type(fields["mixed_ok"]) is not bool:
+                raise ValueError("a field of the wrong type")
+        except (ValueError, KeyError, TypeError, RecursionError) as error:  # UnicodeDecodeError is a ValueError
+            raise RankMismatchError(f"a rank sent a record this kernlock cannot read ({type(error).__name__}: "
+                                    f"{str(error)[:80]}); run the same kernlock version on every rank") from None
+        return cls(**{**fields, "kernels": kernels})
 
     def binding(self) -> tuple[str, tuple[tuple[str, str, str, str, str], ...]]:
         return self.lock_digest, self.kernels
@@ -90,8 +105,15 @@ def files_digest(files: Any) -> str:
 
 
 def rank_record(rank: int, lock: Lockfile, lockfile: Path, target: str) -> RankRecord:
-    """This rank's record for the applied `lock` (read from `lockfile`) on `target`."""
+    """This rank's record for the applied `lock` (read from `lockfile`) on `target`.
+
+    A kernel that `LOCAL_KERNELS` replaces is recorded as a local build (its path), not as the locked commit.
+    """
+    from kernlock import local_kernels
+
+    local = local_kernels.overrides()
     kernels = tuple(sorted(
+        (entry.spec, entry.repo, LOCAL_BUILD, str(local[entry.repo]), "") if entry.repo in local else
         (entry.spec, entry.repo, entry.commit, variant.name, files_digest(variant.files))
         for entry in lock.kernels if (variant := entry.variant_for(target)) is not None
     ))
@@ -227,7 +249,13 @@ def check_ranks(store: Any, rank: int, world_size: int) -> Verdict | None:
     if lock is None or path is None or target is None:
         return None
     record = rank_record(rank, lock, path, str(target))
-    timeout = float(os.environ.get(TIMEOUT_ENV, "300"))
+    try:
+        timeout = float(os.environ.get(TIMEOUT_ENV, "300"))
+        if not 0 < timeout < float("inf"):
+            raise ValueError
+    except ValueError:
+        raise RankMismatchError(f"${TIMEOUT_ENV}={os.environ[TIMEOUT_ENV]!r} is not a number of seconds; "
+                                f"set it to e.g. 300 or unset it") from None
     records = [RankRecord.from_bytes(raw) for raw in exchange(store, rank, world_size, record.to_bytes(), timeout) if raw]
     verdict = judge(records, world_size)
     if verdict.ok and verdict.agree:

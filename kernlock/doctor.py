@@ -28,17 +28,17 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kernlock import __version__
+from kernlock.compat.transformers import installed_transformers, kernels_window
 from kernlock.environment import installed_version
 from kernlock.lockfile import LockedKernel, LockedVariant
-from kernlock.transformers_compat import installed_transformers, kernels_window
 
 _TRUE = ("1", "true", "yes", "on")
 
 # The kernels releases this kernlock works with, as a [min, max) window like Transformers' own
-# (pyproject.toml's dependency), and the Transformers releases whose accepted kernels window overlaps
-# it (5.18-5.22; 5.23 and later need kernels 0.18 or newer).
-SUPPORTED_KERNELS = ("0.17.0", "0.18")
-SUPPORTED_TRANSFORMERS = ("5.18", "5.23")
+# (pyproject.toml's dependency; every release in it is a matrix cell: 0.17.0-0.17.2, 0.18.3, 0.19.1),
+# and the Transformers releases whose accepted kernels window overlaps it (5.18-5.25).
+SUPPORTED_KERNELS = ("0.17.0", "0.20")
+SUPPORTED_TRANSFORMERS = ("5.18", "5.26")
 
 
 class Finding(NamedTuple):
@@ -117,6 +117,8 @@ def minver_findings(entries: Iterable[tuple[LockedKernel, LockedVariant]]) -> li
     """Locked variants that need a newer kernels than the installed one."""
     kernels = installed_version("kernels")
     installed = _parse(kernels) if kernels else None
+    window = kernels_window()  # stay within what the installed Transformers accepts, too
+    high = min((SUPPORTED_KERNELS[1], *([window[1]] if window else [])), key=_parse)
     findings = []
     for kernel, variant in entries:
         if variant.kernels_minver is None or installed is None:
@@ -125,8 +127,8 @@ def minver_findings(entries: Iterable[tuple[LockedKernel, LockedVariant]]) -> li
         if required is None or installed >= required:
             continue
         message = f"{kernel.spec} {variant.name} needs kernels>={variant.kernels_minver}, installed kernels {kernels}"
-        if required < _parse(SUPPORTED_KERNELS[1]):
-            findings.append(Finding(message, _pip(("kernels", (variant.kernels_minver, SUPPORTED_KERNELS[1])))))
+        if required < _parse(high):
+            findings.append(Finding(message, _pip(("kernels", (variant.kernels_minver, high)))))
         else:  # beyond what this kernlock supports: an older build of the kernel is the way out
             findings.append(Finding(
                 f"{message}; this kernlock supports {_window('kernels', SUPPORTED_KERNELS)}",
@@ -141,7 +143,7 @@ def _dependency_imports(name: str, backend: str) -> list[tuple[str, str]] | None
     spec = importlib.util.find_spec("kernels")
     if spec is None or not spec.submodule_search_locations:
         return None
-    from kernlock.kernels_adapter import kernels_python_depends
+    from kernlock.compat.kernels import kernels_python_depends
 
     try:
         data = kernels_python_depends(Path(next(iter(spec.submodule_search_locations))))
@@ -209,10 +211,14 @@ def telemetry_finding() -> Finding | None:
     )
 
 
+def installed_stack_finding() -> Finding | None:
+    """The installed kernels/Transformers pair cannot load kernels through kernlock (no lock needed to tell)."""
+    return kernels_support_finding() or kernels_window_finding()
+
+
 def diagnose(entries: list[tuple[LockedKernel, LockedVariant]], backend: str) -> list[Finding]:
     """Every compatibility finding for the locked variants this machine would load."""
-    kernels = kernels_support_finding() or kernels_window_finding()
-    findings = [f for f in (kernels, telemetry_finding()) if f is not None]
+    findings = [f for f in (installed_stack_finding(), telemetry_finding()) if f is not None]
     findings += minver_findings(entries)
     findings += python_depends_findings(entries, backend)
     findings += free_threaded_findings(entries)

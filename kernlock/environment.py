@@ -15,14 +15,14 @@ qualify); `-macos15.4` a macOS release (without it, a Darwin target stands for a
 macOS new enough for kernels' Metal builds). Detection leaves both unset.
 
 `current_target()` reads Torch's installed metadata and `torch/version.py`
-instead of importing Torch, so checks stay fast. `kernlock.kernels_adapter.kernels_target()`
+instead of importing Torch, so checks stay fast. `kernlock.compat.kernels.kernels_target()`
 asks kernels itself (importing Torch) and is what the loader patch uses.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib.util
+import importlib.machinery
 import os
 import platform
 import re
@@ -111,7 +111,7 @@ def system_platform() -> tuple[str, str]:
 
 
 def _torch_version_file() -> Path | None:
-    spec = importlib.util.find_spec("torch")
+    spec = importlib.machinery.PathFinder.find_spec("torch")
     if spec is None or not spec.submodule_search_locations:
         return None
     return Path(next(iter(spec.submodule_search_locations))) / "version.py"
@@ -140,13 +140,12 @@ def installed_version(distribution: str) -> str | None:
     """A distribution's installed version without importing it (its import name must match).
 
     Read from the `.dist-info` folder beside the package when there is exactly one
-    (cheap), else from `importlib.metadata` (about 25 ms to import). Cached for the
-    process, like the installed Transformers (`transformers_compat.installed_transformers`).
+    (cheap), else from `importlib.metadata` (about 25 ms to import; an editable install, say). Cached for the
+    process, like the installed Transformers (`compat.transformers.installed_transformers`).
     """
-    spec = importlib.util.find_spec(distribution)
-    if spec is None:
-        return None
-    if spec.submodule_search_locations:
+    # sys.path only: import hooks (kernlock's own start-up hook among them) must not fire for a version lookup
+    spec = importlib.machinery.PathFinder.find_spec(distribution)
+    if spec is not None and spec.submodule_search_locations:
         folder = os.path.dirname(next(iter(spec.submodule_search_locations)))
         prefix, suffix = f"{distribution}-", ".dist-info"
         found = [name for name in os.listdir(folder) if name.startswith(prefix) and name.endswith(suffix)]

@@ -12,7 +12,13 @@ from __future__ import annotations
 from kernlock.environment import Target, parse_target
 from kernlock.errors import StaleLockError, TargetError, TrustError, UsageError
 from kernlock.lockfile import Lockfile
-from kernlock.project import Project, expand_aliases, load_project, project_specs, resolving_target
+from kernlock.project import (
+    Project,
+    expand_aliases,
+    load_project,
+    project_specs,
+    resolving_target,
+)
 from kernlock.report import CheckResult
 from kernlock.spec import KernelSpec
 from kernlock.workspace import Workspace
@@ -122,7 +128,7 @@ def _note_default_drift(lock: Lockfile, specs: dict[str, KernelSpec], project: P
     floating = [k for k in lock.kernels if k.spec in specs and specs[k.spec].floating and k.version is not None]
     if not floating:
         return
-    from kernlock.transformers_compat import default_version, installed_transformers
+    from kernlock.compat.transformers import default_version, installed_transformers
 
     recorded = lock.resolved_with.get("transformers")
     installed = installed_transformers().version

@@ -111,6 +111,11 @@ def spec_from_file_location(name: str, location: Any = None, *, loader: Any = No
     return _spec_from_file_location(name, location, loader=loader, **kwargs)
 
 
+def is_verified(variant_path: Path) -> bool:
+    """Whether kernlock verified `variant_path` against the lock in this process (and handed it to kernels)."""
+    return _claimed(os.fspath(variant_path))
+
+
 def register(kernel: LockedKernel, variant: LockedVariant, root: Path) -> None:
     """Remember that `root` was verified to hold exactly `variant`'s locked files."""
     real = os.path.realpath(root)

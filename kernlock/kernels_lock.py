@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernlock.atomic import atomic_write
+from kernlock.compat.kernels import KernelsPin, kernels_lock_json, parse_kernels_lock
 from kernlock.errors import KernlockError, UsageError
-from kernlock.kernels_adapter import KernelsPin, kernels_lock_json, parse_kernels_lock
 from kernlock.lockfile import LockedKernel, Lockfile
 from kernlock.spec import parse_spec, version_of_branch
 

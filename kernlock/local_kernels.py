@@ -15,8 +15,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from kernlock.compat.kernels import local_kernel_overrides
 from kernlock.errors import KernlockError
-from kernlock.kernels_adapter import local_kernel_overrides
+from kernlock.strict import lenient_hint
 
 ALLOW_LOCAL_ENV = "KERNLOCK_ALLOW_LOCAL"
 LOCAL_KERNELS_ENV = "LOCAL_KERNELS"
@@ -41,7 +42,7 @@ def refusal(what: str) -> str:
     """How to get past a strict refusal of `what` (a local kernel)."""
     return (
         f"{what}, which kernlock cannot check against the lock; set {ALLOW_LOCAL_ENV}=1 to allow local kernels "
-        f"(or unset {LOCAL_KERNELS_ENV}, or apply(strict=False))"
+        f"(or unset {LOCAL_KERNELS_ENV}, {lenient_hint()})"
     )
 
 

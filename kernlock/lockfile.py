@@ -2,8 +2,8 @@
 
 Shape (see the README for an annotated example)::
 
-    version = "1.1"          # format major.minor: a newer minor is read (unknown keys
-                             # ignored, with a warning), a newer major is refused
+    version = "1.1"          # format major.minor ("1.0" without signers): a newer minor is read
+                             # (unknown keys ignored, with a warning), a newer major is refused
     targets = [...]          # environments the lock covers
     inputs = [...]           # spec keys the lock was resolved from (freshness)
     [resolved-with]          # versions of the resolving tools, no timestamps
@@ -45,7 +45,7 @@ from kernlock.lockfile_dict import (
     type_error,
 )
 
-LOCK_VERSION = "1.1"  # major.minor of the format this kernlock reads and writes (1.1: variants' `signature`)
+LOCK_VERSION = "1.1"  # major.minor of the newest format this kernlock reads and writes (1.1: variants' `signature`)
 LOCK_FILENAME = "kernels.lock"
 TRUST_KINDS = ("trusted-publisher", "allowlist")
 SIGNATURE_FILE = "metadata.json.sigstore"
@@ -54,6 +54,14 @@ _SHA1_RE = re.compile(r"[0-9a-f]{40}")
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
 _VARIANT_NAME_RE = re.compile(r"[A-Za-z0-9._-]+")
 _FORMAT_RE = re.compile(r"\d+\.\d+")
+
+
+def format_for(kernels: tuple[LockedKernel, ...]) -> str:
+    """The oldest format that holds `kernels`: "1.1" when a variant records its signer, else "1.0".
+
+    A lock without signers keeps its bytes (no churn on re-lock), and kernlock 0.1 reads it without a warning.
+    """
+    return LOCK_VERSION if any(v.signature is not None for k in kernels for v in k.variants) else "1.0"
 
 
 def format_version(value: str) -> tuple[int, int]:

@@ -283,11 +283,22 @@ def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, tar
         added=tuple(sorted(new - old)),
         removed=tuple(sorted(old - new)),
         updated=tuple(sorted({c.spec for c in changes if c.old and c.new})),
-        warnings=(*skipped, *resolver.warnings),
+        warnings=(*skipped, *resolver.warnings, *_doctor_warnings()),
         migrated=migration.summary(result) if migration is not None else None,
         changes=changes,
         changed=changed,
     )
+
+
+def _doctor_warnings() -> list[str]:
+    """A warning when the stack that resolved the lock is one the compatibility doctor rejects."""
+    from kernlock.doctor import installed_stack_finding
+
+    finding = installed_stack_finding()
+    if finding is None:
+        return []
+    return [f"locked from an environment the compatibility doctor rejects (`kernlock verify` fails here): "
+            f"{finding.message}; fix: {finding.fix}"]
 
 
 def _existing_text(path: Path) -> str | None:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+from kernlock.compat.kernels import kernel_request, metadata_digest, variant_metadata
 from kernlock.errors import ResolutionError
-from kernlock.kernels_adapter import kernel_request, variant_metadata
 from kernlock.lockfile import LockedFile, Provenance
 
 MAX_METADATA_BYTES = 1 << 20
@@ -20,6 +21,10 @@ class VariantMetadata:
     python_depends: tuple[str, ...] = ()
     digest: dict[str, str] | None = None  # relative path -> base64 sha256, when the metadata carries one
     provenance: Provenance | None = None
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 def read_variant_metadata(repo: str, variant: str, metadata: bytes | None) -> VariantMetadata:
@@ -37,18 +42,17 @@ def read_variant_metadata(repo: str, variant: str, metadata: bytes | None) -> Va
     for dep in parsed.kernel_depends:
         repo, version, revision = kernel_request(dep)
         keys.add(f"{repo}@v{version}" if version is not None else f"{repo}@{revision}")
-    digest = None
-    if parsed.digest is not None and str(parsed.digest.algorithm).upper().endswith("SHA256"):
-        digest = dict(parsed.digest.files)
+    found = metadata_digest(parsed)
+    digest = found[1] if found is not None and found[0] == "sha256" else None
     provenance = None
     if parsed.provenance is not None:
         builder = parsed.provenance.kernel_builder
         source = parsed.provenance.kernel
         provenance = Provenance(
             builder_version=builder.version,
-            builder_commit=builder.git.commit if builder.git else None,
+            builder_commit=_text(builder.git.commit) if builder.git else None,  # an `Oid` from kernels 0.18
             builder_dirty=builder.git.dirty if builder.git else None,
-            source_commit=source.commit if source else None,
+            source_commit=_text(source.commit) if source else None,
             source_dirty=source.dirty if source else None,
         )
     return VariantMetadata(
@@ -60,18 +64,41 @@ def read_variant_metadata(repo: str, variant: str, metadata: bytes | None) -> Va
     )
 
 
+# Files a variant's digest leaves out (kernels' `Digest.hash_variant`): the metadata, its signature, bytecode.
+UNDIGESTED = ("metadata.json", "metadata.json.sigstore")
+
+
 def digest_mismatches(digest: dict[str, str], files: tuple[LockedFile, ...]) -> list[str]:
-    """Files whose metadata digest (base64 sha256) differs from the locked sha256."""
+    """Files on which a metadata digest (base64 sha256) and the locked files disagree, either way.
+
+    A file the digest lists with another hash or that is not locked, and a locked
+    file the digest does not list, both count: kernels 0.18+ refuses to load either.
+    """
     import base64
 
-    by_path = {f.path: f.sha256 for f in files}
+    by_path = {f.path: f.sha256 for f in files if f.path not in UNDIGESTED and "__pycache__" not in f.path.split("/")}
     mismatched = []
     for path, encoded in sorted(digest.items()):
         try:
-            expected = base64.b64decode(encoded).hex()
+            expected = base64.b64decode(encoded, validate=True).hex()
         except ValueError:
             mismatched.append(path)
             continue
         if by_path.get(path) != expected:
             mismatched.append(path)
-    return mismatched
+    return mismatched + sorted(set(by_path) - set(digest))
+
+
+def digest_problem(metadata: Any, files: tuple[LockedFile, ...]) -> str | None:
+    """Why a parsed `metadata.json`'s digest disagrees with the locked files, or None when it agrees (or is absent)."""
+    found = metadata_digest(metadata)
+    if found is None:
+        return None
+    algorithm, digest = found
+    if algorithm != "sha256":
+        return f"its metadata digest uses {algorithm}, which this kernlock cannot check"
+    mismatched = digest_mismatches(digest, files)
+    if not mismatched:
+        return None
+    more = f" and {len(mismatched) - 3} more" if len(mismatched) > 3 else ""
+    return f"metadata.json's digest disagrees with the files ({', '.join(mismatched[:3])}{more})"

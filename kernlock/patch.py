@@ -3,7 +3,7 @@
 Every kernels entry point (`get_kernel`, `has_kernel`, `load_kernel`,
 `get_locked_kernel`, `get_local_kernel`, layer and function repositories and
 their locked forms, `kernelize`, Transformers' `attn_implementation` and
-`use_kernels`) asks kernlock first through the hooks `kernels_adapter` installs:
+`use_kernels`) asks kernlock first through the hooks `compat.kernels` installs:
 a locked repo resolves to the locked commit and variant in the verified cache
 with no Hub request; a local kernel follows `kernlock.local_kernels`; anything
 else is refused (strict) or left to kernels with a warning. If kernels is not
@@ -33,23 +33,32 @@ from typing import Any
 
 from kernlock import local_kernels
 from kernlock.binding import STATE as _STATE
-from kernlock.distributed_hook import check_initialised, patch_c10d
-from kernlock.environment import Target, current_target, parse_target
-from kernlock.errors import CompatibilityError, KernlockError, LocalKernelError, NoVariantError, UnlockedKernelError
-from kernlock.importguard import guard_import
-from kernlock.importguard import register as register_verified
-from kernlock.kernels_adapter import (
-    PATCH_POINTS,
+from kernlock.compat.kernels import (
     LockHooks,
+    kernel_metadata,
     kernels_target,
     local_path_kernel,
     locked_kernel,
     patch_module,
+    patch_points,
     system_decisions,
     target_decisions,
 )
+from kernlock.distributed_hook import check_initialised, patch_c10d
+from kernlock.environment import Target, current_target, parse_target
+from kernlock.errors import (
+    CompatibilityError,
+    IntegrityError,
+    KernlockError,
+    LocalKernelError,
+    NoVariantError,
+    UnlockedKernelError,
+)
+from kernlock.importguard import guard_import, is_verified
+from kernlock.importguard import register as register_verified
 from kernlock.lockfile import LOCK_FILENAME, LockedKernel, Lockfile
-from kernlock.strict import strict_from_env
+from kernlock.metadata import digest_problem
+from kernlock.strict import lenient_hint, strict_from_env
 from kernlock.workspace import applied_workspace
 
 logger = logging.getLogger("kernlock")
@@ -132,7 +141,9 @@ def find_entry(lock: Lockfile, repo: str, version: int | None, revision: str | N
     Only entries covering `target` count (overrides give one spec different
     entries per target); `repo` may be the canonical name or an alias.
     """
-    from kernlock.spec import looks_like_sha  # not at the top: only loads need it, not apply()
+    from kernlock.spec import (
+        looks_like_sha,  # not at the top: only loads need it, not apply()
+    )
 
     entries = [e for e in lock.for_repo(repo) if target is None or e.variant_for(target) is not None]
     names = {name for entry in entries for name in entry.names()} | {repo}
@@ -179,10 +190,7 @@ def _warn_once(key: str, message: str) -> None:
 
 def _unlocked(repo: str, what: str, version: int | None = None, revision: str | None = None) -> None:
     spec = f"{repo}@v{version}" if version is not None else f"{repo}@{revision}" if revision else repo
-    message = (
-        f"kernel {repo} ({what}) is not in {_STATE.path}; lock it with `kernlock lock {spec}` "
-        "(or call kernlock.apply(strict=False) to let unlocked kernels load as usual)"
-    )
+    message = f"kernel {repo} ({what}) is not in {_STATE.path}; lock it with `kernlock lock {spec}` ({lenient_hint()})"
     if _STATE.strict:
         raise UnlockedKernelError(message)
     _warn_once(f"unlocked:{repo}:{what}", message)
@@ -230,8 +238,15 @@ def _locked_local_kernel(entry: LockedKernel, target: Target, backend: str | Non
     from huggingface_hub import constants
 
     root = ensure_variant(entry, variant, offline=bool(constants.HF_HUB_OFFLINE))
+    located = locked_kernel(root, entry.repo, entry.commit, variant.name)
+    problem = digest_problem(kernel_metadata(located), variant.files)
+    if problem is not None:  # what kernels 0.18+'s DigestValidator refuses, checked from the lock
+        raise IntegrityError(
+            f"{entry.spec} {variant.name} at {entry.commit[:12]}: {problem}; refusing to load it, as kernels 0.18+ "
+            f"does; pin another revision (`kernlock lock {entry.repo}@<commit>`) or ask the publisher to rebuild"
+        )
     register_verified(entry, variant, root)
-    return locked_kernel(root, entry.repo, entry.commit, variant.name)
+    return located
 
 
 # ---------------------------------------------------------------- local kernels
@@ -315,11 +330,16 @@ def _variants_for(repo: str, version: int | None, revision: str | None) -> tuple
     return entry.build_variants if entry is not None else None
 
 
+def _verified_under_lock(variant_path: Path) -> bool:
+    """Whether a lock is applied and kernlock verified `variant_path` against it (kernels' validators step aside)."""
+    return _STATE.lock is not None and is_verified(variant_path)
+
+
 _HOOKS = LockHooks(resolve=_resolve_load, locked_commit=_locked_commit, commit_for=_commit_for,
-                   variants_for=_variants_for, wrap_import=guard_import)
+                   variants_for=_variants_for, wrap_import=guard_import, verified=_verified_under_lock)
 # Modules patched when (or as soon as) they are imported: kernels' (through the adapter) and torch.distributed's.
 _PATCHERS: dict[str, Callable[[ModuleType], None]] = {
-    name: functools.partial(patch_module, name, hooks=_HOOKS) for name in PATCH_POINTS
+    name: functools.partial(patch_module, name, hooks=_HOOKS) for name in patch_points()
 }
 _PATCHERS["torch.distributed.distributed_c10d"] = patch_c10d  # the cross-rank guard (kernlock.distributed_hook)
 

@@ -245,8 +245,8 @@ def project_specs(project: Project, scan_paths: tuple[str, ...] = (), skipped: l
 
 
 def _use_kernels_specs(selection: bool | tuple[str, ...]) -> list[KernelSpec]:
+    from kernlock.compat.transformers import use_kernels_repos
     from kernlock.spec import Origin, parse_spec, spec_from_version
-    from kernlock.transformers_compat import use_kernels_repos
 
     origin = Origin("Transformers use_kernels mapping")
     specs = []
@@ -262,7 +262,7 @@ def _use_kernels_specs(selection: bool | tuple[str, ...]) -> list[KernelSpec]:
 
 def expand_aliases(specs: Iterable[KernelSpec], target: Target) -> list[KernelSpec]:
     """Replace `flash_attention_N` with the Hub kernel Transformers falls back to."""
-    from kernlock.transformers_compat import alias_repo
+    from kernlock.compat.transformers import alias_repo
 
     return [spec.with_repo(alias_repo(spec.alias, target)) if spec.alias else spec for spec in specs]
 

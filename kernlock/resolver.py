@@ -13,15 +13,24 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
+from kernlock.compat.transformers import default_version
 from kernlock.environment import Target
 from kernlock.errors import NoVariantError, ResolutionError, SignatureError, TrustError
 from kernlock.hub import Hub, Ref, TreeFile
-from kernlock.lockfile import SIGNATURE_FILE, LockedFile, LockedKernel, Lockfile, LockedVariant, Override, Signature
+from kernlock.lockfile import (
+    SIGNATURE_FILE,
+    LockedFile,
+    LockedKernel,
+    LockedVariant,
+    Lockfile,
+    Override,
+    Signature,
+    format_for,
+)
 from kernlock.metadata import digest_mismatches, read_variant_metadata
 from kernlock.overrides import OverrideRule
 from kernlock.signers import SigningPolicy
 from kernlock.spec import KernelSpec, looks_like_sha, version_of_branch
-from kernlock.transformers_compat import default_version
 from kernlock.variants import choose_variant, group_variants
 
 _SHA1_RE = re.compile(r"[0-9a-f]{40}")
@@ -131,10 +140,12 @@ class Resolver:
                             merged.requested.add(dep.key)
                             merged.dependency_of.add(kernel.spec)
                 pending = list(follow.values())
+        kernels = tuple(resolved[identity] for identity in sorted(resolved))
         return Lockfile(
+            version=format_for(kernels),
             targets=tuple(sorted(set(self.options.targets), key=str)),
             inputs=inputs,
-            kernels=tuple(resolved[identity] for identity in sorted(resolved)),
+            kernels=kernels,
             resolved_with=_resolving_context(self.options.resolving_target),
         )
 
@@ -300,12 +311,12 @@ class Resolver:
             elif metadata.digest is not None:
                 digest = "sha256"
                 mismatched = digest_mismatches(metadata.digest, files)
-                if mismatched:
-                    self.warnings.append(
+                if mismatched:  # kernels 0.18+ refuses to load such a variant
+                    raise ResolutionError(
                         f"{spec_key} {name}: metadata.json's digest disagrees with the files at {commit[:12]} "
-                        f"({', '.join(mismatched[:3])}); the commit may mix builds"
+                        f"({', '.join(mismatched[:3])}), so kernels would refuse to load it; the commit mixes builds: "
+                        f"pin another revision (`kernlock lock {repo}@<commit>`) or ask the publisher to rebuild"
                     )
-                    digest = "sha256 (mismatch)"
             variants.append(LockedVariant(
                 name=name, targets=tuple(sorted(chosen[name], key=str)), files=files,
                 kernels_minver=metadata.kernels_minver, python_depends=metadata.python_depends,

@@ -15,7 +15,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urljoin, urlsplit
 
 from kernlock.errors import HubError, KernlockError, redact
@@ -64,6 +64,71 @@ def download_timeout() -> float:
 def hub_deadline() -> float:
     """Seconds one Hub request or file download may take in all (`KERNLOCK_HUB_DEADLINE`)."""
     return _env_seconds(DEADLINE_ENV, DEFAULT_DEADLINE)
+
+
+_scope = threading.local()  # .deadline: time.monotonic() by which this thread's current Hub call must end
+
+
+def _bounded(timeout: float | None) -> float | None:
+    """`timeout`, cut to what is left of this thread's deadline: connect, headers and body all end by it."""
+    deadline = getattr(_scope, "deadline", None)
+    if deadline is None:
+        return timeout
+    left = max(deadline - time.monotonic(), 0.001)
+    return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream:
+    """A connection's network stream whose every read and write ends by the current call's deadline.
+
+    A per-read timeout alone never trips on a server that sends a byte now and
+    then, in the headers as in the body.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._inner.read(max_bytes, _bounded(timeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._inner.write(buffer, _bounded(timeout))
+
+    def start_tls(self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None) -> Any:
+        return _DeadlineStream(self._inner.start_tls(ssl_context, server_hostname, _bounded(timeout)))
+
+    def __getattr__(self, name: str) -> Any:  # close, get_extra_info
+        return getattr(self._inner, name)
+
+
+class _DeadlineBackend:
+    """The HTTP library's network backend, making streams that honour the deadline."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None, **kwargs: Any) -> _DeadlineStream:
+        return _DeadlineStream(self._inner.connect_tcp(host, port, _bounded(timeout), **kwargs))
+
+    def connect_unix_socket(self, path: str, timeout: float | None = None, **kwargs: Any) -> _DeadlineStream:
+        return _DeadlineStream(self._inner.connect_unix_socket(path, _bounded(timeout), **kwargs))
+
+    def __getattr__(self, name: str) -> Any:  # sleep
+        return getattr(self._inner, name)
+
+
+def _bound_session(session: Any) -> None:
+    """Make the connections huggingface_hub's session opens from now on honour the deadline.
+
+    The session is huggingface_hub's (httpx2, or httpx on 1.x), shared with it: only
+    its connection pools' network backend is wrapped, and only a thread inside
+    `Transport.call` has a deadline. Connections it opened before keep per-read timeouts.
+    """
+    for transport in (getattr(session, "_transport", None), *getattr(session, "_mounts", {}).values()):
+        pool = getattr(transport, "_pool", None)
+        backend = getattr(pool, "_network_backend", None)
+        if backend is not None and not isinstance(backend, _DeadlineBackend):
+            pool._network_backend = _DeadlineBackend(backend)
 
 
 def http_status(error: BaseException) -> int | None:
@@ -145,22 +210,30 @@ class Transport:
         Waits follow the Hub's `RateLimit` header on a 429 (until the window resets, up to
         `KERNLOCK_RATE_LIMIT_WAIT`, announced in one line), else `Retry-After`, else backoff.
         """
+        from huggingface_hub.utils import get_session
+
         deadline = deadline if deadline is not None else time.monotonic() + hub_deadline()
-        delay = BASE_DELAY
-        for attempt in range(1, MAX_ATTEMPTS + 1):
-            try:
-                return fn(deadline)
-            except Stop as error:
-                raise HubError(f"{repo}: {error}") from None
-            except KernlockError:
-                raise
-            except Exception as error:
-                if attempt == MAX_ATTEMPTS or not _is_transient(error):
-                    raise HubError(describe(error, repo)) from error
-                wait = self.wait(repo, error, delay, deadline)
-                self._sleep(wait)
-                delay *= 2
-        raise AssertionError("unreachable")
+        _bound_session(get_session())
+        outer = getattr(_scope, "deadline", None)  # a call inside a call keeps the earlier deadline
+        _scope.deadline = deadline if outer is None else min(outer, deadline)
+        try:
+            delay = BASE_DELAY
+            for attempt in range(1, MAX_ATTEMPTS + 1):
+                try:
+                    return fn(deadline)
+                except Stop as error:
+                    raise HubError(f"{repo}: {error}") from None
+                except KernlockError:
+                    raise
+                except Exception as error:
+                    if attempt == MAX_ATTEMPTS or not _is_transient(error):
+                        raise HubError(describe(error, repo)) from error
+                    wait = self.wait(repo, error, delay, deadline)
+                    self._sleep(wait)
+                    delay *= 2
+            raise AssertionError("unreachable")
+        finally:
+            _scope.deadline = outer
 
     def wait(self, repo: str, error: BaseException, backoff: float, deadline: float) -> float:
         """Seconds to wait before retrying after `error`, or a `HubError` when that is too long."""

@@ -1,6 +1,6 @@
 """A commit's build variants: grouped from its file listing, and the one kernels would load on a target.
 
-The choice is kernels' own parsing and ranking (`kernlock.kernels_adapter.target_decisions`),
+The choice is kernels' own parsing and ranking (`kernlock.compat.kernels.target_decisions`),
 evaluated for any target rather than the running machine; used at lock time and by
 `kernlock explain`.
 """
@@ -10,10 +10,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from kernlock.compat.kernels import target_decisions
 from kernlock.environment import Target
 from kernlock.errors import ResolutionError
 from kernlock.hub import TreeFile
-from kernlock.kernels_adapter import target_decisions
 
 MAX_VARIANTS = 1000
 _VARIANT_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")

@@ -122,13 +122,14 @@ def check_lock_path(path: Path, *, discovered: bool) -> None:
 
 
 def configured_lockfile(project: Project) -> Path:
-    """`[tool.kernlock] lockfile` inside the project (an error when it points outside, also through a symlink)."""
+    """`[tool.kernlock] lockfile` inside the project (an error when it points outside, also through a symlinked
+    directory). The lock file itself may be a symlink the project keeps: it is updated through the link."""
     name = project.lockfile_name
     relative = os.path.normpath(name)
     root = os.path.realpath(project.root)
-    real = os.path.realpath(os.path.join(root, relative))
+    folder = os.path.realpath(os.path.dirname(os.path.join(root, relative)))
     if os.path.isabs(name) or relative == ".." or relative.startswith(".." + os.sep) or \
-            not real.startswith(root + os.sep):
+            not (folder == root or folder.startswith(root + os.sep)):
         raise ConfigError(
             f"{project.pyproject}: [tool.kernlock] lockfile = {name!r} lies outside the project {project.root}; "
             f"use a path inside it, or name it explicitly with --lockfile {name}"

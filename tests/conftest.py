@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from helpers import LockedProject, LockedProjectFactory, lock_project, patch_hub_client
+from helpers import (
+    LockedProject,
+    LockedProjectFactory,
+    clear_loaded_kernels,
+    kernels_module,
+    lock_project,
+    patch_hub_client,
+)
 from kernlock.testing.fixtures import build_fixture_repos, default_fixtures_dir
 from kernlock.testing.hub import TestHub
 
@@ -30,20 +37,17 @@ def fixture_repos_template(tmp_path_factory: pytest.TempPathFactory) -> dict[str
 
 def _forget_loaded_kernels() -> None:
     """Drop imported fixture kernels and the in-process caches of kernels/transformers."""
-    import kernels.importer
-    import kernels.layer.func
-    import kernels.layer.layer
-    import kernels.load
-
     kernel_ids = [name for name, module in list(sys.modules.items()) if hasattr(module, "KERNEL_IDENTITY")]
     for name in list(sys.modules):
         if any(name == kid or name.startswith(f"{kid}.") for kid in kernel_ids):
             del sys.modules[name]
-    kernels.importer._loaded_kernels.clear()
-    kernels.load._parse_local_kernel_overrides.cache_clear()
-    kernels.layer.layer._CACHED_LAYER.clear()
-    kernels.layer.layer.LayerRepository._resolve_revision.cache_clear()
-    kernels.layer.func.FuncRepository._resolve_revision.cache_clear()
+    clear_loaded_kernels()
+    kernels_module("load")._parse_local_kernel_overrides.cache_clear()
+    kernels_module("layer.layer")._CACHED_LAYER.clear()
+    for module, repository in (("layer.layer", "LayerRepository"), ("layer.func", "FuncRepository")):
+        cached = getattr(getattr(kernels_module(module), repository), "_resolve_revision", None)  # kernels 0.17
+        if cached is not None:
+            cached.cache_clear()
     if (flash_utils := sys.modules.get("transformers.modeling_flash_attention_utils")) is not None:
         flash_utils._loaded_implementation = None
 

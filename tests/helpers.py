@@ -7,6 +7,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import NamedTuple
 
 import pytest
@@ -124,6 +125,20 @@ def run_kernlock(*args: str, cwd: Path, env: dict[str, str] | None = None, timeo
     )
 
 
+def kernels_module(name: str) -> ModuleType:
+    """A kernels module by its name in the package (`importer`, `layer.layer`), wherever this kernels keeps it."""
+    import importlib
+
+    from kernlock.compat.kernels import module_name
+
+    return importlib.import_module(module_name(name))
+
+
+def clear_loaded_kernels() -> None:
+    """Forget the kernels `get_kernel` imported in this process (`get_loaded_kernels`), so the next load imports anew."""
+    kernels_module("importer")._loaded_kernels.clear()
+
+
 def patch_hub_client(monkeypatch: pytest.MonkeyPatch, endpoint: str, hf_home: Path) -> None:
     """Point huggingface_hub and kernels at ``endpoint`` with a private ``hf_home``.
 
@@ -131,10 +146,6 @@ def patch_hub_client(monkeypatch: pytest.MonkeyPatch, endpoint: str, hf_home: Pa
     time, so setting the environment alone does not affect this process.
     """
     import huggingface_hub
-    import kernels.hf_hub
-    import kernels.install
-    import kernels.locking
-    import kernels.resolver
     from huggingface_hub import constants
     from huggingface_hub.utils import _cache_manager, _git_credential
 
@@ -172,5 +183,5 @@ def patch_hub_client(monkeypatch: pytest.MonkeyPatch, endpoint: str, hf_home: Pa
     monkeypatch.setattr(huggingface_hub, "HUGGINGFACE_CO_URL_TEMPLATE", template, raising=False)
     monkeypatch.setattr(_cache_manager, "HF_HUB_CACHE", hub_cache)
     monkeypatch.setattr(_git_credential, "ENDPOINT", endpoint)
-    for module in (kernels.hf_hub, kernels.install, kernels.locking, kernels.resolver):
-        monkeypatch.setattr(module, "CACHE_DIR", None)
+    for name in ("hf_hub", "install", "locking", "resolver"):  # kernels 0.17 copies the cache dir at import
+        monkeypatch.setattr(kernels_module(name), "CACHE_DIR", None, raising=False)

@@ -15,7 +15,7 @@ import pytest
 
 import kernels
 import kernlock
-from helpers import ACTIVATION, CUDA_X86, FA2, UNIVERSAL, LockedProjectFactory
+from helpers import ACTIVATION, CUDA_X86, FA2, UNIVERSAL, LockedProjectFactory, clear_loaded_kernels
 from kernlock import cache
 from kernlock.errors import (
     IntegrityError,
@@ -132,13 +132,13 @@ def test_direct_kernels_calls_bind_to_the_lock(hub: TestHub, locked_project: Loc
     kernlock.apply(project / "kernels.lock")
 
     for request in ({"version": 2}, {"revision": "v2"}, {"revision": entry.commit}, {"revision": entry.commit[:12]}):
-        kernels.importer._loaded_kernels.clear()
+        clear_loaded_kernels()
         identity = kernels.get_kernel(FA2, **request).KERNEL_IDENTITY
         assert (identity["commit"], identity["variant"]) == (entry.commit, variant_of(lock, entry)), request
     assert moved != entry.commit
 
     hub.reset_counts()
-    kernels.importer._loaded_kernels.clear()
+    clear_loaded_kernels()
     assert kernels.get_kernel(FA2, version=2).KERNEL_IDENTITY["commit"] == entry.commit
     assert kernels.has_kernel(FA2, version=2)
     decisions = kernels.get_kernel_variants(FA2, version=2)
@@ -278,7 +278,7 @@ def test_tampered_cached_file_is_caught_even_with_same_size(locked_project: Lock
     hashed: list[Path] = []
     original = cache.sha256_file
     monkeypatch.setattr(cache, "sha256_file", lambda path: hashed.append(path) or original(path))
-    kernels.importer._loaded_kernels.clear()
+    clear_loaded_kernels()
     kernels.get_kernel(FA2, version=2)  # second warm start: the stamp spares re-hashing
     assert hashed == []
 
@@ -287,7 +287,7 @@ def test_tampered_cached_file_is_caught_even_with_same_size(locked_project: Lock
     data = bytearray(blob.read_bytes())
     data[100] ^= 0xFF
     blob.write_bytes(bytes(data))  # same size, new mtime
-    kernels.importer._loaded_kernels.clear()
+    clear_loaded_kernels()
     with pytest.raises(IntegrityError) as error:
         kernels.get_kernel(FA2, version=2)
     message = str(error.value)

@@ -10,7 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import CPU, FA2, PROVENANCE, LockedProjectFactory, cli, make_project
+from helpers import CPU, FA2, PROVENANCE, LockedProjectFactory, cli, make_project, run_kernlock
+from kernlock.compat.kernels import line
 from kernlock.environment import installed_version
 from kernlock.testing.fixtures import rev_parse
 from kernlock.testing.hub import TestHub
@@ -33,15 +34,15 @@ def fake_transformers(root: Path, low: str, high: str) -> Path:
 def test_doctor_kernels_outside_transformers_window(locked_project: LockedProjectFactory, tmp_path: Path) -> None:
     project = locked_project([f"{FA2}@v2"], [CPU]).path
     assert verify_doctor(project)["ok"]
-    fake = fake_transformers(tmp_path / "fake", "0.18.2", "0.20.0")
+    fake = fake_transformers(tmp_path / "fake", "0.20.0", "0.21.0")  # a Transformers that wants a kernels from after kernlock
     path = os.pathsep.join(filter(None, (str(fake), os.environ.get("PYTHONPATH"))))  # keep this checkout's kernlock
     doctor = verify_doctor(project, {"PYTHONPATH": path})
     assert not doctor["ok"]
     problem = doctor["problems"][0]
     kernels = installed_version("kernels")
-    assert f"kernels {kernels} is outside the window transformers 9.0.0 accepts (>=0.18.2,<0.20.0)" in problem["message"]
-    assert "this kernlock supports kernels>=0.17.0,<0.18, which transformers>=5.18,<5.23 accepts" in problem["message"]
-    assert problem["fix"] == "pip install 'transformers>=5.18,<5.23'"  # the installed 5.22.2 (no fake) passes above
+    assert f"kernels {kernels} is outside the window transformers 9.0.0 accepts (>=0.20.0,<0.21.0)" in problem["message"]
+    assert "this kernlock supports kernels>=0.17.0,<0.20, which transformers>=5.18,<5.26 accepts" in problem["message"]
+    assert problem["fix"] == "pip install 'transformers>=5.18,<5.26'"  # the installed Transformers (no fake) passes above
     applied = subprocess.run([sys.executable, "-c", "import kernlock; kernlock.apply()"], cwd=project, capture_output=True,
                              text=True, env={**os.environ, "PYTHONPATH": path}, timeout=60)
     assert applied.returncode != 0 and "CompatibilityError" in applied.stderr and "outside the window" in applied.stderr
@@ -75,8 +76,26 @@ def test_doctor_telemetry_disabled_and_kernlock_still_works(hub: TestHub, tmp_pa
                              env={**os.environ, **off}, timeout=60)
         assert out.returncode == 0, out.stderr
     doctor = verify_doctor(project, off)
+    if line().FIRST > (0, 17):  # kernels 0.18 builds its user agent without the empty header
+        assert doctor["ok"], doctor
+        return
     assert not doctor["ok"] and "HF_HUB_DISABLE_TELEMETRY=1" in doctor["problems"][0]["message"]
     assert "HF_HUB_USER_AGENT_ORIGIN" in doctor["problems"][0]["fix"]
     assert verify_doctor(project, {**off, "HF_HUB_USER_AGENT_ORIGIN": "kernlock"})["ok"]
     loaded = load_identities(project, [FA2], off, version=2)[0]  # apply() works with telemetry off (a warning, not an error)
     assert loaded["commit"] == rev_parse(hub.repo_path(FA2), "v2")
+
+
+def test_a_lock_written_where_the_doctor_refuses_warns(hub: TestHub, tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p", kernels=[f"{FA2}@v2"], targets=[CPU])
+    plain = run_kernlock("lock", cwd=project)
+    assert plain.returncode == 0 and "doctor" not in plain.stderr, plain.stderr
+    fake = fake_transformers(tmp_path / "fake", "0.20.0", "0.21.0")
+    path = os.pathsep.join(filter(None, (str(fake), os.environ.get("PYTHONPATH"))))  # keep this checkout's kernlock
+    relock = run_kernlock("lock", "-U", cwd=project, env={"PYTHONPATH": path})
+    assert relock.returncode == 0, relock.stderr
+    [warning] = [line for line in relock.stderr.splitlines() if "doctor" in line]
+    assert warning.startswith("kernlock: warning: locked from an environment the compatibility doctor rejects")
+    assert "outside the window transformers 9.0.0 accepts" in warning
+    assert warning.endswith("fix: pip install 'transformers>=5.18,<5.26'")
+    assert not verify_doctor(project, {"PYTHONPATH": path})["ok"]  # what the warning says `verify` does there

@@ -15,7 +15,7 @@ import pytest
 
 import kernels
 import kernlock
-from helpers import ACTIVATION, UNIVERSAL, LockedProjectFactory
+from helpers import ACTIVATION, UNIVERSAL, LockedProjectFactory, clear_loaded_kernels
 from kernlock import cache
 from kernlock.errors import LocalKernelError, UnlockedKernelError
 from kernlock.patch import release
@@ -53,9 +53,9 @@ def test_load_kernel_and_get_locked_kernel_read_the_applied_lock(locked) -> None
         kernels.get_locked_kernel(ACTIVATION, lockfile=lockfile)
     kernlock.apply(lockfile)
     _bound(kernels.get_locked_kernel(ACTIVATION, lockfile=lockfile), lock, entry)
-    kernels.importer._loaded_kernels.clear()
+    clear_loaded_kernels()
     _bound(kernels.load_kernel(ACTIVATION, lockfile=lockfile), lock, entry)
-    kernels.importer._loaded_kernels.clear()
+    clear_loaded_kernels()
     _bound(kernels.load_kernel(ACTIVATION, lockfile=None), lock, entry)  # package metadata: served by the lock
     for call in (kernels.get_locked_kernel, kernels.load_kernel):
         with pytest.raises(UnlockedKernelError, match=UNLOCKED):
@@ -73,7 +73,7 @@ def test_layer_and_function_repositories_bind_or_refuse(locked) -> None:
         kernels.LockedFuncRepository(ACTIVATION, lockfile=lockfile, func_name="silu_and_mul"),
     ]
     for repository in repositories:
-        kernels.importer._loaded_kernels.clear()
+        clear_loaded_kernels()
         repository.load()
         _bound(sys.modules[kernels.get_loaded_kernels()[-1].metadata.id], lock, entry)
 
@@ -125,14 +125,14 @@ def test_local_kernels_refused_under_strict_and_loud_when_allowed(locked, tmp_pa
         kernlock.apply(lockfile)
     assert f"LOCAL_KERNELS: loading {ACTIVATION} from {local} instead of the locked {entry.commit[:12]}" in caplog.text
     for load in (lambda: kernels.get_kernel(ACTIVATION, version=1), lambda: kernels.load_kernel(ACTIVATION, lockfile=lockfile)):
-        kernels.importer._loaded_kernels.clear()
+        clear_loaded_kernels()
         identity = load().KERNEL_IDENTITY
         assert identity["commit"] is None and identity["variant"] == variant_of(lock, entry)  # the local build
         assert Path(sys.modules[kernels.get_loaded_kernels()[-1].metadata.id].__file__).is_relative_to(local)
 
     monkeypatch.delenv("KERNLOCK_ALLOW_LOCAL")  # lenient: honoured with the same warning, no opt-in needed
     kernlock.apply(lockfile, strict=False)
-    kernels.importer._loaded_kernels.clear()
+    clear_loaded_kernels()
     assert kernels.get_kernel(ACTIVATION, version=1).KERNEL_IDENTITY["commit"] is None
 
 

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
+from kernlock.compat.kernels import kernels_target
 from kernlock.environment import current_target, parse_target
-from kernlock.kernels_adapter import kernels_target
 from kernlock.errors import TargetError
 
 

@@ -23,7 +23,7 @@ from huggingface_hub.errors import (
 from huggingface_hub.hf_api import RepoFile, RepoFolder
 
 import kernels
-from helpers import FA2
+from helpers import FA2, clear_loaded_kernels
 from kernlock.testing.fixtures import (
     advance_branch,
     build_fixture_repos,
@@ -215,7 +215,7 @@ def test_moving_a_branch_changes_unlocked_loads(hub: TestHub, fresh_kernels: Non
     """The problem kernlock solves: `version=4` silently follows the moving `v4` branch."""
     before = kernels.get_kernel(FA2, version=4).KERNEL_IDENTITY
     new_sha = advance_branch(hub.repo_path(FA2), "v4")
-    kernels.importer._loaded_kernels.clear()
+    clear_loaded_kernels()
     after = kernels.get_kernel(FA2, version=4).KERNEL_IDENTITY
     assert before["build"] == "flash-attn2 v4 #2"
     assert after["build"] == "flash-attn2 v4 #2 (moved)"
@@ -249,7 +249,7 @@ def test_fixture_attention_matches_sdpa_with_gqa_and_bottom_right_causal_mask(hu
 
 def test_request_counters(hub: TestHub) -> None:
     kernels.get_kernel(FA2, version=4)
-    kernels.importer._loaded_kernels.clear()
+    clear_loaded_kernels()
     hub.reset_counts()
     kernels.get_kernel(FA2, version=4)  # warm cache: metadata only
     print("warm get_kernel requests:", dict(hub.requests), hub.log)

@@ -16,7 +16,7 @@ from kernlock.testing.fixtures import advance_branch
 from kernlock.testing.hub import TestHub
 from scripts.harness import ok, python, run
 
-KERNELS_CLI = [sys.executable, "-c", "import sys; from kernels.cli import main; sys.argv[0] = 'kernels'; sys.exit(main())"]
+KERNELS_CLI = [str(Path(sys.executable).with_name("kernels"))]  # kernels' own `kernels` command
 
 
 @pytest.fixture(scope="module")

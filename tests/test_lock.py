@@ -7,8 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
-
 from helpers import ARM, CPU, CUDA_130, CUDA_X86, FA2, cli, make_project
+
+from packaging.version import Version
+
+from kernlock.compat.transformers import default_version
+from kernlock.environment import installed_version, parse_target
 from kernlock.lockfile_toml import load_lockfile
 from kernlock.testing.fixtures import advance_branch, rev_parse
 from kernlock.testing.hub import TestHub
@@ -37,7 +41,7 @@ def test_every_spec_form_resolves_to_a_full_sha(hub: TestHub, tmp_path: Path) ->
     }
     assert by_spec[FA2].version == 4 and by_spec[FA2].ref == "v4"
     assert by_spec[FA2].commit == rev_parse(repo, "v4")
-    assert by_spec[FA2].resolution.startswith("default of transformers 5.22.2 on torch 2.13")
+    assert by_spec[FA2].resolution.startswith(f"default of transformers {installed_version('transformers')} on torch 2.13")
     assert set(by_spec[FA2].requested) == {FA2, "flash_attention_2"}
     assert by_spec[f"{FA2}@v2"].commit == v2 and by_spec[f"{FA2}@{v2}"].commit == v2
     assert by_spec[f"{FA2}@v3"].commit == rev_parse(repo, "v3")
@@ -252,7 +256,7 @@ def test_lock_agrees_with_what_kernels_loads(hub: TestHub, tmp_path: Path) -> No
     project = make_project(tmp_path / "p", kernels=list(specs))
     assert cli("lock", cwd=project).exit_code == 0
     lock = lock_of(project)
-    target = str(__import__("kernlock.kernels_adapter").kernels_adapter.kernels_target())
+    target = str(__import__("kernlock.compat.kernels").compat.kernels.kernels_target())
     for spec, kwargs in specs.items():
         module = kernels.get_kernel(lock.kernel(spec).repo, **kwargs)
         assert module.KERNEL_IDENTITY["variant"] == lock.kernel(spec).variant_for(target).name
@@ -272,10 +276,14 @@ def test_short_shas_expand_and_must_be_unambiguous(hub: TestHub, tmp_path: Path)
 
 
 def test_bare_spec_warns_when_a_target_would_get_another_default(hub: TestHub, tmp_path: Path) -> None:
-    project = make_project(tmp_path / "p", kernels=[FA2], targets=[CPU, "torch2.9-cxx11-cu128-x86_64-linux"])
+    old_torch = "torch2.9-cxx11-cu128-x86_64-linux"
+    project = make_project(tmp_path / "p", kernels=[FA2], targets=[CPU, old_torch])
     result = cli("lock", cwd=project)
     assert result.exit_code == 0, result.output
-    assert "would default to another version on torch2.9-cxx11-cu128-x86_64-linux" in result.output
+    # Transformers 5.18-5.24 default flash-attn2 to v3 below torch 2.10; 5.25 to v4 on every torch
+    differs = default_version(FA2, parse_target(old_torch))[0] != default_version(FA2, parse_target(CPU))[0]
+    assert differs == (Version(installed_version("transformers")) < Version("5.25"))
+    assert ("would default to another version on torch2.9-cxx11-cu128-x86_64-linux" in result.output) == differs
     assert lock_of(project).kernels[0].version == 4
 
 

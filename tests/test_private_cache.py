@@ -13,7 +13,7 @@ import pytest
 
 import kernels
 import kernlock
-from helpers import FA2, LockedProjectFactory, cli
+from helpers import FA2, LockedProjectFactory, cli, clear_loaded_kernels
 from kernlock import cache, private
 from kernlock.errors import IntegrityError
 from kernlock.lockfile_toml import load_lockfile, write_lockfile
@@ -214,7 +214,7 @@ def test_a_forged_stamp_does_not_vouch_for_a_tampered_file(locked_project: Locke
         data[10] ^= 0xFF
         blob.write_bytes(bytes(data))
         assert forge_stamps([cache.hub_cache_dir(), private_kernlock_cache], blob) >= 1
-        kernels.importer._loaded_kernels.clear()
+        clear_loaded_kernels()
         with pytest.raises(IntegrityError, match=target.path):
             kernels.get_kernel(FA2, version=2)
         verified = kernlock.verify(project, cache=True)

@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,11 +17,11 @@ import pytest
 import kernels
 import kernlock
 import kernlock.importguard
-from helpers import ACTIVATION, CPU, UNIVERSAL, UNTRUSTED, LockedProjectFactory, cli, make_project, run_kernlock
+from helpers import ACTIVATION, CPU, UNIVERSAL, UNTRUSTED, LockedProjectFactory, cli, make_project, run_kernlock, clear_loaded_kernels, kernels_module
 from kernlock import cache
 from kernlock.errors import IntegrityError, LockfileError, TrustError, UnlockedKernelError, UnsafeLockfileError
 from kernlock.patch import VariantMismatchError, release
-from kernlock.testing.fixtures import advance_branch, push_commit
+from kernlock.testing.fixtures import advance_branch, push_build
 from kernlock.testing.hub import TestHub
 from kernlock.workspace import VENDOR_ENV
 from scripts.harness import child_env, variant_of
@@ -38,20 +39,21 @@ def _release() -> None:
 def test_backend_argument_binds_to_the_locked_target_or_is_refused(
     hub: TestHub, locked_project: LockedProjectFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kernels.backends import CUDA
     from packaging.version import Version
+
+    CUDA = kernels_module("backends").CUDA
 
     project, lock = locked_project([f"{ACTIVATION}@v1"], targets=[CPU, CU130])
     [entry] = lock.kernels
     assert advance_branch(hub.repo_path(ACTIVATION), "v1") != entry.commit
-    monkeypatch.setattr("kernels.backends._backend", lambda: CUDA(version=Version("13.0")))  # a CUDA 13.0 machine
+    monkeypatch.setattr(kernels_module("backends"), "_backend", lambda: CUDA(version=Version("13.0")))  # a CUDA 13.0 machine
     kernlock.apply(project / "kernels.lock", target=CU130)
     bound = (entry.commit, entry.variant_for(kernlock.patch._STATE.target).name)
     for backend in (None, "cuda", "cu130"):  # kernels' family name and the variant's own spelling
-        kernels.importer._loaded_kernels.clear()
+        clear_loaded_kernels()
         identity = kernels.get_kernel(ACTIVATION, version=1, backend=backend).KERNEL_IDENTITY
         assert (identity["commit"], identity["variant"]) == bound, backend
-    kernels.importer._loaded_kernels.clear()
+    clear_loaded_kernels()
     identity = kernels.get_kernel(ACTIVATION, version=1, backend="cpu").KERNEL_IDENTITY  # the CPU target's entry
     assert (identity["commit"], identity["variant"]) == (entry.commit, variant_of(lock, entry))
     for backend in ("rocm", "cu128", "xpu"):
@@ -148,9 +150,10 @@ def test_a_deeply_nested_lock_is_one_line_and_exit_2(tmp_path: Path, monkeypatch
     deep = "[" * 100_000 if shape == "array" else "{a = " * 100_000
     (project / "kernels.lock").write_text(f"version = 1\nx = {deep}\n")
     monkeypatch.chdir(project)
-    for command in (["verify"], ["lock", "--migrate"], ["run", "--", "true"]):
+    # a bad lock is exit 2; `run` exits 1 for any unusable lock, as its start-up hook does (README)
+    for command, code in ((["verify"], 2), (["lock", "--migrate"], 2), (["run", "--", "true"], 1)):
         result = cli(*command, cwd=project)
-        assert result.exit_code == 2 and "nested too deeply to read" in result.output, (command, result.output)
+        assert result.exit_code == code and "nested too deeply to read" in result.output, (command, result.output)
         lines = 3 if command == ["verify"] else 1  # verify's report: the check, the problem, its fix
         assert len(result.output.strip().splitlines()) == lines, result.output
     with pytest.raises(LockfileError, match=r"kernels\.lock: not valid TOML \(nested too deeply to read\)"):
@@ -179,7 +182,7 @@ def test_export_into_a_fifo_a_pipe_or_a_missing_directory_never_hangs(locked, tm
 def test_a_locked_file_with_a_long_relative_path_syncs_and_applies(hub: TestHub, locked_project: LockedProjectFactory,
                                                                   tmp_path: Path, monkeypatch) -> None:
     long_name = "data/" + "d" * 140 + "/" + "f" * 60 + ".txt"  # 206 characters under the variant
-    push_commit(hub.repo_path(UNIVERSAL), "v1", {f"build/torch-universal/{long_name}": b"payload\n"}, "a long path")
+    push_build(hub.repo_path(UNIVERSAL), "v1", {f"build/torch-universal/{long_name}": b"payload\n"}, "a long path")
     project, lock = locked_project([f"{UNIVERSAL}@v1"])
     assert any(f.path == long_name for f in lock.kernels[0].variant_for(lock.targets[0]).files)
     synced = cli("sync", cwd=project)
@@ -301,3 +304,32 @@ def test_hostile_listings_are_bounded(hub: TestHub, tmp_path: Path, listing, hea
     result = cli("lock", cwd=project)
     assert result.exit_code == 1 and problem in result.output, result.output
     assert hub.fired["respond"] <= 2 and not any("/resolve/" in path for _, path in hub.log)
+
+
+@pytest.mark.parametrize("match", [r"/refs$", r"/tree/"])
+def test_header_slow_drip_is_bounded_by_the_hub_deadline(hub: TestHub, tmp_path: Path, monkeypatch, match: str) -> None:
+    project = make_project(tmp_path / "p", kernels=[f"{ACTIVATION}@v1"], targets=[CPU])
+    for name, value in {"HF_HUB_ETAG_TIMEOUT": "1", "KERNLOCK_HUB_DEADLINE": "3"}.items():
+        monkeypatch.setenv(name, value)
+    # a byte every 0.3 s, so no read timeout trips; for 15 s, so the old code fails instead of hanging
+    hub.add_fault("drip-headers", match=match, times=3, interval=0.3, seconds=15)
+    started = time.monotonic()
+    result = cli("lock", cwd=project)
+    elapsed = time.monotonic() - started
+    assert hub.fired["drip-headers"] >= 1
+    assert result.exit_code == 1 and elapsed < 3 + 6, (elapsed, result.output)  # the deadline, slack for a loaded machine
+    assert "KERNLOCK_HUB_DEADLINE" in result.output and len(result.output.strip().splitlines()) == 1, result.output
+
+
+def test_header_slow_drip_on_a_download_is_bounded_by_the_hub_deadline(
+    hub: TestHub, locked_project: LockedProjectFactory, monkeypatch
+) -> None:
+    project, _ = locked_project([f"{ACTIVATION}@v1"], targets=[CPU])
+    monkeypatch.setenv("KERNLOCK_HUB_DEADLINE", "3")
+    hub.add_fault("drip-headers", match=r"/resolve/", times=3, interval=0.3, seconds=15)
+    started = time.monotonic()
+    result = cli("sync", cwd=project)
+    elapsed = time.monotonic() - started
+    assert hub.fired["drip-headers"] >= 1
+    assert result.exit_code == 1 and elapsed < 3 + 6, (elapsed, result.output)
+    assert "KERNLOCK_HUB_DEADLINE" in result.output, result.output

@@ -4,35 +4,42 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from helpers import CUDA_X86, FA2, LockedProjectFactory, make_project
+from helpers import ACTIVATION, CUDA_X86, FA2, LockedProjectFactory, make_project
 from kernlock.commands.run import run_environment
 from kernlock.testing.fixtures import advance_branch
 from kernlock.testing.hub import TestHub
 from scripts.harness import kernlock_run, only_locked_files_requested, run, variant_of
 
 
-def test_trl_sft_cli_trains_through_the_locked_kernel(hub: TestHub, locked_project: LockedProjectFactory) -> None:
+def trl_sft(project: Path, attn_implementation: str, *run_options: str) -> subprocess.CompletedProcess:
+    """`kernlock run [run_options] -- trl sft` for two steps of a tiny model (written into `project` once)."""
     from scripts import tiny
 
-    project, lock = locked_project([FA2])
-    [entry] = lock.kernels
-    moved = advance_branch(hub.repo_path(FA2), entry.ref)
-    tiny.tokenizer(project / "model")
-    tiny.model("sdpa").save_pretrained(project / "model")
-    (project / "data").mkdir()
-    (project / "data" / "train.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in tiny.texts()["text"]))
-    hub.reset_counts()
-    proc = run([
-        sys.executable, "-m", "kernlock", "run", "--verbose", "--",
-        "trl", "sft", "--model_name_or_path", "model", "--dataset_name", "data", "--attn_implementation", FA2,
+    if not (project / "model").exists():
+        tiny.tokenizer(project / "model")
+        tiny.model("sdpa").save_pretrained(project / "model")
+        (project / "data").mkdir()
+        (project / "data" / "train.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in tiny.texts()["text"]))
+    return run([
+        sys.executable, "-m", "kernlock", "run", *run_options, "--",
+        "trl", "sft", "--model_name_or_path", "model", "--dataset_name", "data", "--attn_implementation", attn_implementation,
         "--max_steps", "2", "--per_device_train_batch_size", "2", "--max_length", "32", "--output_dir", "out",
         "--report_to", "none", "--save_strategy", "no", "--logging_steps", "1", "--use_cpu", "--dtype", "float32",
     ], project, HF_DATASETS_OFFLINE="1")
+
+
+def test_trl_sft_cli_trains_through_the_locked_kernel(hub: TestHub, locked_project: LockedProjectFactory) -> None:
+    project, lock = locked_project([FA2])
+    [entry] = lock.kernels
+    moved = advance_branch(hub.repo_path(FA2), entry.ref)
+    hub.reset_counts()
+    proc = trl_sft(project, FA2, "--verbose")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     assert "Training completed" in proc.stdout + proc.stderr
     bound = f"kernlock: {FA2} (version 4) -> {entry.commit} [{variant_of(lock, entry)}]"
@@ -40,6 +47,23 @@ def test_trl_sft_cli_trains_through_the_locked_kernel(hub: TestHub, locked_proje
     assert f"applied for {lock.targets[0]} (strict)" in proc.stderr
     assert moved not in proc.stderr
     only_locked_files_requested(hub, lock)
+
+
+def test_a_refusal_inside_trl_sft_is_one_line_first_naming_the_lenient_rerun(
+    locked_project: LockedProjectFactory,
+) -> None:
+    project, _ = locked_project([f"{ACTIVATION}@v1"])
+    refused = trl_sft(project, FA2)
+    assert refused.returncode != 0
+    lines = refused.stderr.splitlines()
+    [error] = [line for line in lines if f"kernel {FA2}" in line]  # printed once, not once per wrapping library
+    first = next(line for line in lines if "Traceback" in line or "error" in line.lower())
+    assert "Traceback" not in refused.stderr  # nor accelerate's re-raise of its child's stderr
+    assert first == error and error.startswith(f"kernlock: error: kernel {FA2} (version 4) is not in ")
+    assert f"lock it with `kernlock lock {FA2}@v4` (or rerun with `kernlock run --lenient -- …` (KERNLOCK_STRICT=0)" in error
+    lenient = trl_sft(project, FA2, "--lenient")  # the escape hatch the line names, as printed
+    assert lenient.returncode == 0, lenient.stderr[-3000:]
+    assert "Training completed" in lenient.stdout + lenient.stderr
 
 
 CHILD = (

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 from packaging.requirements import Requirement
 
 from kernlock import doctor
-from kernlock.transformers_compat import TransformersInfo
+from kernlock.compat.transformers import TransformersInfo
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,15 +30,20 @@ def _environment(monkeypatch: pytest.MonkeyPatch, kernels: str | None, transform
         ("0.17.2", None, None, None),
         # Transformers 5.20 accepts only 0.17.2+: a supported kernels fits.
         ("0.17.0", "5.20.0", ("0.17.2", "0.18"), "pip install 'kernels>=0.17.2,<0.18'"),
-        # Transformers 5.23+ accepts no kernels this kernlock supports: install a Transformers that does.
-        ("0.17.2", "5.23.0", ("0.18.2", "0.19"), "pip install 'transformers>=5.18,<5.23'"),
-        ("0.17.2", "5.25.0", ("0.19.1", "0.20"), "pip install 'transformers>=5.18,<5.23'"),
-        ("0.17.2", "5.17.0", ("0.16.0", "0.17"), "pip install 'transformers>=5.18,<5.23'"),
+        # Transformers 5.23+ accepts only kernels 0.18/0.19, which this kernlock supports: upgrade kernels.
+        ("0.17.2", "5.23.0", ("0.18.2", "0.19"), "pip install 'kernels>=0.18.2,<0.19'"),
+        ("0.17.2", "5.25.0", ("0.19.1", "0.20"), "pip install 'kernels>=0.19.1,<0.20'"),
+        ("0.18.3", "5.25.0", ("0.19.1", "0.20"), "pip install 'kernels>=0.19.1,<0.20'"),
+        ("0.18.2", "5.23.0", ("0.18.2", "0.19"), None),
+        ("0.19.1", "5.25.0", ("0.19.1", "0.20"), None),
+        # Transformers 5.17 accepts only kernels 0.16, which this kernlock does not: install a Transformers that does.
+        ("0.17.2", "5.17.0", ("0.16.0", "0.17"), "pip install 'transformers>=5.18,<5.26'"),
         # kernels 0.16 is not supported: with Transformers 5.15-5.17 (0.16 only) both change.
-        ("0.16.2", "5.17.0", ("0.16.0", "0.17"), "pip install 'kernels>=0.17.0,<0.18' 'transformers>=5.18,<5.23'"),
+        ("0.16.2", "5.17.0", ("0.16.0", "0.17"), "pip install 'kernels>=0.17.0,<0.20' 'transformers>=5.18,<5.26'"),
         ("0.16.2", "5.22.2", ("0.17.2", "0.18"), "pip install 'kernels>=0.17.2,<0.18'"),
-        ("0.16.2", None, None, "pip install 'kernels>=0.17.0,<0.18'"),
-        ("0.18.2", "5.23.0", ("0.18.2", "0.19"), "pip install 'kernels>=0.17.0,<0.18' 'transformers>=5.18,<5.23'"),
+        ("0.16.2", None, None, "pip install 'kernels>=0.17.0,<0.20'"),
+        # A kernels from after this kernlock: back into the window Transformers accepts.
+        ("0.20.0", "5.25.0", ("0.19.1", "0.20"), "pip install 'kernels>=0.19.1,<0.20'"),
     ],
 )
 def test_kernels_fix_names_a_supported_release(monkeypatch: pytest.MonkeyPatch, kernels: str, transformers: str | None,
@@ -65,12 +70,16 @@ def test_minver_fix_stays_within_supported_kernels(monkeypatch: pytest.MonkeyPat
     from kernlock.lockfile import LockedKernel, LockedVariant
 
     monkeypatch.setattr(doctor, "installed_version", {"kernels": "0.17.0"}.get)
+    monkeypatch.setattr(doctor, "kernels_window", lambda: ("0.17.0", "0.18"))  # Transformers 5.18/5.19
     kernel = LockedKernel(spec="org/k", repo="org/k", commit="0" * 40, resolution="", trust="allowlist")
     needs = {v: LockedVariant(name="torch-cpu", targets=(), files=(), kernels_minver=v) for v in ("0.17.2", "0.18.2")}
     [within] = doctor.minver_findings([(kernel, needs["0.17.2"])])
     assert within.fix == "pip install 'kernels>=0.17.2,<0.18'"
-    [beyond] = doctor.minver_findings([(kernel, needs["0.18.2"])])
+    [beyond] = doctor.minver_findings([(kernel, needs["0.18.2"])])  # beyond what that Transformers accepts
     assert beyond.fix == "lock a build of org/k that accepts kernels 0.17.0: kernlock lock org/k@<older revision>"
+    monkeypatch.setattr(doctor, "kernels_window", lambda: None)  # no Transformers: the whole supported window
+    [newer] = doctor.minver_findings([(kernel, needs["0.18.2"])])
+    assert newer.fix == "pip install 'kernels>=0.18.2,<0.20'"
 
 
 def _support_table_module():

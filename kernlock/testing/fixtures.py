@@ -32,7 +32,8 @@ Each ``fixtures/<org>__<name>.toml`` describes one kernel repository::
     [commits.metadata]              # optional: merged into every variant's metadata.json
     kernels-minver = "0.17.0"
     provenance = { kernel-builder = { version = "0.9.1", commit = "...", dirty = false } }
-    digest = true                   # add kernel-builder's per-file sha256 digest
+    digest = true                   # kernel-builder's per-file sha256 digest (the default); false: none;
+                                    # "stale": a digest the files do not match (a build edited after signing)
 
 Commits are written with ``git fast-import`` using fixed author, committer and
 dates, so commit SHAs are identical across runs and machines.
@@ -183,18 +184,19 @@ def _render_commit(spec: Mapping[str, Any], commit: Mapping[str, Any], templates
         b"@@BUILD@@": label.encode(),
         b"@@DEP@@": depends[0]["repo-id"].encode() if depends else b"",
     }
-    build_id = f"_{python_name}_{hashlib.sha256(f'{repo_id}@{label}'.encode()).hexdigest()[:7]}"
     layout = spec.get("layout", "package")
     library = None
     if layout == "kernel-builder":  # the build id is the library's: its module and torch.ops namespace
         library = _native_library(templates_dir.parent / "native" / spec["native"])
-        build_id = library.name.split(".")[0]
-        substitutions[b"@@OPS@@"] = build_id.encode()
+        substitutions[b"@@OPS@@"] = library.name.split(".")[0].encode()
 
     files = {"README.md": f"# {repo_id}\n\nFixture kernel, build `{label}`.\n".encode()}
     for variant in variants:
         base = f"build/{variant}"
         package = f"{base}/{python_name}" if layout == "package" else base
+        # kernels 0.19 caches an import by this id: unique per build, like kernel-builder's
+        build_id = library.name.split(".")[0] if library is not None else \
+            f"_{python_name}_{hashlib.sha256(f'{repo_id}@{label}/{variant}'.encode()).hexdigest()[:7]}"
         metadata = {
             "id": build_id,
             "name": kernel_name,
@@ -206,7 +208,7 @@ def _render_commit(spec: Mapping[str, Any], commit: Mapping[str, Any], templates
         if depends:
             metadata["kernel-depends"] = depends
         extra = dict(commit.get("metadata", {}))
-        with_digest = extra.pop("digest", False)
+        with_digest = extra.pop("digest", True)
         metadata.update(extra)
         variant_files: dict[str, bytes] = {}
         for name, source in sources.items():
@@ -222,7 +224,8 @@ def _render_commit(spec: Mapping[str, Any], commit: Mapping[str, Any], templates
             metadata["digest"] = {
                 "algorithm": "sha256",
                 "files": {
-                    path[len(base) + 1:]: base64.b64encode(hashlib.sha256(content).digest()).decode()
+                    path[len(base) + 1:]: base64.b64encode(hashlib.sha256(
+                        content + (b"stale" if with_digest == "stale" else b"")).digest()).decode()
                     for path, content in sorted(variant_files.items())
                 },
             }
@@ -317,7 +320,27 @@ def advance_branch(repo_path: Path, branch: str) -> str:
             changed[path] = _IDENTITY_CALL.sub(
                 lambda m: b'identity(__file__, "%s", "%s (moved)")' % (m[1], m[2]), source
             )
-    return push_commit(repo_path, branch, changed, f"Move {branch}")
+    return push_build(repo_path, branch, changed, f"Move {branch}")
+
+
+def push_build(repo_path: Path, branch: str, files: Mapping[str, bytes | None], message: str) -> str:
+    """`push_commit` as a publisher's rebuild: each build ``files`` touches gets a new id and a matching digest."""
+    tip = rev_parse(repo_path, f"refs/heads/{branch}")
+    rebuilt: dict[str, bytes | None] = {}
+    for base in sorted({"/".join(path.split("/")[:2]) for path in files if path.startswith("build/")}):
+        if f"{base}/metadata.json" in files:
+            continue
+        metadata = json.loads(git(repo_path, "cat-file", "blob", f"{tip}:{base}/metadata.json"))
+        metadata["id"] = f"{metadata['id']}_{hashlib.sha256(f'{tip}{message}'.encode()).hexdigest()[:7]}"
+        digest = metadata.get("digest", {}).get("files")
+        for path, content in files.items():
+            if digest is not None and path.startswith(f"{base}/"):
+                if content is None:
+                    digest.pop(path[len(base) + 1:], None)
+                else:
+                    digest[path[len(base) + 1:]] = base64.b64encode(hashlib.sha256(content).digest()).decode()
+        rebuilt[f"{base}/metadata.json"] = (json.dumps(metadata, indent=2) + "\n").encode()
+    return push_commit(repo_path, branch, {**files, **rebuilt}, message)
 
 
 def rewrite_branch(repo_path: Path, branch: str) -> str:

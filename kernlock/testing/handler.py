@@ -6,13 +6,16 @@ import json
 import re
 import socket
 import struct
+import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-FAULT_KINDS = ("status", "reset", "truncate", "corrupt", "delay", "respond", "stall", "slowloris", "endless")
+FAULT_KINDS = (
+    "status", "reset", "truncate", "corrupt", "delay", "respond", "stall", "slowloris", "drip-headers", "endless",
+)
 
 
 @dataclass
@@ -157,7 +160,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _send(self, method: str, response: Response, fault: Fault | None) -> None:
         body = response.body
-        if fault is not None and fault.kind in ("stall", "slowloris", "endless"):
+        if fault is not None and fault.kind in ("stall", "slowloris", "drip-headers", "endless"):
             self._hold(method, response, fault)
             return
         if fault is not None and fault.kind == "delay":
@@ -196,11 +199,16 @@ class Handler(BaseHTTPRequestHandler):
             self._abort(reset=fault.kind == "reset")
 
     def _hold(self, method: str, response: Response, fault: Fault) -> None:
-        """Hold the connection: say nothing (stall), drip the body (slowloris) or never end it (endless)."""
+        """Hold the connection: say nothing (stall), drip the body (slowloris) or the headers (drip-headers), or
+        never end the body (endless)."""
         stopping = self.hub._stopping
         self.close_connection = True
+        interval = float(fault.params.get("interval", 0.2))
         if fault.kind == "stall":
             stopping.wait()
+            return
+        if fault.kind == "drip-headers":
+            self._drip_headers(stopping, interval, fault.params.get("seconds"))
             return
         self.send_response(response.status)
         for name, value in response.headers.items():
@@ -210,7 +218,6 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if method == "HEAD":
             return
-        interval = float(fault.params.get("interval", 0.2))
         body = iter(response.body) if fault.kind == "slowloris" else None
         try:
             while not stopping.is_set():
@@ -226,6 +233,21 @@ class Handler(BaseHTTPRequestHandler):
                 self.hub._count_bytes(len(chunk))
                 if body is not None:
                     stopping.wait(interval)
+        except OSError:  # the client gave up
+            return
+
+    def _drip_headers(self, stopping: threading.Event, interval: float, seconds: float | None) -> None:
+        """The status line, then one header byte every `interval` (each well within a read timeout), for
+        `seconds` (then the connection closes) or for ever."""
+        until = None if seconds is None else time.monotonic() + float(seconds)
+        try:
+            self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+            while not stopping.is_set() and (until is None or time.monotonic() < until):
+                for byte in b"X-Drip: 1\r\n":
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                    if stopping.wait(interval):
+                        return
         except OSError:  # the client gave up
             return
 

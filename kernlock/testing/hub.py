@@ -37,7 +37,8 @@ Real-Hub transport behaviours, each an attribute a test can switch:
   requests beyond the quota of the current fixed window (windows follow on from a
   bucket's first request) get 429. ``None``: off.
 - faults (``add_fault``), among them ``stall`` (accept, never answer), ``slowloris``
-  (headers, then a byte now and then) and ``endless`` (a body that never ends).
+  (headers, then a byte now and then), ``drip-headers`` (header lines a byte now and
+  then, never ending) and ``endless`` (a body that never ends).
   ``fired`` counts, per kind, the faults that actually hit a request.
 
 This module holds the server's state and the Hub's answers (`TestHub`); the
@@ -189,8 +190,9 @@ class TestHub:
         ``respond`` (answer with ``body`` — bytes, str or JSON-able — ``status`` = 200 and
         optional ``headers`` instead: a hostile or broken Hub), ``stall`` (read the request,
         never answer), ``slowloris`` (headers, then one byte every ``interval`` = 0.2 s),
-        ``endless`` (the headers without ``Content-Length``, then a body that never ends).
-        The last three hold the connection until the client leaves or the Hub stops.
+        ``drip-headers`` (the status line, then header bytes one every ``interval``, for
+        ``seconds`` or never ending), ``endless`` (the headers without ``Content-Length``, then a body that never
+        ends). The last four hold the connection until the client leaves or the Hub stops.
         """
         if kind not in FAULT_KINDS:
             raise ValueError(f"Unknown fault kind {kind!r}, expected one of {FAULT_KINDS}")

@@ -9,13 +9,13 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-
 from fake_hub import FakeHub
+
 from kernlock import doctor
+from kernlock.compat.transformers import TransformersInfo
 from kernlock.environment import parse_target
 from kernlock.resolver import ResolveOptions, Resolver
 from kernlock.spec import parse_spec
-from kernlock.transformers_compat import TransformersInfo
 
 CPU = parse_target("torch2.13-cxx11-cpu-x86_64-linux")
 CPU_VARIANT = "torch213-cxx11-cpu-x86_64-linux"
@@ -71,7 +71,7 @@ def test_minver_beyond_the_supported_kernels_asks_for_an_older_build(hub: FakeHu
     monkeypatch.syspath_prepend(str(tmp_path))  # einops importable: only the minver finding is left
     [finding] = doctor.diagnose(entries(hub, f"{REPO}@v2"), "cpu")
     assert finding.message == (f"{REPO}@v2 {CPU_VARIANT} needs kernels>=0.99.0, installed kernels 0.17.0; "
-                               "this kernlock supports kernels>=0.17.0,<0.18")
+                               "this kernlock supports kernels>=0.17.0,<0.20")
     assert finding.fix == (f"lock a build of {REPO} that accepts kernels 0.17.0: kernlock lock {REPO}@<older revision>")
 
 
@@ -124,7 +124,7 @@ def test_telemetry_off_warns_where_unlocked_requests_would_fail(hub: FakeHub, in
 
 def test_kernels_outside_the_transformers_window_comes_first(hub: FakeHub, installed: dict,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(doctor, "kernels_window", lambda: ("0.18.2", "0.20.0"))
+    monkeypatch.setattr(doctor, "kernels_window", lambda: ("0.20.0", "0.21.0"))  # a Transformers newer than kernlock
     findings = doctor.diagnose(entries(hub, f"{REPO}@v3"), "cpu")
-    assert [f.fix for f in findings] == ["pip install 'transformers>=5.18,<5.23'", "pip install 'kernels>=0.17.2,<0.18'"]
-    assert "kernels 0.17.0 is outside the window transformers 5.22.2 accepts (>=0.18.2,<0.20.0)" in findings[0].message
+    assert [f.fix for f in findings] == ["pip install 'transformers>=5.18,<5.26'", "pip install 'kernels>=0.17.2,<0.20'"]
+    assert "kernels 0.17.0 is outside the window transformers 5.22.2 accepts (>=0.20.0,<0.21.0)" in findings[0].message

@@ -5,9 +5,9 @@ version per kernel repo, the `flash_attention_N` fallbacks, the accepted
 `kernels` window). Importing Transformers takes seconds, so this module reads
 these tables from its source for any target; a table it cannot evaluate falls
 back to importing Transformers. It is the one place kernlock reads Transformers'
-internals (as `kernlock.kernels_adapter` is for kernels'); the names it relies on
+internals (as `kernlock.compat.kernels` is for kernels'); the names it relies on
 are the `TRANSFORMERS_*` constants below, and the contract tests
-(`tests/test_kernels_adapter.py`) compare what it reads with the imported values.
+(`tests/test_compat.py`) compare what it reads with the imported values.
 """
 
 from __future__ import annotations

@@ -1,16 +1,15 @@
-"""The one place kernlock touches private internals of `kernels`.
+"""The version-independent adapter over kernels' internals.
 
 kernlock reuses kernels' variant ranking and backend detection, its resolver
-protocol, its lock types and its `LOCAL_KERNELS` parser, and wraps its loaders.
-None of these are public API and several moved within kernels 0.17.x, so every
-use lives here, behind kernlock's own small types (`Decision`, `Target`, plain
-tuples), and each internal is listed in `INTERNALS`: `broken_internals()` (run
-by the contract tests) names the internal that changed. (Transformers' internals
-are read in `kernlock.transformers_compat`.)
-
-Over 400 lines on purpose: the whole private surface of kernels that kernlock
-depends on, and the `INTERNALS` contract that lists it, stay in one file, so an
-upgrade of kernels is reviewed here and nowhere else.
+protocol, its lock types and its `LOCAL_KERNELS` parser, and wraps its loaders
+and load-time validators. Where kernels offers a public name (`Metadata`,
+`VariantAccepted`, `get_kernel_variants`, …) kernlock uses it; the private rest
+is reached here, behind kernlock's own small types (`Decision`, `Target`, plain
+tuples). Where kernels lines differ (0.19 moved every module under
+`kernels._internals`), the line's module (`kernels_017`, `kernels_018`,
+`kernels_019`, chosen once by `line()`) says how. Each name kernlock relies on is
+listed by `internals()`: `broken_internals()` (run by the contract tests against
+every supported kernels) names the one that moved or changed shape.
 
 Nothing here imports kernels or Torch at module import time.
 """
@@ -19,19 +18,55 @@ from __future__ import annotations
 
 import functools
 import importlib
+import re
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import ModuleType
 from typing import Any, NamedTuple
 
-from kernlock.environment import Target, system_platform
+from kernlock.compat import kernels_017, kernels_018, kernels_019
+from kernlock.environment import Target, installed_version, system_platform
+
+# ---------------------------------------------------------------- the kernels line
+
+LINES: tuple[ModuleType, ...] = (kernels_017, kernels_018, kernels_019)
+
+
+def line_for(version: str | None) -> ModuleType:
+    """The line module for a kernels version; the newest line for a newer or unknown version."""
+    if version is None:
+        return LINES[-1]
+    release = tuple(int(part) for part in re.findall(r"\d+", version)[:2])
+    chosen = LINES[0]
+    for candidate in LINES:
+        if release >= candidate.FIRST:
+            chosen = candidate
+    return chosen
+
+
+@functools.cache
+def line() -> ModuleType:
+    """The line module of the installed kernels (read from its metadata, without importing it)."""
+    return line_for(installed_version("kernels"))
+
+
+def module_name(name: str, kernels_line: ModuleType | None = None) -> str:
+    """Where kernels module `name` (`variants`, `resolver`, …; `_rust` and the public `kernels` never moved) lives."""
+    if name in ("kernels", "_rust"):
+        return "kernels" if name == "kernels" else "kernels._rust"
+    return f"{(kernels_line or line()).ROOT}.{name}"
+
+
+def _module(name: str) -> ModuleType:
+    return importlib.import_module(module_name(name))
+
 
 # ---------------------------------------------------------------- the contract
 
 
 class Internal(NamedTuple):
-    """A private name kernlock relies on: where it lives and what it must accept."""
+    """A kernels name kernlock relies on: where it lives and what it must accept."""
 
     module: str
     name: str
@@ -43,37 +78,51 @@ class Internal(NamedTuple):
         return f"{self.module}.{self.name}"
 
 
-INTERNALS: tuple[Internal, ...] = (
-    Internal("kernels.variants", "parse_variant"),
-    Internal("kernels.variants", "resolve_variant", ("variants", "backend")),
-    Internal("kernels.variants", "resolve_variants", ("variants", "backend")),
-    Internal("kernels.variants", "_resolve_variant_for_system", (
+# By kernels module, as `module_name` places it; `kernels` is the public API.
+_CONTRACT: tuple[Internal, ...] = (
+    Internal("kernels", "Metadata", attributes=("read_from_file", "from_bytes", "kernel_depends", "digest")),
+    Internal("kernels", "VariantAccepted", attributes=("variant",)),
+    Internal("kernels", "VariantRejected", attributes=("variant", "reason")),
+    Internal("kernels", "get_kernel_variants", ("repo_id", "revision", "version", "backend")),
+    Internal("variants", "parse_variant"),
+    Internal("variants", "resolve_variants", ("variants", "backend")),
+    Internal("variants", "_resolve_variant_for_system", (
         "variants", "selected_backend", "cpu", "os", "torch_version", "torch_cxx11_abi", "tvm_ffi_version", "macos_version",
     )),
-    Internal("kernels.variants", "_METAL_MIN_MACOS_VERSION"),
-    Internal("kernels.variants", "get_kernel_variants", ("repo_id", "revision", "version", "backend")),
-    Internal("kernels.variants", "VariantAccepted", attributes=("variant",)),
-    Internal("kernels.variants", "VariantRejected", attributes=("variant", "reason")),
-    Internal("kernels.backends", "parse_backend"),
-    Internal("kernels.backends", "_select_backend"),
-    Internal("kernels._rust", "Metadata", attributes=("read_from_file", "from_bytes", "kernel_depends")),
-    Internal("kernels._rust", "KernelDependency", attributes=("repo_id", "version")),
-    Internal("kernels._rust", "KernelVersion", attributes=("Version", "Revision")),
-    Internal("kernels._rust", "KernelLock", attributes=("commit",)),
-    Internal("kernels._rust", "KernelLocks", attributes=("from_json", "to_json", "keys")),
-    Internal("kernels.resolver", "LocalKernel", ("variant_path", "metadata", "origin")),
-    Internal("kernels.resolver", "RemoteKernel", ("repo_id", "revision", "metadata", "variant")),
-    Internal("kernels.resolver", "resolve_local_kernel", ("repo_path", "backend")),
-    Internal("kernels.resolver", "SequentialResolver", attributes=("resolvers",)),
-    Internal("kernels.resolver", "RepoPathsResolver", attributes=("local_kernels",)),
-    Internal("kernels.importer", "_import_from_path", ("variant_path", "deps", "repo_info")),
-    Internal("kernels.deps", "resolve_kernel_tree", ("api", "kernel", "backend", "resolver")),
-    Internal("kernels.load", "_parse_local_kernel_overrides", ("local_kernels",)),  # mirrored by local_kernel_overrides
-    Internal("kernels._versions", "select_revision_or_version", ("repo_id", "revision", "version", "local_files_only")),
-    Internal("kernels.locking", "get_locked_kernel_revision", ("repo_id", "lockfile")),
-    Internal("kernels.locking", "get_caller_locked_kernel_revision", ("repo_id",)),
-    Internal("kernels.verify", "DEFAULT_POLICIES"),  # read by default_signers (0.19: kernels._internals.verify.DEFAULT_POLICY)
+    Internal("variants", "_METAL_MIN_MACOS_VERSION"),
+    Internal("variants", "get_kernel_variants", ("repo_id", "revision", "version", "backend")),
+    Internal("backends", "parse_backend"),
+    Internal("backends", "_select_backend"),
+    Internal("_rust", "KernelDependency", attributes=("repo_id", "version")),
+    Internal("_rust", "KernelVersion", attributes=("Version", "Revision")),
+    Internal("_rust", "KernelLock", attributes=("commit",)),
+    Internal("_rust", "KernelLocks", attributes=("from_json", "to_json", "keys")),
+    Internal("resolver", "LocalKernel", ("variant_path", "metadata", "origin")),
+    Internal("resolver", "RemoteKernel", ("repo_id", "revision", "metadata", "variant")),
+    Internal("resolver", "resolve_local_kernel", ("repo_path", "backend")),
+    Internal("resolver", "SequentialResolver", attributes=("resolvers",)),
+    Internal("resolver", "RepoPathsResolver", attributes=("local_kernels",)),
+    Internal("importer", "_import_from_path", ("variant_path", "deps", "repo_info")),
+    Internal("deps", "resolve_kernel_tree", ("api", "kernel", "backend", "resolver")),
+    Internal("load", "_parse_local_kernel_overrides", ("local_kernels",)),  # mirrored by local_kernel_overrides
+    Internal("locking", "get_locked_kernel_revision", ("repo_id", "lockfile")),
+    Internal("locking", "get_caller_locked_kernel_revision", ("repo_id",)),
 )
+
+
+def internals(kernels_line: ModuleType | None = None) -> tuple[Internal, ...]:
+    """Every kernels name kernlock relies on with `kernels_line` (default: the installed one), by full module path."""
+    kernels_line = kernels_line or line()
+    contract = list(_CONTRACT)
+    if kernels_line.REVISION_LOOKUP is not None:
+        module, name, parameters = kernels_line.REVISION_LOOKUP
+        contract.append(Internal(module, name, parameters))
+    if kernels_line.VALIDATORS is not None:
+        contract += [Internal(kernels_line.VALIDATORS, name, attributes=("validate_kernel",))
+                     for name in ("DigestValidator", "SignatureValidator")]
+    contract.append(Internal("verify", kernels_line.SIGNING_POLICY))  # read by default_signers
+    return tuple(internal._replace(module=module_name(internal.module, kernels_line)) for internal in contract)
+
 
 def _resolve(internal: Internal) -> Any:
     return getattr(importlib.import_module(internal.module), internal.name)
@@ -107,9 +156,9 @@ def check_internal(internal: Internal) -> str | None:
     return None
 
 
-def broken_internals() -> list[str]:
-    """One line per kernels internal that is missing or changed shape; empty when all hold."""
-    return [problem for internal in INTERNALS if (problem := check_internal(internal)) is not None]
+def broken_internals(kernels_line: ModuleType | None = None) -> list[str]:
+    """One line per kernels name that is missing or changed shape; empty when all hold."""
+    return [problem for internal in internals(kernels_line) if (problem := check_internal(internal)) is not None]
 
 
 # ---------------------------------------------------------------- variants
@@ -124,8 +173,7 @@ class Decision(NamedTuple):
 
 
 def _parsed(names: Iterable[str]) -> list[Any]:
-    from kernels.variants import parse_variant
-
+    parse_variant = _module("variants").parse_variant
     parsed = []
     for name in names:
         try:
@@ -136,7 +184,7 @@ def _parsed(names: Iterable[str]) -> list[Any]:
 
 
 def _decisions(trace: list[Any]) -> list[Decision]:
-    from kernels.variants import VariantAccepted
+    from kernels import VariantAccepted
 
     return [
         Decision(d.variant.variant_str, True) if isinstance(d, VariantAccepted)
@@ -147,9 +195,7 @@ def _decisions(trace: list[Any]) -> list[Decision]:
 
 def metal_min_macos() -> str:
     """The oldest macOS kernels loads Metal builds on."""
-    from kernels.variants import _METAL_MIN_MACOS_VERSION
-
-    return str(_METAL_MIN_MACOS_VERSION)
+    return str(_module("variants")._METAL_MIN_MACOS_VERSION)
 
 
 def system_parameters(target: Target) -> dict[str, Any]:
@@ -158,12 +204,11 @@ def system_parameters(target: Target) -> dict[str, Any]:
     A Darwin target without a macOS version stands for a macOS new enough for
     kernels' Metal builds; a target without a tvm-ffi version has no tvm-ffi.
     """
-    from kernels.backends import parse_backend
     from packaging.version import Version
 
     macos = target.macos or (metal_min_macos() if target.os == "darwin" else None)
     return {
-        "selected_backend": parse_backend(target.backend),
+        "selected_backend": line().parse_backend(_module("backends").parse_backend, target.backend),
         "cpu": target.cpu,
         "os": target.os,
         "torch_version": Version(target.torch_version),
@@ -175,32 +220,24 @@ def system_parameters(target: Target) -> dict[str, Any]:
 
 def target_decisions(variant_names: Iterable[str], target: Target) -> list[Decision]:
     """kernels' ranked verdicts over `variant_names` for `target`: accepted first, best first."""
-    from kernels.variants import _resolve_variant_for_system
-
-    _, trace = _resolve_variant_for_system(variants=_parsed(variant_names), **system_parameters(target))
+    _, trace = _module("variants")._resolve_variant_for_system(variants=_parsed(variant_names), **system_parameters(target))
     return _decisions(trace)
 
 
 def system_decisions(variant_names: Iterable[str], backend: str | None = None) -> list[Decision]:
     """kernels' ranked verdicts over `variant_names` for this machine (imports Torch)."""
-    from kernels.variants import resolve_variants
-
-    _, trace = resolve_variants(_parsed(variant_names), backend)
+    _, trace = _module("variants").resolve_variants(_parsed(variant_names), backend)
     return _decisions(trace)
 
 
 def system_variant_trace(variant_names: Iterable[str], backend: str | None) -> list[Any]:
     """kernels' own decision objects for this machine (what `kernels.get_kernel_variants` returns)."""
-    from kernels.variants import resolve_variants
-
-    return resolve_variants(_parsed(variant_names), backend)[1]
+    return _module("variants").resolve_variants(_parsed(variant_names), backend)[1]
 
 
 def running_backend() -> str:
     """The backend kernels selects on this machine (`cpu`, `cu128`, …; imports Torch)."""
-    from kernels.backends import _select_backend
-
-    return _select_backend(None).variant_str
+    return _module("backends")._select_backend(None).variant_str
 
 
 def kernels_target() -> Target:
@@ -235,19 +272,27 @@ def variant_metadata(data: bytes) -> Any:
 def default_signers() -> tuple[tuple[str, tuple[str, ...]], ...]:
     """kernels' curated signers, from its default signature policy: (GitHub repository, allowed build-signer URIs).
 
-    kernels 0.17-0.18 keep them in `kernels.verify.DEFAULT_POLICIES` (a list), 0.19 in
-    `kernels._internals.verify.DEFAULT_POLICY` (an `AnyOf`); each entry is a `GitHubWorkflowPolicy`
-    with `repo_id` and `signer_uris`. Imports sigstore (through kernels): call it only to verify.
+    The line names the policy (0.17: `verify.DEFAULT_POLICIES`, a list; 0.18+: `verify.DEFAULT_POLICY`,
+    sigstore's `AnyOf`); each child is a `GitHubWorkflowPolicy` with `repo_id` and `signer_uris`.
+    Imports sigstore (through kernels): call it only to verify.
     """
-    for name in ("kernels._internals.verify", "kernels.verify"):
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError:
-            continue
-        policy = getattr(module, "DEFAULT_POLICY", None) or getattr(module, "DEFAULT_POLICIES")
-        children = getattr(policy, "_children", policy)  # sigstore's AnyOf keeps its policies in _children
-        return tuple((child.repo_id, tuple(child.signer_uris)) for child in children)
-    raise ImportError("kernels has no verify module (kernels.verify or kernels._internals.verify)")
+    policy = getattr(_module("verify"), line().SIGNING_POLICY)
+    children = getattr(policy, "_children", policy)  # sigstore's AnyOf keeps its policies in _children
+    return tuple((child.repo_id, tuple(child.signer_uris)) for child in children)
+
+
+def metadata_digest(metadata: Any) -> tuple[str, dict[str, str]] | None:
+    """A parsed `metadata.json`'s digest: `(algorithm, {relative path: base64 hash})`, or None without one."""
+    digest = metadata.digest
+    if digest is None:
+        return None
+    algorithm = str(digest.algorithm).rsplit(".", 1)[-1].lower()
+    return algorithm, dict(digest.files)
+
+
+def kernel_metadata(kernel: Any) -> Any:
+    """The parsed `metadata.json` of a kernels kernel location (`LocalKernel`)."""
+    return kernel.metadata
 
 
 def kernel_request(kernel: Any) -> tuple[str, int | None, str | None]:
@@ -257,20 +302,18 @@ def kernel_request(kernel: Any) -> tuple[str, int | None, str | None]:
 
 def locked_kernel(root: Path, repo: str, commit: str, variant: str) -> Any:
     """kernels' `LocalKernel` for a verified variant directory, remembering its Hub origin."""
-    from kernels._rust import Metadata
-    from kernels.resolver import LocalKernel, RemoteKernel
-    from kernels.variants import parse_variant
+    from kernels import Metadata
 
+    resolver = _module("resolver")
     metadata = Metadata.read_from_file(root / "metadata.json")
-    origin = RemoteKernel(repo_id=repo, revision=commit, metadata=metadata, variant=parse_variant(variant))
-    return LocalKernel(variant_path=root, metadata=metadata, origin=origin)
+    origin = resolver.RemoteKernel(repo_id=repo, revision=line().revision(commit), metadata=metadata,
+                                   variant=_module("variants").parse_variant(variant))
+    return resolver.LocalKernel(variant_path=root, metadata=metadata, origin=origin)
 
 
 def local_path_kernel(path: Path, backend: str | None) -> Any:
     """kernels' `LocalKernel` for a local kernel directory (what `LOCAL_KERNELS` points at)."""
-    from kernels.resolver import resolve_local_kernel
-
-    return resolve_local_kernel(path, backend=backend)
+    return _module("resolver").resolve_local_kernel(path, backend=backend)
 
 
 def local_kernel_overrides(value: str | None) -> dict[str, Path]:
@@ -299,7 +342,7 @@ def locked_dependency(repo: str, commit: str) -> tuple[Any, Any]:
 def locks_commit(locks: Any, dependency: Any) -> str | None:
     """The commit a kernels `KernelLocks` records for `dependency`."""
     lock = locks.get(dependency, None)
-    return lock.commit if lock is not None else None
+    return str(lock.commit) if lock is not None else None
 
 
 # ---------------------------------------------------------------- kernels' JSON lock
@@ -322,7 +365,7 @@ def parse_kernels_lock(text: str) -> list[KernelsPin]:
     pins = []
     for dependency in locks.keys():
         repo, version, revision = kernel_request(dependency)
-        pins.append(KernelsPin(repo, version, revision, locks.get(dependency).commit))
+        pins.append(KernelsPin(repo, version, revision, str(locks.get(dependency).commit)))
     return pins
 
 
@@ -348,12 +391,14 @@ class LockHooks(NamedTuple):
     resolve: Callable[[str, int | None, str | None, str | None, Path | None], Any]
     # (repo, where kernels was going to read its lock) -> the commit to load
     locked_commit: Callable[[str, str], str | None]
-    # (repo, version, revision) -> commit, for layer and function repositories
+    # (repo, version, revision) -> commit, for layer and function repositories (kernels 0.17)
     commit_for: Callable[[str, int | None, str | None], str | None]
     # (repo, version, revision) -> the build variant names at the commit to rank
     variants_for: Callable[[str, int | None, str | None], Iterable[str] | None]
     # wraps kernels' `_import_from_path(variant_path, deps, repo_info)`, which imports every variant
     wrap_import: Callable[[Callable[..., ModuleType]], Callable[..., ModuleType]]
+    # variant path -> whether kernlock verified it against the lock (kernels 0.18+ validators then step aside)
+    verified: Callable[[Path], bool]
 
 
 class _LockedResolver:
@@ -371,11 +416,10 @@ class _LockedResolver:
 
 def _requested_path(resolver: Any, repo: str) -> Path | None:
     """The path `get_local_kernel(path)` asks for as `repo`: its `RepoPathsResolver` in the chain names it."""
-    from kernels.resolver import RepoPathsResolver, SequentialResolver
-
-    if isinstance(resolver, SequentialResolver):
+    resolvers = _module("resolver")
+    if isinstance(resolver, resolvers.SequentialResolver):
         return next((path for inner in resolver.resolvers if (path := _requested_path(inner, repo)) is not None), None)
-    return resolver.local_kernels.get(repo) if isinstance(resolver, RepoPathsResolver) else None
+    return resolver.local_kernels.get(repo) if isinstance(resolver, resolvers.RepoPathsResolver) else None
 
 
 def _patch_importer(module: ModuleType, hooks: LockHooks) -> None:
@@ -443,19 +487,42 @@ def _patch_variants(module: ModuleType, hooks: LockHooks) -> None:
     replace_function(module, "get_kernel_variants", make)
 
 
-# The kernels functions `kernlock.apply()` wraps, by the module that defines them.
-PATCH_POINTS: dict[str, Callable[[ModuleType, LockHooks], None]] = {
-    "kernels.importer": _patch_importer,
-    "kernels.deps": _patch_deps,
-    "kernels.locking": _patch_locking,
-    "kernels._versions": _patch_versions,
-    "kernels.variants": _patch_variants,
-}
+def _patch_validators(module: ModuleType, hooks: LockHooks) -> None:
+    # kernels 0.18+ checks every loaded variant: its files against the metadata digest (keeping a
+    # receipt in the kernels cache) and its Sigstore bundle (refreshing TUF online). For a variant
+    # kernlock verified, kernlock has checked the same offline from the lock (`kernlock.integrity`),
+    # so these step aside; every other load (local kernels, lenient unlocked loads) keeps them.
+    for name in ("DigestValidator", "SignatureValidator"):
+        validator = getattr(module, name)
+        original = validator.validate_kernel
+
+        def validate_kernel(self: Any, *, kernel: Any, _original: Callable[..., None] = original) -> None:
+            if not hooks.verified(kernel.variant_path):
+                _original(self, kernel=kernel)
+
+        functools.update_wrapper(validate_kernel, original)
+        validator.validate_kernel = validate_kernel
+
+
+def patch_points() -> dict[str, Callable[[ModuleType, LockHooks], None]]:
+    """The kernels modules `kernlock.apply()` wraps, by full name, for the installed kernels line."""
+    kernels_line = line()
+    points = {
+        module_name("importer"): _patch_importer,
+        module_name("deps"): _patch_deps,
+        module_name("locking"): _patch_locking,
+        module_name("variants"): _patch_variants,
+    }
+    if kernels_line.REVISION_LOOKUP is not None:
+        points[module_name(kernels_line.REVISION_LOOKUP[0])] = _patch_versions
+    if kernels_line.VALIDATORS is not None:
+        points[module_name(kernels_line.VALIDATORS)] = _patch_validators
+    return points
 
 
 def patch_module(name: str, module: ModuleType, hooks: LockHooks) -> None:
-    """Wrap the functions of kernels module `name` (a key of `PATCH_POINTS`) so they ask `hooks` first."""
-    PATCH_POINTS[name](module, hooks)
+    """Wrap the functions of kernels module `name` (a key of `patch_points()`) so they ask `hooks` first."""
+    patch_points()[name](module, hooks)
 
 
 def replace_function(module: ModuleType, name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
@@ -473,4 +540,4 @@ def kernels_python_depends(kernels_root: Path) -> dict:
     """kernels' data file mapping `python-depends` names to pip packages and import names."""
     import json
 
-    return json.loads((kernels_root / "python_depends.json").read_text())
+    return json.loads((kernels_root / line().PYTHON_DEPENDS).read_text())

@@ -1,6 +1,7 @@
 """Contract tests: the kernels and Transformers internals kernlock relies on still hold.
 
-Each failure names the internal that changed (see `kernlock.kernels_adapter`).
+Each failure names the internal that changed (see `kernlock.compat.kernels`); run
+against every supported kernels line by the matrix (`noxfile.py`).
 """
 
 from __future__ import annotations
@@ -11,40 +12,61 @@ from pathlib import Path
 import pytest
 
 import kernlock
-from kernlock import kernels_adapter
-from kernlock.environment import parse_target
-from kernlock.kernels_adapter import INTERNALS, KernelsPin, check_internal, target_decisions
-from kernlock.transformers_compat import (
+from kernlock.compat import kernels as kernels_adapter
+from kernlock.compat.kernels import LINES, KernelsPin, check_internal, internals, line, line_for, target_decisions
+from kernlock.compat.transformers import (
     alias_repo,
     default_version,
     installed_transformers,
     kernels_window,
     transformers_hub_kernels,
 )
+from kernlock.environment import parse_target
 
 PACKAGE = Path(kernlock.__file__).parent
 
 
-@pytest.mark.parametrize("internal", INTERNALS, ids=[i.dotted for i in INTERNALS])
+@pytest.mark.parametrize("internal", internals(), ids=[i.dotted for i in internals()])
 def test_kernels_internal_holds(internal) -> None:
     assert check_internal(internal) is None
 
 
 def test_a_changed_internal_is_named(monkeypatch) -> None:
-    import kernels.variants
+    import importlib
 
-    monkeypatch.setattr(kernels.variants, "_resolve_variant_for_system", lambda variants, selected_backend: None)
-    monkeypatch.delattr(kernels.variants, "_METAL_MIN_MACOS_VERSION")
+    variants = importlib.import_module(kernels_adapter.module_name("variants"))
+    monkeypatch.setattr(variants, "_resolve_variant_for_system", lambda variants, selected_backend: None)
+    monkeypatch.delattr(variants, "_METAL_MIN_MACOS_VERSION")
+    name = variants.__name__
     assert kernels_adapter.broken_internals() == [
-        "kernels.variants._resolve_variant_for_system: no longer accepts cpu, os, torch_version, torch_cxx11_abi, "
+        f"{name}._resolve_variant_for_system: no longer accepts cpu, os, torch_version, torch_cxx11_abi, "
         "tvm_ffi_version, macos_version",
-        "kernels.variants._METAL_MIN_MACOS_VERSION: missing (module 'kernels.variants' has no attribute "
-        "'_METAL_MIN_MACOS_VERSION')",
+        f"{name}._METAL_MIN_MACOS_VERSION: missing (module '{name}' has no attribute '_METAL_MIN_MACOS_VERSION')",
     ]
 
 
-# The one module allowed to import each package (statically or by `importlib.import_module("...")`).
-ADAPTERS = {"kernels": "kernels_adapter.py", "transformers": "transformers_compat.py"}
+def test_the_line_follows_the_kernels_version() -> None:
+    assert [line_for(v).__name__.rsplit("_", 1)[-1] for v in ("0.17.2", "0.18.3", "0.19.1", "0.20.0", None)] == [
+        "017", "018", "019", "019", "019",
+    ]
+    assert line() is line_for(kernels_adapter.installed_version("kernels"))
+
+
+def test_another_lines_contract_names_exactly_what_moved() -> None:
+    """Checked against the installed kernels, each other line's contract names the modules that moved between them."""
+    installed = line()
+    for other in LINES:
+        if other is installed:
+            continue
+        broken = kernels_adapter.broken_internals(other)
+        assert broken, f"{other.__name__} holds against kernels {kernels_adapter.installed_version('kernels')}"
+        if other.ROOT != installed.ROOT:  # 0.19 moved every module: each private one is named, nothing else
+            private = [i for i in internals(other) if i.module not in ("kernels", "kernels._rust")]
+            assert [b.split(":")[0] for b in broken] == [i.dotted for i in private]
+
+
+# The one package allowed to import each library (statically or by `importlib.import_module("...")`).
+ADAPTERS = {"kernels": "compat", "transformers": "compat"}
 
 
 def _imported_names(node: ast.AST) -> list[str]:
@@ -59,14 +81,15 @@ def _imported_names(node: ast.AST) -> list[str]:
 
 
 def test_only_the_adapters_import_kernels_or_transformers() -> None:
-    """Every other kernlock module reaches kernels through `kernels_adapter`, Transformers through `transformers_compat`."""
+    """Every other kernlock module reaches kernels and Transformers through `kernlock.compat`."""
     offenders = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        if "testing" in path.relative_to(PACKAGE).parts:
+        parts = path.relative_to(PACKAGE).parts
+        if "testing" in parts:
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             offenders += [f"{path.relative_to(PACKAGE)}:{node.lineno} {name}" for name in _imported_names(node)
-                          if ADAPTERS.get(name.split(".")[0], path.name) != path.name]
+                          if ADAPTERS.get(name.split(".")[0], parts[0]) != parts[0]]
     assert offenders == []
 
 
@@ -109,7 +132,9 @@ def test_transformers_tables_read_from_source_match_the_imported_ones() -> None:
 
 
 def test_local_kernels_parsing_matches_kernels() -> None:
-    from kernels.load import _parse_local_kernel_overrides
+    import importlib
+
+    _parse_local_kernel_overrides = importlib.import_module(kernels_adapter.module_name("load"))._parse_local_kernel_overrides
 
     value = "org/a=/x/a:org/b=rel/b=c"
     assert kernels_adapter.local_kernel_overrides(value) == _parse_local_kernel_overrides(value)
@@ -119,5 +144,5 @@ def test_local_kernels_parsing_matches_kernels() -> None:
 
 
 def test_every_patched_kernels_module_is_under_contract() -> None:
-    covered = {internal.module for internal in INTERNALS}
-    assert set(kernels_adapter.PATCH_POINTS) <= covered, set(kernels_adapter.PATCH_POINTS) - covered
+    covered = {internal.module for internal in internals()}
+    assert set(kernels_adapter.patch_points()) <= covered, set(kernels_adapter.patch_points()) - covered

@@ -1,0 +1,29 @@
+"""kernels 0.17: modules at `kernels.<name>`; no load-time validators.
+
+Layer and function repositories look their version up through
+`_versions.select_revision_or_version`, outside the resolver chain, so that
+lookup is patched too. Revisions are plain strings.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+FIRST = (0, 17)
+ROOT = "kernels"  # the package kernels' modules live in
+PYTHON_DEPENDS = "python_depends.json"  # relative to the kernels package
+REVISION_LOOKUP: tuple[str, str, tuple[str, ...]] | None = (
+    "_versions", "select_revision_or_version", ("repo_id", "revision", "version", "local_files_only"),
+)
+VALIDATORS: str | None = None  # the module of load-time kernel validators
+SIGNING_POLICY = "DEFAULT_POLICIES"  # in `verify`: kernels' default signers, a list of `GitHubWorkflowPolicy`
+
+
+def parse_backend(parse: Any, name: str) -> Any:
+    """kernels' `Backend` for a backend name (`cpu`, `cu128`)."""
+    return parse(name)
+
+
+def revision(commit: str) -> Any:
+    """A commit as kernels' resolvers carry it."""
+    return commit

@@ -1,0 +1,30 @@
+"""kernels 0.18: modules at `kernels.<name>`, load-time validators, `Oid` revisions.
+
+Every load (layer and function repositories included) goes through the resolver
+chain, so no version lookup needs patching. `validate` checks each loaded variant
+(`DigestValidator`: files against the metadata digest, with receipts in the
+kernels cache; `SignatureValidator`: Sigstore, online). Revisions are `Oid`s.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+FIRST = (0, 18)
+ROOT = "kernels"
+PYTHON_DEPENDS = "python_depends.json"
+REVISION_LOOKUP: tuple[str, str, tuple[str, ...]] | None = None
+VALIDATORS: str | None = "validate"
+SIGNING_POLICY = "DEFAULT_POLICY"  # in `verify`: kernels' default signers, sigstore's `AnyOf` over `GitHubWorkflowPolicy`s
+
+
+def parse_backend(parse: Any, name: str) -> Any:
+    """kernels' `Backend` for a backend name (`cpu`, `cu128`)."""
+    return parse(name)
+
+
+def revision(commit: str) -> Any:
+    """A commit as kernels' resolvers carry it: an `Oid`."""
+    from kernels._rust import Oid
+
+    return Oid.from_str(commit)

@@ -1,0 +1,29 @@
+"""kernels 0.19: every module moved under `kernels._internals`; backends parse from parts.
+
+Otherwise as 0.18 (validators, `Oid` revisions). `parse_backend` takes the parts
+of a variant string and a `legacy` flag (0.19 also reads the dotted variant
+format, `torch-2.10-…-cuda-12.8-…`); kernlock's targets use the legacy names.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+FIRST = (0, 19)
+ROOT = "kernels._internals"
+PYTHON_DEPENDS = "_internals/python_depends.json"
+REVISION_LOOKUP: tuple[str, str, tuple[str, ...]] | None = None
+VALIDATORS: str | None = "validate"
+SIGNING_POLICY = "DEFAULT_POLICY"  # in `verify`: kernels' default signers, sigstore's `AnyOf` over `GitHubWorkflowPolicy`s
+
+
+def parse_backend(parse: Any, name: str) -> Any:
+    """kernels' `Backend` for a legacy backend name (`cpu`, `cu128`)."""
+    return parse([name], legacy=True)
+
+
+def revision(commit: str) -> Any:
+    """A commit as kernels' resolvers carry it: an `Oid`."""
+    from kernels._rust import Oid
+
+    return Oid.from_str(commit)
