@@ -142,34 +142,35 @@ def check_signatures(lock: Lockfile, targets: list[Target], result: CheckResult,
     pairs = {(k.spec, v.name): (k, v) for k in lock.kernels for t in targets if (v := k.variant_for(t)) is not None}
     for kernel, variant in pairs.values():
         context = {"kernel": kernel.spec, "variant": variant.name}
-        fix = f"kernlock lock -P {kernel.repo}"
         try:
             policy.check(kernel.repo, variant.name, variant.signature if variant.signed else None)
         except SignatureError as error:
-            result.problem(f"{kernel.spec}: {error}", fix, **context)
+            result.problem(str(error), None, **context)  # the message ends with its fix
         if not variant.signed:
             continue
         directory = cache.variant_dir(kernel, variant.name, root)
         read = {}
         for locked in (f for f in variant.files if f.path in ("metadata.json", SIGNATURE_FILE)):
             try:
-                read[locked.path] = data = (directory / locked.path).read_bytes()
+                data = (directory / locked.path).read_bytes()
             except OSError:
-                result.problem(f"{kernel.spec}: {variant.name}/{locked.path} is not in the cache ({directory})",
+                result.problem(f"{kernel.repo} {variant.name}: {locked.path} is not in the cache ({directory})",
                                "kernlock sync", **context)
                 continue
             if hashlib.sha256(data).hexdigest() != locked.sha256:
-                result.problem(f"{kernel.spec}: {variant.name}/{locked.path} in the cache is not the locked file "
+                result.problem(f"{kernel.repo} {variant.name}: {locked.path} in the cache is not the locked file "
                                f"(sha256 {hashlib.sha256(data).hexdigest()}, the lock says {locked.sha256})",
                                "kernlock sync --repair", path=str(directory), **context)
+                continue
+            read[locked.path] = data
         if len(read) < 2:
             continue
         trusted_root = trusted_root or trusted_root_path(policy.trusted_root)
-        problem = recheck(variant, read["metadata.json"], read[SIGNATURE_FILE], trusted_root)
+        problem = recheck(kernel.repo, variant, read["metadata.json"], read[SIGNATURE_FILE], trusted_root)
         if problem is None:
             verified += 1
         else:
-            result.problem(f"{kernel.spec}: {problem}", fix, path=str(directory), **context)
+            result.problem(problem[0], problem[1], path=str(directory), **context)
     result.summary = (f"{verified} signature{'s' if verified != 1 else ''} verified"
                       + (f" against {trusted_root}" if trusted_root else ""))
 

@@ -223,9 +223,10 @@ def remote_problems(kernel: LockedKernel, hub: Hub, trusted_root: Path | None = 
         if variant.signed and "metadata.json" in fetched and SIGNATURE_FILE in fetched:
             from kernlock.signatures import recheck, trusted_root_path
 
-            problem = recheck(variant, fetched["metadata.json"], fetched[SIGNATURE_FILE], trusted_root_path(trusted_root))
+            problem = recheck(kernel.repo, variant, fetched["metadata.json"], fetched[SIGNATURE_FILE],
+                              trusted_root_path(trusted_root))
             if problem is not None:
-                problems.append(problem)
+                problems.append(problem[0].removeprefix(f"{kernel.repo} "))
     for alias in kernel.aliases:
         canonical = hub.canonical_repo(alias)
         if canonical != kernel.repo:

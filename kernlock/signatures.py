@@ -124,16 +124,24 @@ def _first_line(error: BaseException) -> str:
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
-def recheck(variant: LockedVariant, metadata: bytes, bundle: bytes, trusted_root: Path) -> str | None:
-    """Why `bundle` no longer backs the signer `variant` records (None: it verifies, naming the same signer and entry)."""
+def root_fix(trusted_root: Path) -> str:
+    """The fix for a locked bundle that no longer verifies against `trusted_root`."""
+    return (f"verify against the Sigstore root the lock was made with: point [tool.kernlock] sigstore-trusted-root "
+            f"or ${TRUSTED_ROOT_ENV} at it (now {trusted_root}), or unset both for the production root")
+
+
+def recheck(repo: str, variant: LockedVariant, metadata: bytes, bundle: bytes, trusted_root: Path) -> tuple[str, str] | None:
+    """(problem, fix) when `bundle` no longer backs the signer the lock records for `variant`; None when it does."""
+    where, relock = f"{repo} {variant.name}", f"kernlock lock -P {repo}"
     recorded = variant.signature
     if recorded is None:
-        return f"{variant.name}: the lock records no signer for it (written before lock format 1.1)"
+        return f"{where}: the lock records no signer for it (written before lock format 1.1)", relock
     try:
         found = verify_bundle(metadata, bundle, trusted_root)
     except SignatureError as error:
-        return f"{variant.name}: {error}"
+        return f"{where}: {error}", root_fix(trusted_root)
     if found != recorded:
-        return (f"{variant.name}: signed by {found.build_signer} (log index {found.log_index}), but the lock records "
-                f"{recorded.build_signer} (log index {recorded.log_index})")
+        return (f"{where}: the bundle names {found.build_signer} (log index {found.log_index}, integrated "
+                f"{found.integrated_time}), but the lock records {recorded.build_signer} (log index "
+                f"{recorded.log_index}, integrated {recorded.integrated_time})"), relock
     return None

@@ -323,9 +323,12 @@ def advance_branch(repo_path: Path, branch: str) -> str:
     return push_build(repo_path, branch, changed, f"Move {branch}")
 
 
-def push_build(repo_path: Path, branch: str, files: Mapping[str, bytes | None], message: str) -> str:
-    """`push_commit` as a publisher's rebuild: each build ``files`` touches gets a new id and a matching digest."""
+def push_build(repo_path: Path, branch: str, files: Mapping[str, bytes | None], message: str,
+               sigstore: TestSigstore | None = None) -> str:
+    """`push_commit` as a publisher's rebuild: each build ``files`` touches gets a new id and a matching digest,
+    and, when it was signed, a new bundle from the same signer (``sigstore``: the test Sigstore that signed it)."""
     tip = rev_parse(repo_path, f"refs/heads/{branch}")
+    sigstore = sigstore or TestSigstore()
     rebuilt: dict[str, bytes | None] = {}
     for base in sorted({"/".join(path.split("/")[:2]) for path in files if path.startswith("build/")}):
         if f"{base}/metadata.json" in files:
@@ -340,7 +343,14 @@ def push_build(repo_path: Path, branch: str, files: Mapping[str, bytes | None], 
                 else:
                     digest[path[len(base) + 1:]] = base64.b64encode(hashlib.sha256(content).digest()).decode()
         rebuilt[f"{base}/metadata.json"] = (json.dumps(metadata, indent=2) + "\n").encode()
+        if f"{base}/metadata.json.sigstore" not in files and _exists(repo_path, tip, f"{base}/metadata.json.sigstore"):
+            bundle = git(repo_path, "cat-file", "blob", f"{tip}:{base}/metadata.json.sigstore")
+            rebuilt[f"{base}/metadata.json.sigstore"] = sigstore.resign(bundle, rebuilt[f"{base}/metadata.json"])
     return push_commit(repo_path, branch, {**files, **rebuilt}, message)
+
+
+def _exists(repo_path: Path, commit: str, path: str) -> bool:
+    return bool(git(repo_path, "ls-tree", "--name-only", commit, path).strip())
 
 
 def rewrite_branch(repo_path: Path, branch: str) -> str:

@@ -59,6 +59,16 @@ class GitHubSigner:
         """The certificate's source repository ref."""
         return self.source_ref or self.workflow.rpartition("@")[2]
 
+    @classmethod
+    def from_certificate(cls, certificate: x509.Certificate) -> GitHubSigner:
+        """The identity a leaf certificate (`_leaf`'s) carries, read back from its Fulcio v2 extensions."""
+        def value(name: str) -> str:
+            raw = certificate.extensions.get_extension_for_oid(x509.ObjectIdentifier(f"{_FULCIO}{_V2[name]}")).value.value
+            return raw[2:].decode()  # a short DER UTF8String: tag, length, text
+
+        return cls(workflow=value("signer"), source_repository=value("source_repository"), source_ref=value("source_ref"),
+                   source_commit=value("source_commit"), issuer=value("issuer"))
+
     def extensions(self) -> dict[str, str]:
         """Fulcio's extension values by name (`_V1`, `_V2`)."""
         repository = self.repository_uri.removeprefix("https://github.com/")
@@ -256,6 +266,22 @@ class TestSigstore:
         sct = (struct.pack("!B", 0) + log_id + struct.pack("!QH", millis, 0) + struct.pack("!BBH", 4, 3, len(signature))
                + signature)
         return struct.pack("!HH", len(sct) + 2, len(sct)) + sct
+
+    def resign(self, bundle: bytes, artifact: bytes) -> bytes:
+        """A publisher's rebuild: a bundle over `artifact` by the identity that signed `bundle`, logged after it.
+
+        `bundle` must come from this instance (the same seed). The new entry comes after the old one
+        in the log (unrelated entries fill the gap) and an hour later.
+        """
+        document = json.loads(bundle)
+        certificate = x509.load_der_x509_certificate(
+            base64.b64decode(document["verificationMaterial"]["certificate"]["rawBytes"]))
+        certificate.verify_directly_issued_by(self.intermediate_cert)  # raises unless this instance issued it
+        entry = document["verificationMaterial"]["tlogEntries"][0]
+        while len(self._leaves) <= int(entry["logIndex"]):
+            self._leaves.append(_leaf_hash(f"{self.seed} unrelated entry {len(self._leaves)}".encode()))
+        when = datetime.datetime.fromtimestamp(int(entry["integratedTime"]) + 3600, datetime.timezone.utc)
+        return self.sign(artifact, GitHubSigner.from_certificate(certificate), when)
 
     def sign(self, artifact: bytes, signer: GitHubSigner = GitHubSigner(),
              when: datetime.datetime | None = None) -> bytes:
