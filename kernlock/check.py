@@ -139,8 +139,8 @@ def check_signatures(lock: Lockfile, targets: list[Target], result: CheckResult,
     from kernlock.signatures import recheck, trusted_root_path
 
     root, trusted_root, verified = cache.hub_cache_dir(), None, 0
-    pairs = {(k.spec, v.name): (k, v) for k in lock.kernels for t in targets if (v := k.variant_for(t)) is not None}
-    for kernel, variant in pairs.values():
+    pairs = {(k.spec, v.name): (k, v, t) for k in lock.kernels for t in targets if (v := k.variant_for(t)) is not None}
+    for kernel, variant, target in pairs.values():
         context = {"kernel": kernel.spec, "variant": variant.name}
         try:
             policy.check(kernel.repo, variant.name, variant.signature if variant.signed else None)
@@ -155,7 +155,7 @@ def check_signatures(lock: Lockfile, targets: list[Target], result: CheckResult,
                 data = (directory / locked.path).read_bytes()
             except OSError:
                 result.problem(f"{kernel.repo} {variant.name}: {locked.path} is not in the cache ({directory})",
-                               "kernlock sync", **context)
+                               f"kernlock sync --target {target}", **context)
                 continue
             if hashlib.sha256(data).hexdigest() != locked.sha256:
                 result.problem(f"{kernel.repo} {variant.name}: {locked.path} in the cache is not the locked file "

@@ -170,3 +170,24 @@ def test_a_project_entry_overrides_kernels_default(hub: TestHub, tmp_path: Path)
     result = lock(make_project(tmp_path / "no", [RELU], targets=[CPU], extra=extra))
     assert result.exit_code == 1
     assert f'expected {MY_ORG_BUILD} ([tool.kernlock.signers] "kernels-community/*")' in result.output
+
+
+def test_the_readme_policy_snippet_and_default_signers_are_true(tmp_path: Path) -> None:
+    """The README's `[tool.kernlock]` signature snippet loads as written, and the kernels-community workflows it
+    names are kernels' default policy for the installed kernels."""
+    from kernlock.compat.kernels import default_signers
+    from kernlock.project import load_project
+    from kernlock.signers import project_policy
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme.split("\n## Signatures\n", 1)[1].split("\n## ", 1)[0]
+    snippet = section.split("```toml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "pyproject.toml").write_text(snippet)
+    policy = project_policy(load_project(tmp_path))
+    assert policy.signers == (("my-org/*", ("https://github.com/my-org/kernels/.github/workflows/build.yaml@refs/heads/main",)),)
+    assert policy.trusted_root == tmp_path / "sigstore" / "trusted_root.json" and not policy.require
+    text = " ".join(section.split())
+    for repo, uris in default_signers():
+        for uri in uris:
+            workflow, ref = uri.split("/.github/workflows/")[1].split("@")
+            assert f"`{workflow}`" in text and f"`{ref}`" in text and f"`{repo}`" in text, uri

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import CPU, RELU, cli, make_project
+from helpers import CPU, CUDA_X86, RELU, cli, make_project
 from kernlock import cache
 from kernlock.lockfile_toml import load_lockfile
 from kernlock.signatures import TRUSTED_ROOT_ENV
@@ -189,3 +189,17 @@ def test_show_provenance_prints_who_signed(hub: TestHub, tmp_path: Path) -> None
             f"integrated 2026-01-01T00:00:") in signed
     [unsigned] = [line for line in lines if line.startswith(f"{SIGNED}@unsigned {CPU_VARIANT}: ")]
     assert "unsigned" in unsigned and "signed by" not in unsigned
+
+
+def test_a_variant_missing_from_the_cache_names_the_sync_that_fetches_it(hub: TestHub, tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p", [f"{SIGNED}@v1"], targets=[CPU, CUDA_X86])
+    assert cli("lock", cwd=project).exit_code == 0
+    assert cli("sync", cwd=project).exit_code == 0  # this machine's variant only
+    result = cli("verify", "--signatures", "--all-targets", cwd=project)
+    assert result.exit_code == 1
+    fixes = [line.split("fix: ", 1)[1] for line in result.output.splitlines() if "fix: " in line]
+    assert fixes and set(fixes) == {f"kernlock sync --target {CUDA_X86}"}
+    assert cli(*shlex.split(fixes[0])[1:], cwd=project).exit_code == 0
+    fixed = cli("verify", "--signatures", "--all-targets", cwd=project)
+    assert fixed.exit_code == 0, fixed.output
+    assert "2 signatures verified" in fixed.output
