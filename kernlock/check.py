@@ -143,7 +143,8 @@ def check_signatures(lock: Lockfile, targets: list[Target], result: CheckResult,
     for kernel, variant, target in pairs.values():
         context = {"kernel": kernel.spec, "variant": variant.name}
         try:
-            policy.check(kernel.repo, variant.name, variant.signature if variant.signed else None)
+            if variant.signature is not None or not variant.signed:  # a signed one without a signer: recheck says so
+                policy.check(kernel.repo, variant.name, variant.signature)
         except SignatureError as error:
             result.problem(str(error), None, **context)  # the message ends with its fix
         if not variant.signed:
@@ -160,7 +161,7 @@ def check_signatures(lock: Lockfile, targets: list[Target], result: CheckResult,
             if hashlib.sha256(data).hexdigest() != locked.sha256:
                 result.problem(f"{kernel.repo} {variant.name}: {locked.path} in the cache is not the locked file "
                                f"(sha256 {hashlib.sha256(data).hexdigest()}, the lock says {locked.sha256})",
-                               "kernlock sync --repair", path=str(directory), **context)
+                               f"kernlock sync --repair --target {target}", path=str(directory), **context)
                 continue
             read[locked.path] = data
         if len(read) < 2:

@@ -96,6 +96,9 @@ TAMPERINGS: dict[str, tuple[Callable[[Path, pytest.MonkeyPatch], None], str]] = 
         f"{RELU} {CPU_VARIANT}: signed by {MANUAL}, expected {KERNELS_COMMUNITY_BUILD}"),
     "another trust root": (
         _other_root, f"{RELU} {CPU_VARIANT}: the signature does not verify against the Sigstore trusted root"),
+    "a lock from before format 1.1": (
+        lambda p, m: _edit_lock(p, r"signature = \{[^}]*\}\n", lambda g: ""),
+        f"{RELU} {CPU_VARIANT}: the lock records no signer for it (written before lock format 1.1)"),
 }
 
 
