@@ -206,3 +206,17 @@ def test_a_variant_missing_from_the_cache_names_the_sync_that_fetches_it(hub: Te
     fixed = cli("verify", "--signatures", "--all-targets", cwd=project)
     assert fixed.exit_code == 0, fixed.output
     assert "2 signatures verified" in fixed.output
+
+
+def test_a_relock_at_the_same_commit_restores_the_signer_the_bundle_names(hub: TestHub, tmp_path: Path) -> None:
+    """A hand-edited signer is caught by `verify --signatures` and undone by `lock -P`, reported as `re-verified`."""
+    project = make_project(tmp_path / "p", [f"{SIGNED}@v1"], targets=[CPU],
+                           extra=f'[tool.kernlock.signers]\n"{SIGNED}" = ["{KERNELS_COMMUNITY_BUILD}", "{MANUAL}"]\n')
+    assert cli("lock", cwd=project).exit_code == 0
+    commit = load_lockfile(project / "kernels.lock").kernels[0].commit
+    _edit_lock(project, r'build-signer = "[^"]+"', lambda g: f'build-signer = "{MANUAL}"')
+    result = cli("lock", "-P", SIGNED, cwd=project)
+    assert result.exit_code == 0, result.output
+    assert (f"  {SIGNED}@v1  {commit[:12]} -> {commit[:12]}  (re-verified; signer {MANUAL} -> {KERNELS_COMMUNITY_BUILD})"
+            in result.output)
+    assert load_lockfile(project / "kernels.lock").kernels[0].variants[0].signature.build_signer == KERNELS_COMMUNITY_BUILD
