@@ -73,8 +73,10 @@ def kernel_module(repo: str) -> str:
 # ---------------------------------------------------------------- synthetic repos
 
 
-def write_fixtures(directory: Path, count: int, variants: Sequence[str] = VARIANTS, commits: int = 2) -> list[str]:
-    """Fixture TOMLs for `count` kernels (branch v1, also main) reusing the checkout's templates."""
+def write_fixtures(directory: Path, count: int, variants: Sequence[str] = VARIANTS, commits: int = 2,
+                   signed: bool = False) -> list[str]:
+    """Fixture TOMLs for `count` kernels (branch v1, also main) reusing the checkout's templates; `signed`: every
+    build ships a test Sigstore bundle, as kernel-builder's do."""
     directory.mkdir(parents=True, exist_ok=True)
     templates = directory / "templates"
     if not templates.exists():
@@ -85,7 +87,8 @@ def write_fixtures(directory: Path, count: int, variants: Sequence[str] = VARIAN
         repo = kernel_repo(index)
         lines = [f'repo = "{repo}"', 'template = "simple"', "", "[variant-sets]", f"all = [{variant_list}]"]
         for n in range(1, commits + 1):
-            lines += ["", "[[commits]]", f'label = "{repo} v1 #{n}"', 'branch = "v1"', 'also = ["main"]', 'variants = ["all"]']
+            lines += ["", "[[commits]]", f'label = "{repo} v1 #{n}"', 'branch = "v1"', 'also = ["main"]', 'variants = ["all"]',
+                      *(["signed = true"] if signed else [])]
         (directory / f"{repo.replace('/', '__')}.toml").write_text("\n".join(lines) + "\n")
         repos.append(repo)
     return repos
@@ -169,7 +172,7 @@ class Workspace:
         os.environ["KERNLOCK_CACHE_DIR"] = str(self.root / "kernlock-cache")  # never the user's parse cache
         self.keep = keep
         self._counter = 0
-        self._repos: dict[int, dict[str, Path]] = {}
+        self._repos: dict[tuple[int, bool], dict[str, Path]] = {}
 
     def path(self, name: str) -> Path:
         self._counter += 1
@@ -177,13 +180,15 @@ class Workspace:
         path.mkdir(parents=True)
         return path
 
-    def repos(self, count: int) -> dict[str, Path]:
-        """Bare git repos of the first `count` synthetic kernels (built once, shared)."""
-        if count not in self._repos:
-            fixtures = self.root / f"fixtures-{count}"
-            write_fixtures(fixtures, count)
-            self._repos[count] = build_fixture_repos(fixtures, self.root / f"repos-{count}")
-        return self._repos[count]
+    def repos(self, count: int, signed: bool = False) -> dict[str, Path]:
+        """Bare git repos of the first `count` synthetic kernels (built once, shared); `signed`: with bundles."""
+        key = (count, signed)
+        if key not in self._repos:
+            name = f"{count}{'-signed' if signed else ''}"
+            fixtures = self.root / f"fixtures-{name}"
+            write_fixtures(fixtures, count, signed=signed)
+            self._repos[key] = build_fixture_repos(fixtures, self.root / f"repos-{name}")
+        return self._repos[key]
 
     def close(self) -> None:
         if not self.keep:

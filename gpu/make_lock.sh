@@ -18,6 +18,7 @@ trap '[ -n "$hub_pid" ] && kill "$hub_pid" 2>/dev/null; rm -rf "$work"' EXIT
 hub_pid=$!
 for _ in $(seq 300); do grep -q HF_ENDPOINT "$work/hub.env" 2>/dev/null && break; sleep 0.1; done
 export "$(grep HF_ENDPOINT "$work/hub.env")"
+export "$(grep KERNLOCK_SIGSTORE_TRUSTED_ROOT "$work/hub.env")"  # the test Sigstore's root: the fixtures' bundles
 export HF_HOME="$work/hf-home"
 unset HF_TOKEN HUGGING_FACE_HUB_TOKEN HF_HUB_OFFLINE HF_HUB_CACHE KERNELS_CACHE KERNLOCK_LOCKFILE KERNLOCK_APPLY
 echo "test Hub: $HF_ENDPOINT"

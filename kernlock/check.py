@@ -15,11 +15,16 @@ Checks, in order (later ones run only when the lock parses):
   free-threaded Python, the telemetry/user-agent bug); dirty builds are notes.
 * ``cache``    — (opt-in) every locked variant of the checked targets is in the
   local Hub cache and matches the lock's file hashes.
+* ``signatures`` — (opt-in) every cached signed variant of the checked targets: its
+  `metadata.json` and bundle are the locked bytes, the bundle verifies against the
+  pinned Sigstore root (no network) and names the signer the lock records, and that
+  signer (or an unsigned variant) passes the project's policy (`kernlock.signers`).
 * ``remote``   — (opt-in) every locked commit still exists on the Hub; branches
-  that moved past the lock are reported as notes (not failures).
+  that moved past the lock are reported as notes (not failures); signed variants'
+  bundles, fetched again, still verify and name the locked signer.
 
 Plain verification (``lock``, ``fresh``, ``coverage``, ``doctor``) imports neither Torch,
-Transformers, kernels nor huggingface_hub.
+Transformers, kernels, huggingface_hub nor sigstore.
 
 The report model and its JSON form are in `kernlock.report`; ``fresh`` is
 `kernlock.freshness`, ``coverage`` `kernlock.coverage`, ``remote`` `kernlock.remote`.
@@ -38,6 +43,7 @@ from kernlock.freshness import check_fresh
 from kernlock.lockfile import Lockfile
 from kernlock.remote import check_remote
 from kernlock.report import CheckResult, VerifyReport
+from kernlock.signers import SigningPolicy, project_policy
 from kernlock.workspace import open_workspace
 
 if TYPE_CHECKING:
@@ -123,6 +129,53 @@ def check_cache(lock: Lockfile, targets: list[Target], result: CheckResult) -> N
     result.summary = f"{len(seen)} variant{'s' if len(seen) != 1 else ''} in {root}"
 
 
+def check_signatures(lock: Lockfile, targets: list[Target], result: CheckResult, policy: SigningPolicy) -> None:
+    """Cached signed variants of the checked targets re-verified offline against the lock's signers and the policy."""
+    import hashlib
+
+    from kernlock import cache
+    from kernlock.errors import SignatureError
+    from kernlock.lockfile import SIGNATURE_FILE
+    from kernlock.signatures import recheck, trusted_root_path
+
+    root, trusted_root, verified = cache.hub_cache_dir(), None, 0
+    pairs = {(k.spec, v.name): (k, v, t) for k in lock.kernels for t in targets if (v := k.variant_for(t)) is not None}
+    for kernel, variant, target in pairs.values():
+        context = {"kernel": kernel.spec, "variant": variant.name}
+        try:
+            if variant.signature is not None or not variant.signed:  # a signed one without a signer: recheck says so
+                policy.check(kernel.repo, variant.name, variant.signature)
+        except SignatureError as error:
+            result.problem(str(error), None, **context)  # the message ends with its fix
+        if not variant.signed:
+            continue
+        directory = cache.variant_dir(kernel, variant.name, root)
+        read = {}
+        for locked in (f for f in variant.files if f.path in ("metadata.json", SIGNATURE_FILE)):
+            try:
+                data = (directory / locked.path).read_bytes()
+            except OSError:
+                result.problem(f"{kernel.repo} {variant.name}: {locked.path} is not in the cache ({directory})",
+                               f"kernlock sync --target {target}", **context)
+                continue
+            if hashlib.sha256(data).hexdigest() != locked.sha256:
+                result.problem(f"{kernel.repo} {variant.name}: {locked.path} in the cache is not the locked file "
+                               f"(sha256 {hashlib.sha256(data).hexdigest()}, the lock says {locked.sha256})",
+                               f"kernlock sync --repair --target {target}", path=str(directory), **context)
+                continue
+            read[locked.path] = data
+        if len(read) < 2:
+            continue
+        trusted_root = trusted_root or trusted_root_path(policy.trusted_root)
+        problem = recheck(kernel.repo, variant, read["metadata.json"], read[SIGNATURE_FILE], trusted_root)
+        if problem is None:
+            verified += 1
+        else:
+            result.problem(problem[0], problem[1], path=str(directory), **context)
+    result.summary = (f"{verified} signature{'s' if verified != 1 else ''} verified"
+                      + (f" against {trusted_root}" if trusted_root else ""))
+
+
 # ---------------------------------------------------------------- entry point
 
 
@@ -133,6 +186,7 @@ def verify(
     all_targets: bool = False,
     cache: bool = False,
     remote: bool = False,
+    signatures: bool = False,
     lockfile: str | os.PathLike[str] | None = None,
     hub: Hub | None = None,
 ) -> VerifyReport:
@@ -165,7 +219,8 @@ def verify(
         ("coverage", lambda r: check_coverage(lock, checked, r)),
         ("doctor", lambda r: check_doctor(lock, checked, r)),
         ("cache", (lambda r: check_cache(lock, checked, r)) if cache else None),
-        ("remote", (lambda r: check_remote(lock, r, hub)) if remote else None),
+        ("signatures", (lambda r: check_signatures(lock, checked, r, project_policy(project))) if signatures else None),
+        ("remote", (lambda r: check_remote(lock, r, hub, project_policy(project).trusted_root)) if remote else None),
     ):
         if run is None:
             continue

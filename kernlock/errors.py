@@ -150,6 +150,10 @@ class TrustError(ResolutionError):
         )
 
 
+class SignatureError(ResolutionError):
+    """A variant's signature bundle does not verify, or its signer is not one the project allows."""
+
+
 class NoVariantError(KernlockError):
     """A kernel has no build variant for an environment."""
 

@@ -2,8 +2,8 @@
 
 Shape (see the README for an annotated example)::
 
-    version = "1.0"          # format major.minor: a newer minor is read (unknown keys
-                             # ignored, with a warning), a newer major is refused
+    version = "1.1"          # format major.minor ("1.0" without signers): a newer minor is read
+                             # (unknown keys ignored, with a warning), a newer major is refused
     targets = [...]          # environments the lock covers
     inputs = [...]           # spec keys the lock was resolved from (freshness)
     [resolved-with]          # versions of the resolving tools, no timestamps
@@ -45,7 +45,7 @@ from kernlock.lockfile_dict import (
     type_error,
 )
 
-LOCK_VERSION = "1.0"  # major.minor of the format this kernlock reads and writes
+LOCK_VERSION = "1.1"  # major.minor of the newest format this kernlock reads and writes (1.1: variants' `signature`)
 LOCK_FILENAME = "kernels.lock"
 TRUST_KINDS = ("trusted-publisher", "allowlist")
 SIGNATURE_FILE = "metadata.json.sigstore"
@@ -54,6 +54,14 @@ _SHA1_RE = re.compile(r"[0-9a-f]{40}")
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
 _VARIANT_NAME_RE = re.compile(r"[A-Za-z0-9._-]+")
 _FORMAT_RE = re.compile(r"\d+\.\d+")
+
+
+def format_for(kernels: tuple[LockedKernel, ...]) -> str:
+    """The oldest format that holds `kernels`: "1.1" when a variant records its signer, else "1.0".
+
+    A lock without signers keeps its bytes (no churn on re-lock), and kernlock 0.1 reads it without a warning.
+    """
+    return LOCK_VERSION if any(v.signature is not None for k in kernels for v in k.variants) else "1.0"
 
 
 def format_version(value: str) -> tuple[int, int]:
@@ -112,6 +120,33 @@ class Provenance(Table):
 
 
 @model
+class Signature(Table):
+    """Who signed a variant's `metadata.json`: from the verified bundle's certificate and transparency-log entry."""
+
+    issuer: str  # OIDC issuer (GitHub Actions: https://token.actions.githubusercontent.com)
+    build_signer: str  # build signer URI: the workflow that signed, https://github.com/<org>/<repo>/<path>@<ref>
+    source_repository: str | None = None
+    source_commit: str | None = None
+    log_index: int
+    integrated_time: int  # seconds since the epoch, as the log signed it
+
+    @classmethod
+    def _from_dict(cls, d: Mapping[str, Any], ignored: Ignored | None) -> Signature:
+        cls._check_keys(d, ignored)
+        log_index, integrated_time = get_required(d, int, "log-index"), get_required(d, int, "integrated-time")
+        ensure(log_index >= 0, "log-index", "expected a non-negative integer")
+        ensure(integrated_time >= 0, "integrated-time", "expected a non-negative integer")
+        return cls(
+            issuer=get_required(d, str, "issuer"),
+            build_signer=get_required(d, str, "build-signer"),
+            source_repository=get(d, str, "source-repository"),
+            source_commit=get(d, str, "source-commit"),
+            log_index=log_index,
+            integrated_time=integrated_time,
+        )
+
+
+@model
 class LockedVariant(Table):
     """A build variant chosen for one or more targets, with its files and build metadata."""
 
@@ -121,6 +156,7 @@ class LockedVariant(Table):
     python_depends: tuple[str, ...] = ()
     digest: str | None = None  # algorithm of the metadata digest, checked against `files` when locking
     signed: bool = False  # ships kernel-builder's signature bundle (SIGNATURE_FILE, hash-locked like any file)
+    signature: Signature | None = None  # who signed it, verified when locking (lock format 1.1)
     provenance: Provenance | None = None
     files: tuple[LockedFile, ...]
 
@@ -136,6 +172,8 @@ class LockedVariant(Table):
         signed = bool(get(d, bool, "signed"))
         ensure(signed == (SIGNATURE_FILE in paths), "signed",
                f"says {'' if signed else 'not '}signed, but the files {'lack' if signed else 'include'} {SIGNATURE_FILE}")
+        signature = get_object(d, Signature, "signature", ignored)
+        ensure(signature is None or signed, "signature", f"records a signer, but the files lack {SIGNATURE_FILE}")
         return cls(
             name=name,
             targets=get_targets(d, "targets"),
@@ -143,6 +181,7 @@ class LockedVariant(Table):
             python_depends=get_strings(d, "python-depends"),
             digest=get(d, str, "digest"),
             signed=signed,
+            signature=signature,
             provenance=get_object(d, Provenance, "provenance", ignored),
             files=files,
         )

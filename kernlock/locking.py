@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from kernlock.environment import parse_target
 from kernlock.atomic import atomic_write
@@ -17,42 +17,60 @@ from kernlock.lockfile import LockedKernel, Lockfile
 from kernlock.lockfile_toml import dumps_lockfile, write_lockfile
 from kernlock.project import Project, collect_specs, project_targets, resolving_target
 from kernlock.resolver import ResolveOptions, Resolver
+from kernlock.signers import project_policy
 from kernlock.spec import parse_spec
 from kernlock.workspace import Workspace, exclusive_workspace
 
 
 class Change(NamedTuple):
-    """One lock entry whose commit a re-lock changed, and why (`reason`, one of `REASONS`)."""
+    """One lock entry whose commit (or signer) a re-lock changed, and why (`reason`, one of `REASONS`)."""
 
     spec: str
     override: str | None  # the targets an override entry applies to (`backend=cu128`), None for the spec's own
     old: str | None  # the commit before (None: added)
     new: str | None  # the commit after (None: removed)
     reason: str
+    signer: tuple[str, str] | None = None  # (before, after) when the entry's signers change (`entry_signers`)
 
     def describe(self, gap: str = " ") -> str:
-        """`spec [override]{gap}old -> new{gap}(reason)`, commits abbreviated (`-` for none)."""
+        """`spec [override]{gap}old -> new{gap}(reason[; signer before -> after])`, commits abbreviated (`-` for none)."""
         name = f"{self.spec} [{self.override}]" if self.override else self.spec
-        return f"{name}{gap}{(self.old or '-')[:12]} -> {(self.new or '-')[:12]}{gap}({self.reason})"
+        signer = f"; signer {self.signer[0]} -> {self.signer[1]}" if self.signer else ""
+        return f"{name}{gap}{(self.old or '-')[:12]} -> {(self.new or '-')[:12]}{gap}({self.reason}{signer})"
 
-    def to_dict(self) -> dict[str, str | None]:
-        """The change as JSON (`kernlock lock --json` → `changes`)."""
-        return self._asdict()
+    def to_dict(self) -> dict[str, Any]:
+        """The change as JSON (`kernlock lock --json` → `changes`); `signer` only when it changes."""
+        data: dict[str, Any] = self._asdict()
+        if self.signer is None:
+            del data["signer"]
+        else:
+            data["signer"] = dict(zip(("old", "new"), self.signer))
+        return data
 
 
-REASONS = ("branch moved", "upgraded", "added", "removed", "override")
+def entry_signers(kernel: LockedKernel) -> str | None:
+    """Who signed an entry's variants (`build-signer` URIs, or `unsigned`), in one text; None when a signed variant
+    records no signer (a lock from before format 1.1)."""
+    if any(v.signed and v.signature is None for v in kernel.variants):
+        return None
+    return ", ".join(sorted({v.signature.build_signer if v.signature else "unsigned" for v in kernel.variants}))
+
+
+REASONS = ("branch moved", "upgraded", "added", "removed", "override", "re-verified")
 
 
 def lock_changes(old: Lockfile | None, new: Lockfile) -> tuple[Change, ...]:
-    """The entries (by identity: spec and override) whose commit differs between `old` and `new`."""
+    """The entries (by identity: spec and override) whose commit or signers differ between `old` and `new`."""
     before = {k.identity: k for k in old.kernels} if old else {}
     after = {k.identity: k for k in new.kernels}
     changes = []
     for identity in sorted(before.keys() | after.keys()):
         was, now = before.get(identity), after.get(identity)
-        if was is None or now is None or was.commit != now.commit:
+        signers = (entry_signers(was), entry_signers(now)) if was and now else None
+        signer = signers if signers and signers[0] is not None and signers[0] != signers[1] else None
+        if was is None or now is None or was.commit != now.commit or signer:
             changes.append(Change(identity[0], identity[1] or None, was and was.commit, now and now.commit,
-                                  _reason(was, now)))
+                                  _reason(was, now), signer))
     return tuple(changes)
 
 
@@ -62,6 +80,8 @@ def _reason(was: LockedKernel | None, now: LockedKernel | None) -> str:
         return "override" if (was or now).override else "added" if was is None else "removed"
     if was.override != now.override:
         return "override"
+    if was.commit == now.commit:
+        return "re-verified"  # the same commit, another signer than the old lock records (it was edited)
     return "upgraded" if (was.ref, was.version) != (now.ref, now.version) else "branch moved"
 
 
@@ -243,6 +263,7 @@ def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, tar
         upgrade=frozenset(upgrade_kernels),
         resolving_target=resolving,
         overrides=project.overrides,
+        signing=project_policy(project),
     )
     resolver = Resolver(hub or Hub(), options, previous, progress)
     try:

@@ -13,6 +13,9 @@ Sources, merged: `[tool.kernlock] kernels`, kernels' own
     use-kernels = false                # or true, or a list of repos to keep
     lockfile = "kernels.lock"
     allow-mixed-variants = false       # ranks of one job may load other variants of the same commits
+    require-signatures = false         # signatures and signers: see kernlock.signers
+    sigstore-trusted-root = "..."
+    [tool.kernlock.signers]
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ if TYPE_CHECKING:
 # `apply()` reads the project's settings on every start; kernlock.spec is imported only where specs are read.
 
 PYPROJECT = "pyproject.toml"
-_KNOWN_KEYS = {"kernels", "targets", "trust", "scan", "use-kernels", "lockfile", "overrides", "allow-mixed-variants"}
+_KNOWN_KEYS = {"kernels", "targets", "trust", "scan", "use-kernels", "lockfile", "overrides", "allow-mixed-variants",
+               "require-signatures", "sigstore-trusted-root", "signers"}
 
 
 @dataclass(frozen=True, eq=False)  # compared by identity: no generated __eq__/__hash__ to build at import
@@ -51,6 +55,9 @@ class Project:
     lockfile_name: str = LOCK_FILENAME
     overrides: tuple[Any, ...] = ()  # kernlock.overrides.OverrideRule
     allow_mixed_variants: bool = False
+    require_signatures: bool = False
+    sigstore_trusted_root: Path | None = None
+    signers: tuple[tuple[str, tuple[str, ...]], ...] = ()  # repo or glob -> allowed build-signer URIs
     lines: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -151,6 +158,12 @@ def load_project(root: Path | str = ".") -> Project:
         raise ConfigError(f"{path}: [tool.kernlock] allow-mixed-variants must be true or false")
     if not isinstance(lockfile, str) or not lockfile:
         raise ConfigError(f"{path}: [tool.kernlock] lockfile must be a file name")
+    require_signatures = config.get("require-signatures", False)
+    if not isinstance(require_signatures, bool):
+        raise ConfigError(f"{path}: [tool.kernlock] require-signatures must be true or false")
+    trusted_root = config.get("sigstore-trusted-root")
+    if trusted_root is not None and (not isinstance(trusted_root, str) or not trusted_root):
+        raise ConfigError(f"{path}: [tool.kernlock] sigstore-trusted-root must be the path of a trusted_root.json")
     kernels = _string_list(config.get("kernels", []), "kernels")
     lines = {spec: line for spec in kernels if (line := _line_of(text, f'"{spec}"')) is not None}
     lines.update({repo: line for repo in deps if (line := _line_of(text, f'"{repo}"')) is not None})
@@ -165,8 +178,28 @@ def load_project(root: Path | str = ".") -> Project:
         lockfile_name=lockfile,
         overrides=_overrides(config.get("overrides"), str(path)),
         allow_mixed_variants=allow_mixed,
+        require_signatures=require_signatures,
+        sigstore_trusted_root=root / trusted_root if trusted_root else None,
+        signers=_signers(config.get("signers", {}), path),
         lines=lines,
     )
+
+
+def _signers(table: Any, path: Path) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """`[tool.kernlock.signers]`: repo (or glob) -> list of build-signer URIs."""
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [tool.kernlock.signers] must be a table of \"org/repo\" = [\"<workflow URI>@<ref>\", ...]")
+    entries = []
+    for pattern, uris in table.items():
+        if pattern.count("/") != 1 or not all(pattern.split("/")):
+            raise ConfigError(f"{path}: [tool.kernlock.signers] {pattern!r} is not a repo or glob like \"org/repo\" or \"org/*\"")
+        signers = _string_list(uris, f"signers.{pattern!r}")
+        bad = [uri for uri in signers if not uri.startswith("https://") or "@" not in uri]
+        if bad:
+            raise ConfigError(f"{path}: [tool.kernlock.signers] {pattern!r}: {bad[0]!r} is not a build-signer URI "
+                              "(https://github.com/<org>/<repo>/.github/workflows/<file>@<ref>)")
+        entries.append((pattern, signers))
+    return tuple(entries)
 
 
 def _overrides(table: Any, source: str) -> tuple[Any, ...]:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernlock.lockfile import LockedKernel, Lockfile
+from kernlock.lockfile import SIGNATURE_FILE, LockedKernel, Lockfile
 from kernlock.report import CheckResult
 from kernlock.spec import version_of_branch
 
@@ -136,14 +137,16 @@ def spec_repo(kernel: LockedKernel) -> str:
     return kernel.spec.split("@", 1)[0]
 
 
-def check_remote(lock: Lockfile, result: CheckResult, hub: Hub | None = None) -> None:
+def check_remote(lock: Lockfile, result: CheckResult, hub: Hub | None = None, trusted_root: Path | None = None) -> None:
     """Re-check what the lock claims against the Hub; moved branches are notes.
 
     Each locked commit must still exist and hold exactly the locked files of every
     locked variant with the locked sizes and sha256 (binaries by their LFS hash,
     small files fetched and hashed); each alias must be a rename the Hub still
     redirects to the locked repo; a "trusted-publisher" entry's publisher must be
-    marked trusted on the Hub.
+    marked trusted on the Hub; each signed variant's bundle, as fetched, must verify against
+    the Sigstore root (`trusted_root`, else the default of `kernlock.signatures`) and name the
+    locked signer.
     """
     hub = _default_hub(hub)
     statuses = kernel_statuses(lock, hub)
@@ -154,7 +157,7 @@ def check_remote(lock: Lockfile, result: CheckResult, hub: Hub | None = None) ->
             result.problem(status.error, "check the network, HF_ENDPOINT and HF_TOKEN", kernel=kernel.spec)
             continue
         try:
-            problems = remote_problems(kernel, hub)
+            problems = remote_problems(kernel, hub, trusted_root)
         except CommitGone:
             gone = True
             repin = f"name a revision the Hub has in the spec of {kernel.spec}, then run kernlock lock"
@@ -179,8 +182,8 @@ class CommitGone(Exception):
     """The Hub answers 404 for a locked commit."""
 
 
-def remote_problems(kernel: LockedKernel, hub: Hub) -> list[str]:
-    """How a lock entry disagrees with the Hub: files and hashes, aliases, trust; `CommitGone` if the commit is."""
+def remote_problems(kernel: LockedKernel, hub: Hub, trusted_root: Path | None = None) -> list[str]:
+    """How a lock entry disagrees with the Hub: files and hashes, signers, aliases, trust; `CommitGone` if the commit is."""
     import hashlib
 
     from huggingface_hub.errors import RevisionNotFoundError
@@ -202,17 +205,28 @@ def remote_problems(kernel: LockedKernel, hub: Hub) -> list[str]:
             problems.append(f"{variant.name} at {kernel.commit[:12]} does not hold the locked files "
                             f"(differs in {', '.join(differ[:3])}{'…' if len(differ) > 3 else ''})")
             continue
+        fetched = {}
         for locked in variant.files:
             entry = listed[locked.path]
             try:
-                sha256 = entry.lfs_sha256 or hashlib.sha256(
-                    hub.fetch(kernel.repo, kernel.commit, entry.path, entry.blob_id, entry.size)).hexdigest()
+                if entry.lfs_sha256:
+                    sha256 = entry.lfs_sha256
+                else:
+                    fetched[locked.path] = hub.fetch(kernel.repo, kernel.commit, entry.path, entry.blob_id, entry.size)
+                    sha256 = hashlib.sha256(fetched[locked.path]).hexdigest()
             except HubError as error:
                 problems.append(f"cannot fetch {entry.path} to check its hash ({error})")
                 continue
             if (sha256, entry.size) != (locked.sha256, locked.size):
                 problems.append(f"{variant.name}/{locked.path}: the Hub has sha256 {sha256} ({entry.size} bytes), "
                                 f"the lock says {locked.sha256} ({locked.size} bytes)")
+        if variant.signed and "metadata.json" in fetched and SIGNATURE_FILE in fetched:
+            from kernlock.signatures import recheck, trusted_root_path
+
+            problem = recheck(kernel.repo, variant, fetched["metadata.json"], fetched[SIGNATURE_FILE],
+                              trusted_root_path(trusted_root))
+            if problem is not None:
+                problems.append(problem[0].removeprefix(f"{kernel.repo} "))
     for alias in kernel.aliases:
         canonical = hub.canonical_repo(alias)
         if canonical != kernel.repo:

@@ -7,7 +7,7 @@ JSON form (`VerifyReport.to_json()`, `kernlock verify --json`)::
       "lockfile": str,                 # path of the checked lock
       "checks": [
         {
-          "name": "lock" | "fresh" | "coverage" | "doctor" | "cache" | "remote",
+          "name": "lock" | "fresh" | "coverage" | "doctor" | "cache" | "signatures" | "remote",
           "ok": bool,
           "summary": str,              # e.g. "7 specs", "3 targets"
           "problems": [                # empty when ok

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 
 from kernlock.compat.transformers import default_version
 from kernlock.environment import Target
-from kernlock.errors import NoVariantError, ResolutionError, TrustError
+from kernlock.errors import NoVariantError, ResolutionError, SignatureError, TrustError
 from kernlock.hub import Hub, Ref, TreeFile
 from kernlock.lockfile import (
     SIGNATURE_FILE,
@@ -24,9 +24,12 @@ from kernlock.lockfile import (
     LockedVariant,
     Lockfile,
     Override,
+    Signature,
+    format_for,
 )
 from kernlock.metadata import digest_mismatches, read_variant_metadata
 from kernlock.overrides import OverrideRule
+from kernlock.signers import SigningPolicy
 from kernlock.spec import KernelSpec, looks_like_sha, version_of_branch
 from kernlock.variants import choose_variant, group_variants
 
@@ -44,6 +47,7 @@ class ResolveOptions:
     upgrade: frozenset[str] = frozenset()  # repos to re-resolve
     resolving_target: Target | None = None  # whose Transformers defaults apply to bare specs
     overrides: tuple[OverrideRule, ...] = ()
+    signing: SigningPolicy = SigningPolicy()
 
     def upgrading(self, repo: str) -> bool:
         """Whether an existing pin of `repo` must be re-resolved."""
@@ -136,10 +140,12 @@ class Resolver:
                             merged.requested.add(dep.key)
                             merged.dependency_of.add(kernel.spec)
                 pending = list(follow.values())
+        kernels = tuple(resolved[identity] for identity in sorted(resolved))
         return Lockfile(
+            version=format_for(kernels),
             targets=tuple(sorted(set(self.options.targets), key=str)),
             inputs=inputs,
-            kernels=tuple(resolved[identity] for identity in sorted(resolved)),
+            kernels=kernels,
             resolved_with=_resolving_context(self.options.resolving_target),
         )
 
@@ -178,12 +184,15 @@ class Resolver:
         wanted = set(job.targets)
         have = {t for v in previous.variants for t in v.targets}
         complete = wanted <= have and (not self.options.all_variants or {v.name for v in previous.variants} >= set(previous.build_variants))
-        if complete and (previous.trust != "allowlist" or previous.repo in self.options.trust_allowlist):
+        verified = all(v.signature is not None or not v.signed for v in previous.variants)  # a 1.0 lock: verify now
+        if complete and verified and (previous.trust != "allowlist" or previous.repo in self.options.trust_allowlist):
             variants = tuple(
                 replace(v, targets=tuple(t for t in v.targets if t in wanted))
                 for v in previous.variants
                 if self.options.all_variants or any(t in wanted for t in v.targets)
             )
+            for variant in variants:  # the recorded signer against today's policy: no network, no sigstore
+                self.options.signing.check(previous.repo, variant.name, variant.signature)
             return replace(previous, variants=variants)
         fresh = self._lock_commit(
             job, repo=previous.repo, commit=previous.commit, ref=previous.ref,
@@ -292,10 +301,14 @@ class Resolver:
         variants = []
         depends: set[str] = set()
         for name in sorted(chosen):
-            files, raw = self._hash_variant(repo, commit, name, grouped[name])
+            files, raw, bundle = self._hash_variant(repo, commit, name, grouped[name])
+            signature = self._signature(repo, name, files, raw, bundle)  # before parsing the metadata, as kernels does
             metadata = read_variant_metadata(repo, name, raw)
             digest = None
-            if metadata.digest is not None:
+            if signature is not None:
+                _check_signed_digest(repo, name, metadata.digest, files)
+                digest = "sha256"
+            elif metadata.digest is not None:
                 digest = "sha256"
                 mismatched = digest_mismatches(metadata.digest, files)
                 if mismatched:  # kernels 0.18+ refuses to load such a variant
@@ -308,6 +321,7 @@ class Resolver:
                 name=name, targets=tuple(sorted(chosen[name], key=str)), files=files,
                 kernels_minver=metadata.kernels_minver, python_depends=metadata.python_depends,
                 digest=digest, provenance=metadata.provenance, signed=any(f.path == SIGNATURE_FILE for f in files),
+                signature=signature,
             ))
             depends.update(metadata.depends)
         return LockedKernel(
@@ -316,7 +330,28 @@ class Resolver:
             build_variants=tuple(names), variants=tuple(variants),
         )
 
-    def _hash_variant(self, repo: str, commit: str, variant: str, files: list[TreeFile]) -> tuple[tuple[LockedFile, ...], bytes | None]:
+    def _signature(self, repo: str, variant: str, files: tuple[LockedFile, ...], metadata: bytes | None,
+                   bundle: bytes | None) -> Signature | None:
+        """Verify a variant's bundle over its metadata.json (pinned trust root, no network) and check its signer."""
+        signing = self.options.signing
+        if not any(f.path == SIGNATURE_FILE for f in files):
+            signing.check(repo, variant, None)
+            return None
+        if metadata is None or bundle is None:
+            raise SignatureError(f"{repo} {variant}: ships {SIGNATURE_FILE} but {'metadata.json' if metadata is None else 'it'} "
+                                 "is not a small git file kernlock can read; it cannot be verified: lock another revision")
+        from kernlock.signatures import trusted_root_path, verify_bundle
+
+        try:
+            signature = verify_bundle(metadata, bundle, trusted_root_path(signing.trusted_root))
+        except SignatureError as error:
+            raise SignatureError(f"{repo} {variant}: {error}; do not lock this build: lock another revision, or, "
+                                 "for a private Sigstore, set [tool.kernlock] sigstore-trusted-root") from None
+        signing.check(repo, variant, signature)
+        return signature
+
+    def _hash_variant(self, repo: str, commit: str, variant: str,
+                      files: list[TreeFile]) -> tuple[tuple[LockedFile, ...], bytes | None, bytes | None]:
         prefix = f"build/{variant}/"
         small = [f for f in files if f.lfs_sha256 is None]
         contents = dict(zip(
@@ -327,8 +362,7 @@ class Resolver:
         for entry in files:
             digest = entry.lfs_sha256 or hashlib.sha256(contents[entry.path]).hexdigest()
             locked.append(LockedFile(path=entry.path[len(prefix):], sha256=digest, size=entry.size))
-        metadata = contents.get(prefix + "metadata.json")
-        return tuple(sorted(locked, key=lambda f: f.path)), metadata
+        return tuple(sorted(locked, key=lambda f: f.path)), contents.get(prefix + "metadata.json"), contents.get(prefix + SIGNATURE_FILE)
 
     def _no_variant_message(self, spec_key: str, repo: str, commit: str, target: Target, reasons: list[str],
                             refs: list[Ref] | None) -> str:
@@ -347,6 +381,19 @@ class Resolver:
                 break
         listing = "; ".join(reasons) or "the commit has no build variants"
         return f"{spec_key} ({commit[:12]}) has no build variant for target {target}: {listing}.{hint} {fix}"
+
+
+def _check_signed_digest(repo: str, variant: str, digest: dict[str, str] | None, files: tuple[LockedFile, ...]) -> None:
+    """A signed metadata.json's digest must name every other file of the variant with its hash (kernels' check)."""
+    if digest is None:
+        raise SignatureError(f"{repo} {variant}: its signed metadata.json has no digest of the variant's files, so the "
+                             "signature covers none of them; lock another revision")
+    covered = {"metadata.json", SIGNATURE_FILE, *digest}
+    wrong = [*digest_mismatches(digest, files), *(f.path for f in files if f.path not in covered)]
+    if wrong:
+        raise SignatureError(f"{repo} {variant}: the files disagree with the digest in its signed metadata.json "
+                             f"({', '.join(sorted(wrong)[:3])}{'…' if len(wrong) > 3 else ''}); the commit may mix builds "
+                             "or have been tampered with: lock another revision")
 
 
 def _dep_spec(key: str) -> KernelSpec:

@@ -10,6 +10,7 @@ python -m kernlock.testing.hub --port 0 --workdir "$work/hub" > "$work/hub.env" 
 hub_pid=$!
 for _ in $(seq 100); do grep -q HF_ENDPOINT "$work/hub.env" 2>/dev/null && break; sleep 0.2; done
 export "$(grep HF_ENDPOINT "$work/hub.env")"
+export "$(grep KERNLOCK_SIGSTORE_TRUSTED_ROOT "$work/hub.env")"  # the test Sigstore's root: the fixtures' bundles
 export HF_HOME="$work/hf-home"
 echo "   $HF_ENDPOINT"
 

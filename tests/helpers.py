@@ -16,6 +16,8 @@ from click.testing import CliRunner, Result
 from kernlock.cli import main
 from kernlock.lockfile import Lockfile
 from kernlock.lockfile_toml import load_lockfile
+from kernlock.signatures import TRUSTED_ROOT_ENV
+from kernlock.testing.sigstore import TestSigstore
 
 # Targets (CPU is this test machine's).
 CPU = "torch2.13-cxx11-cpu-x86_64-linux"
@@ -154,6 +156,8 @@ def patch_hub_client(monkeypatch: pytest.MonkeyPatch, endpoint: str, hf_home: Pa
     # The test Hub lists `xetHash` as the Hub does but runs no Xet server: clients use plain HTTP,
     # as they do where hf_xet is not installed or the Xet host is blocked.
     monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+    # The fixtures' signature bundles come from the test Sigstore: verify them against its root.
+    monkeypatch.setenv(TRUSTED_ROOT_ENV, str(TestSigstore().write_trusted_root(hf_home.parent / "sigstore-trusted-root.json")))
 
     hub_cache = str(hf_home / "hub")
     template = endpoint + "/{repo_id}/resolve/{revision}/{filename}"

@@ -15,8 +15,21 @@ def table(rows: list[list[str]]) -> str:
     return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
 
 
+def signer_text(variant: Any) -> str:
+    """Who signed a locked variant, as the lock records it (`signed by <build signer> (issuer, source, log entry)`)."""
+    import datetime
+
+    s = variant.signature
+    if s is None:
+        return "signed, signer not recorded (lock format 1.0: re-lock to verify it)" if variant.signed else "unsigned"
+    source = f"source {s.source_repository}" + (f" at {s.source_commit[:12]}" if s.source_commit else "") \
+        if s.source_repository else "no source repository"
+    when = datetime.datetime.fromtimestamp(s.integrated_time, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return f"signed by {s.build_signer} (issuer {s.issuer}, {source}, log index {s.log_index}, integrated {when})"
+
+
 def provenance_lines(lock: Any) -> list[str]:
-    """One line per locked variant: build provenance and digest from its metadata."""
+    """One line per locked variant: build provenance, digest and requirements from its metadata, and its signer."""
     lines = []
     for kernel in lock.kernels:
         for variant in kernel.variants:
@@ -34,14 +47,15 @@ def provenance_lines(lock: Any) -> list[str]:
                 parts.append(f"kernels>={variant.kernels_minver}")
             if variant.python_depends:
                 parts.append(f"needs {', '.join(variant.python_depends)}")
-            lines.append(f"{kernel.spec} {variant.name}: {'; '.join(parts) or 'no provenance recorded'}")
+            parts.append(signer_text(variant))
+            lines.append(f"{kernel.spec} {variant.name}: {'; '.join(parts)}")
     return lines
 
 
 @click.command("show")
 @lock_options
 @json_option()
-@click.option("--provenance", is_flag=True, help="Also show each variant's build provenance, digest and requirements.")
+@click.option("--provenance", is_flag=True, help="Also show each variant's build provenance, digest, requirements and signer.")
 @handle_errors
 def show_command(lockfile: str | None, project_dir: str, as_json: bool, provenance: bool) -> None:
     """Show every locked kernel: spec, requested → ref → commit, variant per target."""

@@ -11,12 +11,15 @@ from kernlock.commands.options import all_targets_option, handle_errors, json_op
 @targets_option("Check coverage of this environment instead of the current one (repeatable).")
 @all_targets_option
 @click.option("--cache", is_flag=True, help="Also check the locked variants are in the local Hub cache and match their hashes.")
-@click.option("--remote", is_flag=True, help="Also check every locked commit still exists on the Hub; report moved branches.")
+@click.option("--signatures", is_flag=True, help="Also re-verify the cached signed variants' Sigstore bundles against the "
+              "lock's signers and the pinned trust root, offline.")
+@click.option("--remote", is_flag=True, help="Also check every locked commit still exists on the Hub (and its signed "
+              "bundles still verify); report moved branches.")
 @lock_options
 @json_option("Print a machine-readable report (schema in kernlock.report).")
 @handle_errors
-def verify_command(targets: tuple[str, ...], all_targets: bool, cache: bool, remote: bool, lockfile: str | None,
-                   project_dir: str, as_json: bool) -> None:
+def verify_command(targets: tuple[str, ...], all_targets: bool, cache: bool, signatures: bool, remote: bool,
+                   lockfile: str | None, project_dir: str, as_json: bool) -> None:
     """Check kernels.lock without resolving anything.
 
     Exit 0 when every check passes, 1 when one fails, 2 for bad usage or an unreadable lock.
@@ -26,6 +29,7 @@ def verify_command(targets: tuple[str, ...], all_targets: bool, cache: bool, rem
     from kernlock.check import verify
     from kernlock.report import report_json
 
-    report = verify(project_dir, targets=targets, all_targets=all_targets, cache=cache, remote=remote, lockfile=lockfile)
+    report = verify(project_dir, targets=targets, all_targets=all_targets, cache=cache, signatures=signatures,
+                    remote=remote, lockfile=lockfile)
     click.echo(report_json(report) if as_json else report.format())
     sys.exit(report.exit_code)

@@ -120,6 +120,7 @@ def internals(kernels_line: ModuleType | None = None) -> tuple[Internal, ...]:
     if kernels_line.VALIDATORS is not None:
         contract += [Internal(kernels_line.VALIDATORS, name, attributes=("validate_kernel",))
                      for name in ("DigestValidator", "SignatureValidator")]
+    contract.append(Internal("verify", kernels_line.SIGNING_POLICY))  # read by default_signers
     return tuple(internal._replace(module=module_name(internal.module, kernels_line)) for internal in contract)
 
 
@@ -266,6 +267,18 @@ def variant_metadata(data: bytes) -> Any:
     from kernels import Metadata
 
     return Metadata.from_bytes(data)
+
+
+def default_signers() -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """kernels' curated signers, from its default signature policy: (GitHub repository, allowed build-signer URIs).
+
+    The line names the policy (0.17: `verify.DEFAULT_POLICIES`, a list; 0.18+: `verify.DEFAULT_POLICY`,
+    sigstore's `AnyOf`); each child is a `GitHubWorkflowPolicy` with `repo_id` and `signer_uris`.
+    Imports sigstore (through kernels): call it only to verify.
+    """
+    policy = getattr(_module("verify"), line().SIGNING_POLICY)
+    children = getattr(policy, "_children", policy)  # sigstore's AnyOf keeps its policies in _children
+    return tuple((child.repo_id, tuple(child.signer_uris)) for child in children)
 
 
 def metadata_digest(metadata: Any) -> tuple[str, dict[str, str]] | None:

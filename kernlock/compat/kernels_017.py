@@ -16,6 +16,7 @@ REVISION_LOOKUP: tuple[str, str, tuple[str, ...]] | None = (
     "_versions", "select_revision_or_version", ("repo_id", "revision", "version", "local_files_only"),
 )
 VALIDATORS: str | None = None  # the module of load-time kernel validators
+SIGNING_POLICY = "DEFAULT_POLICIES"  # in `verify`: kernels' default signers, a list of `GitHubWorkflowPolicy`
 
 
 def parse_backend(parse: Any, name: str) -> Any:

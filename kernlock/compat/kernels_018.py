@@ -15,6 +15,7 @@ ROOT = "kernels"
 PYTHON_DEPENDS = "python_depends.json"
 REVISION_LOOKUP: tuple[str, str, tuple[str, ...]] | None = None
 VALIDATORS: str | None = "validate"
+SIGNING_POLICY = "DEFAULT_POLICY"  # in `verify`: kernels' default signers, sigstore's `AnyOf` over `GitHubWorkflowPolicy`s
 
 
 def parse_backend(parse: Any, name: str) -> Any:

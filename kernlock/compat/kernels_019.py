@@ -14,6 +14,7 @@ ROOT = "kernels._internals"
 PYTHON_DEPENDS = "_internals/python_depends.json"
 REVISION_LOOKUP: tuple[str, str, tuple[str, ...]] | None = None
 VALIDATORS: str | None = "validate"
+SIGNING_POLICY = "DEFAULT_POLICY"  # in `verify`: kernels' default signers, sigstore's `AnyOf` over `GitHubWorkflowPolicy`s
 
 
 def parse_backend(parse: Any, name: str) -> Any:

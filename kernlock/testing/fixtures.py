@@ -22,8 +22,12 @@ Each ``fixtures/<org>__<name>.toml`` describes one kernel repository::
     tags = ["v1.0.0"]               # optional: lightweight tags on this commit
     variants = ["cuda", "torch213-cxx11-cpu-x86_64-linux"]   # set names or variant names
     version = 1                     # optional: metadata version (default: N of branch vN, else 1)
-    signed = true                   # optional: ship metadata.json.sigstore (a bundle-shaped file over
-                                    # metadata.json; not a verifiable signature)
+    signed = true                   # optional: ship metadata.json.sigstore, a real Sigstore bundle over
+                                    # metadata.json from the test Sigstore (kernlock.testing.sigstore),
+                                    # signed as kernels-community's build workflow; or a table naming
+                                    # another identity (any GitHubSigner field) or instance:
+    # signed = { workflow = "https://github.com/o/r/.github/workflows/build.yaml@refs/heads/main",
+    #            source-repository = "https://github.com/fork/r", issuer = "https://...", seed = "other" }
 
     [commits.metadata]              # optional: merged into every variant's metadata.json
     kernels-minver = "0.17.0"
@@ -49,6 +53,8 @@ from pathlib import Path
 from typing import Any
 
 import tomlkit
+
+from kernlock.testing.sigstore import GitHubSigner, TestSigstore
 
 _AUTHOR = "Kernlock Fixtures <fixtures@kernlock.invalid>"
 _EPOCH = 1767225600  # 2026-01-01T00:00:00Z
@@ -107,12 +113,13 @@ def ensure_fixture_repos(fixtures_dir: Path, dest: Path) -> dict[str, Path]:
 
 def _build_repo(spec: Mapping[str, Any], templates_dir: Path, repo_path: Path) -> None:
     git(repo_path.parent, "init", "-q", "--bare", "-b", "main", str(repo_path))
+    sigstores: dict[str, TestSigstore] = {}  # by seed: one log per repo, so each repo's bundles are reproducible
     stream = bytearray()
     marks: dict[str, int] = {}  # branch -> mark of its tip
     for index, commit in enumerate(spec["commits"], start=1):
         branch = commit["branch"]
         parent = marks.get(branch) or marks.get(commit.get("from", ""))
-        files = _render_commit(spec, commit, templates_dir)
+        files = _render_commit(spec, commit, templates_dir, sigstores)
         stream += _commit_command(
             f"refs/heads/{branch}",
             mark=index,
@@ -160,7 +167,8 @@ def _commit_command(
     return bytes(out + b"\n")
 
 
-def _render_commit(spec: Mapping[str, Any], commit: Mapping[str, Any], templates_dir: Path) -> dict[str, bytes]:
+def _render_commit(spec: Mapping[str, Any], commit: Mapping[str, Any], templates_dir: Path,
+                   sigstores: dict[str, TestSigstore]) -> dict[str, bytes]:
     """All files of one fixture commit: README plus one build directory per variant."""
     repo_id: str = spec["repo"]
     label: str = commit["label"]
@@ -223,7 +231,7 @@ def _render_commit(spec: Mapping[str, Any], commit: Mapping[str, Any], templates
             }
         files[f"{base}/metadata.json"] = (json.dumps(metadata, indent=2) + "\n").encode()
         if commit.get("signed"):
-            files[f"{base}/metadata.json.sigstore"] = _sigstore_bundle(files[f"{base}/metadata.json"])
+            files[f"{base}/metadata.json.sigstore"] = _bundle(files[f"{base}/metadata.json"], commit["signed"], sigstores)
         files.update(variant_files)
     return files
 
@@ -234,21 +242,12 @@ def _native_library(folder: Path) -> Path:
     return library
 
 
-def _sigstore_bundle(metadata: bytes) -> bytes:
-    """A file shaped like kernel-builder's ``metadata.json.sigstore`` bundle over ``metadata``.
-
-    Its signature and certificate are placeholders: tests have no signing identity,
-    and kernlock hashes the file rather than verifying it.
-    """
-    bundle = {
-        "mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
-        "verificationMaterial": {"certificate": {"rawBytes": base64.b64encode(b"kernlock fixture").decode()}},
-        "messageSignature": {
-            "messageDigest": {"algorithm": "SHA2_256", "digest": base64.b64encode(hashlib.sha256(metadata).digest()).decode()},
-            "signature": base64.b64encode(b"unsigned kernlock fixture").decode(),
-        },
-    }
-    return (json.dumps(bundle, indent=2) + "\n").encode()
+def _bundle(metadata: bytes, signed: bool | Mapping[str, str], sigstores: dict[str, TestSigstore]) -> bytes:
+    """A real ``metadata.json.sigstore`` over ``metadata`` from the test Sigstore, as ``signed`` says (see the module)."""
+    options = dict(signed) if isinstance(signed, Mapping) else {}
+    seed = options.pop("seed", TestSigstore.seed)
+    sigstore = sigstores.setdefault(seed, TestSigstore(seed=seed))
+    return sigstore.sign(metadata, GitHubSigner(**{key.replace("-", "_"): value for key, value in options.items()}))
 
 
 def _template_sources(templates_dir: Path, template: str) -> dict[str, bytes]:
@@ -324,9 +323,12 @@ def advance_branch(repo_path: Path, branch: str) -> str:
     return push_build(repo_path, branch, changed, f"Move {branch}")
 
 
-def push_build(repo_path: Path, branch: str, files: Mapping[str, bytes | None], message: str) -> str:
-    """`push_commit` as a publisher's rebuild: each build ``files`` touches gets a new id and a matching digest."""
+def push_build(repo_path: Path, branch: str, files: Mapping[str, bytes | None], message: str,
+               sigstore: TestSigstore | None = None) -> str:
+    """`push_commit` as a publisher's rebuild: each build ``files`` touches gets a new id and a matching digest,
+    and, when it was signed, a new bundle from the same signer (``sigstore``: the test Sigstore that signed it)."""
     tip = rev_parse(repo_path, f"refs/heads/{branch}")
+    sigstore = sigstore or TestSigstore()
     rebuilt: dict[str, bytes | None] = {}
     for base in sorted({"/".join(path.split("/")[:2]) for path in files if path.startswith("build/")}):
         if f"{base}/metadata.json" in files:
@@ -341,7 +343,14 @@ def push_build(repo_path: Path, branch: str, files: Mapping[str, bytes | None], 
                 else:
                     digest[path[len(base) + 1:]] = base64.b64encode(hashlib.sha256(content).digest()).decode()
         rebuilt[f"{base}/metadata.json"] = (json.dumps(metadata, indent=2) + "\n").encode()
+        if f"{base}/metadata.json.sigstore" not in files and _exists(repo_path, tip, f"{base}/metadata.json.sigstore"):
+            bundle = git(repo_path, "cat-file", "blob", f"{tip}:{base}/metadata.json.sigstore")
+            rebuilt[f"{base}/metadata.json.sigstore"] = sigstore.resign(bundle, rebuilt[f"{base}/metadata.json"])
     return push_commit(repo_path, branch, {**files, **rebuilt}, message)
+
+
+def _exists(repo_path: Path, commit: str, path: str) -> bool:
+    return bool(git(repo_path, "ls-tree", "--name-only", commit, path).strip())
 
 
 def rewrite_branch(repo_path: Path, branch: str) -> str:

@@ -63,9 +63,11 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from kernlock.signatures import TRUSTED_ROOT_ENV
 from kernlock.testing.fixtures import default_fixtures_dir, ensure_fixture_repos, git
 from kernlock.testing.git_repo import GitRepo, iso_time
 from kernlock.testing.handler import FAULT_KINDS, Fault, Handler, HubError, Response, json_response, ranged
+from kernlock.testing.sigstore import TestSigstore
 
 RATE_LIMITS = {"api": 500, "resolvers": 3000}  # the Hub's anonymous quotas per window
 RATE_WINDOW = 300.0  # seconds; the Hub counts in fixed 5-minute windows
@@ -444,11 +446,13 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     repos = ensure_fixture_repos(args.fixtures, args.workdir)
+    trusted_root = TestSigstore().write_trusted_root(args.workdir / "sigstore-trusted-root.json")
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     with TestHub(repos, latency=args.latency).start(args.port) as hub:
-        print(f"HF_ENDPOINT={hub.url}\nHF_HUB_DISABLE_XET=1", flush=True)  # no Xet server here: plain HTTP
+        # No Xet server here (plain HTTP); the fixtures' bundles verify against the test Sigstore's root.
+        print(f"HF_ENDPOINT={hub.url}\nHF_HUB_DISABLE_XET=1\n{TRUSTED_ROOT_ENV}={trusted_root}", flush=True)
         while not stop.wait(1.0):
             pass
 
