@@ -84,4 +84,10 @@ def run_command(lockfile: str | None, locked: bool, lenient: bool, vendor: str |
     program = shutil.which(command[0])
     if program is None:
         fail(f"command not found: {command[0]}", 127)
+    from kernlock.autoapply import hook_skipping_option
+
+    option = hook_skipping_option(command)
+    if option is not None:
+        fail(f"`{command[0]} {option}` skips Python's start-up hook (sitecustomize on PYTHONPATH), so kernlock run "
+             f"cannot apply the lock in it; drop the option, or call kernlock.apply() at the top of its script", 2)
     os.execve(program, list(command), {**os.environ, **environment})
