@@ -147,12 +147,12 @@ def verify(
     try:
         lock = workspace.read_lock()
     except LockfileNotFoundError as error:
-        first.problem(str(error), "kernlock lock")
+        first.problem(error.located if error.fix else str(error), "kernlock lock")
         report.unreadable = True
         return report
     except LockfileError as error:
-        first.problem(str(error), None if isinstance(error, LockfileVersionError) else "kernlock lock --upgrade",
-                      key_path=list(error.key_path) or None)
+        fix = error.fix or (None if isinstance(error, LockfileVersionError) else "kernlock lock --upgrade")
+        first.problem(error.located if error.fix else str(error), fix, key_path=list(error.key_path) or None)
         report.unreadable = True
         return report
     check_lock_consistency(lock, first)
