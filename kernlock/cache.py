@@ -159,41 +159,61 @@ def check_variant(kernel: LockedKernel, variant: LockedVariant, root: Path, stam
     With `stamped`, files whose device, inode, size, mtime and ctime match what this
     user verified before (a signed stamp in kernlock's private directory) are not
     re-hashed. `repair` is the command that restores `root` (the Hub cache's by default;
-    `repair_vendor_command` for a vendor directory), named in the error.
+    `repair_vendor_command` for a vendor directory), named in the error. The first of
+    `variant_problems` is raised.
     """
+    problems = variant_problems(kernel, variant, root, stamped, repair)
+    if problems:
+        raise problems[0]
+
+
+def variant_problems(kernel: LockedKernel, variant: LockedVariant, root: Path, stamped: bool = False,
+                     repair: str = REPAIR_CACHE) -> list[KernlockError]:
+    """Every way `root` differs from the locked variant, one error each.
+
+    Files the lock does not list (one `IntegrityError` naming them), then each missing
+    locked file (`MissingFilesError`), then each file whose size or sha256 differs
+    (`IntegrityError`). The stamp is written only when there is no problem.
+    """
+    problems: list[KernlockError] = []
     extra = extra_files(variant, root)
     if extra:
         names = ", ".join(extra[:3]) + ("…" if len(extra) > 3 else "")
-        raise IntegrityError(
+        problems.append(IntegrityError(
             f"{kernel.spec}: {root} holds {len(extra)} file(s) that kernels.lock does not list ({names}); "
             f"they could run instead of the locked code: remove them with `{repair}`"
-        )
+        ))
     entry = _stamp_entry(kernel, variant.name, root) if stamped else None
     stamp = _read_stamp(entry) if entry else {}
     fresh: dict[str, list] = {}
+    mismatched: list[IntegrityError] = []
     for locked in variant.files:
         path = root / locked.path
         try:
             info = path.stat()
         except FileNotFoundError:
-            raise MissingFilesError(
+            problems.append(MissingFilesError(
                 f"{kernel.spec}: {variant.name}/{locked.path} is missing from {root}; run `{repair}` to restore it"
-            ) from None
+            ))
+            continue
         key = [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, locked.sha256]
         if stamp.get(locked.path) == key:
             fresh[locked.path] = key
             continue
         actual = sha256_file(path) if info.st_size == locked.size else f"(size {info.st_size}, expected {locked.size})"
         if actual != locked.sha256:
-            raise IntegrityError(
+            mismatched.append(IntegrityError(
                 f"{kernel.spec}: {variant.name}/{locked.path} does not match kernels.lock "
                 f"(expected sha256 {locked.sha256}, found {actual}); "
                 f"run `{repair}` to restore it, or `kernlock lock -P "
                 f"{kernel.repo}` if the lock is what is wrong"
-            )
+            ))
+            continue
         fresh[locked.path] = key
-    if entry and fresh != stamp:
+    problems.extend(mismatched)
+    if entry and not problems and fresh != stamp:
         _write_stamp(entry, fresh)
+    return problems
 
 
 def _install_file(hub: "Hub", kernel: LockedKernel, variant: str, locked: LockedFile, cache: Path, force: bool) -> None:

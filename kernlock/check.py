@@ -42,8 +42,12 @@ from kernlock.errors import LockfileError, LockfileNotFoundError, LockfileVersio
 from kernlock.freshness import check_fresh
 from kernlock.lockfile import Lockfile
 from kernlock.remote import check_remote
+<<<<<<< HEAD
 from kernlock.report import CheckResult, VerifyReport
 from kernlock.signers import SigningPolicy, project_policy
+=======
+from kernlock.report import CheckResult, VerifyReport, plural
+>>>>>>> i27b
 from kernlock.workspace import open_workspace
 
 if TYPE_CHECKING:
@@ -92,13 +96,13 @@ def check_doctor(lock: Lockfile, targets: list[Target], result: CheckResult) -> 
             ):
                 result.notes.append(f"{kernel.spec} {variant.name} was built from a dirty tree "
                                     "(its recorded source revision does not fully identify it)")
-    result.summary = f"{len(entries)} variant{'s' if len(entries) != 1 else ''} for this machine"
+    result.summary = f"{plural(len(entries), 'variant')} for this machine"
 
 
 def check_cache(lock: Lockfile, targets: list[Target], result: CheckResult) -> None:
     """Locked variants of the checked targets are in the Hub cache and match their hashes."""
     from kernlock import cache
-    from kernlock.errors import IntegrityError, MissingFilesError
+    from kernlock.errors import MissingFilesError
 
     root = cache.hub_cache_dir()
     seen: set[tuple[str, str]] = set()
@@ -111,22 +115,20 @@ def check_cache(lock: Lockfile, targets: list[Target], result: CheckResult) -> N
             directory = cache.variant_dir(kernel, variant.name, root)
             context = {"kernel": kernel.spec, "variant": variant.name, "target": str(target)}
             missing = cache.missing_files(kernel, variant, directory)
-            if missing:
+            problems = [p for p in cache.variant_problems(kernel, variant, directory, stamped=True)
+                        if not isinstance(p, MissingFilesError)]
+            if missing:  # one problem for them all; `kernlock sync` fetches them unless other files need repair
                 names = ", ".join(f.path for f in missing[:3]) + ("…" if len(missing) > 3 else "")
                 result.problem(f"{kernel.spec}: {len(missing)} of {len(variant.files)} file(s) of {variant.name} "
-                               f"are not in the cache ({names})", "kernlock sync", path=str(directory), **context)
-                continue
-            try:
-                cache.check_variant(kernel, variant, directory, stamped=True)
-            except MissingFilesError as error:
-                result.problem(str(error), "kernlock sync", path=str(directory), **context)
-            except IntegrityError as error:
-                result.problem(str(error), "kernlock sync --repair", path=str(directory), **context)
-            else:
+                               f"are not in the cache ({names})", "kernlock sync --repair" if problems else "kernlock sync",
+                               path=str(directory), **context)
+            for problem in problems:
+                result.problem(str(problem), "kernlock sync --repair", path=str(directory), **context)
+            if not missing and not problems:
                 if inert := cache.extra_files(variant, directory, bytecode=True):
                     result.notes.append(f"{kernel.spec}: {directory} holds bytecode caches kernlock never reads "
                                         f"({', '.join(inert[:3])}); `kernlock sync --repair` removes them")
-    result.summary = f"{len(seen)} variant{'s' if len(seen) != 1 else ''} in {root}"
+    result.summary = f"{plural(len(seen), 'variant')} in {root}"
 
 
 def check_signatures(lock: Lockfile, targets: list[Target], result: CheckResult, policy: SigningPolicy) -> None:
@@ -203,16 +205,16 @@ def verify(
     try:
         lock = workspace.read_lock()
     except LockfileNotFoundError as error:
-        first.problem(str(error), "kernlock lock")
+        first.problem(error.located if error.fix else str(error), "kernlock lock")
         report.unreadable = True
         return report
     except LockfileError as error:
-        first.problem(str(error), None if isinstance(error, LockfileVersionError) else "kernlock lock --upgrade",
-                      key_path=list(error.key_path) or None)
+        fix = error.fix or (None if isinstance(error, LockfileVersionError) else "kernlock lock --upgrade")
+        first.problem(error.located if error.fix else str(error), fix, key_path=list(error.key_path) or None)
         report.unreadable = True
         return report
     check_lock_consistency(lock, first)
-    first.summary = f"{len(lock.kernels)} kernels, {len(lock.targets)} targets"
+    first.summary = f"{plural(len(lock.kernels), 'kernel')}, {plural(len(lock.targets), 'target')}"
     checked = workspace.chosen_targets(lock, targets, all_targets)
     for name, run in (
         ("fresh", (lambda r: check_fresh(project, lock, r)) if workspace.has_sources else _no_sources),

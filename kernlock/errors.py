@@ -97,6 +97,12 @@ class LockfileError(KernlockError):
         super().__init__(f"{location + ': ' if location else ''}{problem}{'; ' + fix if fix else ''}")
 
     @property
+    def located(self) -> str:
+        """The message without its fix: location, then `problem` (for reports that print the fix apart)."""
+        location = ": ".join(part for part in (self.source, self.key) if part)
+        return f"{location + ': ' if location else ''}{self.problem}"
+
+    @property
     def key(self) -> str:
         """`key_path` spelled the way the lock reads (see `key_text`)."""
         return key_text(self.key_path)

@@ -19,7 +19,7 @@ from kernlock.project import (
     project_specs,
     resolving_target,
 )
-from kernlock.report import CheckResult
+from kernlock.report import CheckResult, plural
 from kernlock.spec import KernelSpec
 from kernlock.workspace import Workspace
 
@@ -76,7 +76,7 @@ def check_fresh(project: Project, lock: Lockfile, result: CheckResult) -> None:
         if target not in lock.targets:
             result.problem(f"target {target} is declared in [tool.kernlock] targets but not locked",
                            "kernlock lock", target=str(target))
-    result.summary = f"{len(by_key)} spec{'s' if len(by_key) != 1 else ''}"
+    result.summary = plural(len(by_key), "spec")
     if not added and not removed:
         _note_default_drift(lock, by_key, project, result)
 

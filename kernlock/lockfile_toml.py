@@ -31,13 +31,52 @@ _CONFLICT_RE = re.compile(r"^(<<<<<<<|>>>>>>>)( |$)|^=======$", re.MULTILINE)
 # ---------------------------------------------------------------- reading
 
 
+_REPO_RE = re.compile(r'^repo = "([^"]+)"$')
+
+
+def conflicted_repos(text: str) -> list[str]:
+    """The repos of the entries a git merge conflict in lock text touches, in order.
+
+    An entry is touched when a line of a conflict hunk lies inside it: its `repo` line is
+    within the hunk (an entry one side added) or the last one before the hunk began.
+    """
+    repos: list[str] = []
+    current: str | None = None  # the repo of the entry the common text is in
+    in_hunk = False
+    for line in text.splitlines():
+        if line.startswith("<<<<<<<"):
+            in_hunk = True
+            if current and current not in repos:
+                repos.append(current)
+            continue
+        if line.startswith(">>>>>>>"):
+            in_hunk = False
+            continue
+        if line == "[[kernel]]" and not in_hunk:
+            current = None
+        if match := _REPO_RE.match(line):
+            if in_hunk and match[1] not in repos:
+                repos.append(match[1])
+            elif not in_hunk:
+                current = match[1]
+    return repos
+
+
+def conflict_fix(text: str, source: str) -> str:
+    """The fix for a lock with merge-conflict markers: one side's pins, re-resolving only the conflicted entries."""
+    import shlex
+
+    upgrade = "".join(f" -P {shlex.quote(repo)}" for repo in conflicted_repos(text))
+    return (f"resolve the conflict by hand, or keep one side's pins and re-resolve only the conflicted entries: "
+            f"`git checkout --ours {shlex.quote(source)} && kernlock lock{upgrade}`")
+
+
 def parse_lockfile(text: str, source: str = LOCK_FILENAME) -> Lockfile:
     """Parse and validate lock text; raise `LockfileError` naming the file and the key path or line."""
     conflict = _CONFLICT_RE.search(text)
     if conflict:
         line = text.count("\n", 0, conflict.start()) + 1
-        raise LockfileError("git merge-conflict markers", source=f"{source}:{line}",
-                            fix=f"resolve the conflict, or {REGENERATE}")
+        raise LockfileError("git merge-conflict markers", source=f"{source}:{line}", fix=conflict_fix(text, source))
     try:
         data = tomlio.loads(text)
     except ValueError as error:
@@ -53,7 +92,7 @@ def load_lockfile(path: str | os.PathLike[str]) -> Lockfile:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        raise LockfileNotFoundError(f"{path}: no such lock file; create it with `kernlock lock`") from None
+        raise LockfileNotFoundError("no such lock file", source=str(path), fix="create it with `kernlock lock`") from None
     except OSError as error:
         raise LockfileError(f"{path}: cannot read the lock file ({error})") from None
     entry = entry_for(data)

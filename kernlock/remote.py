@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kernlock.lockfile import SIGNATURE_FILE, LockedKernel, Lockfile
-from kernlock.report import CheckResult
+from kernlock.report import CheckResult, plural
 from kernlock.spec import version_of_branch
 
 if TYPE_CHECKING:
@@ -175,7 +175,7 @@ def check_remote(lock: Lockfile, result: CheckResult, hub: Hub | None = None, tr
                                 f"to {status.current[:12]}; `{fix}` to take it")
         elif status.ref_gone and not gone:
             result.notes.append(f"{kernel.spec}: ref {kernel.ref} no longer exists on the Hub (the locked commit does)")
-    result.summary = f"{len({s.kernel.repo for s in statuses})} repos"
+    result.summary = plural(len({s.kernel.repo for s in statuses}), "repo")
 
 
 class CommitGone(Exception):

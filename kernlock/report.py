@@ -119,3 +119,8 @@ def report_json(report: VerifyReport) -> str:
 
 
 __all__ = ["CheckResult", "Problem", "VerifyReport", "report_json"]
+
+
+def plural(count: int, noun: str) -> str:
+    """`1 kernel`, `2 kernels`."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"

@@ -203,14 +203,15 @@ def exclusive_workspace(project_dir: str | os.PathLike[str] = ".",
 
 
 def applied_workspace(lockfile: str | os.PathLike[str] | None = None, *,
-                      scripts: Sequence[str] | None = None) -> Workspace:
+                      scripts: Sequence[str] | None = None, naming: str = "pass kernlock.apply(lockfile=...)") -> Workspace:
     """The workspace `apply()` and `kernlock run` use: the named lock, else the project's from the
     working directory, else from the directory of the script being run.
 
     `scripts` are the paths that may name that script (default: `sys.argv[0]`, the script of an
     `apply()`); `kernlock run` passes its command's, never its own executable, so a lock is never
     borrowed from the project kernlock is installed in. With a named lock the project's settings
-    are not read (a child process under `kernlock run` never parses `pyproject.toml`).
+    are not read (a child process under `kernlock run` never parses `pyproject.toml`). `naming` is
+    how the caller's user names a lock, offered when none is found.
     """
     named = named_lockfile(lockfile)
     if named is not None:
@@ -229,13 +230,14 @@ def applied_workspace(lockfile: str | os.PathLike[str] | None = None, *,
             if (vendor := vendor_dir()) is not None:
                 vendored_lockfile(vendor, workspace.lockfile)
             return workspace
-        looked.append(str(workspace.lockfile))
+        if str(workspace.lockfile) not in looked:  # the script may live in the working directory's project
+            looked.append(str(workspace.lockfile))
     if (vendor := vendor_dir()) is not None:
         return Workspace(project=Project(root=find_project_root(Path.cwd())),
                          lockfile=vendored_lockfile(vendor, None), discovered=True)
     raise LockfileNotFoundError(
         f"no lock file found (looked for {' and '.join(looked)}; ${LOCKFILE_ENV} is unset); "
-        "run `kernlock lock` or pass kernlock.apply(lockfile=...)"
+        f"run `kernlock lock` or {naming}"
     )
 
 

@@ -304,3 +304,34 @@ def test_scan_reports_each_site_it_cannot_read(hub: TestHub, tmp_path: Path) -> 
         f"kernlock: warning: run.sh:1: attn_implementation=$ATTN {fix}",
     ]
     assert [k.spec for k in lock_of(project).kernels] == [f"{FA2}@v2"]
+
+
+def test_on_a_tty_the_progress_line_is_cleared_before_an_error(hub: TestHub, tmp_path: Path) -> None:
+    """stderr on a pseudo-terminal: progress is drawn, then erased, then the one error line."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    project = make_project(tmp_path / "p", kernels=["kernels-community/activation@v1"])
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "kernlock", "lock", "kernels-community/no-such-kernel"],
+                                cwd=project, stdout=subprocess.PIPE, stderr=follower, stdin=subprocess.DEVNULL)
+        os.close(follower)
+        output = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # the child closed the terminal (EIO)
+                break
+            if not chunk:
+                break
+            output += chunk
+        assert proc.wait(timeout=120) != 0
+    finally:
+        os.close(leader)
+    error = output.index(b"kernlock: error: ")
+    drawn, erased = output[:error], b"\r" + b" " * 100 + b"\r"
+    assert b"resolving" in drawn and drawn.endswith(erased), drawn
+    assert b"\r" not in output[error:].rstrip(b"\r\n") and output[error:].count(b"\n") == 1  # one line, intact

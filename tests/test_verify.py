@@ -203,6 +203,35 @@ def test_cache_check(locked_project: LockedProjectFactory) -> None:
     assert "does not match kernels.lock" in problem["message"]
 
 
+def test_cache_check_reports_every_problem_of_a_variant(locked_project: LockedProjectFactory) -> None:
+    """A tampered file, a missing one and a planted one in one variant: three problems, each with a fix that works."""
+    from kernlock.cache import ensure_variant
+
+    project = locked_project([ACT], [CPU]).path
+    kernel = load_lockfile(project / "kernels.lock").kernel(ACT)
+    variant = kernel.variant_for(CPU)
+    assert len(variant.files) >= 2
+    root = ensure_variant(kernel, variant)
+    tampered, gone = (root / f.path for f in variant.files[:2])
+    tampered.write_bytes(b"tampered" + tampered.read_bytes())
+    gone.unlink()
+    (root / "planted.py").write_text("print('not locked')\n")
+    code, report = verify_json(project, "--cache")
+    assert code == 1
+    problems = checks(report)["cache"]["problems"]
+    messages = [p["message"] for p in problems]
+    assert len(problems) == 3, messages
+    assert f"1 of {len(variant.files)} file(s) of {variant.name} are not in the cache ({variant.files[1].path})" in messages[0]
+    assert "planted.py" in messages[1] and "does not list" in messages[1]
+    assert f"{variant.name}/{variant.files[0].path} does not match kernels.lock" in messages[2]
+    assert {p["fix"] for p in problems} == {"kernlock sync --repair"}
+    assert cli("sync", "--repair", cwd=project).exit_code == 0  # the fix, as printed
+    repaired = cli("verify", "--cache", cwd=project)
+    assert repaired.exit_code == 0, repaired.output
+    assert repaired.output.startswith("ok   lock (1 kernel, 1 target)")  # plurals
+    assert "ok   fresh (1 spec)" in repaired.output and "ok   cache (1 variant in" in repaired.output
+
+
 def test_remote_check(hub: TestHub, locked_project: LockedProjectFactory) -> None:
     project = locked_project([f"{FA2}@v4", "kernels-community/tagged@v1.0.0"], [CPU]).path
     result = cli("verify", "--remote", cwd=project)

@@ -14,6 +14,7 @@ import pytest
 
 from helpers import CPU, UNTRUSTED, LockedProjectFactory, cli, make_project, run_kernlock
 from kernlock.lockfile_toml import load_lockfile
+from kernlock.testing.fixtures import advance_branch
 from kernlock.testing.hub import TestHub
 
 ACTIVATION = "kernels-community/activation@v1"
@@ -205,17 +206,56 @@ def test_another_users_lock_state_neither_blocks_nor_breaks_kernlock(shared_dir:
 # ---------------------------------------------------------------- never silently re-resolve
 
 
+def git(project: Path, *args: str) -> subprocess.CompletedProcess:
+    """Run git in `project` with a fixed identity."""
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=project,
+                          capture_output=True, text=True, timeout=60)
+
+
 def test_an_unreadable_lock_is_never_silently_re_resolved(locked_project: LockedProjectFactory) -> None:
     project = locked_project([ACTIVATION], [CPU]).path
     lock = project / "kernels.lock"
     conflicted = "<<<<<<< HEAD\n" + lock.read_text() + "=======\nversion = \"1.0\"\n>>>>>>> theirs\n"
     lock.write_text(conflicted)
     line = one_line_error(cli("lock", cwd=project))
-    assert "merge-conflict markers" in line and "kernlock lock --upgrade" in line
+    assert "merge-conflict markers" in line and "nothing was written" in line
     assert lock.read_text() == conflicted
     verified = cli("verify", cwd=project)
-    assert verified.exit_code == 2 and "fix: kernlock lock --upgrade" in verified.output
-    assert cli("lock", "--upgrade", cwd=project).exit_code == 0  # the fix
+    assert verified.exit_code == 2 and "fix: resolve the conflict by hand" in verified.output
+    assert verified.output.count("merge-conflict markers") == 1  # the problem once, the fix once
+    assert cli("lock", "--upgrade", cwd=project).exit_code == 0  # re-resolving everything works too
+    assert cli("verify", cwd=project).exit_code == 0
+
+
+def test_a_merge_conflict_fix_re_resolves_only_the_conflicted_entries(
+        hub: TestHub, locked_project: LockedProjectFactory) -> None:
+    """Both branches moved one pin: the printed fix re-resolves that entry and keeps every other pin."""
+    project = locked_project([ACTIVATION, TAGGED], [CPU]).path
+    repo = ACTIVATION.split("@")[0]
+    assert git(project, "init", "-q", "-b", "main").returncode == 0
+    assert git(project, "add", "-A").returncode == 0 and git(project, "commit", "-qm", "lock").returncode == 0
+    for branch in ("theirs", "main"):
+        if branch == "theirs":
+            git(project, "checkout", "-qb", "theirs")
+        else:
+            git(project, "checkout", "-q", "main")
+        advance_branch(hub.repo_path(repo), "v1")
+        assert cli("lock", "-P", repo, cwd=project).exit_code == 0
+        assert git(project, "commit", "-qam", f"move {repo} on {branch}").returncode == 0
+    advance_branch(hub.repo_path(TAGGED.split("@")[0]), "v1")  # `--upgrade` would move this pin too
+    before = load_lockfile(project / "kernels.lock")
+    assert git(project, "merge", "theirs").returncode != 0
+    line = one_line_error(cli("lock", cwd=project))
+    moved = advance_branch(hub.repo_path(repo), "v1")  # the re-resolved entry takes the branch's head
+    fix = line.rsplit("`", 2)[1]
+    assert fix == f"git checkout --ours {project / 'kernels.lock'} && kernlock lock -P {repo}", line
+    bin_dir = str(Path(sys.executable).parent)
+    ran = subprocess.run(["bash", "-c", fix], cwd=project, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PATH": bin_dir + os.pathsep + os.environ["PATH"]})
+    assert ran.returncode == 0, ran.stderr
+    after = load_lockfile(project / "kernels.lock")
+    assert after.kernel(TAGGED).commit == before.kernel(TAGGED).commit  # kept
+    assert after.kernel(ACTIVATION).commit == moved != before.kernel(ACTIVATION).commit
     assert cli("verify", cwd=project).exit_code == 0
 
 
@@ -304,3 +344,28 @@ def test_locked_refuses_a_stale_lock_until_it_is_relocked(locked_project: Locked
     ran = run_kernlock(*command, cwd=project)
     assert ran.returncode == 0 and ran.stdout.strip() == "ran", ran.stderr
     assert applied_lockfile(project).returncode == 0
+
+
+def test_without_a_lock_each_command_says_so_once_and_json_gets_json(hub: TestHub, tmp_path: Path) -> None:
+    """No lock: one line naming the lock path once (JSON under --json); `kernlock run` offers --lockfile."""
+    import json
+
+    project = make_project(tmp_path / "p", kernels=[ACTIVATION])
+    (project / "kernels.lock").unlink(missing_ok=True)
+    lock = str(project / "kernels.lock")
+    for args in (("show",), ("sync",), ("outdated",), ("explain", ACTIVATION)):
+        line = one_line_error(cli(*args, cwd=project))
+        assert line.count(lock) == 1 and "create it with `kernlock lock`" in line
+    for args in (("show", "--json"), ("sync", "--json"), ("lock", "--json", "a/b@")):
+        result = cli(*args, cwd=project)
+        error = json.loads(result.output)
+        assert result.exit_code == error["error"]["exit_code"] == 2 and error["ok"] is False, result.output
+        assert error["error"]["message"] and error["error"]["type"].endswith("Error")
+    verified = cli("verify", cwd=project)
+    assert verified.exit_code == 2 and verified.output.count("kernlock lock") == 1  # the fix once
+    (project / "train.py").write_text("print('ran')\n")
+    ran = run_kernlock("run", "--", sys.executable, "train.py", cwd=project)
+    line = one_line_error(ran, code=1)
+    assert line.count(lock) == 1 and "--lockfile" in line and "kernlock.apply" not in line
+    assert run_kernlock("lock", cwd=project).returncode == 0  # the fix each names
+    assert run_kernlock("run", "--", sys.executable, "train.py", cwd=project).stdout == "ran\n"

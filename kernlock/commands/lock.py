@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from kernlock.commands.options import handle_errors, json_option, lock_options, quiet_option, targets_option
+from kernlock.report import plural
 
 if TYPE_CHECKING:
     from kernlock.locking import LockResult
@@ -68,11 +69,6 @@ def clear_progress(progress: Callable[[str], None] | None) -> None:
     """Erase the progress line (before a result or an error is printed)."""
     if progress:
         click.echo("\r" + " " * 100 + "\r", err=True, nl=False)
-
-
-def plural(count: int, noun: str) -> str:
-    """`1 kernel`, `2 kernels`."""
-    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def report(result: LockResult, as_json: bool, quiet: bool = False) -> None:

@@ -1,7 +1,8 @@
 """What the commands share: options spelled once, and one way to turn errors into an exit.
 
 Errors print as one line (`kernlock: error: …`): exit 2 for bad usage or
-unreadable input, 1 for failed checks or resolution, 130 when interrupted.
+unreadable input, 1 for failed checks or resolution, 130 when interrupted. Under
+`--json` the error is a JSON object on stdout instead (see `error_json`).
 """
 
 from __future__ import annotations
@@ -49,14 +50,36 @@ def fail(message: str, code: int) -> None:
     sys.exit(code)
 
 
+def error_json(error: KernlockError) -> str:
+    """A command's error as `--json` prints it: ``{"ok": false, "error": {...}}``.
+
+    ``error`` holds ``type`` (the exception class, e.g. ``LockfileNotFoundError``), ``message``
+    (the one line the text form prints after ``kernlock: error:``) and ``exit_code``; a lock
+    error adds ``problem``, ``fix``, ``source`` and ``key_path`` where it has them.
+    """
+    import json
+
+    from kernlock.errors import LockfileError
+
+    body: dict[str, Any] = {"type": type(error).__name__, "message": str(error), "exit_code": error.exit_code}
+    if isinstance(error, LockfileError):
+        body.update({key: value for key, value in (("problem", error.problem), ("fix", error.fix),
+                                                     ("source", error.source), ("key_path", list(error.key_path)))
+                     if value})
+    return json.dumps({"ok": False, "error": body}, indent=2, ensure_ascii=False)
+
+
 def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn kernlock's errors into one line and an exit code."""
+    """Turn kernlock's errors into one line (a JSON object under `--json`) and an exit code."""
 
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except KernlockError as error:
+            if kwargs.get("as_json"):
+                click.echo(error_json(error))
+                sys.exit(error.exit_code)
             fail(str(error), error.exit_code)
         except KeyboardInterrupt:
             fail("interrupted", 130)

@@ -65,7 +65,7 @@ def run_command(lockfile: str | None, locked: bool, lenient: bool, vendor: str |
     if vendor:
         os.environ[VENDOR_ENV] = str(Path(vendor).resolve())
     try:
-        workspace = applied_workspace(lockfile, scripts=command_scripts(command))
+        workspace = applied_workspace(lockfile, scripts=command_scripts(command), naming="name one with --lockfile")
         lock = workspace.read_lock()
     except LockfileError as error:
         fail(str(error), 1)  # no usable lock: exit 1, as the start-up hook does in the command's processes
