@@ -42,12 +42,8 @@ from kernlock.errors import LockfileError, LockfileNotFoundError, LockfileVersio
 from kernlock.freshness import check_fresh
 from kernlock.lockfile import Lockfile
 from kernlock.remote import check_remote
-<<<<<<< HEAD
-from kernlock.report import CheckResult, VerifyReport
-from kernlock.signers import SigningPolicy, project_policy
-=======
 from kernlock.report import CheckResult, VerifyReport, plural
->>>>>>> i27b
+from kernlock.signers import SigningPolicy, project_policy
 from kernlock.workspace import open_workspace
 
 if TYPE_CHECKING:
