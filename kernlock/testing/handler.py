@@ -134,11 +134,11 @@ class Handler(BaseHTTPRequestHandler):
             repo_id, action, rev = f"{unquote(m[1])}/{unquote(m[2])}", m[3], unquote(m[4] or "main")
             sub = unquote(m[5] or "")
             if action is None and method == "GET":
-                return "revision", lambda: hub.repo_info(repo_id, "main", _flag(query.get("blobs")))
+                return "revision", lambda: hub.repo_info(repo_id, "main")
             if action == "refs" and method == "GET":
                 return "refs", lambda: hub.refs(repo_id)
             if action == "revision" and method == "GET" and m[4] and not sub:
-                return "revision", lambda: hub.repo_info(repo_id, rev, _flag(query.get("blobs")))
+                return "revision", lambda: hub.repo_info(repo_id, rev)
             if action == "tree" and method == "GET" and m[4]:
                 recursive, expand = _flag(query.get("recursive")), _flag(query.get("expand"))
                 return "tree", lambda: hub.tree(repo_id, rev, sub, recursive, expand, query.get("cursor"),

@@ -5,7 +5,7 @@ use for ``repo_type="kernel"``:
 
 - ``GET  /api/kernels/{repo}/refs``                      branches and tags
 - ``GET  /api/kernels/{repo}/tree/{rev}[/{path}]``       ``recursive`` and ``expand``, paginated (``Link: rel="next"``)
-- ``GET  /api/kernels/{repo}[/revision/{rev}]``          repo info (``siblings``; ``blobs=true`` adds metadata)
+- ``GET  /api/kernels/{repo}[/revision/{rev}]``          repo info (no ``siblings``, as on the real Hub)
 - ``POST /api/kernels/{repo}/paths-info/{rev}``          form or JSON body with ``paths`` and ``expand``
 - ``GET|HEAD /kernels/{repo}/resolve/{rev}/{path}``      file bytes (single ``Range`` supported)
 - ``GET  /api/kernels/{repo}/commits/{rev}``              commit history (newest first)
@@ -321,20 +321,11 @@ class TestHub:
         found = [entries[p.strip("/")] for p in paths if p.strip("/") in entries and p.strip("/")]
         return json_response([e.to_json(last.get(e.path), self.xet) for e in found])
 
-    def repo_info(self, repo_id: str, rev: str, blobs: bool) -> Response:
+    def repo_info(self, repo_id: str, rev: str) -> Response:
+        """A kernel repo's info. Like the real Hub, it lists no ``siblings``: clients list the tree instead."""
         repo = self._repo(repo_id)
         commit = self._commit(repo, rev)
         timestamp, _ = repo.commit_info(commit)
-        siblings = []
-        for entry in sorted(repo.entries(commit).values(), key=lambda e: e.path):
-            if entry.type != "file":
-                continue
-            sibling: dict[str, Any] = {"rfilename": entry.path}
-            if blobs:
-                sibling.update(size=entry.size, blobId=entry.oid)
-                if entry.lfs is not None:
-                    sibling["lfs"] = {"sha256": entry.lfs["oid"], **entry.lfs}
-            siblings.append(sibling)
         org = repo_id.split("/")[0]
         return json_response(
             {
@@ -349,7 +340,6 @@ class TestHub:
                 "downloads": 0,
                 "likes": 0,
                 "tags": ["kernel"],
-                "siblings": siblings,
             }
         )
 
