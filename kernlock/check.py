@@ -113,9 +113,9 @@ def check_cache(lock: Lockfile, targets: list[Target], result: CheckResult) -> N
             try:
                 cache.check_variant(kernel, variant, directory, stamped=True)
             except MissingFilesError as error:
-                result.problem(str(error), "kernlock sync", path=str(directory), **context)
+                result.problem(error.message, error.fix or "kernlock sync", path=str(directory), **context)
             except IntegrityError as error:
-                result.problem(str(error), "kernlock sync --repair", path=str(directory), **context)
+                result.problem(error.message, error.fix or "kernlock sync --repair", path=str(directory), **context)
             else:
                 if inert := cache.extra_files(variant, directory, bytecode=True):
                     result.notes.append(f"{kernel.spec}: {directory} holds bytecode caches kernlock never reads "
@@ -149,12 +149,12 @@ def verify(
     try:
         lock = workspace.read_lock()
     except LockfileNotFoundError as error:
-        first.problem(str(error), "kernlock lock")
+        first.problem(error.message, error.fix or "kernlock lock")
         report.unreadable = True
         return report
     except LockfileError as error:
-        first.problem(str(error), None if isinstance(error, LockfileVersionError) else "kernlock lock --upgrade",
-                      key_path=list(error.key_path) or None)
+        default = None if isinstance(error, LockfileVersionError) else "kernlock lock --upgrade"
+        first.problem(error.message, error.fix or default, key_path=list(error.key_path) or None)
         report.unreadable = True
         return report
     check_lock_consistency(lock, first)

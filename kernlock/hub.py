@@ -118,7 +118,7 @@ class Hub:
             canonical = final_path[len(prefix):-len("/refs")]
             with self._lock:
                 self._canonical[repo] = canonical
-        refs = []
+        refs: list[Ref] = []
         try:
             for kind, key in (("branch", "branches"), ("tag", "tags")):
                 refs.extend(Ref(str(item["name"]), kind, item["targetCommit"]) for item in data.get(key) or [])

@@ -263,7 +263,7 @@ class Resolver:
             return "allowlist"
         if self.hub.publisher_trusted(repo.split("/", 1)[0]):
             return "trusted-publisher"
-        raise TrustError(repo)
+        raise TrustError.untrusted(repo)
 
     def _lock_commit(self, job: _Job, *, repo: str, commit: str, ref: str | None, version: int | None,
                      resolution: str, refs: list[Ref] | None = None) -> LockedKernel:

@@ -152,4 +152,4 @@ def test_a_newer_major_is_refused_with_the_upgrade() -> None:
         Lockfile.from_dict(_lock_with(lambda d: d.update(version="2.0")), source="kernels.lock")
     assert raised.value.key_path == ("version",)
     assert str(raised.value) == ("kernels.lock: version: lock format version 2.0 is newer than this kernlock understands "
-                                 "(1.0); upgrade kernlock (pip install -U kernlock)")
+                                 "(1.0); fix: upgrade kernlock (pip install -U kernlock)")
