@@ -1,6 +1,6 @@
 """Benchmark 5 — scaling, in-process.
 
-* Load + validate + coverage check (`lockfile_toml.load_lockfile` + `patch.check_coverage`)
+* Load + validate + coverage check (`lockfile_toml.load_lockfile` + `coverage.require_coverage`)
   of locks of 10, 100 and 1,000 kernels (2 variants x 4 files each), parsed every
   time (parse cache off): median time, per-kernel cost and its growth (flat
   per-kernel cost = linear); then the 1,000-kernel lock again with the parse cache.
@@ -24,7 +24,7 @@ from kernlock import cache
 from kernlock.environment import parse_target
 from kernlock.lockfile import LockedFile, LockedVariant
 from kernlock.lockfile_toml import load_lockfile, write_lockfile
-from kernlock.patch import check_coverage
+from kernlock.coverage import require_coverage
 
 NAME = "scaling"
 SIZES = (10, 100, 1000)
@@ -38,7 +38,7 @@ def _lock_scaling(ws: Workspace, reps: int, result: Result) -> None:
         write_lockfile(synthetic_lock([kernel_repo(i) for i in range(size)], variants=2), path)
 
         def load_and_check() -> None:
-            check_coverage(load_lockfile(path), target, path)
+            require_coverage(load_lockfile(path), target, path)
 
         n = max(reps, reps * 1000 // size)  # small locks: more repetitions, same total time
         with mock.patch.dict(os.environ, KERNLOCK_NO_CACHE="1"):  # the parse is what scales; the cache row follows

@@ -10,6 +10,42 @@ Public API (imported lazily so `import kernlock` stays cheap)::
 
 __version__ = "0.1.0"
 
+TYPE_CHECKING = False  # not typing's: the start-up hook imports this package in every process, typing costs ~8 ms
+
+if TYPE_CHECKING:  # what type checkers see behind the lazy `__getattr__` below (`X as X`: re-exported)
+    from kernlock.check import verify as verify
+    from kernlock.environment import current_target as current_target
+    from kernlock.environment import parse_target as parse_target
+    from kernlock.errors import CompatibilityError as CompatibilityError
+    from kernlock.errors import ConfigError as ConfigError
+    from kernlock.errors import HubError as HubError
+    from kernlock.errors import IntegrityError as IntegrityError
+    from kernlock.errors import KernlockError as KernlockError
+    from kernlock.errors import LocalKernelError as LocalKernelError
+    from kernlock.errors import LockTimeoutError as LockTimeoutError
+    from kernlock.errors import LockfileError as LockfileError
+    from kernlock.errors import LockfileNotFoundError as LockfileNotFoundError
+    from kernlock.errors import LockfileVersionError as LockfileVersionError
+    from kernlock.errors import MissingFilesError as MissingFilesError
+    from kernlock.errors import NoVariantError as NoVariantError
+    from kernlock.errors import RankMismatchError as RankMismatchError
+    from kernlock.errors import ResolutionError as ResolutionError
+    from kernlock.errors import SpecError as SpecError
+    from kernlock.errors import StaleLockError as StaleLockError
+    from kernlock.errors import TargetError as TargetError
+    from kernlock.errors import TrustError as TrustError
+    from kernlock.errors import UnlockedKernelError as UnlockedKernelError
+    from kernlock.errors import UnsafeLockfileError as UnsafeLockfileError
+    from kernlock.errors import UsageError as UsageError
+    from kernlock.errors import VariantMismatchError as VariantMismatchError
+    from kernlock.errors import WriteError as WriteError
+    from kernlock.lockfile import Lockfile as Lockfile
+    from kernlock.lockfile_toml import load_lockfile as load_lockfile
+    from kernlock.locking import LockResult as LockResult
+    from kernlock.locking import lock as lock
+    from kernlock.patch import apply as apply
+    from kernlock.spec import parse_spec as parse_spec
+
 _EXPORTS = {
     "apply": "kernlock.patch",
     "lock": "kernlock.locking",
@@ -21,19 +57,34 @@ _EXPORTS = {
     "parse_target": "kernlock.environment",
     "current_target": "kernlock.environment",
     "KernlockError": "kernlock.errors",
+    "UsageError": "kernlock.errors",
+    "SpecError": "kernlock.errors",
+    "TargetError": "kernlock.errors",
+    "ConfigError": "kernlock.errors",
+    "WriteError": "kernlock.errors",
+    "LockfileError": "kernlock.errors",
+    "LockfileVersionError": "kernlock.errors",
+    "UnsafeLockfileError": "kernlock.errors",
+    "LockfileNotFoundError": "kernlock.errors",
+    "StaleLockError": "kernlock.errors",
+    "ResolutionError": "kernlock.errors",
+    "HubError": "kernlock.errors",
+    "TrustError": "kernlock.errors",
     "NoVariantError": "kernlock.errors",
-    "IntegrityError": "kernlock.errors",
     "UnlockedKernelError": "kernlock.errors",
     "LocalKernelError": "kernlock.errors",
+    "IntegrityError": "kernlock.errors",
+    "MissingFilesError": "kernlock.errors",
     "CompatibilityError": "kernlock.errors",
-    "LockfileError": "kernlock.errors",
-    "ResolutionError": "kernlock.errors",
+    "VariantMismatchError": "kernlock.errors",
+    "RankMismatchError": "kernlock.errors",
+    "LockTimeoutError": "kernlock.errors",
 }
 
 __all__ = ["__version__", *_EXPORTS]
 
 
-def __getattr__(name: str) -> object:
+def __getattr__(name: str) -> object:  # type checkers use the TYPE_CHECKING imports above
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'kernlock' has no attribute {name!r}")

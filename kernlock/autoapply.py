@@ -15,13 +15,20 @@ passed through (the traceback follows it with `KERNLOCK_VERBOSE=1`).
 kernlock's own commands `disarm()` the hook (`kernlock lock` works with no lock yet).
 """
 
+from __future__ import annotations
+
 import os
 import sys
 from _thread import RLock
 
-from kernlock.settings import APPLY_ENV, apply_requested
+from kernlock.settings import verbose
+
+TYPE_CHECKING = False  # not typing's: importing typing in every process is start-up cost; type checkers know the name
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 TRIGGERS = frozenset({"kernels", "transformers"})
+STARTUP_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_startup")  # `kernlock run` puts it on PYTHONPATH
 _lock = RLock()
 
 
@@ -70,7 +77,7 @@ def _apply_or_exit() -> None:
         os._exit(1)  # inside an import: an exception could be swallowed by `try: import …` and the lock skipped
 
 
-def _refusals_in_one_line(previous: "Callable[..., object]") -> "Callable[..., None]":  # no typing import: start-up cost
+def _refusals_in_one_line(previous: Callable[..., object]) -> Callable[..., None]:
     """An excepthook that prints an uncaught kernlock refusal, however wrapped, as its one `kernlock: error:` line.
 
     A failure that only carries such a line (a launcher re-raising its child's
@@ -78,10 +85,11 @@ def _refusals_in_one_line(previous: "Callable[..., object]") -> "Callable[..., N
     child already printed the line. `KERNLOCK_VERBOSE=1` adds the traceback.
     """
 
-    def hook(kind: "type[BaseException]", value: BaseException, traceback: object) -> None:
+    def hook(kind: type[BaseException], value: BaseException, traceback: object) -> None:
         from kernlock.errors import KernlockError
 
-        chain, error = [], value
+        chain: list[BaseException] = []
+        error: BaseException | None = value
         while error is not None and error not in chain:
             chain.append(error)
             error = error.__cause__ or error.__context__
@@ -92,7 +100,7 @@ def _refusals_in_one_line(previous: "Callable[..., object]") -> "Callable[..., N
             return
         if refusal is not None:
             sys.stderr.write(f"kernlock: error: {refusal}\n")
-        if os.environ.get("KERNLOCK_VERBOSE", "").lower() not in ("", "0", "false", "no"):
+        if verbose():
             previous(kind, value, traceback)
 
     return hook

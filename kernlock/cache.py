@@ -21,9 +21,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kernlock import settings
 from kernlock.errors import HubError, IntegrityError, KernlockError, MissingFilesError, WriteError, local_write_problem
 from kernlock.lockfile import LockedFile, LockedKernel, LockedVariant
-from kernlock.workspace import vendor_dir
+from kernlock.settings import VENDOR_ENV
 
 if TYPE_CHECKING:
     from kernlock.hub import Hub
@@ -355,7 +356,7 @@ def ensure_variant(kernel: LockedKernel, variant: LockedVariant, *, offline: boo
     cache, downloading only the variant's missing files (not when `offline`).
     A downloaded file that does not match the lock is removed again.
     """
-    vendor = vendor_dir()
+    vendor = settings.path(VENDOR_ENV)
     if vendor is not None:
         root = vendored_variant_dir(kernel, variant.name, vendor)
         missing = missing_files(kernel, variant, root)

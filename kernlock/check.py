@@ -119,7 +119,7 @@ def check_cache(lock: Lockfile, targets: list[Target], result: CheckResult) -> N
                                f"are not in the cache ({names})", "kernlock sync --repair" if problems else "kernlock sync",
                                path=str(directory), **context)
             for problem in problems:
-                result.problem(str(problem), "kernlock sync --repair", path=str(directory), **context)
+                result.problem(problem.message, problem.fix or "kernlock sync --repair", path=str(directory), **context)
             if not missing and not problems:
                 if inert := cache.extra_files(variant, directory, bytecode=True):
                     result.notes.append(f"{kernel.spec}: {directory} holds bytecode caches kernlock never reads "
@@ -201,12 +201,12 @@ def verify(
     try:
         lock = workspace.read_lock()
     except LockfileNotFoundError as error:
-        first.problem(error.located if error.fix else str(error), "kernlock lock")
+        first.problem(error.message, error.fix or "kernlock lock")
         report.unreadable = True
         return report
     except LockfileError as error:
-        fix = error.fix or (None if isinstance(error, LockfileVersionError) else "kernlock lock --upgrade")
-        first.problem(error.located if error.fix else str(error), fix, key_path=list(error.key_path) or None)
+        default = None if isinstance(error, LockfileVersionError) else "kernlock lock --upgrade"
+        first.problem(error.message, error.fix or default, key_path=list(error.key_path) or None)
         report.unreadable = True
         return report
     check_lock_consistency(lock, first)

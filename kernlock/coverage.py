@@ -1,18 +1,23 @@
 """Coverage: does the lock hold a variant of every kernel for a target, and if not, what fixes it.
 
-`verify` reports it (`check_coverage`); `apply()` and `kernlock run` refuse an
-uncovered environment with the same diagnosis (`uncovered_problem`). When the
+`verify` records it (`check_coverage`); `apply()` and `kernlock run` refuse an
+uncovered environment with the same diagnosis (`require_coverage`, through `uncovered_problem`). When the
 locked commit has no build for the target at all, adding the target cannot
 succeed, so the fix is another version instead.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from kernlock.environment import Target
-from kernlock.lockfile import LockedKernel, Lockfile
-from kernlock.report import CheckResult
+from kernlock.errors import NoVariantError
+from kernlock.lockfile import LOCK_FILENAME, LockedKernel, Lockfile
+
+if TYPE_CHECKING:  # apply() imports this module; only verify builds reports
+    from kernlock.report import CheckResult
 
 
 def builds(variant_names: Iterable[str], target: Target) -> bool:
@@ -37,11 +42,27 @@ def uncovered_problem(kernel: LockedKernel, target: Target) -> tuple[str, str]:
     return f"{kernel.spec} has no locked variant for target {target}", f"kernlock lock --target {target}"
 
 
+def require_coverage(lock: Lockfile, target: Target, lockfile: os.PathLike[str] | str = LOCK_FILENAME) -> None:
+    """Raise `NoVariantError` unless every locked kernel has a variant for `target`."""
+    missing = lock.uncovered(target)
+    if not missing:
+        return
+    unbuildable = [kernel for spec in missing if (kernel := lock.kernel(spec)) is not None and not buildable(kernel, target)]
+    if unbuildable:  # adding this target cannot work: the locked commit has no build for it
+        message, fix = uncovered_problem(unbuildable[0], target)
+        raise NoVariantError(f"{lockfile}: {message}", fix=f"`{fix}`")
+    have = ", ".join(map(str, lock.targets)) or "none"
+    raise NoVariantError(
+        f"{lockfile} has no build variant for this environment ({target}) for {', '.join(missing)}; "
+        f"locked targets: {have}", fix=f"`kernlock lock --target {target}`"
+    )
+
+
 def check_coverage(lock: Lockfile, targets: list[Target], result: CheckResult) -> None:
     """Each kernel has a locked variant for every checked target."""
     for target in targets:
         name = str(target)
-        kernels = [lock.kernel(spec) for spec in lock.uncovered(target)]
+        kernels = [kernel for spec in lock.uncovered(target) if (kernel := lock.kernel(spec)) is not None]
         if target not in lock.targets:  # adding the target is the fix, unless a locked commit has no build for it
             kernels = [k for k in lock.kernels if not buildable(k, target)]
             if not kernels:

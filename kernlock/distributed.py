@@ -24,30 +24,23 @@ import hashlib
 import itertools
 import json
 import logging
-import os
 import socket
 from dataclasses import asdict, dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from kernlock.errors import KernlockError
+from kernlock.errors import RankMismatchError
+from kernlock.settings import MIXED_ENV, flag, seconds, text
+from kernlock.settings import RANK_CHECK_ENV as CHECK_ENV
+from kernlock.settings import RANK_CHECK_TIMEOUT_ENV as TIMEOUT_ENV
 from kernlock.lockfile import Lockfile
 
 logger = logging.getLogger("kernlock")
 
-CHECK_ENV = "KERNLOCK_RANK_CHECK"
-MIXED_ENV = "KERNLOCK_ALLOW_MIXED_VARIANTS"
-TIMEOUT_ENV = "KERNLOCK_RANK_CHECK_TIMEOUT"
-_FALSE = ("0", "false", "no", "off")
-_TRUE = ("1", "true", "yes", "on")
 RECORD_VERSION = 1
 LOCAL_BUILD = "local build"  # the commit a rank records for a kernel that LOCAL_KERNELS replaces
 _rounds = itertools.count()  # every rank initialises its process groups in the same order
-
-
-class RankMismatchError(KernlockError):
-    """Ranks of one job would load different kernel builds (or did not all apply the lock)."""
 
 
 @dataclass(frozen=True)
@@ -130,9 +123,8 @@ def mixed_variants_allowed(lockfile: Path) -> bool:
     The project is found as every command finds it (the nearest root at or above the lock), so a
     configured `lockfile = "locks/k.lock"` still reads the project's setting.
     """
-    value = os.environ.get(MIXED_ENV, "").lower()
-    if value:
-        return value in _TRUE
+    if text(MIXED_ENV) is not None:
+        return flag(MIXED_ENV, False)
     from kernlock.project import find_project_root, load_project
 
     return load_project(find_project_root(lockfile.parent)).allow_mixed_variants  # the default without a pyproject.toml
@@ -242,20 +234,14 @@ def check_ranks(store: Any, rank: int, world_size: int) -> Verdict | None:
     """
     from kernlock.binding import STATE
 
-    if os.environ.get(CHECK_ENV, "1").lower() in _FALSE or world_size < 2:
+    if not flag(CHECK_ENV, True) or world_size < 2:
         return None
     with STATE.mutex:
         lock, path, target = STATE.lock, STATE.path, STATE.target
     if lock is None or path is None or target is None:
         return None
     record = rank_record(rank, lock, path, str(target))
-    try:
-        timeout = float(os.environ.get(TIMEOUT_ENV, "300"))
-        if not 0 < timeout < float("inf"):
-            raise ValueError
-    except ValueError:
-        raise RankMismatchError(f"${TIMEOUT_ENV}={os.environ[TIMEOUT_ENV]!r} is not a number of seconds; "
-                                f"set it to e.g. 300 or unset it") from None
+    timeout = seconds(TIMEOUT_ENV, 300.0)
     records = [RankRecord.from_bytes(raw) for raw in exchange(store, rank, world_size, record.to_bytes(), timeout) if raw]
     verdict = judge(records, world_size)
     if verdict.ok and verdict.agree:

@@ -28,7 +28,7 @@ def patch_c10d(module: ModuleType) -> None:
         if pg is not None:
             _check_group(module, pg)
 
-    module._update_default_pg = _update_default_pg
+    setattr(module, "_update_default_pg", _update_default_pg)  # noqa: B010 (a ModuleType: no attribute to type-check)
 
 
 def check_initialised() -> None:

@@ -29,10 +29,11 @@ from typing import NamedTuple
 
 from kernlock import __version__
 from kernlock.compat.transformers import installed_transformers, kernels_window
-from kernlock.environment import installed_version
-from kernlock.lockfile import LockedKernel, LockedVariant
+from kernlock.environment import Target, installed_version
+from kernlock.errors import CompatibilityError
+from kernlock.lockfile import LockedKernel, LockedVariant, Lockfile
+from kernlock.settings import TRUE
 
-_TRUE = ("1", "true", "yes", "on")
 
 # The kernels releases this kernlock works with, as a [min, max) window like Transformers' own
 # (pyproject.toml's dependency; every release in it is a matrix cell: 0.17.0-0.17.2, 0.18.3, 0.19.1),
@@ -196,7 +197,7 @@ def free_threaded_findings(entries: Iterable[tuple[LockedKernel, LockedVariant]]
 
 def telemetry_finding() -> Finding | None:
     """The kernels 0.17 + huggingface_hub ≥ 2.4 failure when telemetry is disabled."""
-    if os.environ.get("HF_HUB_DISABLE_TELEMETRY", "").lower() not in _TRUE or os.environ.get("HF_HUB_USER_AGENT_ORIGIN"):
+    if os.environ.get("HF_HUB_DISABLE_TELEMETRY", "").lower() not in TRUE or os.environ.get("HF_HUB_USER_AGENT_ORIGIN"):
         return None
     kernels, hub = installed_version("kernels"), installed_version("huggingface_hub")
     if kernels is None or hub is None:
@@ -214,6 +215,16 @@ def telemetry_finding() -> Finding | None:
 def installed_stack_finding() -> Finding | None:
     """The installed kernels/Transformers pair cannot load kernels through kernlock (no lock needed to tell)."""
     return kernels_support_finding() or kernels_window_finding()
+
+
+def require_compatible(lock: Lockfile, target: Target) -> list[Finding]:
+    """Raise `CompatibilityError` when this machine cannot load `lock`'s variants for `target`; the warnings otherwise."""
+    entries = [(k, v) for k in lock.kernels if (v := k.variant_for(target)) is not None]
+    findings = diagnose(entries, backend_name(target.backend))
+    blocking = next((finding for finding in findings if finding.blocking), None)
+    if blocking is not None:
+        raise CompatibilityError(blocking.message, fix=blocking.fix)
+    return findings
 
 
 def diagnose(entries: list[tuple[LockedKernel, LockedVariant]], backend: str) -> list[Finding]:

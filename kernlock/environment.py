@@ -64,7 +64,7 @@ class Target:
     def __lt__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return self._fields() < other._fields()  # type: ignore[attr-defined]
+        return self._fields() < other._fields()
 
     def _fields(self) -> tuple:
         return tuple(getattr(self, name) for name in self.__dataclass_fields__)

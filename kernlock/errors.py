@@ -1,7 +1,9 @@
-"""Error types. Every error kernlock raises on purpose is a `KernlockError`.
+"""Error types. Every error kernlock raises on purpose is a `KernlockError`, and every public one is here.
 
-Each carries a one-line message that names the problem and the fix; the CLI
-prints it without a traceback and exits with the error's `exit_code`.
+Each names the problem in one line and keeps the fix as data (`fix`, as pip's
+`DiagnosticPipError` does): `str(error)` is `problem; fix: fix`, which the CLI
+prints without a traceback, exiting with the error's `exit_code`; `verify` and
+`--json` take `message` and `fix` apart instead of parsing the text.
 """
 
 from __future__ import annotations
@@ -29,8 +31,17 @@ class KernlockError(Exception):
 
     exit_code = 1
 
-    def __str__(self) -> str:
+    def __init__(self, problem: str = "", *, fix: str | None = None) -> None:
+        super().__init__(problem)
+        self.fix = fix
+
+    @property
+    def message(self) -> str:
+        """The problem alone, without the fix."""
         return redact(super().__str__())
+
+    def __str__(self) -> str:
+        return f"{self.message}; fix: {redact(self.fix)}" if self.fix else self.message
 
 
 class UsageError(KernlockError):
@@ -92,9 +103,9 @@ class LockfileError(KernlockError):
 
     def __init__(self, problem: str, *, key_path: tuple[str | int, ...] = (), source: str | None = None,
                  fix: str | None = None):
-        self.problem, self.key_path, self.source, self.fix = problem, tuple(key_path), source, fix
+        self.problem, self.key_path, self.source = problem, tuple(key_path), source
         location = ": ".join(part for part in (source, self.key) if part)
-        super().__init__(f"{location + ': ' if location else ''}{problem}{'; ' + fix if fix else ''}")
+        super().__init__(f"{location + ': ' if location else ''}{problem}", fix=fix)
 
     @property
     def located(self) -> str:
@@ -141,19 +152,19 @@ class HubError(ResolutionError):
 
 
 class TrustError(ResolutionError):
-    """A kernel's publisher is not trusted and the project does not allow it.
+    """A kernel's publisher is not trusted and the project does not allow it (`repo`)."""
 
-    `rerun` is the rest of the `kernlock lock` command to repeat with the fix (its specs and
-    options, which a refused lock did not record).
-    """
-
-    def __init__(self, repo: str, rerun: str = ""):
+    def __init__(self, problem: str, *, repo: str, fix: str | None = None):
+        super().__init__(problem, fix=fix)
         self.repo = repo
-        super().__init__(
-            f"{repo}: publisher {repo.split('/', 1)[0]!r} is not a trusted kernel publisher; review the kernel, then "
-            f"trust it with `kernlock lock {rerun + ' ' if rerun else ''}--trust {repo}` "
-            "(recorded in [tool.kernlock] trust of pyproject.toml)"
-        )
+
+    @classmethod
+    def untrusted(cls, repo: str, rerun: str = "") -> TrustError:
+        """The refusal of `repo`'s publisher; `rerun` is the rest of the `kernlock lock` command to repeat with the
+        fix (its specs and options, which a refused lock did not record)."""
+        return cls(f"{repo}: publisher {repo.split('/', 1)[0]!r} is not a trusted kernel publisher; review the kernel",
+                   repo=repo, fix=f"`kernlock lock {rerun + ' ' if rerun else ''}--trust {repo}` "
+                                  "(recorded in [tool.kernlock] trust of pyproject.toml)")
 
 
 class SignatureError(ResolutionError):
@@ -182,3 +193,15 @@ class MissingFilesError(KernlockError):
 
 class CompatibilityError(KernlockError):
     """The installed packages or interpreter cannot load the locked kernels (see `kernlock verify`)."""
+
+
+class VariantMismatchError(KernlockError):
+    """kernels would load a different build variant than the lock records."""
+
+
+class RankMismatchError(KernlockError):
+    """Ranks of one job would load different kernel builds (or did not all apply the lock)."""
+
+
+class LockTimeoutError(KernlockError):
+    """Another kernlock process held the project lock for longer than the timeout."""

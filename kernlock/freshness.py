@@ -69,7 +69,7 @@ def check_fresh(project: Project, lock: Lockfile, result: CheckResult) -> None:
         if key not in changed:
             result.problem(f"{key} is locked but no longer named by any source", "kernlock lock", spec=key)
     _check_overrides(project, lock, result)
-    for message, fix in allowlist_problems(project, lock):
+    for _repo, message, fix in allowlist_problems(project, lock):
         result.problem(message, fix)
     for text in project.targets:
         target = parse_target(text)
@@ -81,11 +81,11 @@ def check_fresh(project: Project, lock: Lockfile, result: CheckResult) -> None:
         _note_default_drift(lock, by_key, project, result)
 
 
-def allowlist_problems(project: Project, lock: Lockfile) -> list[tuple[str, str]]:
-    """(problem, fix) for each entry locked as `trust = "allowlist"` whose repo `[tool.kernlock] trust` does not list."""
+def allowlist_problems(project: Project, lock: Lockfile) -> list[tuple[str, str, str]]:
+    """(repo, problem, fix) for each entry locked as `trust = "allowlist"` whose repo `[tool.kernlock] trust` does not list."""
     allowed = set(project.trust)
     return [
-        (f"{kernel.spec} is locked as trust = \"allowlist\" but {project.pyproject} [tool.kernlock] trust does not "
+        (kernel.repo, f"{kernel.spec} is locked as trust = \"allowlist\" but {project.pyproject} [tool.kernlock] trust does not "
          f"list {kernel.repo}", f"review it and add {kernel.repo!r} to [tool.kernlock] trust, or `kernlock remove {kernel.spec}`")
         for kernel in lock.kernels if kernel.trust == "allowlist" and kernel.repo not in allowed
     ]
@@ -99,8 +99,8 @@ def require_trusted(workspace: Workspace, lock: Lockfile) -> None:
     """
     problems = allowlist_problems(workspace.project, lock)
     if problems:
-        message, fix = problems[0]
-        raise TrustError(f"{workspace.lockfile}: {message}; fix: {fix}")
+        repo, message, fix = problems[0]
+        raise TrustError(f"{workspace.lockfile}: {message}", repo=repo, fix=fix)
 
 
 def _check_overrides(project: Project, lock: Lockfile, result: CheckResult) -> None:

@@ -8,7 +8,6 @@ thread-safe, so one `Hub` serves a whole resolution.
 from __future__ import annotations
 
 import hashlib
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -18,12 +17,11 @@ from typing import TypeVar
 from urllib.parse import urlsplit
 
 from kernlock.errors import HubError, WriteError, local_write_problem, redact
+from kernlock.ids import is_git_sha, is_sha256
 from kernlock.transport import Stop, Transport, download_timeout, etag_timeout, http_status
 
 T = TypeVar("T")
 
-_SHA1_RE = re.compile(r"[0-9a-f]{40}")
-_SHA256_RE = re.compile(r"[0-9a-f]{64}")
 MAX_LISTING = 20_000  # entries of one paginated listing: a kernel repo's build/ tree or history is far smaller
 MAX_GIT_FILE = 16 << 20  # bytes of a file stored in git, not LFS (the Hub refuses git files over 10 MB)
 
@@ -118,14 +116,14 @@ class Hub:
             canonical = final_path[len(prefix):-len("/refs")]
             with self._lock:
                 self._canonical[repo] = canonical
-        refs = []
+        refs: list[Ref] = []
         try:
             for kind, key in (("branch", "branches"), ("tag", "tags")):
                 refs.extend(Ref(str(item["name"]), kind, item["targetCommit"]) for item in data.get(key) or [])
         except (AttributeError, KeyError, TypeError):
             raise HubError(f"{repo}: the Hub answered the refs request with unexpected JSON") from None
         for ref in refs:
-            if not isinstance(ref.commit, str) or not _SHA1_RE.fullmatch(ref.commit):
+            if not isinstance(ref.commit, str) or not is_git_sha(ref.commit):
                 raise HubError(f"{repo}: the Hub reported {ref.kind} {ref.name!r} at {ref.commit!r}, which is not a commit SHA")
         return refs
 
@@ -193,8 +191,8 @@ class Hub:
             except (KeyError, TypeError, ValueError):
                 raise HubError(f"{repo}: the Hub listed a malformed tree entry at {commit[:12]}") from None
             if (
-                item.size < 0 or not _SHA1_RE.fullmatch(item.blob_id)
-                or (item.lfs_sha256 is not None and not _SHA256_RE.fullmatch(item.lfs_sha256))
+                item.size < 0 or not is_git_sha(item.blob_id)
+                or (item.lfs_sha256 is not None and not is_sha256(item.lfs_sha256))
             ):
                 raise HubError(f"{repo}: the Hub listed {item.path!r} at {commit[:12]} with an invalid size or hash")
             files.append(item)
@@ -233,7 +231,7 @@ class Hub:
                                         timeout=min(etag_timeout(), max(0.1, deadline - time.monotonic())))
             if meta.commit_hash not in (None, commit):
                 raise Stop(f"the Hub answered for {path} at commit {meta.commit_hash}, not the locked {commit}")
-            if not meta.etag or not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", meta.etag):
+            if not meta.etag or not (is_git_sha(meta.etag) or is_sha256(meta.etag)):
                 raise Stop(f"the Hub answered for {path} without a usable ETag ({meta.etag!r})")
             return RemoteFile(url=url, etag=meta.etag, size=meta.size, location=meta.location)
 

@@ -146,7 +146,11 @@ def guard_import(original: Callable[..., ModuleType]) -> Callable[..., ModuleTyp
                 f"{variant_path} was verified as {handed} but now resolves to {os.path.realpath(variant_path)}; "
                 f"refusing to import it; {_RESTORE}"
             )
-        kernel, variant = _verified[handed] if handed is not None else found[1]
+        if handed is not None:
+            kernel, variant = _verified[handed]
+        else:
+            assert found is not None  # one of the two, else kernels' own import above
+            kernel, variant = found[1]
         check_variant(kernel, variant, Path(variant_path), stamped=True)
         return original(variant_path, deps=deps, repo_info=repo_info)
 

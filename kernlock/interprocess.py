@@ -17,25 +17,16 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from kernlock.errors import KernlockError, UsageError
+from kernlock.errors import LockTimeoutError, UsageError
 from kernlock.private import NotPrivateError, open_private_dir
+from kernlock.settings import LOCK_TIMEOUT_ENV, STATE_DIR_ENV, path, seconds
 
-STATE_DIR_ENV = "KERNLOCK_STATE_DIR"
-TIMEOUT_ENV = "KERNLOCK_LOCK_TIMEOUT"
 DEFAULT_TIMEOUT = 300.0
-
-
-class LockTimeoutError(KernlockError):
-    """Another kernlock process held the project lock for longer than the timeout."""
 
 
 def state_dir() -> Path:
     """The private per-user directory for kernlock's state (not created here)."""
-    explicit = os.environ.get(STATE_DIR_ENV)
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
-    return Path(base) / "kernlock"
+    return path(STATE_DIR_ENV) or (path("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "kernlock"
 
 
 def _open_state_dir(directory: Path, parent_fd: int | None = None) -> int:
@@ -49,22 +40,12 @@ def _open_state_dir(directory: Path, parent_fd: int | None = None) -> int:
         ) from None
 
 
-def _timeout() -> float:
-    text = os.environ.get(TIMEOUT_ENV)
-    if not text:
-        return DEFAULT_TIMEOUT
-    try:
-        return max(0.0, float(text))
-    except ValueError:
-        raise UsageError(f"${TIMEOUT_ENV}={text!r} is not a number of seconds; set it to e.g. 300") from None
-
-
 class ProjectLock:
     """Exclusive lock on one project (keyed by its root directory) across processes."""
 
     def __init__(self, root: Path, timeout: float | None = None) -> None:
         self.root = root.resolve()
-        self.timeout = _timeout() if timeout is None else timeout
+        self.timeout = seconds(LOCK_TIMEOUT_ENV, DEFAULT_TIMEOUT, zero=True) if timeout is None else timeout
         self._fd: int | None = None
 
     @property
@@ -95,7 +76,7 @@ class ProjectLock:
                     stop = f", or stop it (kill {holder})" if holder.isdigit() else ""
                     raise LockTimeoutError(
                         f"another kernlock ({who}) has been updating the project {self.root} for over "
-                        f"{self.timeout:g} s; wait for it{stop}, or raise ${TIMEOUT_ENV}"
+                        f"{self.timeout:g} s; wait for it{stop}, or raise ${LOCK_TIMEOUT_ENV}"
                     ) from None
                 time.sleep(0.05)
         os.ftruncate(fd, 0)

@@ -12,30 +12,27 @@ local build against the lock, so under `kernlock.apply()`:
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from kernlock.compat.kernels import local_kernel_overrides
 from kernlock.errors import KernlockError
+from kernlock.settings import ALLOW_LOCAL_ENV, LOCAL_KERNELS_ENV, flag, text
 from kernlock.strict import lenient_hint
 
-ALLOW_LOCAL_ENV = "KERNLOCK_ALLOW_LOCAL"
-LOCAL_KERNELS_ENV = "LOCAL_KERNELS"
 
 
 def allowed() -> bool:
     """Whether `KERNLOCK_ALLOW_LOCAL` lets strict mode load local kernels."""
-    return os.environ.get(ALLOW_LOCAL_ENV, "").lower() in ("1", "true", "yes", "on")
+    return flag(ALLOW_LOCAL_ENV, False)
 
 
 def overrides() -> dict[str, Path]:
     """`LOCAL_KERNELS` as `{repo: path}`; raises `KernlockError` on a malformed value."""
     try:
-        return local_kernel_overrides(os.environ.get(LOCAL_KERNELS_ENV))
+        return local_kernel_overrides(text(LOCAL_KERNELS_ENV))
     except ValueError as error:
-        raise KernlockError(
-            f"{LOCAL_KERNELS_ENV} is malformed ({error}); fix: {LOCAL_KERNELS_ENV}=org/repo=/path[:org/repo=/path]"
-        ) from None
+        raise KernlockError(f"{LOCAL_KERNELS_ENV} is malformed ({error})",
+                            fix=f"{LOCAL_KERNELS_ENV}=org/repo=/path[:org/repo=/path]") from None
 
 
 def refusal(what: str) -> str:
@@ -54,7 +51,7 @@ def verify_findings(repos: set[str], strict: bool) -> list[tuple[bool, str, str]
     try:
         found = overrides()
     except KernlockError as error:
-        return [(True, str(error).split("; fix: ")[0], f"{LOCAL_KERNELS_ENV}=org/repo=/path[:org/repo=/path]")]
+        return [(True, error.message, error.fix or "")]
     findings = []
     for repo, path in sorted(found.items()):
         what = f"{LOCAL_KERNELS_ENV} overrides {repo} with {path} ({'locked' if repo in repos else 'not in the lock'})"

@@ -28,6 +28,7 @@ from typing import Any
 
 from kernlock.environment import Target, parse_target
 from kernlock.errors import LockfileError, LockfileVersionError, key_text
+from kernlock.ids import is_git_sha, is_sha256, is_variant_name
 from kernlock.lockfile_dict import (
     ALWAYS_WRITTEN,
     REGENERATE,
@@ -50,9 +51,6 @@ LOCK_FILENAME = "kernels.lock"
 TRUST_KINDS = ("trusted-publisher", "allowlist")
 SIGNATURE_FILE = "metadata.json.sigstore"
 
-_SHA1_RE = re.compile(r"[0-9a-f]{40}")
-_SHA256_RE = re.compile(r"[0-9a-f]{64}")
-_VARIANT_NAME_RE = re.compile(r"[A-Za-z0-9._-]+")
 _FORMAT_RE = re.compile(r"\d+\.\d+")
 
 
@@ -86,7 +84,7 @@ class LockedFile(Table):
         ensure(bool(path) and not path.startswith("/") and "\\" not in path and "\x00" not in path and ".." not in parts,
                "path", f"{path!r} is not a safe relative path")
         sha256 = get_required(d, str, "sha256")
-        ensure(bool(_SHA256_RE.fullmatch(sha256)), "sha256", "expected 64 lower-case hex characters")
+        ensure(is_sha256(sha256), "sha256", "expected 64 lower-case hex characters")
         size = get_required(d, int, "size")
         ensure(size >= 0, "size", "expected a non-negative integer")
         return cls(path=path, sha256=sha256, size=size)
@@ -164,7 +162,7 @@ class LockedVariant(Table):
     def _from_dict(cls, d: Mapping[str, Any], ignored: Ignored | None) -> LockedVariant:
         cls._check_keys(d, ignored)
         name = get_required(d, str, "name")
-        ensure(bool(_VARIANT_NAME_RE.fullmatch(name)) and name not in (".", ".."), "name",
+        ensure(is_variant_name(name), "name",
                f"{name!r} is not a build variant name")
         files = get_objects(d, LockedFile, "files", ignored)
         paths = [f.path for f in files]
@@ -226,7 +224,7 @@ class LockedKernel(Table):
         cls._check_keys(d, ignored)
         spec, repo, aliases = get_required(d, str, "spec"), get_required(d, str, "repo"), get_strings(d, "aliases")
         commit = get_required(d, str, "commit")
-        ensure(bool(_SHA1_RE.fullmatch(commit)), "commit", f"{commit!r} is not a 40-character hex commit SHA")
+        ensure(is_git_sha(commit), "commit", f"{commit!r} is not a 40-character hex commit SHA")
         trust = get_required(d, str, "trust")
         ensure(trust in TRUST_KINDS, "trust", f"expected one of {', '.join(TRUST_KINDS)}")
         version = get(d, int, "version")

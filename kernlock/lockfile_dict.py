@@ -14,13 +14,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, fields
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kernlock.environment import Target, parse_target
 from kernlock.errors import LockfileError, TargetError
 
 REGENERATE = "re-resolve every pin with `kernlock lock --upgrade`"
 REPAIR = f"undo the hand edit, or {REGENERATE}"  # the fix for a value this kernlock never writes
+
+if TYPE_CHECKING:  # typing has it from Python 3.11; at run time the decorator only marks the function
+    from typing_extensions import dataclass_transform
+else:
+    def dataclass_transform(**_options: Any) -> Callable[[Any], Any]:
+        return lambda function: function
 
 _T = TypeVar("_T")
 _TableT = TypeVar("_TableT", bound="Table")
@@ -178,6 +184,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
+@dataclass_transform(frozen_default=True, kw_only_default=True)
 def model(cls: type[_TableT]) -> type[_TableT]:
     """The dataclass options of every model class: frozen, keyword-only, slots.
 
@@ -191,7 +198,7 @@ def model(cls: type[_TableT]) -> type[_TableT]:
 class Table:
     """What every model class shares: `from_dict`, the generic `to_dict`, and value equality, hash and repr."""
 
-    __slots__ = ()
+    __slots__: tuple[str, ...] = ()
 
     def _values(self) -> tuple[Any, ...]:
         return tuple(getattr(self, name) for name in self.__slots__)
@@ -199,7 +206,7 @@ class Table:
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return self._values() == other._values()  # type: ignore[attr-defined]
+        return self._values() == other._values()
 
     def __hash__(self) -> int:
         return hash(self._values())

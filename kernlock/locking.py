@@ -69,7 +69,7 @@ def lock_changes(old: Lockfile | None, new: Lockfile) -> tuple[Change, ...]:
         signers = (entry_signers(was), entry_signers(now)) if was and now else None
         signer = signers if signers and signers[0] is not None and signers[0] != signers[1] else None
         if was is None or now is None or was.commit != now.commit or signer:
-            changes.append(Change(identity[0], identity[1] or None, was and was.commit, now and now.commit,
+            changes.append(Change(identity[0], identity[1] or None, was.commit if was else None, now.commit if now else None,
                                   _reason(was, now), signer))
     return tuple(changes)
 
@@ -77,7 +77,9 @@ def lock_changes(old: Lockfile | None, new: Lockfile) -> tuple[Change, ...]:
 def _reason(was: LockedKernel | None, now: LockedKernel | None) -> str:
     """Why an entry changed: an override's doing, a new or dropped spec, another version, or its branch moving."""
     if was is None or now is None:
-        return "override" if (was or now).override else "added" if was is None else "removed"
+        entry = was or now
+        assert entry is not None  # lock_changes passes at least one
+        return "override" if entry.override else "added" if was is None else "removed"
     if was.override != now.override:
         return "override"
     if was.commit == now.commit:
@@ -271,7 +273,7 @@ def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, tar
     except TrustError as error:
         if not rerun:
             raise
-        raise TrustError(error.repo, rerun) from None
+        raise TrustError.untrusted(error.repo, rerun) from None
     existing = _existing_text(path) if migration is None else None
     if previous is not None and existing is not None:
         kept = replace(result, resolved_with=previous.resolved_with)  # no pin change, no `[resolved-with]` churn

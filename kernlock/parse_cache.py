@@ -6,8 +6,8 @@ of its cost. A lock whose bytes were parsed before is loaded from a JSON entry i
 kernlock's private directory (`kernlock.private`) instead.
 
 The key is SHA-256 over the lock's bytes and over the identity of the code that
-parsed it (kernlock's version, the size and mtime of `lockfile.py` and
-`lockfile_toml.py`, Python's version), so an edited lock, an upgraded or edited
+parsed it (kernlock's version, the size and mtime of the modules in `PARSING_CODE`,
+Python's version), so an edited lock, an upgraded or edited
 kernlock, or another Python never reads a stale entry. An entry is the lock's
 `to_dict()` as plain JSON (loading one cannot run code), signed with the user's
 key, so an entry that this user's kernlock did not write for these exact lock
@@ -30,7 +30,8 @@ from kernlock.lockfile import Lockfile
 MIN_CACHED_BYTES = 32 * 1024
 MAX_ENTRIES = 32
 _PREFIX = "parsed"
-_PARSING_CODE = ("lockfile.py", "lockfile_dict.py", "lockfile_toml.py")  # beside this module
+# The modules whose code decides a parse, by name (imported before any parse: lockfile_toml is the caller).
+PARSING_CODE = ("kernlock.lockfile", "kernlock.lockfile_dict", "kernlock.lockfile_toml")
 
 
 def entry_for(data: bytes) -> str | None:
@@ -38,7 +39,7 @@ def entry_for(data: bytes) -> str | None:
     if len(data) < MIN_CACHED_BYTES or private.cache_root() is None:
         return None
     code = "|".join(f"{info.st_size}|{info.st_mtime_ns}" for info in
-                    (Path(__file__).with_name(name).stat() for name in _PARSING_CODE))
+                    (Path(str(sys.modules[name].__file__)).stat() for name in PARSING_CODE))
     identity = f"{kernlock.__version__}|{code}|{sys.version}"
     return private.entry_name(_PREFIX, identity, data)
 

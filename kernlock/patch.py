@@ -47,28 +47,22 @@ from kernlock.compat.kernels import (
 from kernlock.distributed_hook import check_initialised, patch_c10d
 from kernlock.environment import Target, current_target, parse_target
 from kernlock.errors import (
-    CompatibilityError,
     IntegrityError,
-    KernlockError,
     LocalKernelError,
     NoVariantError,
     UnlockedKernelError,
+    VariantMismatchError,
 )
 from kernlock.importguard import guard_import, is_verified
 from kernlock.importguard import register as register_verified
-from kernlock.lockfile import LOCK_FILENAME, LockedKernel, Lockfile
+from kernlock.lockfile import LockedKernel, Lockfile
 from kernlock.metadata import digest_problem
-from kernlock.strict import lenient_hint, strict_from_env
+from kernlock.settings import TARGET_ENV, strict_from_env, text, verbose
+from kernlock.strict import lenient_hint
 from kernlock.workspace import applied_workspace
 
 logger = logging.getLogger("kernlock")
 
-TARGET_ENV = "KERNLOCK_TARGET"
-VERBOSE_ENV = "KERNLOCK_VERBOSE"
-
-
-class VariantMismatchError(KernlockError):
-    """kernels would load a different build variant than the lock records."""
 
 
 @dataclass(frozen=True)
@@ -94,41 +88,12 @@ def _environment(simulated: str | None = None) -> Target:
     `simulated` (or `$KERNLOCK_TARGET`) stands in for detection: kernlock then
     binds loads as it would on that target, using kernels' ranking for it.
     """
-    simulated = simulated or os.environ.get(TARGET_ENV)
+    simulated = simulated or text(TARGET_ENV)
     if simulated:
         return parse_target(simulated)
     if "torch" in sys.modules and "kernels" in sys.modules:
         return kernels_target()
     return current_target()
-
-
-def check_coverage(lock: Lockfile, target: Target, lockfile: Path | str = LOCK_FILENAME) -> None:
-    """Raise `NoVariantError` unless every locked kernel has a variant for `target`."""
-    missing = lock.uncovered(target)
-    if not missing:
-        return
-    from kernlock.coverage import buildable, uncovered_problem
-
-    unbuildable = [kernel for spec in missing if not buildable(kernel := lock.kernel(spec), target)]
-    if unbuildable:  # adding this target cannot work: the locked commit has no build for it
-        message, fix = uncovered_problem(unbuildable[0], target)
-        raise NoVariantError(f"{lockfile}: {message}; see `{fix}`")
-    have = ", ".join(map(str, lock.targets)) or "none"
-    raise NoVariantError(
-        f"{lockfile} has no build variant for this environment ({target}) for {', '.join(missing)}; "
-        f"locked targets: {have}; fix: `kernlock lock --target {target}`"
-    )
-
-
-def check_compatibility(lock: Lockfile, target: Target) -> None:
-    """Raise `CompatibilityError` when this machine cannot load the locked variants (doctor checks)."""
-    from kernlock.doctor import backend_name, diagnose
-
-    entries = [(k, v) for k in lock.kernels if (v := k.variant_for(target)) is not None]
-    for finding in diagnose(entries, backend_name(target.backend)):
-        if finding.blocking:
-            raise CompatibilityError(f"{finding.message}; fix: {finding.fix}")
-        _warn_once(finding.message, f"{finding.message}; fix: {finding.fix}")
 
 
 # ---------------------------------------------------------------- binding requests to entries
@@ -206,15 +171,17 @@ def _backend_target(entry: LockedKernel, backend: str | None) -> Target:
     from kernlock.doctor import backend_name
 
     target = _STATE.target
+    assert target is not None  # a lock is bound: kernels' loads reach this only after apply()
     if backend is None or backend in (target.backend, backend_name(target.backend)):
         return target
     asked = dataclasses.replace(target, backend="cpu") if backend == "cpu" else None
     if asked is None or entry.variant_for(asked) is None:
         variant = entry.variant_for(target)
-        fix = f"`kernlock lock --target {asked}`" if asked is not None else "drop the backend argument"
+        assert variant is not None  # find_entry chose the entry covering the bound target
         raise VariantMismatchError(
             f"{entry.spec}: a load with backend={backend!r} asks for a build the lock does not record; "
-            f"{_STATE.path} locks {entry.repo} at {entry.commit[:12]} [{variant.name}] for {target}; fix: {fix}"
+            f"{_STATE.path} locks {entry.repo} at {entry.commit[:12]} [{variant.name}] for {target}",
+            fix=f"`kernlock lock --target {asked}`" if asked is not None else "drop the backend argument",
         )
     return asked
 
@@ -225,7 +192,7 @@ def _locked_local_kernel(entry: LockedKernel, target: Target, backend: str | Non
 
     variant = entry.variant_for(target)
     if variant is None:
-        raise NoVariantError(f"{entry.spec}: no variant locked for {target}; fix: kernlock lock --target {target}")
+        raise NoVariantError(f"{entry.spec}: no variant locked for {target}", fix=f"`kernlock lock --target {target}`")
     names = entry.build_variants or [variant.name]
     decisions = target_decisions(names, target) if _STATE.simulated else system_decisions(names, backend)
     preferred_name = decisions[0].variant if decisions and decisions[0].accepted else None
@@ -294,6 +261,7 @@ def _resolve_load(repo: str, version: int | None, revision: str | None, backend:
     target = _backend_target(entry, backend)
     local = _locked_local_kernel(entry, target, backend)
     variant = entry.variant_for(target)
+    assert variant is not None  # _locked_local_kernel refuses a target without one
     logger.info("kernlock: %s (%s) -> %s [%s]", repo, _describe(version, revision), entry.commit, variant.name)
     return local
 
@@ -303,7 +271,9 @@ def _locked_commit(repo: str, where: str) -> str | None:
     lock = _STATE.lock
     if lock is None:
         return None
-    entries = [e for e in lock.for_repo(repo) if e.variant_for(_STATE.target) is not None]
+    target = _STATE.target
+    assert target is not None  # bound together with the lock
+    entries = [e for e in lock.for_repo(repo) if e.variant_for(target) is not None]
     if not entries:
         _unlocked(repo, where)
         return None
@@ -389,7 +359,7 @@ def _ensure_patched() -> None:
 
 def _log_to_stderr() -> None:
     """With `$KERNLOCK_VERBOSE` set, print what `apply()` bound and every bound load to stderr."""
-    if os.environ.get(VERBOSE_ENV, "").lower() in ("", "0", "false", "no"):
+    if not verbose():
         return
     if not any(getattr(handler, "_kernlock", False) for handler in logger.handlers):
         handler = logging.StreamHandler(sys.stderr)
@@ -422,16 +392,20 @@ def apply(lockfile: str | os.PathLike[str] | None = None, *, strict: bool | None
         require_fresh(workspace, lock)
     if strict is None:
         strict = strict_from_env()
-    simulated = target or os.environ.get(TARGET_ENV)
-    target = _environment(simulated)
-    check_coverage(lock, target, path)
-    check_compatibility(lock, target)
+    simulated = target or text(TARGET_ENV)
+    environment = _environment(simulated)
+    from kernlock.coverage import require_coverage
+    from kernlock.doctor import require_compatible
+
+    require_coverage(lock, environment, path)
+    for finding in require_compatible(lock, environment):
+        _warn_once(finding.message, f"{finding.message}; fix: {finding.fix}")
     overrides = local_kernels.overrides()
     if overrides and strict and not local_kernels.allowed():
         listed = ", ".join(f"{repo}={local}" for repo, local in sorted(overrides.items()))
         raise LocalKernelError(local_kernels.refusal(f"LOCAL_KERNELS overrides {listed}"))
     with _STATE.mutex:
-        _STATE.lock, _STATE.path, _STATE.target, _STATE.strict = lock, path, target, strict
+        _STATE.lock, _STATE.path, _STATE.target, _STATE.strict = lock, path, environment, strict
         _STATE.simulated = bool(simulated)
     for repo, local in sorted(overrides.items()):
         _local_kernel(repo, local, "LOCAL_KERNELS")
@@ -439,10 +413,10 @@ def apply(lockfile: str | os.PathLike[str] | None = None, *, strict: bool | None
     check_initialised()
     applied = Applied(
         lockfile=path,
-        target=str(target),
+        target=str(environment),
         strict=strict,
         kernels={
-            k.spec: (k.commit, variant.name) for k in lock.kernels if (variant := k.variant_for(target)) is not None
+            k.spec: (k.commit, variant.name) for k in lock.kernels if (variant := k.variant_for(environment)) is not None
         },
     )
     logger.info("%s", applied)

@@ -29,6 +29,9 @@ import stat
 import threading
 from pathlib import Path
 
+from kernlock import settings
+from kernlock.settings import CACHE_DIR_ENV, NO_CACHE_ENV
+
 _KEY_NAME = "key"
 _MAC_BYTES = 32
 _lock = threading.Lock()
@@ -37,13 +40,9 @@ _opened: dict[str, tuple[int, bytes]] = {}  # root -> (directory descriptor, key
 
 def cache_root() -> Path | None:
     """The private directory's path, or None when caching is turned off."""
-    if os.environ.get("KERNLOCK_NO_CACHE", "").strip() not in ("", "0"):
+    if settings.flag(NO_CACHE_ENV, False):
         return None
-    explicit = os.environ.get("KERNLOCK_CACHE_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "kernlock"
+    return settings.path(CACHE_DIR_ENV) or (settings.path("XDG_CACHE_HOME") or Path.home() / ".cache") / "kernlock"
 
 
 class NotPrivateError(PermissionError):

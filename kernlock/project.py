@@ -260,7 +260,7 @@ def _use_kernels_specs(selection: bool | tuple[str, ...]) -> list[KernelSpec]:
     return specs
 
 
-def expand_aliases(specs: Iterable[KernelSpec], target: Target) -> list[KernelSpec]:
+def expand_aliases(specs: Iterable[KernelSpec], target: Target | None) -> list[KernelSpec]:
     """Replace `flash_attention_N` with the Hub kernel Transformers falls back to."""
     from kernlock.compat.transformers import alias_repo
 

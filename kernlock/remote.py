@@ -114,10 +114,12 @@ def _inspected(status: KernelStatus, versions: dict[int, str], hub: Hub) -> Kern
     from kernlock.variants import group_variants
 
     kernel = status.kernel
-    rewritten = status.moved and status.ref_kind == "branch" and kernel.commit not in hub.commits(kernel.repo, kernel.ref)
+    rewritten = (status.moved and status.ref_kind == "branch" and kernel.ref is not None
+                 and kernel.commit not in hub.commits(kernel.repo, kernel.ref))
     targets = {target for variant in kernel.variants for target in variant.targets}
     usable, unbuildable = None, []
-    newer = sorted((v for v in versions if v > locked_version(kernel)), reverse=True) if status.newer_version else []
+    locked = locked_version(kernel)
+    newer = sorted((v for v in versions if v > locked), reverse=True) if status.newer_version and locked is not None else []
     for version in newer:
         names = group_variants(kernel.repo, versions[version], hub.tree(kernel.repo, versions[version]))
         if all(builds(names, target) for target in targets):
@@ -170,7 +172,7 @@ def check_remote(lock: Lockfile, result: CheckResult, hub: Hub | None = None, tr
         if status.renamed_to is not None:
             result.notes.append(f"{kernel.spec}: {spec_repo(kernel)} was renamed to {status.renamed_to} on the Hub; "
                                 f"update the spec (loads keep working under both names)")
-        if status.moved:
+        if status.moved and status.current is not None:
             result.notes.append(f"{kernel.spec}: {status.ref_kind} {kernel.ref} moved from {kernel.commit[:12]} "
                                 f"to {status.current[:12]}; `{fix}` to take it")
         elif status.ref_gone and not gone:

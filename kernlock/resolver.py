@@ -8,12 +8,12 @@ exactly what kernels will load. Hub requests run concurrently through `kernlock.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from kernlock.compat.transformers import default_version
+from kernlock.ids import is_git_sha
 from kernlock.environment import Target
 from kernlock.errors import NoVariantError, ResolutionError, SignatureError, TrustError
 from kernlock.hub import Hub, Ref, TreeFile
@@ -33,7 +33,6 @@ from kernlock.signers import SigningPolicy
 from kernlock.spec import KernelSpec, looks_like_sha, version_of_branch
 from kernlock.variants import choose_variant, group_variants
 
-_SHA1_RE = re.compile(r"[0-9a-f]{40}")
 
 
 @dataclass(frozen=True)
@@ -243,7 +242,7 @@ class Resolver:
             return revision, version_of_branch(revision), branches[revision].commit, f"branch {revision}"
         if revision in tags:
             return revision, None, tags[revision].commit, f"tag {revision}"
-        if _SHA1_RE.fullmatch(revision):
+        if is_git_sha(revision):
             return None, None, revision, "commit"
         if looks_like_sha(revision):
             return None, None, self._expand_short_sha(spec, revision, refs), f"commit {revision}"
@@ -272,7 +271,7 @@ class Resolver:
             return "allowlist"
         if self.hub.publisher_trusted(repo.split("/", 1)[0]):
             return "trusted-publisher"
-        raise TrustError(repo)
+        raise TrustError.untrusted(repo)
 
     def _lock_commit(self, job: _Job, *, repo: str, commit: str, ref: str | None, version: int | None,
                      resolution: str, refs: list[Ref] | None = None) -> LockedKernel:

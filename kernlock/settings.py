@@ -1,21 +1,100 @@
-"""kernlock's environment variables: their names and how each is read, in one place.
+"""kernlock's environment variables: every name, and the one way each kind of value is read.
 
-This module imports nothing of kernlock's, so the start-up hook can use it for free.
+`flag()` reads a boolean (`1/true/yes/on` or `0/false/no/off`, any case), `seconds()`
+a positive number of seconds, `path()` a path; unset or empty is the default, and
+anything else is a one-line `UsageError` naming the variable and the values it
+accepts, never silently ignored. The README's "Environment variables" table lists them.
+
+This module imports nothing of kernlock's at import (the error path imports
+`kernlock.errors`), so the start-up hook can use it in every process for free.
 """
 
 from __future__ import annotations
 
+import math
 import os
+from pathlib import Path
 
-APPLY_ENV = "KERNLOCK_APPLY"
-STRICT_ENV = "KERNLOCK_STRICT"
+TYPE_CHECKING = False  # not typing's: the start-up hook imports this module in every process
+if TYPE_CHECKING:
+    from kernlock.errors import UsageError
+
+APPLY_ENV = "KERNLOCK_APPLY"  # apply the lock in every Python process (`kernlock run` sets it)
+STRICT_ENV = "KERNLOCK_STRICT"  # the default of apply(strict=...)
+VERBOSE_ENV = "KERNLOCK_VERBOSE"  # log each binding; tracebacks under the start-up hook
+TARGET_ENV = "KERNLOCK_TARGET"  # simulate this target instead of detecting the environment
+ALLOW_LOCAL_ENV = "KERNLOCK_ALLOW_LOCAL"  # strict mode loads LOCAL_KERNELS overrides
+LOCAL_KERNELS_ENV = "LOCAL_KERNELS"  # kernels' own: repo=path[:repo=path]
+LOCKFILE_ENV = "KERNLOCK_LOCKFILE"  # the lock to read instead of discovering one
+VENDOR_ENV = "KERNLOCK_VENDOR_DIR"  # a vendored lock and its files
+CACHE_DIR_ENV = "KERNLOCK_CACHE_DIR"  # kernlock's private parse cache
+NO_CACHE_ENV = "KERNLOCK_NO_CACHE"  # turn that cache off
+STATE_DIR_ENV = "KERNLOCK_STATE_DIR"  # where the project mutexes live
+LOCK_TIMEOUT_ENV = "KERNLOCK_LOCK_TIMEOUT"  # seconds to wait for another `kernlock lock` of the project (0: none)
+DEADLINE_ENV = "KERNLOCK_HUB_DEADLINE"  # seconds one request or file download may take, retries and waits included
+RATE_LIMIT_WAIT_ENV = "KERNLOCK_RATE_LIMIT_WAIT"  # the longest wait for a rate-limit window to reset
+RANK_CHECK_ENV = "KERNLOCK_RANK_CHECK"  # the cross-rank check at init_process_group
+RANK_CHECK_TIMEOUT_ENV = "KERNLOCK_RANK_CHECK_TIMEOUT"  # seconds to wait for every rank's record
+MIXED_ENV = "KERNLOCK_ALLOW_MIXED_VARIANTS"  # let ranks of one job load different variants of the same commits
+
+TRUE = ("1", "true", "yes", "on")
+FALSE = ("0", "false", "no", "off")
+
+
+def _usage(name: str, raw: str, accepted: str, example: str) -> UsageError:
+    from kernlock.errors import UsageError
+
+    return UsageError(f"${name}={raw!r} is not {accepted}", fix=f"set it to e.g. {example} or unset it")
+
+
+def flag(name: str, default: bool) -> bool:
+    """`$name` as a boolean; `default` when unset or empty."""
+    raw = os.environ.get(name, "")
+    value = raw.strip().lower()
+    if not value:
+        return default
+    if value in TRUE:
+        return True
+    if value in FALSE:
+        return False
+    raise _usage(name, raw, f"one of {'/'.join(TRUE)} or {'/'.join(FALSE)}", "1" if not default else "0")
+
+
+def seconds(name: str, default: float, *, zero: bool = False) -> float:
+    """`$name` as a finite number of seconds, above 0 (or 0 too, with `zero`); `default` when unset or empty."""
+    raw = os.environ.get(name, "")
+    if not raw.strip():
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+        raise _usage(name, raw, f"a number of seconds{' (0 or more)' if zero else ' above 0'}", f"{default:g}")
+    return value
+
+
+def path(name: str) -> Path | None:
+    """`$name` as a path (`~` expanded); None when unset or empty."""
+    raw = os.environ.get(name, "")
+    return Path(raw).expanduser() if raw else None
+
+
+def text(name: str) -> str | None:
+    """`$name` as it is set; None when unset or empty."""
+    return os.environ.get(name) or None
 
 
 def apply_requested() -> bool:
     """Whether `$KERNLOCK_APPLY` asks for the lock in every Python process (`kernlock run` sets it)."""
-    return os.environ.get(APPLY_ENV, "").lower() in ("1", "true", "yes")
+    return flag(APPLY_ENV, False)
 
 
 def strict_from_env() -> bool:
     """Strict mode as `$KERNLOCK_STRICT` sets it (on by default)."""
-    return os.environ.get(STRICT_ENV, "1").lower() not in ("0", "false", "no")
+    return flag(STRICT_ENV, True)
+
+
+def verbose() -> bool:
+    """Whether `$KERNLOCK_VERBOSE` asks for each binding to be logged (and tracebacks under the start-up hook)."""
+    return flag(VERBOSE_ENV, False)

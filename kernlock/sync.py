@@ -51,10 +51,13 @@ def selected_variants(lock: Lockfile, targets: Iterable[Target]) -> list[tuple[L
     for spec in dict.fromkeys(kernel.spec for kernel in lock.kernels):
         for target in chosen:
             kernel = lock.kernel(spec, target)
-            if kernel is None:
-                message, fix = uncovered_problem(lock.kernel(spec), target)
-                raise NoVariantError(f"{message}; fix: `{fix}`")
-            pair = (kernel, kernel.variant_for(target))
+            variant = kernel.variant_for(target) if kernel is not None else None
+            if kernel is None or variant is None:
+                default = lock.kernel(spec)
+                assert default is not None  # spec is one of the lock's keys
+                message, fix = uncovered_problem(default, target)
+                raise NoVariantError(message, fix=f"`{fix}`")
+            pair = (kernel, variant)
             if pair not in pairs:
                 pairs.append(pair)
     return pairs

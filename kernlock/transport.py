@@ -11,7 +11,6 @@ another host are never taken for a repo rename. Every failure becomes a one-line
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urljoin, urlsplit
 
 from kernlock.errors import HubError, KernlockError, redact
+from kernlock.settings import DEADLINE_ENV, RATE_LIMIT_WAIT_ENV, seconds
 
 if TYPE_CHECKING:
     import httpx2
@@ -31,39 +31,29 @@ BASE_DELAY = 0.2
 MAX_REDIRECTS = 5
 API_BODY_LIMIT = 64 << 20  # bytes: a JSON answer larger than this is not a Hub answer
 ERROR_BODY_LIMIT = 64 << 10
-DEADLINE_ENV = "KERNLOCK_HUB_DEADLINE"  # seconds one request or file download may take, retries and waits included
 DEFAULT_DEADLINE = 600.0
-RATE_LIMIT_WAIT_ENV = "KERNLOCK_RATE_LIMIT_WAIT"  # the longest wait for a rate-limit window to reset
 DEFAULT_RATE_LIMIT_WAIT = 300.0
 
 logger = logging.getLogger("kernlock")
-
-
-def _env_seconds(name: str, default: float) -> float:
-    try:
-        value = float(os.environ.get(name) or default)
-    except ValueError:
-        return default
-    return value if value > 0 else default
 
 
 def etag_timeout() -> float:
     """Connect/read timeout of API calls and metadata requests (`HF_HUB_ETAG_TIMEOUT`, as huggingface_hub)."""
     from huggingface_hub import constants
 
-    return _env_seconds("HF_HUB_ETAG_TIMEOUT", constants.HF_HUB_ETAG_TIMEOUT)
+    return seconds("HF_HUB_ETAG_TIMEOUT", constants.HF_HUB_ETAG_TIMEOUT)
 
 
 def download_timeout() -> float:
     """Connect/read timeout of file downloads (`HF_HUB_DOWNLOAD_TIMEOUT`, as huggingface_hub)."""
     from huggingface_hub import constants
 
-    return _env_seconds("HF_HUB_DOWNLOAD_TIMEOUT", constants.HF_HUB_DOWNLOAD_TIMEOUT)
+    return seconds("HF_HUB_DOWNLOAD_TIMEOUT", constants.HF_HUB_DOWNLOAD_TIMEOUT)
 
 
 def hub_deadline() -> float:
     """Seconds one Hub request or file download may take in all (`KERNLOCK_HUB_DEADLINE`)."""
-    return _env_seconds(DEADLINE_ENV, DEFAULT_DEADLINE)
+    return seconds(DEADLINE_ENV, DEFAULT_DEADLINE)
 
 
 _scope = threading.local()  # .deadline: time.monotonic() by which this thread's current Hub call must end
@@ -127,11 +117,11 @@ def _bound_session(session: Any) -> None:
     for transport in (getattr(session, "_transport", None), *getattr(session, "_mounts", {}).values()):
         pool = getattr(transport, "_pool", None)
         backend = getattr(pool, "_network_backend", None)
-        if backend is not None and not isinstance(backend, _DeadlineBackend):
+        if pool is not None and backend is not None and not isinstance(backend, _DeadlineBackend):
             pool._network_backend = _DeadlineBackend(backend)
 
 
-def http_status(error: BaseException) -> int | None:
+def http_status(error: BaseException | None) -> int | None:
     response = getattr(error, "response", None)
     return getattr(response, "status_code", None)
 
@@ -246,7 +236,7 @@ class Transport:
             wait = float(limit.reset_in_seconds)
             quota = f" ({limit.limit} requests per {limit.window_seconds} s)" if limit.limit else ""
             why = f"the Hub's {limit.resource_type!r} rate limit{quota} is used up"
-            bound = min(_env_seconds(RATE_LIMIT_WAIT_ENV, DEFAULT_RATE_LIMIT_WAIT), left)
+            bound = min(seconds(RATE_LIMIT_WAIT_ENV, DEFAULT_RATE_LIMIT_WAIT), left)
             if wait > bound:
                 raise HubError(
                     f"{repo}: {why} for another {wait:.0f} s; re-run after that (logged-in users, with "
@@ -275,7 +265,7 @@ class Transport:
             return dict(self._hf_headers)
 
     def request(self, url: str, deadline: float, *, timeout: float, limit: int, params: dict[str, str] | None = None,
-                 sink: Callable[[bytes], None] | None = None, follow: bool = False,
+                 sink: Callable[[bytes], object] | None = None, follow: bool = False,
                  headers: dict[str, str] | None = None) -> "httpx2.Response":
         """GET `url` with timeouts; read at most `limit` bytes before `deadline`; raise for HTTP errors.
 

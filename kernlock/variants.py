@@ -10,13 +10,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from kernlock.ids import is_variant_name
 from kernlock.compat.kernels import target_decisions
 from kernlock.environment import Target
 from kernlock.errors import ResolutionError
 from kernlock.hub import TreeFile
 
 MAX_VARIANTS = 1000
-_VARIANT_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _IGNORED = re.compile(r"(^|/)__pycache__/|\.pyc$")
 
 
@@ -45,7 +45,7 @@ def group_variants(repo: str, commit: str, files: list[TreeFile]) -> dict[str, l
         ):
             raise ResolutionError(f"{repo}@{commit[:12]}: the Hub listed an unsafe file path {path!r}; refusing to lock it")
         variant = parts[1]
-        if not _VARIANT_NAME_RE.fullmatch(variant):
+        if not is_variant_name(variant):
             raise ResolutionError(f"{repo}@{commit[:12]}: the Hub listed an unsafe variant name {variant!r}; refusing to lock it")
         if _IGNORED.search(path):
             continue

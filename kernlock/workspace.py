@@ -36,9 +36,9 @@ from kernlock.errors import (
 from kernlock.lockfile import LOCK_FILENAME, LOCK_VERSION, Lockfile
 from kernlock.lockfile_toml import load_lockfile
 from kernlock.project import Project, find_project_root, load_project, unsafe_reason
+from kernlock import settings
+from kernlock.settings import LOCKFILE_ENV, VENDOR_ENV
 
-LOCKFILE_ENV = "KERNLOCK_LOCKFILE"
-VENDOR_ENV = "KERNLOCK_VENDOR_DIR"
 
 
 @dataclass(frozen=True, eq=False)  # compared by identity: no generated __eq__/__hash__ to build at import
@@ -139,16 +139,14 @@ def configured_lockfile(project: Project) -> Path:
 
 def vendor_dir() -> Path | None:
     """The vendor directory named by `$KERNLOCK_VENDOR_DIR`, if any."""
-    value = os.environ.get(VENDOR_ENV)
-    return Path(value).expanduser() if value else None
+    return settings.path(VENDOR_ENV)
 
 
 def named_lockfile(lockfile: str | os.PathLike[str] | None = None) -> Path | None:
     """The lock named rather than discovered: the argument, else `$KERNLOCK_LOCKFILE`."""
     if lockfile is not None:
         return Path(lockfile)
-    env = os.environ.get(LOCKFILE_ENV)
-    return Path(env) if env else None
+    return settings.path(LOCKFILE_ENV)
 
 
 def vendored_lockfile(vendor: Path, project_lock: Path | None) -> Path:
@@ -217,7 +215,7 @@ def applied_workspace(lockfile: str | os.PathLike[str] | None = None, *,
     if named is not None:
         if not named.is_file():
             check_lock_path(named, discovered=False)
-            where = f"${LOCKFILE_ENV} points at {named}, which" if lockfile is None and os.environ.get(LOCKFILE_ENV) else f"lock file {named}"
+            where = f"${LOCKFILE_ENV} points at {named}, which" if lockfile is None and settings.text(LOCKFILE_ENV) else f"lock file {named}"
             raise LockfileNotFoundError(f"{where} does not exist; create it with `kernlock lock`")
         return Workspace(project=Project(root=find_project_root(Path.cwd())), lockfile=named, discovered=False)
     if scripts is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -120,11 +121,11 @@ def test_oldest_entries_are_pruned(tmp_path: Path, private_kernlock_cache: Path,
     assert len(entries(private_kernlock_cache)) == 3
 
 
-@pytest.mark.parametrize("module", ["lockfile.py", "lockfile_dict.py", "lockfile_toml.py"])
+@pytest.mark.parametrize("module", parse_cache.PARSING_CODE)
 def test_edited_parsing_code_does_not_read_entries(tmp_path: Path, private_kernlock_cache: Path, module: str) -> None:
     path = tmp_path / "kernels.lock"
     write_lockfile(big_lock(), path)
-    code = Path(parse_cache.__file__).with_name(module)
+    code = Path(str(sys.modules[module].__file__))
     info = code.stat()
     try:
         os.utime(code, ns=(info.st_atime_ns, info.st_mtime_ns + 1_000_000_000))  # as an edit would

@@ -123,7 +123,7 @@ def test_the_projects_lock_wins_over_a_vendor_dirs_own_lock(locked, tmp_path: Pa
     monkeypatch.setenv(VENDOR_ENV, str(vendor))
     monkeypatch.chdir(project)
     both = rf"vendor directory's {vendor}/kernels.lock disagrees with the project's {project}/kernels.lock on {ACTIVATION}@v1"
-    with pytest.raises(LockfileError, match=both + ".*the project's lock wins; re-export"):
+    with pytest.raises(LockfileError, match=both + ".*the project's lock wins; fix: re-export"):
         kernlock.apply()
     verified = cli("verify", cwd=project)
     assert verified.exit_code == 2 and "disagrees with the project's" in verified.output

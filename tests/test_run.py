@@ -121,6 +121,28 @@ def test_job_script_exports_apply_the_lock_where_kernels_are_imported(locked_pro
     assert proc.returncode == 0 and proc.stdout.split() == ["False", "True"], proc.stderr
 
 
+@pytest.mark.parametrize("value", ["1", "on", "YES"])
+def test_every_true_kernlock_apply_applies_the_lock(locked_project: LockedProjectFactory, value: str) -> None:
+    project, _ = locked_project([f"{FA2}@v2"])
+    hook = {**run_environment(project / "kernels.lock"), "KERNLOCK_APPLY": value}  # `on` used to apply nothing
+    proc = run([sys.executable, "-c", "import kernels, kernlock.patch as p; print(p.active_lock() is not None)"],
+               project, **hook)
+    assert proc.returncode == 0 and proc.stdout.split() == ["True"], proc.stderr
+
+
+def test_an_unknown_kernlock_apply_fails_closed_in_one_line(locked_project: LockedProjectFactory) -> None:
+    project, _ = locked_project([f"{FA2}@v2"])
+    hook = {**run_environment(project / "kernels.lock"), "KERNLOCK_APPLY": "sure"}
+    assert run([sys.executable, "-c", "pass"], project, **hook).returncode == 0  # only kernel imports stop
+    proc = run([sys.executable, "-c", "import kernels"], project, **hook)
+    [line] = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and line == ("kernlock: error: $KERNLOCK_APPLY='sure' is not one of 1/true/yes/on or "
+                                             "0/false/no/off; fix: set it to e.g. 1 or unset it")
+    off = run([sys.executable, "-c", "import kernels, kernlock.patch as p; print(p.active_lock() is None)"],
+              project, **{**hook, "KERNLOCK_APPLY": "off"})
+    assert off.returncode == 0 and off.stdout.split() == ["True"], off.stderr
+
+
 def test_apply_hook_without_a_lock_breaks_nothing_but_kernel_imports(hub: TestHub, tmp_path: Path) -> None:
     project = make_project(tmp_path / "p", kernels=[f"{FA2}@v2"])
     hook = {**run_environment(project / "kernels.lock"), "KERNLOCK_LOCKFILE": ""}

@@ -17,32 +17,50 @@ import os
 import sys
 
 
-class _NoKernlock:
-    """A meta-path finder for a Python without kernlock: the first import of kernels or transformers exits."""
+class _Refuse:
+    """A meta-path finder for a process that cannot apply the lock: the first import of kernels or transformers exits."""
 
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
 
     def find_spec(self, fullname: str, path: object = None, target: object = None) -> None:
         if fullname in ("kernels", "transformers"):
-            sys.stderr.write(
-                f"kernlock: error: kernlock run applies the lock in every Python process, but {sys.executable} "
-                f"cannot import kernlock ({self.reason}), so {fullname} would load kernels without the lock; "
-                f"install kernlock in that environment (`{sys.executable} -m pip install kernlock`)\n"
-            )
+            sys.stderr.write(f"kernlock: error: {self.problem.format(module=fullname)}\n")
             for stream in (sys.stdout, sys.stderr):
                 stream.flush()
             os._exit(1)  # inside an import: an exception could be swallowed by `try: import …`
         return None
 
 
-if os.environ.get("KERNLOCK_APPLY", "").lower() in ("1", "true", "yes"):
+def _arm() -> None:
+    """Arm the hook when `$KERNLOCK_APPLY` asks for it, read by kernlock's one boolean grammar (`kernlock.settings`).
+
+    Any value set where kernlock cannot be imported, or one the grammar refuses, fails closed: the
+    first import of kernels or transformers stops with one line, and nothing loads without the lock.
+    """
     try:
-        from kernlock.autoapply import arm
+        from kernlock.settings import apply_requested
     except ImportError as error:
-        sys.meta_path.insert(0, _NoKernlock(str(error)))
-    else:
+        sys.meta_path.insert(0, _Refuse(
+            f"kernlock run applies the lock in every Python process, but {sys.executable} cannot import kernlock "
+            f"({error}), so {{module}} would load kernels without the lock; install kernlock in that environment "
+            f"(`{sys.executable} -m pip install kernlock`)"))
+        return
+    from kernlock.errors import UsageError
+
+    try:
+        requested = apply_requested()
+    except UsageError as error:
+        sys.meta_path.insert(0, _Refuse(str(error).replace("{", "{{").replace("}", "}}")))
+        return
+    if requested:
+        from kernlock.autoapply import arm
+
         arm(os.path.dirname(os.path.abspath(__file__)))
+
+
+if os.environ.get("KERNLOCK_APPLY", "").strip():
+    _arm()
 
 
 def _chain() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from kernlock.commands.options import handle_errors, json_option, lock_options, targets_option
@@ -30,9 +32,9 @@ def explain_command(repo: str, targets: tuple[str, ...], lockfile: str | None, p
     if not kernels:
         raise UsageError(f"{repo} is not in the lock; locked: {', '.join(k.spec for k in lock.kernels) or 'nothing'}")
     chosen_targets = [parse_target(t) for t in targets] or list(lock.targets)
-    report = []
+    report: list[dict[str, Any]] = []
     for kernel in kernels:
-        entry = {
+        entry: dict[str, Any] = {
             "spec": kernel.spec, "commit": kernel.commit, "build_variants": list(kernel.build_variants), "targets": [],
             "override": kernel.override.to_dict() if kernel.override else None,
         }
@@ -57,8 +59,8 @@ def explain_command(repo: str, targets: tuple[str, ...], lockfile: str | None, p
             override = entry["override"]
             click.echo(f"  override for {override['when']} → {override['use']}: {override['reason']}")
         for item in entry["targets"]:
-            locked = item["locked"] or "nothing (target not locked)"
-            click.echo(f"  target {item['target']}: kernels picks {item['kernels_choice'] or 'no variant'}; the lock has {locked}")
+            has = item["locked"] or "nothing (target not locked)"
+            click.echo(f"  target {item['target']}: kernels picks {item['kernels_choice'] or 'no variant'}; the lock has {has}")
             if item["locked"] and not item["agrees"]:
                 click.echo("    warning: the lock disagrees with kernels' choice; re-run `kernlock lock`")
             for reason in item["reasons"]:

@@ -17,12 +17,9 @@ def run_environment(lockfile: Path, strict: bool = True, verbose: bool = False) 
 
     The same variables work under cluster launchers: `kernlock run --export` prints them for a job script.
     """
-    from kernlock.autoapply import APPLY_ENV
-    from kernlock.patch import VERBOSE_ENV
-    from kernlock.strict import STRICT_ENV
-    from kernlock.workspace import LOCKFILE_ENV
+    from kernlock.autoapply import STARTUP_DIR as startup
+    from kernlock.settings import APPLY_ENV, LOCKFILE_ENV, STRICT_ENV, VERBOSE_ENV
 
-    startup = str(Path(__file__).resolve().parent.parent / "_startup")
     paths = [startup, *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != startup]]
     return {
         APPLY_ENV: "1",
@@ -59,7 +56,7 @@ def run_command(lockfile: str | None, locked: bool, lenient: bool, vendor: str |
         fail("missing COMMAND; use `kernlock run -- COMMAND…`, or `kernlock run --export` for a job script", 2)
     from kernlock.environment import current_target
     from kernlock.errors import LockfileError
-    from kernlock.patch import check_coverage
+    from kernlock.coverage import require_coverage
     from kernlock.workspace import VENDOR_ENV, applied_workspace
 
     if vendor:
@@ -74,7 +71,7 @@ def run_command(lockfile: str | None, locked: bool, lenient: bool, vendor: str |
         from kernlock.freshness import require_fresh
 
         require_fresh(workspace, lock)
-    check_coverage(lock, current_target(), path)
+    require_coverage(lock, current_target(), path)
     environment = run_environment(path, strict=not lenient, verbose=verbose)
     if export:
         if vendor:
@@ -83,11 +80,12 @@ def run_command(lockfile: str | None, locked: bool, lenient: bool, vendor: str |
         return
     program = shutil.which(command[0])
     if program is None:
-        fail(f"command not found: {command[0]}", 127)
+        return fail(f"command not found: {command[0]}", 127)
     from kernlock.autoapply import hook_skipping_option
 
     option = hook_skipping_option(command)
     if option is not None:
         fail(f"`{command[0]} {option}` skips Python's start-up hook (sitecustomize on PYTHONPATH), so kernlock run "
              f"cannot apply the lock in it; drop the option, or call kernlock.apply() at the top of its script", 2)
+        return
     os.execve(program, list(command), {**os.environ, **environment})

@@ -373,7 +373,7 @@ def kernels_lock_json(pins: Iterable[KernelsPin]) -> str:
     """kernels' `KernelLocks` JSON for `pins`; the first pin of a dependency wins."""
     from kernels._rust import KernelDependency, KernelLock, KernelLocks, KernelVersion
 
-    locks = {}
+    locks: dict[Any, Any] = {}  # KernelDependency -> KernelLock (kernels' Rust classes, untyped)
     for pin in pins:
         version = KernelVersion.Version(pin.version) if pin.version is not None else KernelVersion.Revision(pin.revision)
         locks.setdefault(KernelDependency(repo_id=pin.repo, version=version), KernelLock(commit=pin.commit))
@@ -507,7 +507,7 @@ def _patch_validators(module: ModuleType, hooks: LockHooks) -> None:
 def patch_points() -> dict[str, Callable[[ModuleType, LockHooks], None]]:
     """The kernels modules `kernlock.apply()` wraps, by full name, for the installed kernels line."""
     kernels_line = line()
-    points = {
+    points: dict[str, Callable[[ModuleType, LockHooks], None]] = {
         module_name("importer"): _patch_importer,
         module_name("deps"): _patch_deps,
         module_name("locking"): _patch_locking,

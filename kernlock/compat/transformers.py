@@ -73,8 +73,8 @@ def default_version(repo: str, target: Target) -> tuple[int, str]:
     return version, f"transformers {info.version} default for kernels outside its table"
 
 
-def alias_repo(alias: str, target: Target) -> str:
-    """The Hub kernel Transformers falls back to for `flash_attention_N` without flash-attn."""
+def alias_repo(alias: str, target: Target | None) -> str:
+    """The Hub kernel Transformers falls back to for `flash_attention_N` without flash-attn (`target` None: no target known)."""
     root = installed_transformers().root
     table = transformers_table(root, "FLASH_ATTN_KERNEL_FALLBACK", target) if root else None
     if table is None and root is not None:
@@ -104,11 +104,12 @@ class UnsupportedExpression(Exception):
     """A table entry `transformers_table` cannot evaluate from source."""
 
 
-def transformers_table(root: Path, name: str, target: Target) -> dict | None:
+def transformers_table(root: Path, name: str, target: Target | None) -> dict | None:
     """Transformers' table `name` as it evaluates on `target`, read from its source under `root`.
 
     Understands the conditional entries (`4 if is_torch_greater_or_equal("2.10") else 3`);
-    None when the table is missing or uses something else (then use `transformers_live_table`).
+    None when the table is missing or uses something else, or a condition with no `target` to decide it
+    (then use `transformers_live_table`).
     """
     relative, _ = TRANSFORMERS_TABLES[name]
     node = _module_assignments(root / relative).get(name)
@@ -121,7 +122,7 @@ def transformers_table(root: Path, name: str, target: Target) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
-def _evaluate(node: ast.expr, target: Target) -> Any:
+def _evaluate(node: ast.expr, target: Target | None) -> Any:
     """Evaluate constant tables with Torch-version and ROCm conditions for `target`."""
     from packaging.version import Version
 
@@ -135,7 +136,7 @@ def _evaluate(node: ast.expr, target: Target) -> Any:
         return _evaluate(node.body if _evaluate(node.test, target) else node.orelse, target)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
         return not _evaluate(node.operand, target)
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and target is not None:
         torch = Version(target.torch_version)
         if node.func.id == "is_rocm_platform":
             return target.backend.startswith("rocm")
@@ -200,8 +201,8 @@ def transformers_hub_kernels() -> list[tuple[str, int | None, str | None]]:
         elif isinstance(value, (list, tuple)):
             for item in value:
                 visit(item)
-        elif isinstance(getattr(value, "_repo_id", None), str):  # kernels' Layer/FuncRepository
-            found.add((value._repo_id, getattr(value, "_version", None), getattr(value, "_revision", None)))
+        elif isinstance(repo_id := getattr(value, "_repo_id", None), str):  # kernels' Layer/FuncRepository
+            found.add((repo_id, getattr(value, "_version", None), getattr(value, "_revision", None)))
 
     getter = getattr(hub_kernels, getter_name, None)
     if getter is not None:

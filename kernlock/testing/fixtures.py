@@ -197,7 +197,7 @@ def _render_commit(spec: Mapping[str, Any], commit: Mapping[str, Any], templates
         # kernels 0.19 caches an import by this id: unique per build, like kernel-builder's
         build_id = library.name.split(".")[0] if library is not None else \
             f"_{python_name}_{hashlib.sha256(f'{repo_id}@{label}/{variant}'.encode()).hexdigest()[:7]}"
-        metadata = {
+        metadata: dict[str, Any] = {
             "id": build_id,
             "name": kernel_name,
             "version": version,

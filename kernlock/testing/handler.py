@@ -181,9 +181,10 @@ class Handler(BaseHTTPRequestHandler):
         elif fault is not None and fault.kind == "corrupt" and body:
             middle = len(body) // 2
             body = body[:middle] + bytes(b ^ 0xFF for b in body[middle : middle + 16]) + body[middle + 16 :]
-        cut = fault is not None and fault.kind in ("reset", "truncate")
+        reset = fault is not None and fault.kind == "reset"
+        cut = reset or (fault is not None and fault.kind == "truncate")
         if cut and (method == "HEAD" or not body):
-            self._abort(reset=fault.kind == "reset")
+            self._abort(reset=reset)
             return
         self.send_response(response.status)
         for name, value in response.headers.items():
@@ -196,7 +197,7 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(sent)
         self.hub._count_bytes(len(sent))
         if cut:
-            self._abort(reset=fault.kind == "reset")
+            self._abort(reset=reset)
 
     def _hold(self, method: str, response: Response, fault: Fault) -> None:
         """Hold the connection: say nothing (stall), drip the body (slowloris) or the headers (drip-headers), or

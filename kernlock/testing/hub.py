@@ -56,7 +56,6 @@ import hashlib
 import re
 import shutil
 import signal
-import sys
 import threading
 import time
 from http.server import ThreadingHTTPServer
@@ -167,7 +166,7 @@ class TestHub:
         """
         with self._lock:
             repo = self.repos[repo_id]
-            if repo.immutable:
+            if repo.immutable and self._copy_on_change is not None:  # immutable only with copy_on_change
                 copy = shutil.copytree(repo.path, self._copy_on_change / repo.path.name)
                 self.repos[repo_id] = repo = GitRepo(Path(copy))
             return repo.path
@@ -448,4 +447,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

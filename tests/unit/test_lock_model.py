@@ -152,4 +152,13 @@ def test_a_newer_major_is_refused_with_the_upgrade() -> None:
         Lockfile.from_dict(_lock_with(lambda d: d.update(version="2.0")), source="kernels.lock")
     assert raised.value.key_path == ("version",)
     assert str(raised.value) == ("kernels.lock: version: lock format version 2.0 is newer than this kernlock understands "
-                                 "(1.0); upgrade kernlock (pip install -U kernlock)")
+                                 "(1.0); fix: upgrade kernlock (pip install -U kernlock)")
+
+
+@pytest.mark.parametrize("name", ["-rf", ".hidden", "_x", ".", ".."])
+def test_the_lock_refuses_variant_names_the_resolver_refuses(name: str) -> None:
+    from kernlock.ids import is_variant_name
+
+    assert not is_variant_name(name)
+    with pytest.raises(LockfileError, match="is not a build variant name"):
+        Lockfile.from_dict(_lock_with(lambda d: d["kernel"][1]["variant"][0].update(name=name)), source="kernels.lock")

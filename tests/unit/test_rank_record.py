@@ -1,4 +1,5 @@
-"""Issue 28 item 9: a hostile or version-skewed rank record, or a bad timeout, is one RankMismatchError."""
+"""Issue 28 item 9: a hostile or version-skewed rank record is one RankMismatchError, a bad timeout one
+usage error naming the variable (issue 26: read by `kernlock.settings`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import pytest
 
 from kernlock.distributed import TIMEOUT_ENV, RankMismatchError, RankRecord, check_ranks
+from kernlock.errors import UsageError
 
 pytestmark = pytest.mark.unit
 
@@ -40,7 +42,7 @@ def test_a_bad_timeout_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path) ->
     monkeypatch.setattr(STATE, "path", lock)
     monkeypatch.setattr(STATE, "target", "torch-cpu")
     monkeypatch.setenv("KERNLOCK_ALLOW_MIXED_VARIANTS", "0")
-    with pytest.raises(RankMismatchError, match=rf"\${TIMEOUT_ENV}='5m' is not a number of seconds"):
+    with pytest.raises(UsageError, match=rf"^\${TIMEOUT_ENV}='5m' is not a number of seconds above 0; fix: "):
         check_ranks(store=None, rank=0, world_size=2)
 
 

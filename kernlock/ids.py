@@ -1,0 +1,27 @@
+"""The identifier rules every layer shares: commit SHAs, file hashes, build variant names. Pure; imports nothing.
+
+One place so the lock never accepts a name the resolver refuses (they had drifted apart).
+"""
+
+from __future__ import annotations
+
+import re
+
+_GIT_SHA_RE = re.compile(r"[0-9a-f]{40}")
+_SHA256_RE = re.compile(r"[0-9a-f]{64}")
+_VARIANT_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # never `.`, `..` or an option-like `-x`
+
+
+def is_git_sha(text: str) -> bool:
+    """A full 40-character lower-case hex git object id (a commit, a blob)."""
+    return bool(_GIT_SHA_RE.fullmatch(text))
+
+
+def is_sha256(text: str) -> bool:
+    """A 64-character lower-case hex SHA-256."""
+    return bool(_SHA256_RE.fullmatch(text))
+
+
+def is_variant_name(text: str) -> bool:
+    """A build variant directory name kernlock accepts (`build/<name>/` on the Hub, `[[kernel.variant]] name`)."""
+    return bool(_VARIANT_NAME_RE.fullmatch(text))
