@@ -21,11 +21,11 @@ import os
 import sys
 from _thread import RLock
 
-from kernlock.settings import verbose
+from kernlock.settings import APPLY_ENV, FALSE, verbose
 
 TYPE_CHECKING = False  # not typing's: importing typing in every process is start-up cost; type checkers know the name
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
 TRIGGERS = frozenset({"kernels", "transformers"})
 STARTUP_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_startup")  # `kernlock run` puts it on PYTHONPATH
@@ -159,7 +159,7 @@ def guard_children(startup: str) -> None:
     def guarded_fork_exec(args, executable_list, close_fds, pass_fds, cwd, env, *rest):  # noqa: ANN001, ANN202
         _warn_if_skipped(args)
         source = os.environ if env is None else dict(
-            os.fsdecode(item).partition("=")[::2] for item in env)  # type: ignore[misc]
+            os.fsdecode(item).partition("=")[::2] for item in env)
         repaired = child_environment(source)
         if repaired is not None:
             env = [os.fsencode(f"{key}={value}") for key, value in repaired.items()]
@@ -194,8 +194,8 @@ def child_environment(env: "Mapping[str, str]") -> "dict[str, str] | None":
     startup = _guard.get("startup")
     if startup is None:
         return None
-    if APPLY_ENV in env and str(env[APPLY_ENV]).lower() not in ("1", "true", "yes"):
-        return None  # the child was explicitly asked to run without the lock
+    if APPLY_ENV in env and str(env[APPLY_ENV]).strip().lower() in (*FALSE, ""):
+        return None  # the child was explicitly asked to run without the lock (a bad value: its hook refuses it)
     repaired = {str(key): str(value) for key, value in env.items()}
     if APPLY_ENV not in env:  # an environment rebuilt without kernlock's variables
         repaired.update(_guard["inherited"])

@@ -66,8 +66,9 @@ def lock_changes(old: Lockfile | None, new: Lockfile) -> tuple[Change, ...]:
     changes = []
     for identity in sorted(before.keys() | after.keys()):
         was, now = before.get(identity), after.get(identity)
-        signers = (entry_signers(was), entry_signers(now)) if was and now else None
-        signer = signers if signers and signers[0] is not None and signers[0] != signers[1] else None
+        old_signer, new_signer = (entry_signers(was), entry_signers(now)) if was and now else (None, None)
+        signer = (old_signer, new_signer) if old_signer is not None and new_signer is not None \
+            and old_signer != new_signer else None
         if was is None or now is None or was.commit != now.commit or signer:
             changes.append(Change(identity[0], identity[1] or None, was.commit if was else None, now.commit if now else None,
                                   _reason(was, now), signer))

@@ -295,9 +295,9 @@ class Transport:
                                 f"({DEADLINE_ENV}); nothing was kept")
                 (sink if ok and sink is not None else chunks.append)(chunk)
             # The bytes are decoded already: drop the headers that would have them decoded twice.
-            headers = [(k, v) for k, v in response.headers.multi_items()
-                       if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
-            complete = type(response)(response.status_code, headers=headers, content=b"".join(chunks),
+            kept = [(k, v) for k, v in response.headers.multi_items()
+                    if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
+            complete = type(response)(response.status_code, headers=kept, content=b"".join(chunks),
                                       request=response.request)
         if complete.status_code >= 400:
             hf_raise_for_status(complete)

@@ -289,9 +289,11 @@ def declaring_nothing(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     make_project(project)
 
 
-def merge_conflict(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def hand_edited_commit(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lock whose commit was mistyped by hand. (A merge conflict's fix is a git command as well:
+    tests/test_workspace.py runs it after a real `git merge`.)"""
     lock = project / "kernels.lock"
-    lock.write_text("<<<<<<< ours\n" + lock.read_text() + "=======\n>>>>>>> theirs\n")
+    lock.write_text(lock.read_text().replace('commit = "', 'commit = "zz', 1))
 
 
 def tampered_cache(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -310,7 +312,7 @@ COMMAND_FIXES = {
     "LockfileNotFoundError": (LockfileNotFoundError, no_lock, failing("sync")),
     "LockfileNotFoundError-vendor": (LockfileNotFoundError, empty_vendor_dir, load),
     "StaleLockError": (StaleLockError, adding(f"{ACTIVATION}@v1"), failing("sync", "--locked")),
-    "LockfileError": (LockfileError, merge_conflict, failing("sync")),
+    "LockfileError": (LockfileError, hand_edited_commit, failing("sync")),
     "IntegrityError": (IntegrityError, tampered_cache, load),
     "TrustError": (TrustError, adding(f"{UNTRUSTED}@v1"), failing("lock")),
     "TrustError-command-line": (TrustError, declaring_nothing, failing("lock", f"{UNTRUSTED}@v1", "--target", CUDA_X86)),

@@ -342,10 +342,10 @@ def push_build(repo_path: Path, branch: str, files: Mapping[str, bytes | None], 
                     digest.pop(path[len(base) + 1:], None)
                 else:
                     digest[path[len(base) + 1:]] = base64.b64encode(hashlib.sha256(content).digest()).decode()
-        rebuilt[f"{base}/metadata.json"] = (json.dumps(metadata, indent=2) + "\n").encode()
+        rebuilt[f"{base}/metadata.json"] = signed = (json.dumps(metadata, indent=2) + "\n").encode()
         if f"{base}/metadata.json.sigstore" not in files and _exists(repo_path, tip, f"{base}/metadata.json.sigstore"):
             bundle = git(repo_path, "cat-file", "blob", f"{tip}:{base}/metadata.json.sigstore")
-            rebuilt[f"{base}/metadata.json.sigstore"] = sigstore.resign(bundle, rebuilt[f"{base}/metadata.json"])
+            rebuilt[f"{base}/metadata.json.sigstore"] = sigstore.resign(bundle, signed)
     return push_commit(repo_path, branch, {**files, **rebuilt}, message)
 
 

@@ -63,7 +63,8 @@ class GitHubSigner:
     def from_certificate(cls, certificate: x509.Certificate) -> GitHubSigner:
         """The identity a leaf certificate (`_leaf`'s) carries, read back from its Fulcio v2 extensions."""
         def value(name: str) -> str:
-            raw = certificate.extensions.get_extension_for_oid(x509.ObjectIdentifier(f"{_FULCIO}{_V2[name]}")).value.value
+            extension = certificate.extensions.get_extension_for_oid(x509.ObjectIdentifier(f"{_FULCIO}{_V2[name]}"))
+            raw: bytes = extension.value.value  # type: ignore[attr-defined]  # an UnrecognizedExtension
             return raw[2:].decode()  # a short DER UTF8String: tag, length, text
 
         return cls(workflow=value("signer"), source_repository=value("source_repository"), source_ref=value("source_ref"),

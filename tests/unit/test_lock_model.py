@@ -12,6 +12,7 @@ from kernlock.environment import Target, parse_target
 from kernlock.errors import LockfileError, LockfileVersionError
 from kernlock.lockfile import (
     SIGNATURE_FILE,
+    LOCK_VERSION,
     LockedFile,
     LockedKernel,
     Lockfile,
@@ -136,7 +137,7 @@ def test_a_newer_minor_is_read_without_its_unknown_keys(caplog: pytest.LogCaptur
     with caplog.at_level(logging.WARNING, logger="kernlock"):
         lock = Lockfile.from_dict(_lock_with(future), source="locks/k.lock")
     assert lock.kernels == LOCK.kernels and lock.version == "1.4" and lock.newer_format
-    assert ("locks/k.lock: written by a newer kernlock (lock format 1.4; this one reads 1.0); ignoring created-by, "
+    assert (f"locks/k.lock: written by a newer kernlock (lock format 1.4; this one reads {LOCK_VERSION}); ignoring created-by, "
             "kernel[1].variant[1].files[0].blake3, kernel[1].override.until") in caplog.text
 
 
@@ -152,7 +153,7 @@ def test_a_newer_major_is_refused_with_the_upgrade() -> None:
         Lockfile.from_dict(_lock_with(lambda d: d.update(version="2.0")), source="kernels.lock")
     assert raised.value.key_path == ("version",)
     assert str(raised.value) == ("kernels.lock: version: lock format version 2.0 is newer than this kernlock understands "
-                                 "(1.0); fix: upgrade kernlock (pip install -U kernlock)")
+                                 f"({LOCK_VERSION}); fix: upgrade kernlock (pip install -U kernlock)")
 
 
 @pytest.mark.parametrize("name", ["-rf", ".hidden", "_x", ".", ".."])
