@@ -71,11 +71,11 @@ SLICE = [
 TRANSFORMERS_TESTS = ["test_apply_before_or_after_importing_transformers", "test_doctor_kernels_outside_transformers_window"]
 
 PROBE = (
-    "import json; from kernlock.doctor import diagnose; "
+    "import json; from kernlock.check.doctor import diagnose; "
     "print(json.dumps([[f.message, f.fix] for f in diagnose([], 'cpu') if f.blocking]))"
 )
 VERSIONS = (
-    "import json, platform; from kernlock.environment import installed_version; "
+    "import json, platform; from kernlock.model.target import installed_version; "
     "print(json.dumps({'python': platform.python_version(), "
     "**{p: installed_version(p) for p in ('kernels', 'transformers', 'huggingface_hub', 'torch')}}))"
 )

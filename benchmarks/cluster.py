@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from benchmarks.harness import PYTHON, Result, Target, Workspace, child_env, kinds, lock_project, median, running_hub
-from kernlock.lockfile_toml import load_lockfile
+from kernlock.store.lockfile_io import load_lockfile
 from kernlock.testing.hub import RATE_LIMITS, TestHub
 
 NAME = "cluster"
@@ -34,8 +34,8 @@ GUARD_RANKS = 4
 LOCKED_CHILD = """
 import json, time
 start = time.perf_counter()
-from kernlock.cache import ensure_variant
-from kernlock.patch import active_lock, apply
+from kernlock.store.hub_cache import ensure_variant
+from kernlock.runtime.apply import active_lock, apply
 applied = apply()
 for entry in active_lock().kernels:
     ensure_variant(entry, entry.variant_for(applied.target))
@@ -55,7 +55,7 @@ from kernels.hf_hub import _get_hf_api
 from kernels.resolver import RemoteKernel
 from kernels.variants import _resolve_variant_for_system, get_variants
 from packaging.version import Version
-from kernlock.environment import current_target
+from kernlock.model.target import current_target
 torch_version = Version(".".join(map(str, current_target().torch)))
 api = _get_hf_api()
 for repo in sys.argv[1:]:
@@ -79,7 +79,7 @@ GUARD_CHILD = """
 import json, os, sys, time
 import torch.distributed as dist
 import kernlock
-import kernlock.distributed as guard
+import kernlock.runtime.rank_guard as guard
 kernlock.apply()
 spent = []
 original = guard.check_ranks

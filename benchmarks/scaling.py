@@ -20,11 +20,11 @@ from benchmarks.harness import (
     Result, Target, Workspace, bench_targets, kernel_module, kernel_repo, median, ratio, synthetic_lock, timeit_median,
     timeit_times,
 )
-from kernlock import cache
-from kernlock.environment import parse_target
-from kernlock.lockfile import LockedFile, LockedVariant
-from kernlock.lockfile_toml import load_lockfile, write_lockfile
-from kernlock.coverage import require_coverage
+from kernlock.store import hub_cache as cache
+from kernlock.model.target import parse_target
+from kernlock.model.lockfile import LockedFile, LockedVariant
+from kernlock.store.lockfile_io import load_lockfile, write_lockfile
+from kernlock.check.coverage import require_coverage
 
 NAME = "scaling"
 SIZES = (10, 100, 1000)

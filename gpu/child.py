@@ -81,7 +81,7 @@ def cmd_env(args) -> None:
 
 def cmd_targets(args) -> None:
     from kernlock.compat.kernels import kernels_target, running_backend
-    from kernlock.environment import current_target
+    from kernlock.model.target import current_target
 
     result(current_target=str(current_target()), kernels_target=str(kernels_target()), variant_str=running_backend())
 

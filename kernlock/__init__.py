@@ -13,9 +13,13 @@ __version__ = "0.1.0"
 TYPE_CHECKING = False  # not typing's: the start-up hook imports this package in every process, typing costs ~8 ms
 
 if TYPE_CHECKING:  # what type checkers see behind the lazy `__getattr__` below (`X as X`: re-exported)
-    from kernlock.check import verify as verify
-    from kernlock.environment import current_target as current_target
-    from kernlock.environment import parse_target as parse_target
+    from collections.abc import Sequence
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
+
+    from kernlock.check.verify import verify as verify
+    from kernlock.model.target import current_target as current_target
+    from kernlock.model.target import parse_target as parse_target
     from kernlock.errors import CompatibilityError as CompatibilityError
     from kernlock.errors import ConfigError as ConfigError
     from kernlock.errors import HubError as HubError
@@ -39,23 +43,23 @@ if TYPE_CHECKING:  # what type checkers see behind the lazy `__getattr__` below 
     from kernlock.errors import UsageError as UsageError
     from kernlock.errors import VariantMismatchError as VariantMismatchError
     from kernlock.errors import WriteError as WriteError
-    from kernlock.lockfile import Lockfile as Lockfile
-    from kernlock.lockfile_toml import load_lockfile as load_lockfile
-    from kernlock.locking import LockResult as LockResult
-    from kernlock.locking import lock as lock
-    from kernlock.patch import apply as apply
-    from kernlock.spec import parse_spec as parse_spec
+    from kernlock.model.lockfile import Lockfile as Lockfile
+    from kernlock.store.lockfile_io import load_lockfile as load_lockfile
+    from kernlock.resolve.lock import LockResult as LockResult
+    from kernlock.resolve.lock import lock as lock
+    from kernlock.runtime.apply import apply as apply
+    from kernlock.model.spec import parse_spec as parse_spec
 
 _EXPORTS = {
-    "apply": "kernlock.patch",
-    "lock": "kernlock.locking",
-    "LockResult": "kernlock.locking",
-    "verify": "kernlock.check",
-    "load_lockfile": "kernlock.lockfile_toml",
-    "Lockfile": "kernlock.lockfile",
-    "parse_spec": "kernlock.spec",
-    "parse_target": "kernlock.environment",
-    "current_target": "kernlock.environment",
+    "apply": "kernlock.runtime.apply",
+    "lock": "kernlock.resolve.lock",
+    "LockResult": "kernlock.resolve.lock",
+    "verify": "kernlock.check.verify",
+    "load_lockfile": "kernlock.store.lockfile_io",
+    "Lockfile": "kernlock.model.lockfile",
+    "parse_spec": "kernlock.model.spec",
+    "parse_target": "kernlock.model.target",
+    "current_target": "kernlock.model.target",
     "KernlockError": "kernlock.errors",
     "UsageError": "kernlock.errors",
     "SpecError": "kernlock.errors",
@@ -82,6 +86,51 @@ _EXPORTS = {
 }
 
 __all__ = ["__version__", *_EXPORTS]
+
+
+# Module paths the README documented before the layered tree (issue 26), kept for one release.
+_MOVED = {
+    "kernlock.environment": "kernlock.model.target",
+    "kernlock.lockfile": "kernlock.model.lockfile",
+    "kernlock.spec": "kernlock.model.spec",
+    "kernlock.sync": "kernlock.fetch.sync",
+    "kernlock.vendor": "kernlock.fetch.vendor",
+}
+
+
+class _MovedModules:
+    """A meta-path finder: an old module path imports the module at its new path, with a DeprecationWarning."""
+
+    def find_spec(self, fullname: str, path: "Sequence[str] | None" = None,
+                  target: "ModuleType | None" = None) -> "ModuleSpec | None":
+        if fullname not in _MOVED:
+            return None
+        from importlib import import_module
+        from importlib.abc import Loader  # here, not at the top: only an old path pays for it
+        from importlib.util import spec_from_loader
+
+        class MovedLoader(Loader):
+            def create_module(self, spec: "ModuleSpec") -> "ModuleType":
+                import warnings
+
+                warnings.warn(f"{spec.name} moved to {_MOVED[spec.name]}; import it from there (the old path goes "
+                              "in the next release)", DeprecationWarning, stacklevel=2)
+                return import_module(_MOVED[spec.name])
+
+            def exec_module(self, module: "ModuleType") -> None:
+                """Nothing to run: the module at the new path is loaded already."""
+
+        return spec_from_loader(fullname, MovedLoader())
+
+
+def _install_moved_modules() -> None:
+    import sys
+
+    if not any(isinstance(finder, _MovedModules) for finder in sys.meta_path):
+        sys.meta_path.append(_MovedModules())
+
+
+_install_moved_modules()
 
 
 def __getattr__(name: str) -> object:  # type checkers use the TYPE_CHECKING imports above

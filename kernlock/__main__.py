@@ -1,5 +1,5 @@
 """`python -m kernlock` runs the command line."""
 
-from kernlock.cli import main
+from kernlock.cli.main import main
 
 main()

@@ -13,10 +13,10 @@ from typing import NamedTuple
 import pytest
 from click.testing import CliRunner, Result
 
-from kernlock.cli import main
-from kernlock.lockfile import Lockfile
-from kernlock.lockfile_toml import load_lockfile
-from kernlock.signatures import TRUSTED_ROOT_ENV
+from kernlock.cli.main import main
+from kernlock.model.lockfile import Lockfile
+from kernlock.store.lockfile_io import load_lockfile
+from kernlock.check.signatures import TRUSTED_ROOT_ENV
 from kernlock.testing.sigstore import TestSigstore
 
 # Targets (CPU is this test machine's).

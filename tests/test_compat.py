@@ -21,7 +21,7 @@ from kernlock.compat.transformers import (
     kernels_window,
     transformers_hub_kernels,
 )
-from kernlock.environment import parse_target
+from kernlock.model.target import parse_target
 
 PACKAGE = Path(kernlock.__file__).parent
 

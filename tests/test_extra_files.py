@@ -12,11 +12,11 @@ import pytest
 import kernels
 import kernlock
 from helpers import FA2, LockedProjectFactory, cli
-from kernlock import cache
+from kernlock.store import hub_cache as cache
 from kernlock.errors import IntegrityError
-from kernlock.lockfile import LockedKernel, LockedVariant
-from kernlock.patch import release
-from kernlock.workspace import VENDOR_ENV
+from kernlock.model.lockfile import LockedKernel, LockedVariant
+from kernlock.runtime.apply import release
+from kernlock.project.workspace import VENDOR_ENV
 from scripts.harness import python
 
 PLANTED = 'KERNEL_IDENTITY = {"planted": True}\n'

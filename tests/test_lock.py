@@ -12,8 +12,8 @@ from helpers import ARM, CPU, CUDA_130, CUDA_X86, FA2, cli, make_project
 from packaging.version import Version
 
 from kernlock.compat.transformers import default_version
-from kernlock.environment import installed_version, parse_target
-from kernlock.lockfile_toml import load_lockfile
+from kernlock.model.target import installed_version, parse_target
+from kernlock.store.lockfile_io import load_lockfile
 from kernlock.testing.fixtures import advance_branch, rev_parse
 from kernlock.testing.hub import TestHub
 

@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 import kernlock
-from kernlock import lockfile_toml, parse_cache
-from kernlock.environment import parse_target
+from kernlock.store import lockfile_io as lockfile_toml
+from kernlock.store import parse_cache
+from kernlock.model.target import parse_target
 from kernlock.errors import LockfileError
-from kernlock.lockfile import LockedFile, LockedKernel, Lockfile, LockedVariant
-from kernlock.lockfile_toml import load_lockfile, write_lockfile
+from kernlock.model.lockfile import LockedFile, LockedKernel, Lockfile, LockedVariant
+from kernlock.store.lockfile_io import load_lockfile, write_lockfile
 
 
 def big_lock(kernels: int = 30, variants: int = 6) -> Lockfile:

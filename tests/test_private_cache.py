@@ -14,10 +14,11 @@ import pytest
 import kernels
 import kernlock
 from helpers import FA2, LockedProjectFactory, cli, clear_loaded_kernels
-from kernlock import cache, private
+from kernlock.store import hub_cache as cache
+from kernlock.store import private
 from kernlock.errors import IntegrityError
-from kernlock.lockfile_toml import load_lockfile, write_lockfile
-from kernlock.patch import release
+from kernlock.store.lockfile_io import load_lockfile, write_lockfile
+from kernlock.runtime.apply import release
 from test_parse_cache import big_lock
 
 ATTACKER = 65534  # nobody

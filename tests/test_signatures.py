@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from helpers import CPU, CUDA_X86, RELU, cli, make_project
-from kernlock.lockfile import Signature
-from kernlock.lockfile_toml import load_lockfile
-from kernlock.signatures import production_trusted_root, verify_bundle
+from kernlock.model.lockfile import Signature
+from kernlock.store.lockfile_io import load_lockfile
+from kernlock.check.signatures import production_trusted_root, verify_bundle
 from kernlock.testing.fixtures import push_commit
 from kernlock.testing.hub import TestHub
 from kernlock.testing.sigstore import GITHUB_ISSUER, KERNELS_COMMUNITY_BUILD
@@ -176,8 +176,8 @@ def test_the_readme_policy_snippet_and_default_signers_are_true(tmp_path: Path) 
     """The README's `[tool.kernlock]` signature snippet loads as written, and the kernels-community workflows it
     names are kernels' default policy for the installed kernels."""
     from kernlock.compat.kernels import default_signers
-    from kernlock.project import load_project
-    from kernlock.signers import project_policy
+    from kernlock.project.config import load_project
+    from kernlock.project.signers import project_policy
 
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     section = readme.split("\n## Signatures\n", 1)[1].split("\n## ", 1)[0]

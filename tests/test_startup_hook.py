@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from helpers import FA2, LockedProjectFactory
-from kernlock.commands.run import run_environment
+from kernlock.cli.commands.run import run_environment
 from scripts.harness import kernlock_run, run
 
 STARTUP = Path(run_environment.__code__.co_filename).resolve().parent.parent / "_startup"
-APPLIED = "import kernels, kernlock.patch as p; print('applied' if p.active_lock() is not None else 'UNLOCKED')"
+APPLIED = "import kernels, kernlock.runtime.apply as p; print('applied' if p.active_lock() is not None else 'UNLOCKED')"
 
 
 def launched(how: str) -> str:

@@ -26,7 +26,7 @@ from types import ModuleType
 from typing import Any, NamedTuple
 
 from kernlock.compat import kernels_017, kernels_018, kernels_019
-from kernlock.environment import Target, installed_version, system_platform
+from kernlock.model.target import Target, installed_version, system_platform
 
 # ---------------------------------------------------------------- the kernels line
 

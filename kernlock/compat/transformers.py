@@ -19,7 +19,7 @@ import importlib.util
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from kernlock.environment import Target, installed_version
+from kernlock.model.target import Target, installed_version
 
 # Transformers' tables, read from its source (importing Transformers takes seconds).
 TRANSFORMERS_TABLES = {

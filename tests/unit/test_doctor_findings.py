@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from fake_hub import FakeHub
 
-from kernlock import doctor
+from kernlock.check import doctor
 from kernlock.compat.transformers import TransformersInfo
-from kernlock.environment import parse_target
-from kernlock.resolver import ResolveOptions, Resolver
-from kernlock.spec import parse_spec
+from kernlock.model.target import parse_target
+from kernlock.resolve.resolver import ResolveOptions, Resolver
+from kernlock.model.spec import parse_spec
 
 CPU = parse_target("torch2.13-cxx11-cpu-x86_64-linux")
 CPU_VARIANT = "torch213-cxx11-cpu-x86_64-linux"

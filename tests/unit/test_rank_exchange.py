@@ -10,8 +10,8 @@ from datetime import timedelta
 import pytest
 from torch.distributed import HashStore
 
-from kernlock import distributed
-from kernlock.distributed import exchange
+from kernlock.runtime import rank_guard as distributed
+from kernlock.runtime.rank_guard import exchange
 
 
 @pytest.fixture(autouse=True)

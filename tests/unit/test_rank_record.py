@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from kernlock.distributed import TIMEOUT_ENV, RankMismatchError, RankRecord, check_ranks
+from kernlock.runtime.rank_guard import TIMEOUT_ENV, RankMismatchError, RankRecord, check_ranks
 from kernlock.errors import UsageError
 
 pytestmark = pytest.mark.unit
@@ -33,7 +33,7 @@ def test_a_hostile_record_is_a_rank_mismatch(payload: bytes) -> None:
 
 
 def test_a_bad_timeout_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
-    from kernlock.binding import STATE
+    from kernlock.runtime.state import STATE
 
     lock = tmp_path / "kernels.lock"
     lock.write_text("")
@@ -49,7 +49,7 @@ def test_a_bad_timeout_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path) ->
 def test_a_rank_loading_a_local_build_of_a_locked_kernel_is_a_mismatch(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     from types import SimpleNamespace
 
-    from kernlock.distributed import judge, rank_record
+    from kernlock.runtime.rank_guard import judge, rank_record
 
     variant = SimpleNamespace(name="torch-cpu", files=[])
     lock = SimpleNamespace(kernels=[SimpleNamespace(spec="org/k@v1", repo="org/k", commit="c" * 40,

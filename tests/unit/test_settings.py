@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from kernlock import private, settings
+from kernlock import settings
+from kernlock.store import private
 from kernlock.errors import UsageError
-from kernlock.local_kernels import allowed
-from kernlock.strict import strict_from_env
+from kernlock.project.local_kernels import allowed
+from kernlock.project.strict import strict_from_env
 
 pytestmark = pytest.mark.unit
 

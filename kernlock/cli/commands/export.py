@@ -1,0 +1,34 @@
+"""`kernlock export`: kernels.lock in kernels' own JSON lock format."""
+
+from __future__ import annotations
+
+import click
+
+from kernlock.cli.options import handle_errors, lock_options
+
+
+@click.command("export")
+@click.option("--format", "fmt", type=click.Choice(["kernels"]), default="kernels", show_default=True,
+              help="Output format: kernels' JSON lock (for get_locked_kernel / load_kernel).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of standard output.")
+@lock_options
+@handle_errors
+def export_command(fmt: str, output: str | None, lockfile: str | None, project_dir: str) -> None:
+    """Export the lock for another tool.
+
+    `--format kernels` writes the JSON that kernels.get_locked_kernel(repo, lockfile=...)
+    and kernels.load_kernel(repo, lockfile=...) read: each locked kernel pinned to its commit.
+    It never writes over kernlock's lock; use e.g. -o kernels.lock.json.
+    """
+    from pathlib import Path
+
+    from kernlock.store.kernels_lock import export_kernels_json, kernels_json
+    from kernlock.project.workspace import open_workspace
+
+    workspace = open_workspace(project_dir, lockfile)
+    lock = workspace.read_lock()
+    if output is None:
+        click.echo(kernels_json(lock))
+        return
+    export_kernels_json(lock, workspace.lockfile, Path(output))
+    click.echo(f"wrote {output} ({len(lock.kernels)} kernels, kernels format)", err=True)

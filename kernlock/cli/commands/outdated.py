@@ -1,0 +1,100 @@
+"""`kernlock outdated`: locked kernels whose branch moved or that have a newer version branch."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+import click
+
+from kernlock.cli.options import handle_errors, json_option, lock_options
+from kernlock.cli.commands.show import table
+
+if TYPE_CHECKING:
+    from kernlock.check.remote import KernelStatus
+
+
+@click.command("outdated")
+@lock_options
+@json_option()
+@click.option("--all", "show_all", is_flag=True, help="List up-to-date kernels too.")
+@click.option("--exit-code", is_flag=True, help="Exit 1 when a locked kernel can be updated (for CI).")
+@handle_errors
+def outdated_command(lockfile: str | None, project_dir: str, as_json: bool, show_all: bool, exit_code: bool) -> None:
+    """List locked kernels whose branch moved past the lock or that have a newer version with a build for their targets."""
+    import json
+
+    from kernlock.check.remote import kernel_statuses
+    from kernlock.project.workspace import open_workspace
+
+    lock = open_workspace(project_dir, lockfile).read_lock()
+    statuses = kernel_statuses(lock, inspect=True)
+    if as_json:
+        click.echo(json.dumps([
+            {
+                "spec": s.kernel.spec, "repo": s.kernel.repo, "ref": s.kernel.ref, "locked": s.kernel.commit,
+                "override": s.kernel.override.when if s.kernel.override else None,
+                "current": s.current, "moved": s.moved, "rewritten": s.rewritten, "ref_gone": s.ref_gone,
+                "version": s.kernel.version, "latest_version": s.latest_version, "newer_version": s.newer_version,
+                "usable_version": s.usable_version, "unbuildable_versions": list(s.unbuildable), "error": s.error,
+                "renamed_to": s.renamed_to,
+            }
+            for s in statuses
+        ], indent=2))
+    else:
+        _print_table(statuses, show_all)
+    if exit_code and any(_actions(s) for s in statuses):
+        sys.exit(1)
+
+
+def _actions(s: KernelStatus) -> list[str]:
+    """What can be done about an entry (empty: nothing to update)."""
+    actions = []
+    fix = f"kernlock lock -P {s.kernel.repo}"
+    if s.error:
+        actions.append(f"error: {s.error}")
+    if s.rewritten:
+        actions.append(f"{s.ref_kind} force-pushed (the locked commit is no longer in its history); review, then {fix}")
+    elif s.moved:
+        actions.append(f"{s.ref_kind} moved; {fix}")
+    if s.ref_gone:
+        actions.append("ref deleted")
+    if s.renamed_to:
+        actions.append(f"renamed to {s.renamed_to}; update the spec")
+    if s.usable_version is not None and not s.kernel.override:
+        actions.append(f"v{s.usable_version} available; pin {s.kernel.repo}@v{s.usable_version}"
+                       f"{_unbuildable(s, above=s.usable_version)}")
+    return actions
+
+
+def _notes(s: KernelStatus) -> list[str]:
+    """What is worth knowing but needs no update: a newer version an override deliberately stays below."""
+    if s.usable_version is not None and s.kernel.override:
+        return [f"v{s.usable_version} available; the override pins {s.kernel.override.use} ([tool.kernlock.overrides])"]
+    return []
+
+
+def _unbuildable(s: KernelStatus, above: int = -1) -> str:
+    """` (v3, v4 have no build for T)` for the newer versions skipped above `above`, else empty."""
+    skipped = [v for v in s.unbuildable if v > above]
+    if not skipped:
+        return ""
+    targets = sorted({str(t) for variant in s.kernel.variants for t in variant.targets})
+    verb = "has" if len(skipped) == 1 else "have"
+    return f" ({', '.join(f'v{v}' for v in skipped)} {verb} no build for {', '.join(targets)})"
+
+
+def _print_table(statuses: list[KernelStatus], show_all: bool) -> None:
+    """One row per lock entry (an override's entry named with the targets it applies to)."""
+    rows = [["KERNEL", "REF", "LOCKED", "CURRENT", "LATEST", "STATUS"]]
+    for s in statuses:
+        states = _actions(s) + _notes(s)
+        if not states and not show_all:
+            continue
+        name = f"{s.kernel.spec} [{s.kernel.override.when}]" if s.kernel.override else s.kernel.spec
+        rows.append([
+            name, s.kernel.ref or "-", s.kernel.commit[:12], s.current[:12] if s.current else "-",
+            f"v{s.latest_version}" if s.latest_version is not None else "-",
+            "; ".join(states) or f"up to date{_unbuildable(s)}",
+        ])
+    click.echo(table(rows) if len(rows) > 1 else "every locked kernel is up to date")

@@ -1,0 +1,35 @@
+"""`kernlock verify`: check kernels.lock is valid, fresh, covers the targets, and (opt-in) cached and on the Hub."""
+
+from __future__ import annotations
+
+import click
+
+from kernlock.cli.options import all_targets_option, handle_errors, json_option, lock_options, targets_option
+
+
+@click.command("verify")
+@targets_option("Check coverage of this environment instead of the current one (repeatable).")
+@all_targets_option
+@click.option("--cache", is_flag=True, help="Also check the locked variants are in the local Hub cache and match their hashes.")
+@click.option("--signatures", is_flag=True, help="Also re-verify the cached signed variants' Sigstore bundles against the "
+              "lock's signers and the pinned trust root, offline.")
+@click.option("--remote", is_flag=True, help="Also check every locked commit still exists on the Hub (and its signed "
+              "bundles still verify); report moved branches.")
+@lock_options
+@json_option("Print a machine-readable report (schema in kernlock.check.report).")
+@handle_errors
+def verify_command(targets: tuple[str, ...], all_targets: bool, cache: bool, signatures: bool, remote: bool,
+                   lockfile: str | None, project_dir: str, as_json: bool) -> None:
+    """Check kernels.lock without resolving anything.
+
+    Exit 0 when every check passes, 1 when one fails, 2 for bad usage or an unreadable lock.
+    """
+    import sys
+
+    from kernlock.check.verify import verify
+    from kernlock.check.report import report_json
+
+    report = verify(project_dir, targets=targets, all_targets=all_targets, cache=cache, signatures=signatures,
+                    remote=remote, lockfile=lockfile)
+    click.echo(report_json(report) if as_json else report.format())
+    sys.exit(report.exit_code)

@@ -1,0 +1,4 @@
+"""Specs to a lock: the resolver and `lock()` / `remove()`.
+
+Imports check and below; never runtime.
+"""

@@ -1,0 +1,331 @@
+"""`kernlock lock` and `kernlock remove` as library calls: sources → resolver → atomic `kernels.lock`."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from kernlock.model.target import parse_target
+from kernlock.store.atomic import atomic_write
+from kernlock.errors import KernlockError, StaleLockError, TrustError, UsageError
+from kernlock.hub.client import Hub
+from kernlock.store.kernels_lock import migration_for
+from kernlock.model.lockfile import LockedKernel, Lockfile
+from kernlock.store.lockfile_io import dumps_lockfile, write_lockfile
+from kernlock.project.config import Project, collect_specs, project_targets, resolving_target
+from kernlock.resolve.resolver import ResolveOptions, Resolver
+from kernlock.project.signers import project_policy
+from kernlock.model.spec import parse_spec
+from kernlock.project.workspace import Workspace, exclusive_workspace
+
+
+class Change(NamedTuple):
+    """One lock entry whose commit (or signer) a re-lock changed, and why (`reason`, one of `REASONS`)."""
+
+    spec: str
+    override: str | None  # the targets an override entry applies to (`backend=cu128`), None for the spec's own
+    old: str | None  # the commit before (None: added)
+    new: str | None  # the commit after (None: removed)
+    reason: str
+    signer: tuple[str, str] | None = None  # (before, after) when the entry's signers change (`entry_signers`)
+
+    def describe(self, gap: str = " ") -> str:
+        """`spec [override]{gap}old -> new{gap}(reason[; signer before -> after])`, commits abbreviated (`-` for none)."""
+        name = f"{self.spec} [{self.override}]" if self.override else self.spec
+        signer = f"; signer {self.signer[0]} -> {self.signer[1]}" if self.signer else ""
+        return f"{name}{gap}{(self.old or '-')[:12]} -> {(self.new or '-')[:12]}{gap}({self.reason}{signer})"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The change as JSON (`kernlock lock --json` → `changes`); `signer` only when it changes."""
+        data: dict[str, Any] = self._asdict()
+        if self.signer is None:
+            del data["signer"]
+        else:
+            data["signer"] = dict(zip(("old", "new"), self.signer))
+        return data
+
+
+def entry_signers(kernel: LockedKernel) -> str | None:
+    """Who signed an entry's variants (`build-signer` URIs, or `unsigned`), in one text; None when a signed variant
+    records no signer (a lock from before format 1.1)."""
+    if any(v.signed and v.signature is None for v in kernel.variants):
+        return None
+    return ", ".join(sorted({v.signature.build_signer if v.signature else "unsigned" for v in kernel.variants}))
+
+
+REASONS = ("branch moved", "upgraded", "added", "removed", "override", "re-verified")
+
+
+def lock_changes(old: Lockfile | None, new: Lockfile) -> tuple[Change, ...]:
+    """The entries (by identity: spec and override) whose commit or signers differ between `old` and `new`."""
+    before = {k.identity: k for k in old.kernels} if old else {}
+    after = {k.identity: k for k in new.kernels}
+    changes = []
+    for identity in sorted(before.keys() | after.keys()):
+        was, now = before.get(identity), after.get(identity)
+        old_signer, new_signer = (entry_signers(was), entry_signers(now)) if was and now else (None, None)
+        signer = (old_signer, new_signer) if old_signer is not None and new_signer is not None \
+            and old_signer != new_signer else None
+        if was is None or now is None or was.commit != now.commit or signer:
+            changes.append(Change(identity[0], identity[1] or None, was.commit if was else None, now.commit if now else None,
+                                  _reason(was, now), signer))
+    return tuple(changes)
+
+
+def _reason(was: LockedKernel | None, now: LockedKernel | None) -> str:
+    """Why an entry changed: an override's doing, a new or dropped spec, another version, or its branch moving."""
+    if was is None or now is None:
+        entry = was or now
+        assert entry is not None  # lock_changes passes at least one
+        return "override" if entry.override else "added" if was is None else "removed"
+    if was.override != now.override:
+        return "override"
+    if was.commit == now.commit:
+        return "re-verified"  # the same commit, another signer than the old lock records (it was edited)
+    return "upgraded" if (was.ref, was.version) != (now.ref, now.version) else "branch moved"
+
+
+@dataclass(frozen=True)
+class LockResult:
+    """What `lock()` produced: the lock, where it went, and what changed.
+
+    `added`/`removed`/`updated` are spec keys; `changes` has one line per changed entry;
+    `changed` is whether the lock's bytes differ (or would, when nothing was written).
+    """
+
+    lockfile: Lockfile
+    path: Path
+    written: bool
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+    updated: tuple[str, ...]
+    warnings: tuple[str, ...] = ()
+    migrated: str | None = None  # what a kernels JSON lock was converted to, in one line
+    changes: tuple[Change, ...] = ()
+    changed: bool = False
+
+
+def _relative_to(root: Path, path: str) -> str:
+    """`path` (given relative to the working directory) as written in `[tool.kernlock]`: relative to `root`."""
+    absolute = Path(path).resolve()
+    try:
+        return absolute.relative_to(root).as_posix() or "."
+    except ValueError:
+        return os.path.relpath(absolute, root)
+
+
+def lock_arguments(specs: Iterable[str] = (), *, targets: Iterable[str] = (), scan: Iterable[str] = (),
+                   trust: Iterable[str] = (), upgrade: bool = False, upgrade_kernels: Iterable[str] = (),
+                   all_variants: bool = False, lockfile: str | os.PathLike[str] | None = None,
+                   project_dir: str | os.PathLike[str] = ".") -> str:
+    """The arguments of `kernlock lock` that repeat a `lock()` call, as shell text."""
+    import shlex
+
+    options = [(option, str(value)) for option, values in (
+        ("--target", targets), ("--scan", scan), ("--trust", trust), ("-P", upgrade_kernels),
+        ("--lockfile", [lockfile] if lockfile is not None else []),
+        ("--project", [project_dir] if str(project_dir) != "." else []),
+    ) for value in values]
+    flags = [flag for flag, on in (("--upgrade", upgrade), ("--all-variants", all_variants)) if on]
+    return shlex.join([*specs, *flags, *(part for option in options for part in option)])
+
+
+def _edit_pyproject(project: Project, additions: dict[str, list[str]], removals: dict[str, list[str]] | None = None) -> None:
+    """Record command-line specs, targets, scan paths and trusted repos in `[tool.kernlock]` (like `uv add`),
+    and drop removed ones (like `uv remove`); `removals` may name `kernels` and `dependencies`."""
+    import tomlkit
+
+    path = project.pyproject
+    doc = tomlkit.parse(path.read_text(encoding="utf-8")) if path.exists() else tomlkit.document()
+    tool = doc.setdefault("tool", tomlkit.table(is_super_table=True))
+    config = tool.setdefault("kernlock", tomlkit.table())
+    for key, values in additions.items():
+        if not values:
+            continue
+        array = config.setdefault(key, tomlkit.array())
+        for value in values:
+            if value not in array:
+                array.append(value)
+    removals = removals or {}
+    for value in removals.get("kernels", ()):
+        config["kernels"].remove(value)
+    for repo in removals.get("dependencies", ()):
+        del tool["kernels"]["dependencies"][repo]
+    atomic_write(path, tomlkit.dumps(doc))
+
+
+def lock(
+    project_dir: str | os.PathLike[str] = ".",
+    specs: Iterable[str] = (),
+    *,
+    targets: Iterable[str] = (),
+    scan: Iterable[str] = (),
+    upgrade: bool = False,
+    upgrade_kernels: Iterable[str] = (),
+    all_variants: bool = False,
+    trust: Iterable[str] = (),
+    lockfile: str | os.PathLike[str] | None = None,
+    write: bool = True,
+    check: bool = False,
+    migrate: bool = False,
+    progress: Callable[[str], None] | None = None,
+    hub: Hub | None = None,
+) -> LockResult:
+    """Resolve the project's kernel specs and write `kernels.lock` (and record new sources in `pyproject.toml`).
+
+    Existing pins are kept unless `upgrade` (all) or `upgrade_kernels` (those
+    repos) asks otherwise; a re-lock that changes nothing leaves the lock's bytes
+    as they are. `write=False` writes nothing; `check` also writes nothing and raises
+    `StaleLockError` when the lock would change. A kernels JSON lock at the path is
+    converted only with `migrate` (its commits become pins; see
+    `kernlock.store.kernels_lock`). On any error the previous lock is left untouched.
+    """
+    specs, targets, scan, trust, upgrade_kernels = (tuple(v) for v in (specs, targets, scan, trust, upgrade_kernels))
+    rerun = lock_arguments(specs, targets=targets, scan=scan, trust=trust, upgrade=upgrade,
+                           upgrade_kernels=upgrade_kernels, all_variants=all_variants, lockfile=lockfile,
+                           project_dir=project_dir)
+    with exclusive_workspace(project_dir, lockfile) as workspace:
+        result = _relock(workspace, workspace.project, list(specs), targets=targets, scan=scan, upgrade=upgrade,
+                         upgrade_kernels=upgrade_kernels, all_variants=all_variants, trust=trust,
+                         write=write and not check, migrate=migrate, progress=progress, hub=hub, rerun=rerun)
+    if check and result.changed:
+        what = ", ".join(change.describe() for change in result.changes) or "its content would be rewritten"
+        raise StaleLockError(f"{result.path} is out of date: {what}; run `kernlock lock{' ' + rerun if rerun else ''}`")
+    return result
+
+
+def remove(
+    project_dir: str | os.PathLike[str] = ".",
+    specs: Iterable[str] = (),
+    *,
+    lockfile: str | os.PathLike[str] | None = None,
+    progress: Callable[[str], None] | None = None,
+    hub: Hub | None = None,
+) -> LockResult:
+    """Drop specs from `[tool.kernlock] kernels` / `[tool.kernels.dependencies]` and re-lock, keeping other pins.
+
+    A spec matches by its text or its lock identity (`org/repo@v1`), or, when only one
+    declared spec names the repo, by `org/repo`. Nothing is written unless the re-lock succeeds.
+    """
+    with exclusive_workspace(project_dir, lockfile) as workspace:
+        project = workspace.project
+        kernels, dependencies = list(project.kernels), dict(project.kernel_dependencies)
+        removals: dict[str, list[str]] = {"kernels": [], "dependencies": []}
+        for text in specs:
+            wanted = parse_spec(text)
+            declared = [k for k in kernels if k == text or parse_spec(k).key in (wanted.key, text)]
+            if not declared and wanted.key == wanted.repo:
+                declared = [k for k in kernels if parse_spec(k).repo == wanted.repo]
+            if len(declared) > 1:
+                raise UsageError(f"{text} matches {', '.join(declared)} in [tool.kernlock] kernels; name one of them")
+            if declared:
+                kernels.remove(declared[0])
+                removals["kernels"].append(declared[0])
+            elif wanted.repo in dependencies:
+                del dependencies[wanted.repo]
+                removals["dependencies"].append(wanted.repo)
+            else:
+                named = ", ".join([*kernels, *dependencies]) or "none"
+                raise UsageError(
+                    f"{text} is not declared in {project.pyproject.name} (declared: {named}); "
+                    "specs found by [tool.kernlock] scan are removed from the scanned files"
+                )
+        edited = replace(project, kernels=tuple(kernels), kernel_dependencies=tuple(dependencies.items()))
+        return _relock(workspace, edited, [], removals=removals, progress=progress, hub=hub)
+
+
+def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, targets: tuple[str, ...] = (),
+            scan: tuple[str, ...] = (), upgrade: bool = False, upgrade_kernels: tuple[str, ...] = (),
+            all_variants: bool = False, trust: tuple[str, ...] = (), write: bool = True, migrate: bool = False,
+            removals: dict[str, list[str]] | None = None, progress: Callable[[str], None] | None = None,
+            hub: Hub | None = None, rerun: str = "") -> LockResult:
+    """Resolve `project`'s sources plus `cli_specs` and write the lock and the pyproject edits (lock held).
+
+    `rerun` is the `kernlock lock` arguments of this call, repeated in a refusal's fix.
+    """
+    path = workspace.lockfile
+    migration = migration_for(path, migrate)
+    previous = migration.as_previous_lock() if migration is not None else workspace.previous_lock(upgrade)
+    target_list = project_targets(project, targets)
+    resolving = resolving_target(target_list)
+    skipped: list[str] = []
+    all_specs = collect_specs(project, cli_specs, scan, resolving, skipped)
+    if not all_specs and not removals:
+        raise KernlockError(
+            "no kernel specs found: pass one (kernlock lock org/repo), list them in [tool.kernlock] kernels, "
+            "or point [tool.kernlock] scan at your training code"
+        )
+    options = ResolveOptions(
+        targets=target_list,
+        all_variants=all_variants,
+        trust_allowlist=frozenset((*project.trust, *trust)),
+        upgrade_all=upgrade,
+        upgrade=frozenset(upgrade_kernels),
+        resolving_target=resolving,
+        overrides=project.overrides,
+        signing=project_policy(project),
+    )
+    resolver = Resolver(hub or Hub(), options, previous, progress)
+    try:
+        result = resolver.resolve(all_specs)
+    except TrustError as error:
+        if not rerun:
+            raise
+        raise TrustError.untrusted(error.repo, rerun) from None
+    existing = _existing_text(path) if migration is None else None
+    if previous is not None and existing is not None:
+        kept = replace(result, resolved_with=previous.resolved_with)  # no pin change, no `[resolved-with]` churn
+        if dumps_lockfile(kept) == existing:
+            result = kept
+    changed = existing is None or dumps_lockfile(result) != existing
+    changes = lock_changes(previous, result)
+    old, new = ({k.spec for k in lock.kernels} if lock else set() for lock in (previous, result))
+    written = False
+    if write:
+        configured = {str(parse_target(t)) for t in project.targets}
+        additions = {
+            "kernels": [s for s in cli_specs if s not in project.kernels],
+            "targets": [str(t) for t in target_list if str(t) not in configured] if targets else [],
+            "scan": [p for p in (_relative_to(workspace.root, p) for p in scan) if p not in project.scan],
+            "trust": [r for r in trust if r not in project.trust],
+        }
+        if any(additions.values()) or removals:
+            _edit_pyproject(project, additions, removals)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if migration is not None:
+            migration.preserve()
+        written = write_lockfile(result, path)
+    return LockResult(
+        lockfile=result,
+        path=path,
+        written=written,
+        added=tuple(sorted(new - old)),
+        removed=tuple(sorted(old - new)),
+        updated=tuple(sorted({c.spec for c in changes if c.old and c.new})),
+        warnings=(*skipped, *resolver.warnings, *_doctor_warnings()),
+        migrated=migration.summary(result) if migration is not None else None,
+        changes=changes,
+        changed=changed,
+    )
+
+
+def _doctor_warnings() -> list[str]:
+    """A warning when the stack that resolved the lock is one the compatibility doctor rejects."""
+    from kernlock.check.doctor import installed_stack_finding
+
+    finding = installed_stack_finding()
+    if finding is None:
+        return []
+    return [f"locked from an environment the compatibility doctor rejects (`kernlock verify` fails here): "
+            f"{finding.message}; fix: {finding.fix}"]
+
+
+def _existing_text(path: Path) -> str | None:
+    """The lock file's text as it is, or None when there is none (or it is not text)."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except (FileNotFoundError, UnicodeDecodeError):
+        return None

@@ -1,0 +1,418 @@
+"""Resolution: kernel specs → commits, build variants per target, file hashes.
+
+Variant choice (`kernlock.hub.variants`) reuses kernels' own parsing and ranking,
+evaluated for each target instead of the running machine, so the lock predicts
+exactly what kernels will load. Hub requests run concurrently through `kernlock.hub.client`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+
+from kernlock.compat.transformers import default_version
+from kernlock.model.ids import is_git_sha
+from kernlock.model.target import Target
+from kernlock.errors import NoVariantError, ResolutionError, SignatureError, TrustError
+from kernlock.hub.client import Hub, Ref, TreeFile
+from kernlock.model.lockfile import (
+    SIGNATURE_FILE,
+    LockedFile,
+    LockedKernel,
+    LockedVariant,
+    Lockfile,
+    Override,
+    Signature,
+    format_for,
+)
+from kernlock.store.metadata import digest_mismatches, read_variant_metadata
+from kernlock.model.overrides import OverrideRule
+from kernlock.project.signers import SigningPolicy
+from kernlock.model.spec import KernelSpec, looks_like_sha, version_of_branch
+from kernlock.hub.variants import choose_variant, group_variants
+
+
+
+@dataclass(frozen=True)
+class ResolveOptions:
+    """What to lock beyond the specs themselves."""
+
+    targets: tuple[Target, ...]
+    all_variants: bool = False
+    trust_allowlist: frozenset[str] = frozenset()
+    upgrade_all: bool = False
+    upgrade: frozenset[str] = frozenset()  # repos to re-resolve
+    resolving_target: Target | None = None  # whose Transformers defaults apply to bare specs
+    overrides: tuple[OverrideRule, ...] = ()
+    signing: SigningPolicy = SigningPolicy()
+
+    def upgrading(self, repo: str) -> bool:
+        """Whether an existing pin of `repo` must be re-resolved."""
+        return self.upgrade_all or repo in self.upgrade
+
+
+@dataclass
+class _Job:
+    """One lock entry to produce: a spec key, the spec to resolve, and the targets it serves."""
+
+    key: str
+    spec: KernelSpec
+    targets: tuple[Target, ...]
+    override: Override | None = None
+    requested: set[str] = field(default_factory=set)
+    dependency_of: set[str] = field(default_factory=set)
+
+    @property
+    def identity(self) -> tuple[str, str]:
+        return self.key, self.override.when if self.override else ""
+
+
+def plan_jobs(spec: KernelSpec, targets: tuple[Target, ...], rules: tuple[OverrideRule, ...]) -> list[_Job]:
+    """Split a spec's targets between its own resolution and the overrides that match them."""
+    groups: dict[OverrideRule | None, list[Target]] = {}
+    for target in targets:
+        rule = next((r for r in rules if r.repo == spec.repo and r.matches(target)), None)
+        groups.setdefault(rule, []).append(target)
+    jobs = []
+    for rule, matched in groups.items():
+        if rule is None:
+            jobs.append(_Job(key=spec.key, spec=spec, targets=tuple(matched)))
+        else:
+            jobs.append(_Job(
+                key=spec.key, spec=rule.spec(spec), targets=tuple(matched),
+                override=Override(when=rule.when, use=rule.use, reason=rule.reason),
+            ))
+    return jobs
+
+
+class Resolver:
+    """Resolves specs against a Hub, reusing pins from a previous lock."""
+
+    def __init__(self, hub: Hub, options: ResolveOptions, previous: Lockfile | None = None,
+                 progress: Callable[[str], None] | None = None, workers: int = 16):
+        self.hub = hub
+        self.options = options
+        self.previous = previous
+        self.progress = progress or (lambda message: None)
+        self.workers = workers
+        self.warnings: list[str] = []
+        self._files = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kernlock-file")
+
+    # ---------------------------------------------------------------- public
+
+    def resolve(self, specs: list[KernelSpec]) -> Lockfile:
+        """Resolve every spec (and transitive kernel dependencies) into a lock."""
+        try:
+            return self._resolve(specs)
+        finally:
+            self._files.shutdown(wait=True, cancel_futures=True)
+
+    def _resolve(self, specs: list[KernelSpec]) -> Lockfile:
+        jobs: dict[tuple[str, str], _Job] = {}
+        for spec in specs:
+            for job in plan_jobs(spec, self.options.targets, self.options.overrides):
+                jobs.setdefault(job.identity, job).requested.add(spec.alias or spec.key)
+        inputs = tuple(sorted({spec.key for spec in specs}))
+        resolved: dict[tuple[str, str], LockedKernel] = {}
+        pending = list(jobs.values())
+        with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="kernlock-kernel") as pool:
+            while pending:
+                results = list(pool.map(self._resolve_one, pending))
+                for kernel, _ in results:
+                    resolved[kernel.identity] = kernel
+                follow: dict[tuple[str, str], _Job] = {}
+                for (kernel, deps), job in zip(results, pending):
+                    for dep in deps:
+                        done = [k for identity, k in resolved.items() if identity[0] == dep.key]
+                        if done:
+                            for existing in done:
+                                resolved[existing.identity] = replace(
+                                    existing, dependency_of=tuple(sorted({*existing.dependency_of, kernel.spec}))
+                                )
+                            continue
+                        for dep_job in plan_jobs(dep, job.targets, self.options.overrides):
+                            merged = follow.setdefault(dep_job.identity, dep_job)
+                            if merged is not dep_job:
+                                merged.targets = tuple(sorted({*merged.targets, *dep_job.targets}))
+                            merged.requested.add(dep.key)
+                            merged.dependency_of.add(kernel.spec)
+                pending = list(follow.values())
+        kernels = tuple(resolved[identity] for identity in sorted(resolved))
+        return Lockfile(
+            version=format_for(kernels),
+            targets=tuple(sorted(set(self.options.targets), key=str)),
+            inputs=inputs,
+            kernels=kernels,
+            resolved_with=_resolving_context(self.options.resolving_target),
+        )
+
+    # ---------------------------------------------------------------- one entry
+
+    def _previous(self, job: _Job) -> LockedKernel | None:
+        """The old lock's entry for this job, if it still pins the same thing."""
+        if self.previous is None or self.options.upgrading(job.spec.repo):
+            return None
+        for entry in self.previous.entries(job.key):
+            if entry.identity == job.identity and (entry.override is None or entry.override == job.override):
+                if self.options.upgrading(entry.repo):
+                    return None
+                return entry
+        return None
+
+    def _resolve_one(self, job: _Job) -> tuple[LockedKernel, list[KernelSpec]]:
+        previous = self._previous(job)
+        if previous is not None:
+            self.progress(f"{job.key}: keeping {previous.commit[:12]}")
+            kernel = self._extend_previous(previous, job)
+        else:
+            self.progress(f"{job.key}: resolving")
+            kernel = self._resolve_fresh(job)
+        kernel = replace(
+            kernel,
+            override=job.override,
+            requested=tuple(sorted(job.requested)),
+            dependency_of=tuple(sorted(job.dependency_of)),
+        )
+        deps = [_dep_spec(d) for d in kernel.depends]
+        return kernel, deps
+
+    def _extend_previous(self, previous: LockedKernel, job: _Job) -> LockedKernel:
+        """Keep a pinned commit; add variants only for targets the old lock lacked."""
+        wanted = set(job.targets)
+        have = {t for v in previous.variants for t in v.targets}
+        complete = wanted <= have and (not self.options.all_variants or {v.name for v in previous.variants} >= set(previous.build_variants))
+        verified = all(v.signature is not None or not v.signed for v in previous.variants)  # a 1.0 lock: verify now
+        if complete and verified and (previous.trust != "allowlist" or previous.repo in self.options.trust_allowlist):
+            variants = tuple(
+                replace(v, targets=tuple(t for t in v.targets if t in wanted))
+                for v in previous.variants
+                if self.options.all_variants or any(t in wanted for t in v.targets)
+            )
+            for variant in variants:  # the recorded signer against today's policy: no network, no sigstore
+                self.options.signing.check(previous.repo, variant.name, variant.signature)
+            return replace(previous, variants=variants)
+        fresh = self._lock_commit(
+            job, repo=previous.repo, commit=previous.commit, ref=previous.ref,
+            version=previous.version, resolution=previous.resolution,
+        )
+        return replace(fresh, aliases=previous.aliases)
+
+    def _resolve_fresh(self, job: _Job) -> LockedKernel:
+        spec = job.spec
+        refs = self.hub.refs(spec.repo)
+        canonical = self.hub.canonical_repo(spec.repo)
+        ref, version, commit, resolution = self._pick_commit(spec, refs, job)
+        if job.override is not None:
+            resolution = f"override for {job.override.when}: {resolution}"
+        kernel = self._lock_commit(
+            job, repo=canonical, commit=commit, ref=ref, version=version, resolution=resolution, refs=refs,
+        )
+        if canonical != spec.repo:
+            self.warnings.append(f"{spec.repo} was renamed to {canonical} on the Hub; locked under both names (update the spec)")
+            kernel = replace(kernel, aliases=(spec.repo,))
+        return kernel
+
+    def _pick_commit(self, spec: KernelSpec, refs: list[Ref], job: _Job) -> tuple[str | None, int | None, str, str]:
+        branches = {r.name: r for r in refs if r.kind == "branch"}
+        tags = {r.name: r for r in refs if r.kind == "tag"}
+        if spec.floating or spec.version is not None:
+            if spec.version is not None:
+                version, why = spec.version, f"version {spec.version}"
+            else:
+                target = self.options.resolving_target or job.targets[0]
+                version, why = default_version(spec.repo, target)
+                others = sorted(str(t) for t in job.targets if default_version(spec.repo, t)[0] != version)
+                if others:
+                    self.warnings.append(
+                        f"{spec.key}: this Transformers release would default to another version on {', '.join(others)}; "
+                        f"the lock pins v{version} for every target (pin {spec.repo}@v<N>, or add an override)"
+                    )
+            branch = branches.get(f"v{version}")
+            if branch is None:
+                available = sorted(v for v in (version_of_branch(b) for b in branches) if v is not None)
+                raise ResolutionError(
+                    f"{spec.key}: version {version}{'' if why == f'version {version}' else f' ({why})'} has no branch v{version} on the Hub; "
+                    f"available versions: {', '.join(map(str, available)) or 'none'}; pin one with {spec.repo}@v<N>"
+                )
+            return branch.name, version, branch.commit, f"{why} → branch {branch.name}"
+        revision = spec.revision or ""
+        if revision in branches:
+            return revision, version_of_branch(revision), branches[revision].commit, f"branch {revision}"
+        if revision in tags:
+            return revision, None, tags[revision].commit, f"tag {revision}"
+        if is_git_sha(revision):
+            return None, None, revision, "commit"
+        if looks_like_sha(revision):
+            return None, None, self._expand_short_sha(spec, revision, refs), f"commit {revision}"
+        raise ResolutionError(
+            f"{spec.key}: no branch or tag {revision!r} on the Hub; branches: {', '.join(sorted(branches)) or 'none'}"
+            + (f"; tags: {', '.join(sorted(tags))}" if tags else "")
+        )
+
+    def _expand_short_sha(self, spec: KernelSpec, prefix: str, refs: list[Ref]) -> str:
+        candidates: set[str] = set()
+        for ref in refs:
+            if ref.kind == "branch":
+                candidates.update(c for c in self.hub.commits(spec.repo, ref.name) if c.startswith(prefix))
+            elif ref.commit.startswith(prefix):
+                candidates.add(ref.commit)
+        if not candidates:
+            raise ResolutionError(f"{spec.key}: no commit starting with {prefix!r} on any branch or tag")
+        if len(candidates) > 1:
+            raise ResolutionError(
+                f"{spec.key}: short SHA {prefix!r} is ambiguous ({', '.join(sorted(c[:12] for c in candidates))}); use more characters"
+            )
+        return candidates.pop()
+
+    def _trust(self, repo: str) -> str:
+        if repo in self.options.trust_allowlist:
+            return "allowlist"
+        if self.hub.publisher_trusted(repo.split("/", 1)[0]):
+            return "trusted-publisher"
+        raise TrustError.untrusted(repo)
+
+    def _lock_commit(self, job: _Job, *, repo: str, commit: str, ref: str | None, version: int | None,
+                     resolution: str, refs: list[Ref] | None = None) -> LockedKernel:
+        spec_key = job.key
+        trust = self._trust(repo)
+        try:
+            listing = self.hub.tree(repo, commit)
+        except ResolutionError as error:
+            if ref is None or "revision not found" not in str(error):
+                raise
+            raise ResolutionError(
+                f"{spec_key}: {ref} points at commit {commit[:12]}, which the Hub cannot list; "
+                "the repository looks broken: try again later or pin another revision"
+            ) from None
+        grouped = group_variants(repo, commit, listing)
+        names = sorted(grouped)
+        chosen: dict[str, set[Target]] = {}
+        for target in job.targets:
+            variant, reasons = choose_variant(names, target)
+            if variant is None:
+                raise NoVariantError(self._no_variant_message(spec_key, repo, commit, target, reasons, refs))
+            chosen.setdefault(variant, set()).add(target)
+        if self.options.all_variants:
+            for name in names:
+                chosen.setdefault(name, set())
+        variants = []
+        depends: set[str] = set()
+        for name in sorted(chosen):
+            files, raw, bundle = self._hash_variant(repo, commit, name, grouped[name])
+            signature = self._signature(repo, name, files, raw, bundle)  # before parsing the metadata, as kernels does
+            metadata = read_variant_metadata(repo, name, raw)
+            digest = None
+            if signature is not None:
+                _check_signed_digest(repo, name, metadata.digest, files)
+                digest = "sha256"
+            elif metadata.digest is not None:
+                digest = "sha256"
+                mismatched = digest_mismatches(metadata.digest, files)
+                if mismatched:  # kernels 0.18+ refuses to load such a variant
+                    raise ResolutionError(
+                        f"{spec_key} {name}: metadata.json's digest disagrees with the files at {commit[:12]} "
+                        f"({', '.join(mismatched[:3])}), so kernels would refuse to load it; the commit mixes builds: "
+                        f"pin another revision (`kernlock lock {repo}@<commit>`) or ask the publisher to rebuild"
+                    )
+            variants.append(LockedVariant(
+                name=name, targets=tuple(sorted(chosen[name], key=str)), files=files,
+                kernels_minver=metadata.kernels_minver, python_depends=metadata.python_depends,
+                digest=digest, provenance=metadata.provenance, signed=any(f.path == SIGNATURE_FILE for f in files),
+                signature=signature,
+            ))
+            depends.update(metadata.depends)
+        return LockedKernel(
+            spec=spec_key, repo=repo, commit=commit, resolution=resolution, trust=trust,
+            version=version, ref=ref, depends=tuple(sorted(depends)),
+            build_variants=tuple(names), variants=tuple(variants),
+        )
+
+    def _signature(self, repo: str, variant: str, files: tuple[LockedFile, ...], metadata: bytes | None,
+                   bundle: bytes | None) -> Signature | None:
+        """Verify a variant's bundle over its metadata.json (pinned trust root, no network) and check its signer."""
+        signing = self.options.signing
+        if not any(f.path == SIGNATURE_FILE for f in files):
+            signing.check(repo, variant, None)
+            return None
+        if metadata is None or bundle is None:
+            raise SignatureError(f"{repo} {variant}: ships {SIGNATURE_FILE} but {'metadata.json' if metadata is None else 'it'} "
+                                 "is not a small git file kernlock can read; it cannot be verified: lock another revision")
+        from kernlock.check.signatures import trusted_root_path, verify_bundle
+
+        try:
+            signature = verify_bundle(metadata, bundle, trusted_root_path(signing.trusted_root))
+        except SignatureError as error:
+            raise SignatureError(f"{repo} {variant}: {error}; do not lock this build: lock another revision, or, "
+                                 "for a private Sigstore, set [tool.kernlock] sigstore-trusted-root") from None
+        signing.check(repo, variant, signature)
+        return signature
+
+    def _hash_variant(self, repo: str, commit: str, variant: str,
+                      files: list[TreeFile]) -> tuple[tuple[LockedFile, ...], bytes | None, bytes | None]:
+        prefix = f"build/{variant}/"
+        small = [f for f in files if f.lfs_sha256 is None]
+        contents = dict(zip(
+            (f.path for f in small),
+            self._files.map(lambda f: self.hub.fetch(repo, commit, f.path, f.blob_id, f.size), small),
+        ))
+        locked = []
+        for entry in files:
+            digest = entry.lfs_sha256 or hashlib.sha256(contents[entry.path]).hexdigest()
+            locked.append(LockedFile(path=entry.path[len(prefix):], sha256=digest, size=entry.size))
+        return tuple(sorted(locked, key=lambda f: f.path)), contents.get(prefix + "metadata.json"), contents.get(prefix + SIGNATURE_FILE)
+
+    def _no_variant_message(self, spec_key: str, repo: str, commit: str, target: Target, reasons: list[str],
+                            refs: list[Ref] | None) -> str:
+        hint, fix = "", "Fix: drop that target, or pin a version that has a build for it"
+        for ref in sorted(refs or [], key=lambda r: -(version_of_branch(r.name) or -1)):
+            if version_of_branch(ref.name) is None or ref.commit == commit:
+                continue
+            try:
+                names = {f.path.split("/")[1] for f in self.hub.tree(repo, ref.commit) if f.path.count("/") >= 2}
+            except ResolutionError:
+                continue
+            variant, _ = choose_variant(names, target)
+            if variant is not None:
+                hint = f" {repo}@{ref.name} has {variant} for it."
+                fix = f"Fix: pin {repo}@{ref.name} in its spec and run `kernlock lock`, or drop that target"
+                break
+        listing = "; ".join(reasons) or "the commit has no build variants"
+        return f"{spec_key} ({commit[:12]}) has no build variant for target {target}: {listing}.{hint} {fix}"
+
+
+def _check_signed_digest(repo: str, variant: str, digest: dict[str, str] | None, files: tuple[LockedFile, ...]) -> None:
+    """A signed metadata.json's digest must name every other file of the variant with its hash (kernels' check)."""
+    if digest is None:
+        raise SignatureError(f"{repo} {variant}: its signed metadata.json has no digest of the variant's files, so the "
+                             "signature covers none of them; lock another revision")
+    covered = {"metadata.json", SIGNATURE_FILE, *digest}
+    wrong = [*digest_mismatches(digest, files), *(f.path for f in files if f.path not in covered)]
+    if wrong:
+        raise SignatureError(f"{repo} {variant}: the files disagree with the digest in its signed metadata.json "
+                             f"({', '.join(sorted(wrong)[:3])}{'…' if len(wrong) > 3 else ''}); the commit may mix builds "
+                             "or have been tampered with: lock another revision")
+
+
+def _dep_spec(key: str) -> KernelSpec:
+    from kernlock.model.spec import parse_spec, spec_from_version
+
+    spec = parse_spec(key)
+    number = version_of_branch(spec.revision or "")
+    return spec_from_version(spec.repo, number) if number is not None else spec
+
+
+def _resolving_context(target: Target | None) -> dict[str, str]:
+    """Versions of the tools that shaped this resolution (no timestamps, so no diff churn)."""
+    import importlib.metadata
+
+    context = {}
+    for name in ("kernlock", "kernels", "transformers"):
+        try:
+            context[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    if target is not None:
+        context["torch"] = target.torch_version
+    return context

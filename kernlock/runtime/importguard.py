@@ -1,0 +1,157 @@
+"""Importing a locked variant runs exactly its verified files: no bytecode is read or written.
+
+Left alone, Python reads `__pycache__/*.pyc` beside a kernel's sources (a planted
+`.pyc` compiled with `UNCHECKED_HASH` runs instead of the verified source, whatever
+the source says) and writes `__pycache__` there on first import. So, for every
+variant directory kernlock verified in this process:
+
+1. the directory must hold exactly the locked files: anything else that Python
+   could import or load (a module, a package shadowing a locked module, an extra
+   `.so`, a bare `.pyc`, a symlinked directory) is refused by
+   `cache.check_variant`, when the variant is verified and again right before
+   kernels imports it;
+2. the kernel's `__init__.py` and every submodule load through
+   `SourceOnlyLoader`, which hashes the bytes it reads against the lock and
+   compiles exactly those bytes in memory, never reading or writing bytecode; a
+   source rewritten or added after the load-time check (a lazily imported
+   submodule) is refused when it is read. Extension modules load from the
+   verified files by path (`dlopen` cannot be handed checked bytes);
+3. a variant path kernlock handed to kernels that no longer resolves to the
+   directory it verified (a symlink swapped in a shared cache) is refused.
+
+So `__pycache__` directories (Python writes them when a process without kernlock
+imports the kernel) are never read and are inert; `kernlock verify --cache` notes
+them and `kernlock sync --repair` removes them.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from kernlock.errors import IntegrityError
+from kernlock.model.lockfile import LockedKernel, LockedVariant
+
+_verified: dict[str, tuple[LockedKernel, LockedVariant]] = {}  # real variant root -> what it must hold
+_handed: dict[str, str] = {}  # variant path as handed to kernels (absolute, unresolved) -> its real root
+_RESTORE = "restore it with `kernlock sync --repair` (a vendor directory: `kernlock vendor --repair DIR`)"
+
+
+class SourceOnlyLoader(importlib.machinery.SourceFileLoader):
+    """Compiles the source bytes it read, once they match the lock; never reads or writes bytecode."""
+
+    def get_code(self, fullname: str) -> Any:
+        path = self.get_filename(fullname)
+        data = self.get_data(path)
+        _check_source(path, data)
+        return self.source_to_code(data, path)
+
+
+def _check_source(path: str, data: bytes) -> None:
+    """Raise `IntegrityError` unless `data`, read from `path`, is a locked file of the variant `path` lies in."""
+    import hashlib
+
+    directory, name = os.path.split(path)
+    found = _verified_root(directory)
+    if found is None:
+        raise IntegrityError(f"{path} no longer lies in a verified kernel variant; refusing to import it; "
+                             f"{_RESTORE}")
+    root, (kernel, variant) = found
+    relative = os.path.relpath(os.path.join(os.path.realpath(directory), name), root).replace(os.sep, "/")
+    expected = next((f.sha256 for f in variant.files if f.path == relative), None)
+    actual = hashlib.sha256(data).hexdigest()
+    if expected != actual:
+        what = f"expected sha256 {expected}" if expected else "kernels.lock does not list it"
+        raise IntegrityError(f"{kernel.spec}: {variant.name}/{relative} changed after it was verified ({what}, "
+                             f"read {actual}); refusing to import it; {_RESTORE}")
+
+
+def _verified_root(directory: str) -> tuple[str, tuple[LockedKernel, LockedVariant]] | None:
+    """The verified variant root `directory` lies in (files in a Hub cache are links to blobs: pass their directory)."""
+    real = os.path.realpath(directory)
+    for root, locked in _verified.items():
+        if real == root or real.startswith(root + os.sep):
+            return root, locked
+    return None
+
+
+def _claimed(directory: str) -> bool:
+    """Whether `directory` is (inside) a variant kernlock verified or handed to kernels, whatever it resolves to now."""
+    given = os.path.abspath(directory)
+    return _verified_root(directory) is not None or any(
+        given == handed or given.startswith(handed + os.sep) for handed in _handed
+    )
+
+
+def _path_hook(path: str) -> importlib.machinery.FileFinder:
+    """A source-only finder for directories inside verified variants (others: not ours)."""
+    if not _verified or not _claimed(path):
+        raise ImportError("not a verified kernel variant")
+    return importlib.machinery.FileFinder(
+        path,
+        (SourceOnlyLoader, importlib.machinery.SOURCE_SUFFIXES),
+        (importlib.machinery.ExtensionFileLoader, importlib.machinery.EXTENSION_SUFFIXES),
+    )
+
+
+_spec_from_file_location = importlib.util.spec_from_file_location
+
+
+def spec_from_file_location(name: str, location: Any = None, *, loader: Any = None, **kwargs: Any) -> Any:
+    """`importlib.util.spec_from_file_location`, with `SourceOnlyLoader` for sources in verified variants."""
+    if loader is None and location is not None and os.fspath(location).endswith(".py") \
+            and _claimed(os.path.dirname(os.fspath(location))):
+        loader = SourceOnlyLoader(name, os.fspath(location))
+    return _spec_from_file_location(name, location, loader=loader, **kwargs)
+
+
+def is_verified(variant_path: Path) -> bool:
+    """Whether kernlock verified `variant_path` against the lock in this process (and handed it to kernels)."""
+    return _claimed(os.fspath(variant_path))
+
+
+def register(kernel: LockedKernel, variant: LockedVariant, root: Path) -> None:
+    """Remember that `root` was verified to hold exactly `variant`'s locked files."""
+    real = os.path.realpath(root)
+    _verified[real] = (kernel, variant)
+    _handed[os.path.abspath(root)] = real
+    if _path_hook not in sys.path_hooks:
+        sys.path_hooks.insert(0, _path_hook)
+    importlib.util.spec_from_file_location = spec_from_file_location  # how kernels imports a variant's __init__.py
+    for cached in [p for p in sys.path_importer_cache if _claimed(p)]:
+        del sys.path_importer_cache[cached]
+
+
+def guard_import(original: Callable[..., ModuleType]) -> Callable[..., ModuleType]:
+    """Wrap kernels' `_import_from_path`: re-check a verified variant right before importing it.
+
+    A path kernlock handed out must still resolve to the directory it verified;
+    paths it never handed out (permitted local kernels) are kernels' own.
+    """
+    from kernlock.store.hub_cache import check_variant
+
+    def _import_from_path(variant_path: Path, deps: dict[str, ModuleType], repo_info: Any = None) -> ModuleType:
+        handed = _handed.get(os.path.abspath(variant_path))
+        found = _verified_root(str(variant_path))
+        if handed is None and found is None:
+            return original(variant_path, deps=deps, repo_info=repo_info)
+        if handed is not None and os.path.realpath(variant_path) != handed:
+            raise IntegrityError(
+                f"{variant_path} was verified as {handed} but now resolves to {os.path.realpath(variant_path)}; "
+                f"refusing to import it; {_RESTORE}"
+            )
+        if handed is not None:
+            kernel, variant = _verified[handed]
+        else:
+            assert found is not None  # one of the two, else kernels' own import above
+            kernel, variant = found[1]
+        check_variant(kernel, variant, Path(variant_path), stamped=True)
+        return original(variant_path, deps=deps, repo_info=repo_info)
+
+    return _import_from_path

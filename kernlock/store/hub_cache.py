@@ -1,0 +1,394 @@
+"""Locked variants on disk: where they live, whether they are intact, fetching the missing ones.
+
+Files live where kernels reads them: the Hugging Face Hub cache
+(`KERNELS_CACHE`, else `HF_HUB_CACHE`, else `HF_HOME/hub`), under
+`kernels--org--repo/snapshots/<commit>/build/<variant>/`. A verified-file stamp
+(device, inode, size, mtime, ctime → sha256), kept in kernlock's private per-user
+directory (`kernlock.store.private`) and signed there, lets warm starts skip re-hashing;
+any change to a file forces a full hash. A verified variant directory holds exactly
+the locked files: anything else (bytecode, a module, a library) is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kernlock import settings
+from kernlock.errors import HubError, IntegrityError, KernlockError, MissingFilesError, WriteError, local_write_problem
+from kernlock.model.lockfile import LockedFile, LockedKernel, LockedVariant
+from kernlock.settings import VENDOR_ENV
+
+if TYPE_CHECKING:
+    from kernlock.hub.client import Hub
+
+_CHUNK = 1 << 20
+VENDOR_MARKER = ".kernlock-vendor"
+REPAIR_CACHE = "kernlock sync --repair"  # restores the locked variants in the Hub cache
+
+
+def hub_cache_dir() -> Path:
+    """The cache directory kernels downloads into, read from the environment now.
+
+    `KERNELS_CACHE`, else huggingface_hub's own rule: `HF_HUB_CACHE`, `HUGGINGFACE_HUB_CACHE`,
+    `HF_HOME/hub`, `XDG_CACHE_HOME/huggingface/hub`, with `~` and `$VAR` expanded.
+    """
+    def expand(path: str) -> Path:
+        return Path(os.path.expandvars(os.path.expanduser(path)))
+
+    explicit = os.environ.get("KERNELS_CACHE") or os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE")
+    if explicit:
+        return expand(explicit)
+    home = os.environ.get("HF_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface"
+    )
+    return expand(home) / "hub"
+
+
+def repair_vendor_command(vendor: Path) -> str:
+    """The command that restores damaged or missing variants in a vendor directory."""
+    return f"kernlock vendor --repair {vendor}"
+
+
+def vendored_variant_dir(kernel: LockedKernel, variant: str, vendor: Path) -> Path:
+    """Where `kernlock vendor` puts a locked variant."""
+    return vendor / repo_folder(kernel.repo) / kernel.commit / variant
+
+
+def repo_folder(repo: str) -> str:
+    """The cache folder name of a kernel repo (`kernels--org--name`)."""
+    return "kernels--" + repo.replace("/", "--")
+
+
+def variant_dir(kernel: LockedKernel, variant: str, cache: Path | None = None) -> Path:
+    """Where a locked variant lives in the Hub cache."""
+    return (cache or hub_cache_dir()) / repo_folder(kernel.repo) / "snapshots" / kernel.commit / "build" / variant
+
+
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file, streamed."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _stamp_entry(kernel: LockedKernel, variant: str, root: Path) -> str:
+    """The private-directory entry that remembers which files of `root` this user verified."""
+    from kernlock.store.private import entry_name
+
+    return entry_name("stamp", os.path.realpath(root), kernel.commit, variant)
+
+
+def _read_stamp(entry: str) -> dict[str, list]:
+    from kernlock.store.private import read_entry
+
+    payload = read_entry(entry)
+    try:
+        data = json.loads(payload) if payload else {}
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_stamp(entry: str, stamp: dict[str, list]) -> None:
+    from kernlock.store.private import write_entry
+
+    write_entry(entry, json.dumps(stamp, sort_keys=True).encode())
+
+
+def missing_files(kernel: LockedKernel, variant: LockedVariant, root: Path) -> list[LockedFile]:
+    """Locked files that are absent under `root` (a variant directory)."""
+    return [f for f in variant.files if not (root / f.path).is_file()]
+
+
+def extra_files(variant: LockedVariant, root: Path, *, bytecode: bool = False) -> list[str]:
+    """Entries under `root` that the lock does not list (modules, libraries, links, directories), sorted.
+
+    Directories count only as the parents of locked files. A `__pycache__` holding
+    only `.pyc` files is inert — kernlock never reads bytecode from a variant
+    (`kernlock.runtime.importguard`) — and is listed only with `bytecode`.
+    """
+    locked = {f.path for f in variant.files}
+    parents = {str(Path(p).parent) for p in locked} | {"."}
+    parents |= {str(parent) for p in parents for parent in Path(p).parents}
+    extra = []
+    for directory, dirnames, filenames in os.walk(root):
+        relative = os.path.relpath(directory, root)
+        prefix = "" if relative == "." else relative + "/"
+        for name in list(dirnames):
+            path = os.path.join(directory, name)
+            dirnames.remove(name)
+            if prefix + name in parents and not os.path.islink(path):
+                dirnames.append(name)
+            elif bytecode or not _only_bytecode(path):
+                extra.append(prefix + name + "/")
+        extra.extend(prefix + name for name in filenames if prefix + name not in locked)
+    return sorted(extra)
+
+
+def _only_bytecode(directory: str) -> bool:
+    """Whether `directory` is a real `__pycache__` holding nothing but regular `.pyc` files."""
+    if os.path.basename(directory) != "__pycache__" or os.path.islink(directory):
+        return False
+    with os.scandir(directory) as entries:
+        return all(e.name.endswith(".pyc") and e.is_file(follow_symlinks=False) for e in entries)
+
+
+def remove_extra_files(root: Path, extra: list[str]) -> None:
+    """Delete what `extra_files` found under `root` (never following a link out of it)."""
+    for relative in extra:
+        path = root / relative.rstrip("/")
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+
+
+def check_variant(kernel: LockedKernel, variant: LockedVariant, root: Path, stamped: bool = False,
+                  repair: str = REPAIR_CACHE) -> None:
+    """Raise `IntegrityError` unless `root` holds exactly the locked files, each matching the lock.
+
+    With `stamped`, files whose device, inode, size, mtime and ctime match what this
+    user verified before (a signed stamp in kernlock's private directory) are not
+    re-hashed. `repair` is the command that restores `root` (the Hub cache's by default;
+    `repair_vendor_command` for a vendor directory), named in the error. The first of
+    `variant_problems` is raised.
+    """
+    problems = variant_problems(kernel, variant, root, stamped, repair)
+    if problems:
+        raise problems[0]
+
+
+def variant_problems(kernel: LockedKernel, variant: LockedVariant, root: Path, stamped: bool = False,
+                     repair: str = REPAIR_CACHE) -> list[KernlockError]:
+    """Every way `root` differs from the locked variant, one error each.
+
+    Files the lock does not list (one `IntegrityError` naming them), then each missing
+    locked file (`MissingFilesError`), then each file whose size or sha256 differs
+    (`IntegrityError`). The stamp is written only when there is no problem.
+    """
+    problems: list[KernlockError] = []
+    extra = extra_files(variant, root)
+    if extra:
+        names = ", ".join(extra[:3]) + ("…" if len(extra) > 3 else "")
+        problems.append(IntegrityError(
+            f"{kernel.spec}: {root} holds {len(extra)} file(s) that kernels.lock does not list ({names}); "
+            f"they could run instead of the locked code: remove them with `{repair}`"
+        ))
+    entry = _stamp_entry(kernel, variant.name, root) if stamped else None
+    stamp = _read_stamp(entry) if entry else {}
+    fresh: dict[str, list] = {}
+    mismatched: list[IntegrityError] = []
+    for locked in variant.files:
+        path = root / locked.path
+        try:
+            info = path.stat()
+        except FileNotFoundError:
+            problems.append(MissingFilesError(
+                f"{kernel.spec}: {variant.name}/{locked.path} is missing from {root}; run `{repair}` to restore it"
+            ))
+            continue
+        key = [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, locked.sha256]
+        if stamp.get(locked.path) == key:
+            fresh[locked.path] = key
+            continue
+        actual = sha256_file(path) if info.st_size == locked.size else f"(size {info.st_size}, expected {locked.size})"
+        if actual != locked.sha256:
+            mismatched.append(IntegrityError(
+                f"{kernel.spec}: {variant.name}/{locked.path} does not match kernels.lock "
+                f"(expected sha256 {locked.sha256}, found {actual}); "
+                f"run `{repair}` to restore it, or `kernlock lock -P "
+                f"{kernel.repo}` if the lock is what is wrong"
+            ))
+            continue
+        fresh[locked.path] = key
+    problems.extend(mismatched)
+    if entry and not problems and fresh != stamp:
+        _write_stamp(entry, fresh)
+    return problems
+
+
+def _install_file(hub: "Hub", kernel: LockedKernel, variant: str, locked: LockedFile, cache: Path, force: bool) -> None:
+    """Download one locked file into the Hub cache as `hf_hub_download` would, verified before it is linked.
+
+    Same blob name (the ETag: sha256 for LFS files, else the git blob id), same lock file
+    (`.locks/<repo folder>/<etag>.lock`), blob mode from the umask, a relative snapshot
+    symlink: kernlock, kernels and `hf_hub_download` share one cache in both directions.
+    The bytes go to `<etag>.<random>.incomplete`, capped at the locked size, and become the
+    blob only when size and sha256 match the lock. `.incomplete` files a killed download
+    left behind are removed under the lock.
+    """
+    from huggingface_hub.utils import WeakFileLock
+
+    storage = cache / repo_folder(kernel.repo)
+    link = storage / "snapshots" / kernel.commit / "build" / variant / locked.path
+    locks = cache / ".locks" / repo_folder(kernel.repo)
+    locks.mkdir(parents=True, exist_ok=True)
+    # One process per file asks the Hub; the others wait here and find it in place.
+    with WeakFileLock(locks / _file_lock_name(kernel.commit, variant, locked.path)):
+        if link.is_file() and not force:
+            return
+        _fetch_blob_and_link(hub, kernel, variant, locked, storage, link, locks, force)
+
+
+def _file_lock_name(commit: str, variant: str, path: str) -> str:
+    """The per-file lock's name: readable where it fits a file name (255 bytes), else named by the path's hash."""
+    name = f"{commit}-{variant}-{path.replace('/', '--')}.lock"
+    if len(name.encode("utf-8")) <= 255:
+        return name
+    return f"{commit}-{variant}-{hashlib.sha256(path.encode('utf-8')).hexdigest()}.lock"
+
+
+def _fetch_blob_and_link(hub: "Hub", kernel: LockedKernel, variant: str, locked: LockedFile, storage: Path, link: Path,
+                         locks: Path, force: bool) -> None:
+    from huggingface_hub.errors import RevisionNotFoundError
+    from huggingface_hub.utils import WeakFileLock
+
+    from kernlock.hub.transport import hub_deadline
+
+    deadline = time.monotonic() + hub_deadline()
+    try:
+        remote = hub.file_metadata(kernel.repo, kernel.commit, f"build/{variant}/{locked.path}", deadline)
+    except HubError as error:
+        if isinstance(error.__cause__, RevisionNotFoundError):
+            raise MissingFilesError(commit_gone(kernel)) from None
+        raise
+    mismatch = (len(remote.etag) == 64 and remote.etag != locked.sha256) or remote.size not in (None, locked.size)
+    if mismatch:
+        raise IntegrityError(
+            f"{kernel.spec}: the Hub lists {variant}/{locked.path} with sha256 {remote.etag if len(remote.etag) == 64 else '?'} "
+            f"and size {remote.size}, but kernels.lock expects {locked.sha256} and {locked.size}; nothing was downloaded. "
+            f"Re-lock with `kernlock lock -P {kernel.repo}` if the repository was rewritten"
+        )
+    blobs = storage / "blobs"
+    blob = blobs / remote.etag
+    blobs.mkdir(parents=True, exist_ok=True)
+    with WeakFileLock(locks / f"{remote.etag}.lock"):
+        for stale in blobs.glob(f"{remote.etag}.*incomplete"):
+            stale.unlink(missing_ok=True)
+        if force or not blob.is_file():
+            temp = blobs / f"{remote.etag}.{uuid.uuid4().hex[:8]}.incomplete"
+            try:
+                hub.download_to(kernel.repo, remote, locked.size, temp, deadline)
+                actual = sha256_file(temp)
+                if actual != locked.sha256:
+                    raise IntegrityError(
+                        f"{kernel.spec}: the Hub sent {variant}/{locked.path} with sha256 {actual}, "
+                        f"but kernels.lock expects {locked.sha256}; nothing was kept. Re-run, or re-lock with "
+                        f"`kernlock lock -P {kernel.repo}` if the repository was rewritten"
+                    )
+                os.replace(temp, blob)
+            finally:
+                temp.unlink(missing_ok=True)
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        try:
+            link.symlink_to(os.path.relpath(blob, link.parent))
+        except OSError:  # file systems without symlinks: a plain copy, as huggingface_hub does
+            shutil.copyfile(blob, link)
+
+
+def commit_gone(kernel: LockedKernel) -> str:
+    """Why a locked commit the Hub answers 404 for cannot be fetched, and the fix that works."""
+    if kernel.ref is not None:
+        fix = f"re-lock it to what {kernel.ref} holds now: `kernlock lock -P {kernel.repo}`"
+    else:
+        fix = "its spec pins that commit: name a revision the Hub has in the spec, then run `kernlock lock`"
+    return (f"{kernel.spec}: the locked commit {kernel.commit[:12]} is gone from the Hub (it answers 404 for it: "
+            f"the repo's history was rewritten); {fix}")
+
+
+def download_variant(kernel: LockedKernel, variant: LockedVariant, cache: Path, files: list[LockedFile] | None = None,
+                     force: bool = False) -> None:
+    """Fetch locked files of one variant into the Hub cache (only those files, at the locked commit)."""
+    from kernlock.hub.client import Hub
+
+    wanted = list(variant.files if files is None else files)
+    if not wanted:
+        return
+    hub = Hub()
+    with ThreadPoolExecutor(max_workers=min(8, len(wanted))) as pool:
+        list(pool.map(lambda locked: _install_file(hub, kernel, variant.name, locked, cache, force), wanted))
+
+
+def _describe_files(files: list[LockedFile]) -> str:
+    names = ", ".join(f.path for f in files[:3])
+    return names + ("…" if len(files) > 3 else "")
+
+
+def discard(kernel: LockedKernel, variant: str, files: list[LockedFile], cache: Path) -> None:
+    """Remove cached files so they are fetched again: the snapshot link, and its blob when no
+    other snapshot of the repo points to it. Only one link is followed: a blob that is itself a
+    link (huggingface_hub's shared blob store) loses the link, never the shared file."""
+    storage = cache / repo_folder(kernel.repo)
+    root = variant_dir(kernel, variant, cache)
+    for locked in files:
+        link = root / locked.path
+        blob = Path(os.path.normpath(link.parent / os.readlink(link))) if link.is_symlink() else None
+        link.unlink(missing_ok=True)
+        if blob is None or blob.parent != Path(os.path.normpath(storage / "blobs")):
+            continue
+        if not any(_points_to(other, blob) for other in (storage / "snapshots").rglob("*")):
+            blob.unlink(missing_ok=True)
+
+
+def _points_to(link: Path, blob: Path) -> bool:
+    try:
+        return link.is_symlink() and os.path.normpath(link.parent / os.readlink(link)) == os.path.normpath(blob)
+    except OSError:
+        return False
+
+
+def ensure_variant(kernel: LockedKernel, variant: LockedVariant, *, offline: bool = False) -> Path:
+    """The verified directory of a locked variant.
+
+    From `$KERNLOCK_VENDOR_DIR` when set (never the Hub); else from the Hub
+    cache, downloading only the variant's missing files (not when `offline`).
+    A downloaded file that does not match the lock is removed again.
+    """
+    vendor = settings.path(VENDOR_ENV)
+    if vendor is not None:
+        root = vendored_variant_dir(kernel, variant.name, vendor)
+        missing = missing_files(kernel, variant, root)
+        if missing:
+            raise MissingFilesError(
+                f"{kernel.spec}: {variant.name} is not complete in the vendor directory {vendor} "
+                f"(missing {_describe_files(missing)}); run `{repair_vendor_command(vendor)}` with this lock"
+            )
+        check_variant(kernel, variant, root, stamped=True, repair=repair_vendor_command(vendor))
+        return root
+    cache = hub_cache_dir()
+    root = variant_dir(kernel, variant.name, cache)
+    missing = missing_files(kernel, variant, root)
+    if missing:
+        if offline:
+            raise MissingFilesError(
+                f"{kernel.spec}: {len(missing)} locked file(s) of {variant.name} are not in the cache "
+                f"({_describe_files(missing)}) and the Hub is offline; run `kernlock sync` where the Hub is reachable"
+            )
+        try:
+            download_variant(kernel, variant, cache, missing)
+        except (IntegrityError, MissingFilesError, WriteError):
+            raise
+        except Exception as error:
+            local = local_write_problem(error, cache)
+            if local is not None:
+                raise MissingFilesError(f"{kernel.spec}: cannot store {variant.name} in the cache: {local}") from None
+            reason = str(error) if isinstance(error, KernlockError) else type(error).__name__
+            raise MissingFilesError(
+                f"{kernel.spec}: {len(missing)} locked file(s) of {variant.name} are not in the cache "
+                f"({_describe_files(missing)}) and cannot be downloaded ({reason}); "
+                "run `kernlock sync` where the Hub is reachable"
+            ) from None
+    check_variant(kernel, variant, root, stamped=True)
+    return root

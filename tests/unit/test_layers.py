@@ -1,0 +1,78 @@
+"""The layers of kernlock's package tree (issue 26): a package imports only the packages below it.
+
+Counted as the cycle test counts them: every import, also inside functions. The ranks are the
+README's "Architecture" table; `resolve` and `runtime` never import each other, and `check`
+never imports `resolve`, `fetch` or `runtime` (ranks keep it so).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from test_import_cycles import import_graph
+
+pytestmark = pytest.mark.unit
+
+RANKS: dict[str, float] = {  # lower first; a package may import its own modules and any package of a lower rank
+    "errors": 0, "settings": 0.5,  # settings raises errors' UsageError
+    "model": 1,
+    "compat": 2,
+    "hub": 3,
+    "store": 4,
+    "project": 5,
+    "check": 6,
+    "resolve": 7, "fetch": 7,
+    "runtime": 8,
+    "cli": 9, "__main__": 10,
+    "testing": 9,  # the bundled test Hub: imports nothing of kernlock's but itself
+}
+NEVER = {("resolve", "runtime"), ("runtime", "resolve"), ("resolve", "fetch"), ("fetch", "resolve")}
+
+
+def layer(module: str) -> str | None:
+    """The top-level package (or module) of `kernlock` that `module` belongs to; None for the facade itself."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def violations(graph: dict[str, set[str]]) -> list[str]:
+    found = []
+    for module, imported in sorted(graph.items()):
+        mine = layer(module)
+        for other in sorted(imported):
+            theirs = layer(other)
+            if mine is None or theirs is None or mine == theirs:
+                continue  # the lazy facade, `import kernlock` (for __version__), or within one package
+            if RANKS[theirs] >= RANKS[mine] or (mine, theirs) in NEVER:
+                found.append(f"{module} imports {other} ({mine} may not import {theirs})")
+    return found
+
+
+def test_every_module_is_in_a_ranked_layer() -> None:
+    assert {layer(m) for m in import_graph()} - {None} <= set(RANKS)
+
+
+def test_no_package_imports_upward() -> None:
+    assert violations(import_graph()) == []
+
+
+def test_the_rule_finds_an_upward_import() -> None:
+    graph = {"kernlock.check.verify": {"kernlock.runtime.apply"}, "kernlock.runtime.apply": {"kernlock.resolve.lock"},
+             "kernlock.model.spec": {"kernlock.errors"}}
+    assert violations(graph) == [
+        "kernlock.check.verify imports kernlock.runtime.apply (check may not import runtime)",
+        "kernlock.runtime.apply imports kernlock.resolve.lock (runtime may not import resolve)",
+    ]
+
+
+@pytest.mark.parametrize("old, new", [("kernlock.lockfile", "kernlock.model.lockfile"), ("kernlock.sync", "kernlock.fetch.sync"),
+                                      ("kernlock.environment", "kernlock.model.target")])
+def test_a_documented_old_module_path_imports_the_new_module_with_a_warning(old: str, new: str,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+    import sys
+
+    monkeypatch.delitem(sys.modules, old, raising=False)
+    with pytest.warns(DeprecationWarning, match=rf"{old} moved to {new}; import it from there"):
+        module = importlib.import_module(old)
+    assert module is importlib.import_module(new)
