@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # what type checkers see behind the lazy `__getattr__` below 
     from kernlock.errors import MissingFilesError as MissingFilesError
     from kernlock.errors import NoVariantError as NoVariantError
     from kernlock.errors import RankMismatchError as RankMismatchError
+    from kernlock.errors import SignatureError as SignatureError
     from kernlock.errors import ResolutionError as ResolutionError
     from kernlock.errors import SpecError as SpecError
     from kernlock.errors import StaleLockError as StaleLockError
@@ -82,6 +83,7 @@ _EXPORTS = {
     "CompatibilityError": "kernlock.errors",
     "VariantMismatchError": "kernlock.errors",
     "RankMismatchError": "kernlock.errors",
+    "SignatureError": "kernlock.errors",
     "LockTimeoutError": "kernlock.errors",
 }
 

@@ -187,7 +187,7 @@ def test_the_integer_version_of_older_locks_reads_as_1_0() -> None:
 def test_merge_conflict_markers_get_their_own_message() -> None:
     text = dumps_lockfile(sample())
     conflicted = text.replace(f'commit = "{SHA}"', f'<<<<<<< HEAD\ncommit = "{SHA}"\n=======\ncommit = "{"b" * 40}"\n>>>>>>> branch')
-    with pytest.raises(LockfileError, match=r"kernels.lock:\d+: git merge-conflict markers; resolve the conflict by hand, or .*"
+    with pytest.raises(LockfileError, match=r"kernels.lock:\d+: git merge-conflict markers; fix: resolve the conflict by hand, or .*"
                        r"`git checkout --ours kernels.lock && kernlock lock -P org/repo`"):
         parse_lockfile(conflicted)
 
