@@ -15,9 +15,10 @@ import pytest
 
 from helpers import FA2, LockedProjectFactory
 from kernlock.cli.commands.run import run_environment
+from kernlock.runtime.autoapply import STARTUP_DIR
 from scripts.harness import kernlock_run, run
 
-STARTUP = Path(run_environment.__code__.co_filename).resolve().parent.parent / "_startup"
+STARTUP = Path(STARTUP_DIR)
 APPLIED = "import kernels, kernlock.runtime.apply as p; print('applied' if p.active_lock() is not None else 'UNLOCKED')"
 
 
