@@ -2,6 +2,7 @@
 
     nox -s matrix                 # every cell, one after another, then the README's support table
     nox -s "matrix(k0.17.2-t5.22.2)"   # one cell
+    nox -s "matrix(trl)"          # the newest TRL with its own pick of Transformers (and kernels)
     nox -s support_table          # rewrite docs/matrix.md and the README table from the last run
 
 Each cell installs kernlock with torch 2.13.0 (the CPU wheel; a looser pin would
@@ -28,7 +29,7 @@ ROOT = Path(__file__).resolve().parent
 RESULTS = ROOT / "docs" / "matrix"
 CONSTRAINTS = ROOT / "requirements-matrix.txt"
 
-nox.options.sessions = ["matrix", "support_table"]
+nox.options.sessions = ["matrix", "matrix(trl)", "support_table"]
 nox.options.reuse_venv = "yes"
 
 # (kernels, transformers or None, huggingface_hub or None for what pip picks). Transformers
@@ -68,6 +69,7 @@ SLICE = [
     "test_kernels_json_lock_is_refused_then_migrated_with_its_commits_kept",  # kernels' own JSON lock
     "test_export_for_kernels_never_overwrites_kernlocks_lock",
 ]
+TRL_TESTS = ["test_trl_sft_cli_trains_through_the_locked_kernel"]  # `kernlock run -- trl sft`, in the TRL cell only
 TRANSFORMERS_TESTS = ["test_apply_before_or_after_importing_transformers", "test_doctor_kernels_outside_transformers_window"]
 
 PROBE = (
@@ -77,13 +79,21 @@ PROBE = (
 VERSIONS = (
     "import json, platform; from kernlock.model.target import installed_version; "
     "print(json.dumps({'python': platform.python_version(), "
-    "**{p: installed_version(p) for p in ('kernels', 'transformers', 'huggingface_hub', 'torch')}}))"
+    "**{p: installed_version(p) for p in ('kernels', 'transformers', 'huggingface_hub', 'torch', 'trl')}}))"
 )
 
 
 def cell_id(kernels: str, transformers: str | None, hub: str | None) -> str:
     parts = [f"k{kernels}", f"t{transformers}" if transformers else "no-transformers"]
     return "-".join(parts + ([f"hub{hub}"] if hub else []))
+
+
+def _kernlock_commit(session: nox.Session) -> str:
+    """The commit under test, `-dirty` when the tree differs from it (the cells' own results in docs/matrix aside)."""
+    commit = session.run("git", "rev-parse", "--short", "HEAD", external=True, silent=True).strip()
+    changed = session.run("git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)docs/matrix",
+                          ":(exclude)README.md", external=True, silent=True).strip()
+    return f"{commit}-dirty" if changed else commit
 
 
 def _json(session: nox.Session, code: str):
@@ -110,10 +120,31 @@ def matrix(session: nox.Session, kernels: str, transformers: str | None, hub: st
         "cell": cell_id(kernels, transformers, hub),
         "requested": {"kernels": kernels, "transformers": transformers, "huggingface_hub": hub},
         "installed": _json(session, VERSIONS),
-        "kernlock": session.run("git", "describe", "--always", "--dirty", external=True, silent=True).strip(),
+        "kernlock": _kernlock_commit(session),
         "refusal": None,
         "fix": None,
     }
+    _check_and_run(session, record)
+
+
+@nox.session(name="matrix(trl)")
+def matrix_trl(session: nox.Session) -> None:
+    """The newest TRL with its own pick of Transformers, and kernels from kernlock's range: `pip install torch==2.13.0 . trl`."""
+    session.install("-c", str(CONSTRAINTS), "torch==2.13.0", ".", "trl", "pytest", "pyyaml", "hypothesis")
+    record = {
+        "cell": "trl",
+        "requested": {"kernels": None, "transformers": None, "huggingface_hub": None, "trl": "newest"},
+        "installed": _json(session, VERSIONS),
+        "kernlock": _kernlock_commit(session),
+        "refusal": None,
+        "fix": None,
+    }
+    _check_and_run(session, record, extra=TRL_TESTS)
+
+
+def _check_and_run(session: nox.Session, record: dict, extra: list[str] | None = None) -> None:
+    """Ask the doctor (and run its fix, which must satisfy it), then run the slice; record the outcome."""
+    constraints = ("-c", str(CONSTRAINTS))
     refusals = _json(session, PROBE)
     if refusals:
         record["refusal"], record["fix"] = refusals[0]
@@ -124,7 +155,7 @@ def matrix(session: nox.Session, kernels: str, transformers: str | None, hub: st
         record["fixed"] = _json(session, VERSIONS)
         if remaining := _json(session, PROBE):
             _finish(session, record, "fail", f"the doctor still refuses after its fix: {remaining}")
-    tests = SLICE if _json(session, VERSIONS)["transformers"] else [t for t in SLICE if t not in TRANSFORMERS_TESTS]
+    tests = [*SLICE, *(extra or [])] if _json(session, VERSIONS)["transformers"] else [t for t in [*SLICE, *(extra or [])] if t not in TRANSFORMERS_TESTS]
     report = RESULTS / f"{record['cell']}.junit.xml"
     try:
         session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", " or ".join(tests),

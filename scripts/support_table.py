@@ -18,7 +18,9 @@ START, END = "<!-- support-table:start -->", "<!-- support-table:end -->"
 
 def _order(record: dict) -> tuple:
     requested = record["requested"]
-    return tuple(Version(requested[p] or "0") for p in ("kernels", "transformers", "huggingface_hub"))
+    installed = record["installed"]  # the TRL cell requests no versions: order it by what pip picked
+    versions = tuple(Version(requested[p] or installed[p] or "0") for p in ("kernels", "transformers", "huggingface_hub"))
+    return (*versions, record["cell"])  # the cell's name breaks ties: the same order on every file system
 
 
 def table(results: Path) -> str:
@@ -35,8 +37,11 @@ def table(results: Path) -> str:
         slice_ = record.get("slice")
         ran = f" ({slice_['tests'] - slice_['skipped']} tests)" if slice_ else ""
         refusal = f"{record['refusal']}; `{record['fix']}`" if record["refusal"] else "—"
+        transformers = installed["transformers"] or "not installed"
+        if installed.get("trl"):
+            transformers += f" (pip's pick for trl {installed['trl']})"
         lines.append(
-            f"| {installed['kernels']} | {installed['transformers'] or 'not installed'} | {installed['huggingface_hub']} "
+            f"| {installed['kernels']} | {transformers} | {installed['huggingface_hub']} "
             f"| {record['outcome']}{ran} | {refusal.replace('|', '&#124;')} |"
         )
     python = sorted({r["installed"]["python"] for r in records})
