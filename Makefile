@@ -25,7 +25,7 @@ test: install
 ## the version matrix (noxfile.py): every kernels/Transformers/huggingface_hub cell, then the README's support table
 matrix: install
 	$(BIN)/pip install --quiet nox
-	$(BIN)/nox -s matrix support_table
+	$(BIN)/nox -s matrix "matrix(trl)" support_table
 
 ## the benchmarks against the anchors; refreshes the README's figures in docs/
 bench: install
