@@ -114,9 +114,13 @@ def test_support_table_shows_each_cell_and_the_fix_it_ran(tmp_path: Path) -> Non
                 "outcome": "refused, fix works", "refusal": "kernlock 0.1.0 supports kernels>=0.17.0,<0.18",
                 "fix": "pip install 'kernels>=0.17.0,<0.18' 'transformers>=5.18,<5.23'"},
     }
+    cells["trl"] = {**cells["ok"], "requested": {"kernels": None, "transformers": None, "huggingface_hub": None,
+                                                 "trl": "newest"},
+                    "installed": {**base["installed"], "trl": "1.16.0"}}  # the same versions as "ok": a tie
     for name, record in cells.items():
-        (tmp_path / f"{name}.json").write_text(json.dumps(record))
+        (tmp_path / f"{name}.json").write_text(json.dumps({**record, "cell": name}))
     rows = _support_table_module().table(tmp_path).splitlines()
-    assert rows[2] == "| 0.17.2 | 5.22.2 | 2.4.0 | pass (8 tests) | — |"
-    assert rows[3] == ("| 0.16.2 | 5.17.0 | 2.4.0 | refused, fix works (8 tests) | kernlock 0.1.0 supports "
+    assert rows[2] == "| 0.17.2 | 5.22.2 (pip's pick for trl 1.16.0) | 2.4.0 | pass (8 tests) | — |"  # ties: by cell name
+    assert rows[3] == "| 0.17.2 | 5.22.2 | 2.4.0 | pass (8 tests) | — |"
+    assert rows[4] == ("| 0.16.2 | 5.17.0 | 2.4.0 | refused, fix works (8 tests) | kernlock 0.1.0 supports "
                        "kernels>=0.17.0,<0.18; `pip install 'kernels>=0.17.0,<0.18' 'transformers>=5.18,<5.23'` |")
