@@ -38,5 +38,8 @@ def sync_command(targets: tuple[str, ...], all_targets: bool, locked: bool, repa
     fetched = [f"{len(report.downloaded)} downloaded"]
     if report.repaired:
         fetched.append(f"{len(report.repaired)} repaired")
-    click.echo(f"synced into {report.cache}: {report.variants} variants, {report.verified} files verified, "
+    from kernlock.check.report import plural
+
+    click.echo(f"synced into {report.cache}: {plural(report.variants, 'variant')}, "
+               f"{plural(report.verified, 'file')} verified, "
                f"{', '.join(fetched)} ({report.bytes} bytes fetched)")
