@@ -78,6 +78,11 @@ def test_sync_fetches_exactly_the_locked_variants(hub: TestHub, locked_project: 
     assert sum(hub.requests.values()) == 0
 
 
+def test_sync_counts_one_variant_in_the_singular(locked_project: LockedProjectFactory) -> None:
+    one = cli("sync", cwd=locked_project([f"{FA2}@v2"], [CPU]).path)
+    assert one.exit_code == 0 and ": 1 variant, " in one.output, one.output
+
+
 def test_repair_redownloads_a_corrupted_file(locked_project: LockedProjectFactory) -> None:
     project = locked_project(KERNELS, [CPU]).path
     assert cli("sync", cwd=project).exit_code == 0
