@@ -8,8 +8,9 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 PY="${PYTHON:-/work/venv/bin/python}"
 cd "$root"
-mkdir -p .git/info
-grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo /.whl/ >> .git/info/exclude
+exclude="$(git rev-parse --git-common-dir)/info/exclude"   # .git is a file in a worktree
+mkdir -p "$(dirname "$exclude")"
+grep -qx '/.whl/' "$exclude" 2>/dev/null || echo /.whl/ >> "$exclude"
 mkdir -p .whl
 
 # name==version, as tested here (/work/venv). The machine already has torch, triton, numpy,
@@ -31,6 +32,10 @@ PINS=(
   click==8.5.1               # huggingface_hub 2.4 needs >=8.4.2
   packaging==26.4
   filelock==4.3.1
+  rfc8785==0.1.4             # kernlock.testing (test Hub's Sigstore, fixtures' signer): the machine has neither
+  cryptography==50.0.2       # these nor cffi; kernlock's own load path imports none of them
+  cffi==2.1.1
+  pycparser==3.12
 )
 names=()
 for entry in "${PINS[@]}"; do

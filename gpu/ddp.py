@@ -15,6 +15,10 @@ runs in this process, so every job's Hub requests are counted):
   unlocked         the same job without kernlock (kernels resolves on every rank)
   sdpa             the same job on sdpa: losses of the locked run within tolerance of it
   step-time        per-step medians locked vs unlocked; launch → first step
+  step-time-alt    with --step-time-jobs N: N locked and N unlocked jobs, alternating (locked first),
+                   --step-time-steps steps each; per-job medians of steps 3..S and 11..S, the median
+                   over jobs of each kind, their ratio and min–max; --step-time-only skips sdpa,
+                   two-ranks and the guard steps (a device call of 600 s holds ~12 such jobs)
   two-ranks        2 ranks on GPU 0 with gloo (NCCL refuses two ranks on one GPU), 10 DDP steps
   guard-*          2 ranks over NCCL (guard-only where no collective can run on one GPU): identical
                    passes; rank 1 on another lock / another variant fails inside init_process_group
@@ -221,6 +225,61 @@ class DDPRun(Run):
                    "locked_first_step_s": lf, "unlocked_first_step_s": uf}
         return "PASS", figures, details
 
+    def s_step_time_alt(self):
+        """Alternating locked/unlocked jobs (after the locked and unlocked steps, which warm the kernel, Triton and
+        Hub caches): the single-pair ratio of s_step_time is one sample; this gives one per job."""
+        n, steps = self.args.step_time_jobs, self.args.step_time_steps
+        per: dict[str, list[dict]] = {"locked": [], "unlocked": []}
+        commit_variant = self.binding("main", self.target)
+        problems = []
+        for i in range(n):
+            for kind in ("locked", "unlocked"):
+                if self.left() < 45:
+                    problems.append(f"budget: stopped before {kind} job {i + 1} ({self.left():.0f}s left)")
+                    break
+                job = self.job(f"alt-{kind}-{i + 1}", nproc=self.nproc(), locked=kind == "locked",
+                               script_args=["--steps", str(steps)])
+                if job["returncode"] != 0 or not job["ranks"]:
+                    problems.append(f"{kind} job {i + 1}: exit {job['returncode']}")
+                    continue
+                r0 = job["ranks"][0]
+                if kind == "locked":
+                    problems += [f"locked job {i + 1}: {p}" for p in self.check_ranks(job, self.nproc(), *commit_variant,
+                                                                                     kernel=True)]
+                ms = r0["step_ms"]
+                per[kind].append({"job": i + 1, "median_3": statistics.median(ms[2:]),
+                                  "median_11": statistics.median(ms[10:] or ms), "first_ms": ms[:3],
+                                  "first_step_s": r0["first_step_s"], "wall_s": job["wall_s"],
+                                  "requests": self.total(job["requests"]), "step_ms": ms})
+                self.log(f"   {kind} {i + 1}: median(3..{steps}) {per[kind][-1]['median_3']:.2f} ms, "
+                         f"median(11..{steps}) {per[kind][-1]['median_11']:.2f} ms, first steps "
+                         + ", ".join(f"{x:.0f}" for x in ms[:3]) + " ms")
+            else:
+                continue
+            break
+        if not per["locked"] or not per["unlocked"]:
+            return verdict("no complete jobs", problems or ["no jobs"], per)
+
+        def summary(rows: list[dict], key: str) -> dict:
+            vals = sorted(r[key] for r in rows)
+            q = statistics.quantiles(vals, n=4, method="inclusive") if len(vals) >= 2 else [vals[0]] * 3
+            return {"median": statistics.median(vals), "min": vals[0], "max": vals[-1], "q1": q[0], "q3": q[2]}
+
+        stats = {kind: {key: summary(rows, key) for key in ("median_3", "median_11", "first_step_s", "wall_s")}
+                 for kind, rows in per.items()}
+        ratio = stats["locked"]["median_3"]["median"] / stats["unlocked"]["median_3"]["median"]
+        ratio_11 = stats["locked"]["median_11"]["median"] / stats["unlocked"]["median_11"]["median"]
+        pairs = [a["median_3"] / b["median_3"] for a, b in zip(per["locked"], per["unlocked"])]
+        details = {"jobs_per_kind": {k: len(v) for k, v in per.items()}, "steps": steps, "stats": stats,
+                   "ratio": ratio, "ratio_steps_11": ratio_11, "pair_ratios": pairs, "jobs": per}
+        fmt = lambda s: f"{s['median']:.2f} ms (min–max {s['min']:.2f}–{s['max']:.2f}, IQR {s['q1']:.2f}–{s['q3']:.2f})"
+        figures = (f"{len(per['locked'])}+{len(per['unlocked'])} alternating jobs, {steps} steps; median over jobs of "
+                   f"median(steps 3..{steps}): locked {fmt(stats['locked']['median_3'])} vs unlocked "
+                   f"{fmt(stats['unlocked']['median_3'])}: ×{ratio:.3f} (steps 11..: ×{ratio_11:.3f}); "
+                   f"pair ratios {min(pairs):.3f}–{max(pairs):.3f}; launch→first step "
+                   f"{stats['locked']['first_step_s']['median']:.1f} s vs {stats['unlocked']['first_step_s']['median']:.1f} s")
+        return verdict(figures, problems, details)
+
     def s_two_ranks(self):
         """2 ranks, full DDP: on a single GPU both share it through gloo (NCCL needs a GPU per rank)."""
         commit, variant = self.binding("main", self.target)
@@ -314,10 +373,15 @@ class DDPRun(Run):
         self.step("env", self.s_env)
         self.step("hub", self.s_hub)
         self.step("locks", self.s_locks)
-        for name, fn in (("locked", self.s_locked), ("unlocked", self.s_unlocked), ("sdpa", self.s_sdpa),
-                         ("step-time", self.s_step_time), ("two-ranks", self.s_two_ranks),
-                         ("guard-same", self.s_guard_same), ("guard-lock", self.s_guard_lock),
-                         ("guard-variant", self.s_guard_variant), ("guard-cost", self.s_guard_cost)):
+        steps = [("locked", self.s_locked), ("unlocked", self.s_unlocked), ("sdpa", self.s_sdpa),
+                 ("step-time", self.s_step_time)]
+        if self.args.step_time_jobs:
+            steps.append(("step-time-alt", self.s_step_time_alt))
+        steps += [("two-ranks", self.s_two_ranks), ("guard-same", self.s_guard_same), ("guard-lock", self.s_guard_lock),
+                  ("guard-variant", self.s_guard_variant), ("guard-cost", self.s_guard_cost)]
+        if self.args.step_time_only:
+            steps = [s for s in steps if s[0] in ("locked", "unlocked", "step-time", "step-time-alt")]
+        for name, fn in steps:
             if "locks" in {s["step"] for s in self.steps if s["status"] == "FAIL"}:
                 break
             self.step(name, fn)
@@ -331,6 +395,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=os.environ.get("OUT") or "/tmp/kernlock-ddp-out")
     parser.add_argument("--budget-s", type=float, default=540)
     parser.add_argument("--cost-reps", type=int, default=3)
+    parser.add_argument("--step-time-jobs", type=int, default=0, help="alternating locked/unlocked jobs of each kind")
+    parser.add_argument("--step-time-steps", type=int, default=50, help="training steps per alternating job")
+    parser.add_argument("--step-time-only", action="store_true", help="only locked, unlocked, step-time(-alt)")
     parser.add_argument("--keep", action="store_true")
     return DDPRun(parser.parse_args(argv)).run()
 
