@@ -369,3 +369,22 @@ def test_without_a_lock_each_command_says_so_once_and_json_gets_json(hub: TestHu
     assert line.count(lock) == 1 and "--lockfile" in line and "kernlock.apply" not in line
     assert run_kernlock("lock", cwd=project).returncode == 0  # the fix each names
     assert run_kernlock("run", "--", sys.executable, "train.py", cwd=project).stdout == "ran\n"
+
+
+def test_kernlock_target_stands_in_for_this_environment_in_every_reader(
+    hub: TestHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """verify/sync/vendor/show read `Workspace.chosen_targets`: `$KERNLOCK_TARGET` replaces detection there as in
+    `apply()`, while `--target` and `--all-targets` still win (issue 27, item 14)."""
+    from helpers import CUDA_X86
+    from kernlock.model.target import parse_target
+    from kernlock.project.workspace import Workspace
+
+    workspace = Workspace.__new__(Workspace)
+    monkeypatch.setenv("KERNLOCK_TARGET", CUDA_X86)
+    assert [str(t) for t in workspace.chosen_targets(None)] == [CUDA_X86]  # type: ignore[arg-type]
+    assert [str(t) for t in workspace.chosen_targets(None, [CPU])] == [CPU]  # type: ignore[arg-type]
+    assert str(parse_target(CUDA_X86)) == CUDA_X86
+    monkeypatch.setenv("KERNLOCK_TARGET", "not-a-target")
+    with pytest.raises(Exception):
+        workspace.chosen_targets(None)  # type: ignore[arg-type]

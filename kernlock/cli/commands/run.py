@@ -71,7 +71,11 @@ def run_command(lockfile: str | None, locked: bool, lenient: bool, vendor: str |
         from kernlock.check.freshness import require_fresh
 
         require_fresh(workspace, lock)
-    require_coverage(lock, current_target(), path)
+    from kernlock.model.target import parse_target
+    from kernlock.settings import TARGET_ENV, text
+
+    simulated = text(TARGET_ENV)  # the command's processes apply the lock for $KERNLOCK_TARGET when it is set
+    require_coverage(lock, parse_target(simulated) if simulated else current_target(), path)
     environment = run_environment(path, strict=not lenient, verbose=verbose)
     if export:
         if vendor:
