@@ -37,7 +37,7 @@ from kernlock.model.lockfile import LOCK_FILENAME, LOCK_VERSION, Lockfile
 from kernlock.store.lockfile_io import load_lockfile
 from kernlock.project.config import Project, find_project_root, load_project, unsafe_reason
 from kernlock import settings
-from kernlock.settings import LOCKFILE_ENV, TARGET_ENV, VENDOR_ENV, text
+from kernlock.settings import LOCKFILE_ENV, TARGET_ENV, UPGRADE_FIX, VENDOR_ENV, text
 
 
 
@@ -87,7 +87,7 @@ class Workspace:
             raise LockfileVersionError(
                 f"{self.lockfile} was written by a newer kernlock (lock format {lock.version}; this one writes "
                 f"{LOCK_VERSION}) and rewriting it would drop what this one does not know; "
-                "upgrade kernlock (pip install -U kernlock)"
+                + UPGRADE_FIX
             )
         return lock
 

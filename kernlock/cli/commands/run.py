@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import shlex
 import shutil
 from pathlib import Path
@@ -92,4 +93,7 @@ def run_command(lockfile: str | None, locked: bool, lenient: bool, vendor: str |
         fail(f"`{command[0]} {option}` skips Python's start-up hook (sitecustomize on PYTHONPATH), so kernlock run "
              f"cannot apply the lock in it; drop the option, or call kernlock.apply() at the top of its script", 2)
         return
+    from kernlock.settings import RUN_PYTHON_ENV
+
+    environment[RUN_PYTHON_ENV] = sys.executable  # named by the start-up hook where kernlock cannot be imported
     os.execve(program, list(command), {**os.environ, **environment})
