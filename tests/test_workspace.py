@@ -388,3 +388,18 @@ def test_kernlock_target_stands_in_for_this_environment_in_every_reader(
     monkeypatch.setenv("KERNLOCK_TARGET", "not-a-target")
     with pytest.raises(Exception):
         workspace.chosen_targets(None)  # type: ignore[arg-type]
+
+
+def test_verify_and_run_check_the_kernlock_target(locked_project: LockedProjectFactory) -> None:
+    """A lock for this CPU only: with `$KERNLOCK_TARGET` naming an unlocked CUDA target, `verify` and `kernlock run`
+    refuse it as `apply()` would, and `--target` still wins over the variable (issue 27, item 14)."""
+    from helpers import CUDA_X86
+
+    project = locked_project([ACTIVATION], [CPU]).path
+    env = {"KERNLOCK_TARGET": CUDA_X86}
+    assert run_kernlock("verify", cwd=project).returncode == 0
+    refused = run_kernlock("verify", cwd=project, env=env)
+    assert refused.returncode == 1 and CUDA_X86 in refused.stdout + refused.stderr
+    assert run_kernlock("verify", "--target", CPU, cwd=project, env=env).returncode == 0
+    ran = run_kernlock("run", "--", sys.executable, "-c", "print('ran')", cwd=project, env=env)
+    assert ran.returncode != 0 and "ran" not in ran.stdout and f"kernlock lock --target {CUDA_X86}" in ran.stderr
