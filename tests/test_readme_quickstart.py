@@ -49,3 +49,27 @@ def test_the_quick_start_lock_and_verify_snippets_run_as_written(hub: TestHub, t
     assert staged.stdout.split() == ["kernels.lock", "pyproject.toml"]
     verified = _bash(verify_block, project)
     assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def test_the_ci_recipe_runs_its_kernlock_steps_as_written(locked_project, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The README's GitHub Actions job is valid YAML, and its `kernlock` steps pass on a fresh lock and fail on a
+    stale one (the install step needs the job's own checkout)."""
+    import yaml
+
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("```yaml\n# .github/workflows/kernels-lock.yml") + len("```yaml\n")
+    workflow = yaml.safe_load(text[start:text.index("```", start)])
+    steps = [step["run"] for step in workflow["jobs"]["kernlock"]["steps"] if "run" in step]
+    kernlock_steps = [step for step in steps if step.startswith("kernlock ")]
+    assert [step.split("  #")[0].strip() for step in kernlock_steps] == ["kernlock lock --check",
+                                                                          "kernlock verify --all-targets"]
+    project = locked_project(["kernels-community/activation@v1"], ["torch2.13-cxx11-cpu-x86_64-linux"]).path
+    for step in kernlock_steps:
+        done = _bash(step, project)
+        assert done.returncode == 0, step + "\n" + done.stdout + done.stderr
+    before = (project / "kernels.lock").read_bytes()
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('kernels = ["kernels-community/activation@v1"]',
+                                                       'kernels = ["kernels-community/activation@v1", "kernels-community/tagged@v1"]'))
+    assert _bash(kernlock_steps[0], project).returncode == 1
+    assert (project / "kernels.lock").read_bytes() == before
