@@ -35,7 +35,10 @@ DEADLINE_ENV = "KERNLOCK_HUB_DEADLINE"  # seconds one request or file download m
 RATE_LIMIT_WAIT_ENV = "KERNLOCK_RATE_LIMIT_WAIT"  # the longest wait for a rate-limit window to reset
 RANK_CHECK_ENV = "KERNLOCK_RANK_CHECK"  # the cross-rank check at init_process_group
 RANK_CHECK_TIMEOUT_ENV = "KERNLOCK_RANK_CHECK_TIMEOUT"  # seconds to wait for every rank's record
+RUN_PYTHON_ENV = "KERNLOCK_RUN_PYTHON"  # set by `kernlock run`: the interpreter kernlock itself runs in
 MIXED_ENV = "KERNLOCK_ALLOW_MIXED_VARIANTS"  # let ranks of one job load different variants of the same commits
+
+UPGRADE_FIX = 'upgrade kernlock: install the newer one from its checkout or wheel (`python -m pip install -U <kernlock checkout or .whl>`; kernlock is not on PyPI)'  # kernlock is installed from a checkout or a wheel
 
 TRUE = ("1", "true", "yes", "on")
 FALSE = ("0", "false", "no", "off")

@@ -3,7 +3,8 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 work="$(mktemp -d)"
-trap 'kill "$hub_pid" 2>/dev/null || true; rm -rf "$work"' EXIT
+# The Hub and its caches go at exit; the project and its lock stay (their path is printed last).
+trap 'kill "$hub_pid" 2>/dev/null || true; rm -rf "$work/hub" "$work/hf-home" "$work/hub.env"' EXIT
 
 echo "== starting the bundled test Hub (real git repos of fixture kernels)"
 python -m kernlock.testing.hub --port 0 --workdir "$work/hub" > "$work/hub.env" &
@@ -25,3 +26,6 @@ kernlock verify --all-targets
 
 echo "== training under kernlock.apply()"
 python train.py
+
+echo "== kept: the project at $work/project, its lock at $work/project/kernels.lock"
+echo "   (its Hub was the demo's test Hub, now stopped: read the lock, or run make demo again to use it)"

@@ -202,7 +202,8 @@ def test_kernlock_run_with_a_python_lacking_kernlock_stops_at_the_kernel_import(
     assert stopped.returncode == 1 and "ran without the lock" not in stopped.stdout
     [line] = stopped.stderr.strip().splitlines()
     assert line.startswith("kernlock: error: ") and python in line and "cannot import kernlock" in line
-    assert f"`{python} -m pip install kernlock`" in line
+    assert f"`{python} -m pip install <kernlock checkout or .whl>`" in line
+    assert f"run the command with {sys.executable}" in line  # `kernlock run` names the Python it runs in
     # The fix, as the installation would do it: kernlock and its dependencies (the real kernels) in that environment.
     (packages / "kernels.pth").unlink()
     (packages / "kernlock.pth").write_text(f"{here}\n{site.getsitepackages()[0]}\n")

@@ -108,3 +108,20 @@ def test_explain_a_target_shows_the_entry_covering_it(locked_project: LockedProj
     report = json.loads(cli("explain", FA2, "--target", CUDA_X86, "--target", CPU, "--json", cwd=project).output)
     rows = {(entry["commit"], row["target"], row["locked"]) for entry in report for row in entry["targets"]}
     assert rows == {(lock.kernel(FA2, t).commit, t, lock.kernel(FA2, t).variant_for(t).name) for t in (CPU, CUDA_X86)}
+
+
+def test_remove_drops_the_overrides_of_the_repo_and_leaves_no_empty_kernels(hub: TestHub, tmp_path: Path) -> None:
+    """`kernlock remove` of the last spec of a repo drops its overrides too, and no `kernels = []` stays behind
+    (issue 27, item 14)."""
+    import tomllib
+
+    project = make_project(tmp_path / "p", kernels=[FA2], targets=[CPU, CUDA_X86], extra=CU128_ON_V2)
+    assert cli("lock", cwd=project).exit_code == 0
+    removed = cli("remove", FA2, cwd=project)
+    assert removed.exit_code == 0, removed.output
+    text = (project / "pyproject.toml").read_text()
+    config = tomllib.loads(text)["tool"]["kernlock"]
+    assert "overrides" not in config and "kernels" not in config, text
+    assert "kernels = []" not in text and "v3+ fails" not in text
+    assert load_lockfile(project / "kernels.lock").kernels == ()
+    assert cli("show", cwd=project).exit_code == 0

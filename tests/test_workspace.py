@@ -268,7 +268,7 @@ def test_a_newer_lock_format_is_never_overwritten(locked_project: LockedProjectF
     for args in (("lock",), ("lock", "--upgrade"), ("remove", ACTIVATION)):
         line = one_line_error(cli(*args, cwd=project))
         assert f"lock format version {newer} is newer" in line or f"lock format {newer}" in line
-        assert "pip install -U kernlock" in line
+        assert "from its checkout or wheel" in line and "pip install kernlock" not in line
         assert lock.read_text() == text
     verified = run_kernlock("verify", cwd=project)
     if readable:  # a newer minor is read, with a warning naming what is ignored
@@ -369,3 +369,37 @@ def test_without_a_lock_each_command_says_so_once_and_json_gets_json(hub: TestHu
     assert line.count(lock) == 1 and "--lockfile" in line and "kernlock.apply" not in line
     assert run_kernlock("lock", cwd=project).returncode == 0  # the fix each names
     assert run_kernlock("run", "--", sys.executable, "train.py", cwd=project).stdout == "ran\n"
+
+
+def test_kernlock_target_stands_in_for_this_environment_in_every_reader(
+    hub: TestHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """verify/sync/vendor/show read `Workspace.chosen_targets`: `$KERNLOCK_TARGET` replaces detection there as in
+    `apply()`, while `--target` and `--all-targets` still win (issue 27, item 14)."""
+    from helpers import CUDA_X86
+    from kernlock.model.target import parse_target
+    from kernlock.project.workspace import Workspace
+
+    workspace = Workspace.__new__(Workspace)
+    monkeypatch.setenv("KERNLOCK_TARGET", CUDA_X86)
+    assert [str(t) for t in workspace.chosen_targets(None)] == [CUDA_X86]  # type: ignore[arg-type]
+    assert [str(t) for t in workspace.chosen_targets(None, [CPU])] == [CPU]  # type: ignore[arg-type]
+    assert str(parse_target(CUDA_X86)) == CUDA_X86
+    monkeypatch.setenv("KERNLOCK_TARGET", "not-a-target")
+    with pytest.raises(Exception):
+        workspace.chosen_targets(None)  # type: ignore[arg-type]
+
+
+def test_verify_and_run_check_the_kernlock_target(locked_project: LockedProjectFactory) -> None:
+    """A lock for this CPU only: with `$KERNLOCK_TARGET` naming an unlocked CUDA target, `verify` and `kernlock run`
+    refuse it as `apply()` would, and `--target` still wins over the variable (issue 27, item 14)."""
+    from helpers import CUDA_X86
+
+    project = locked_project([ACTIVATION], [CPU]).path
+    env = {"KERNLOCK_TARGET": CUDA_X86}
+    assert run_kernlock("verify", cwd=project).returncode == 0
+    refused = run_kernlock("verify", cwd=project, env=env)
+    assert refused.returncode == 1 and CUDA_X86 in refused.stdout + refused.stderr
+    assert run_kernlock("verify", "--target", CPU, cwd=project, env=env).returncode == 0
+    ran = run_kernlock("run", "--", sys.executable, "-c", "print('ran')", cwd=project, env=env)
+    assert ran.returncode != 0 and "ran" not in ran.stdout and f"kernlock lock --target {CUDA_X86}" in ran.stderr

@@ -29,6 +29,7 @@ from typing import Any
 from kernlock.model.target import Target, parse_target
 from kernlock.errors import LockfileError, LockfileVersionError, key_text
 from kernlock.model.ids import is_git_sha, is_sha256, is_variant_name
+from kernlock.settings import UPGRADE_FIX
 from kernlock.model.lockfile_dict import (
     ALWAYS_WRITTEN,
     REGENERATE,
@@ -303,7 +304,7 @@ class Lockfile(Table):
             keys = ", ".join(map(key_text, ignored))
             logging.getLogger("kernlock").warning(
                 "%s: written by a newer kernlock (lock format %s; this one reads %s); ignoring %s; "
-                "upgrade kernlock to use them (pip install -U kernlock)", source or LOCK_FILENAME, version, LOCK_VERSION, keys)
+                "use them: " + UPGRADE_FIX, source or LOCK_FILENAME, version, LOCK_VERSION, keys)
         return lock
 
     @classmethod
@@ -363,7 +364,7 @@ def _read_version(value: Any) -> str:
         raise invalid(f"expected a format version like \"{LOCK_VERSION}\", got {value!r}", "version", fix=REGENERATE)
     if format_version(value)[0] > format_version(LOCK_VERSION)[0]:
         raise LockfileVersionError(f"lock format version {value} is newer than this kernlock understands ({LOCK_VERSION})",
-                                   key_path=("version",), fix="upgrade kernlock (pip install -U kernlock)")
+                                   key_path=("version",), fix=UPGRADE_FIX)
     ensure(format_version(value)[0] == format_version(LOCK_VERSION)[0], "version",
            f"unsupported lock format version {value}", fix=REGENERATE)
     return value

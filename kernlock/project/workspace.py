@@ -37,7 +37,7 @@ from kernlock.model.lockfile import LOCK_FILENAME, LOCK_VERSION, Lockfile
 from kernlock.store.lockfile_io import load_lockfile
 from kernlock.project.config import Project, find_project_root, load_project, unsafe_reason
 from kernlock import settings
-from kernlock.settings import LOCKFILE_ENV, VENDOR_ENV
+from kernlock.settings import LOCKFILE_ENV, TARGET_ENV, UPGRADE_FIX, VENDOR_ENV, text
 
 
 
@@ -87,7 +87,7 @@ class Workspace:
             raise LockfileVersionError(
                 f"{self.lockfile} was written by a newer kernlock (lock format {lock.version}; this one writes "
                 f"{LOCK_VERSION}) and rewriting it would drop what this one does not know; "
-                "upgrade kernlock (pip install -U kernlock)"
+                + UPGRADE_FIX
             )
         return lock
 
@@ -97,11 +97,16 @@ class Workspace:
         return tuple(sorted(set(declared), key=str))
 
     def chosen_targets(self, lock: Lockfile, targets: Iterable[str | Target] = (), all_targets: bool = False) -> list[Target]:
-        """The targets a reader works on: `targets`, plus `all_targets()` when asked, else this environment."""
+        """The targets a reader works on: `targets`, plus `all_targets()` when asked, else `$KERNLOCK_TARGET`, else this
+        environment."""
         chosen = {parse_target(str(t)) for t in targets}
         if all_targets:
             chosen.update(self.all_targets(lock))
         if not chosen:
+            simulated = text(TARGET_ENV)
+            if simulated:  # $KERNLOCK_TARGET stands in for this environment, as it does for apply()
+                chosen.add(parse_target(simulated))
+                return sorted(chosen, key=str)
             try:
                 chosen.add(current_target())
             except TargetError as error:

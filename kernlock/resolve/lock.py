@@ -135,7 +135,8 @@ def lock_arguments(specs: Iterable[str] = (), *, targets: Iterable[str] = (), sc
 
 def _edit_pyproject(project: Project, additions: dict[str, list[str]], removals: dict[str, list[str]] | None = None) -> None:
     """Record command-line specs, targets, scan paths and trusted repos in `[tool.kernlock]` (like `uv add`),
-    and drop removed ones (like `uv remove`); `removals` may name `kernels` and `dependencies`."""
+    and drop removed ones (like `uv remove`); `removals` may name `kernels`, `dependencies` and the
+    `overrides` of repos nothing declares any more."""
     import tomlkit
 
     path = project.pyproject
@@ -154,6 +155,14 @@ def _edit_pyproject(project: Project, additions: dict[str, list[str]], removals:
         config["kernels"].remove(value)
     for repo in removals.get("dependencies", ()):
         del tool["kernels"]["dependencies"][repo]
+    overrides = config.get("overrides")
+    for repo in removals.get("overrides", ()):
+        if overrides is not None and repo in overrides:
+            del overrides[repo]
+    if overrides is not None and not overrides and removals.get("overrides"):
+        del config["overrides"]
+    if "kernels" in config and not config["kernels"] and removals.get("kernels"):
+        del config["kernels"]  # no `kernels = []` left behind, as `uv remove` leaves no empty table
     atomic_write(path, tomlkit.dumps(doc))
 
 
@@ -233,7 +242,12 @@ def remove(
                     f"{text} is not declared in {project.pyproject.name} (declared: {named}); "
                     "specs found by [tool.kernlock] scan are removed from the scanned files"
                 )
-        edited = replace(project, kernels=tuple(kernels), kernel_dependencies=tuple(dependencies.items()))
+        still = {parse_spec(k).repo for k in kernels} | set(dependencies)
+        gone = {parse_spec(k).repo for k in removals["kernels"]} | set(removals["dependencies"])
+        removals["overrides"] = sorted(gone - still)  # an override of a repo nothing declares any more is dropped
+        overrides = tuple(rule for rule in project.overrides if rule.repo not in removals["overrides"])
+        edited = replace(project, kernels=tuple(kernels), kernel_dependencies=tuple(dependencies.items()),
+                         overrides=overrides)
         return _relock(workspace, edited, [], removals=removals, progress=progress, hub=hub)
 
 

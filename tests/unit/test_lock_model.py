@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from kernlock.model.target import Target, parse_target
+from kernlock.settings import UPGRADE_FIX
 from kernlock.errors import LockfileError, LockfileVersionError
 from kernlock.model.lockfile import (
     SIGNATURE_FILE,
@@ -153,7 +154,7 @@ def test_a_newer_major_is_refused_with_the_upgrade() -> None:
         Lockfile.from_dict(_lock_with(lambda d: d.update(version="2.0")), source="kernels.lock")
     assert raised.value.key_path == ("version",)
     assert str(raised.value) == ("kernels.lock: version: lock format version 2.0 is newer than this kernlock understands "
-                                 f"({LOCK_VERSION}); fix: upgrade kernlock (pip install -U kernlock)")
+                                 f"({LOCK_VERSION}); fix: " + UPGRADE_FIX)
 
 
 @pytest.mark.parametrize("name", ["-rf", ".hidden", "_x", ".", ".."])

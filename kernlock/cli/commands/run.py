@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import shlex
 import shutil
 from pathlib import Path
@@ -71,7 +72,11 @@ def run_command(lockfile: str | None, locked: bool, lenient: bool, vendor: str |
         from kernlock.check.freshness import require_fresh
 
         require_fresh(workspace, lock)
-    require_coverage(lock, current_target(), path)
+    from kernlock.model.target import parse_target
+    from kernlock.settings import TARGET_ENV, text
+
+    simulated = text(TARGET_ENV)  # the command's processes apply the lock for $KERNLOCK_TARGET when it is set
+    require_coverage(lock, parse_target(simulated) if simulated else current_target(), path)
     environment = run_environment(path, strict=not lenient, verbose=verbose)
     if export:
         if vendor:
@@ -88,4 +93,7 @@ def run_command(lockfile: str | None, locked: bool, lenient: bool, vendor: str |
         fail(f"`{command[0]} {option}` skips Python's start-up hook (sitecustomize on PYTHONPATH), so kernlock run "
              f"cannot apply the lock in it; drop the option, or call kernlock.apply() at the top of its script", 2)
         return
+    from kernlock.settings import RUN_PYTHON_ENV
+
+    environment[RUN_PYTHON_ENV] = sys.executable  # named by the start-up hook where kernlock cannot be imported
     os.execve(program, list(command), {**os.environ, **environment})

@@ -32,6 +32,17 @@ class _Refuse:
         return None
 
 
+def _install_fix() -> str:
+    """How to get kernlock into this interpreter (kernlock is not on PyPI: a checkout or a wheel), or the one
+    `kernlock run` itself ran in (`$KERNLOCK_RUN_PYTHON`, read raw: kernlock.settings cannot be imported here)."""
+    launcher = os.environ.get("KERNLOCK_RUN_PYTHON", "")
+    install = (f"install kernlock into {sys.executable} from its checkout or wheel: "
+               f"`{sys.executable} -m pip install <kernlock checkout or .whl>`")
+    if launcher and launcher != sys.executable:
+        return f"run the command with {launcher} (the Python kernlock runs in), or {install}"
+    return install
+
+
 def _arm() -> None:
     """Arm the hook when `$KERNLOCK_APPLY` asks for it, read by kernlock's one boolean grammar (`kernlock.settings`).
 
@@ -43,8 +54,7 @@ def _arm() -> None:
     except ImportError as error:
         sys.meta_path.insert(0, _Refuse(
             f"kernlock run applies the lock in every Python process, but {sys.executable} cannot import kernlock "
-            f"({error}), so {{module}} would load kernels without the lock; install kernlock in that environment "
-            f"(`{sys.executable} -m pip install kernlock`)"))
+            f"({error}), so {{module}} would load kernels without the lock; {_install_fix()}"))
         return
     from kernlock.errors import UsageError
 
