@@ -148,3 +148,17 @@ def test_an_unusable_key_file_is_said_once(fresh_private, private_kernlock_cache
     assert f"remove {key}" in err
     key.unlink()  # the fix the warning names
     assert fresh_private.write_entry("probe", b"payload")
+
+
+# ---------------------------------------------------------------- item 19 and the README threat model
+
+
+def test_the_threat_model_states_what_is_not_covered() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    model = readme.split("## Threat model", 1)[1].split("\n## ", 1)[0]
+    covered, not_covered = model.split("What it does not protect against:", 1)
+    assert 'PathFinder.find_spec("kernels")' in not_covered and "exec_module" in not_covered  # item 19: out of scope
+    assert "a window of microseconds" not in model  # sources are hashed as they are read (tests/test_round2.py)
+    assert "hashed against the lock as they are read" in covered
+    for launch in ("`subprocess`", "`os.exec*`", "`os.posix_spawn*`", "`python -E`, `-I`, `-S`"):
+        assert launch in covered, launch
