@@ -162,3 +162,30 @@ def test_the_threat_model_states_what_is_not_covered() -> None:
     assert "hashed against the lock as they are read" in covered
     for launch in ("`subprocess`", "`os.exec*`", "`os.posix_spawn*`", "`python -E`, `-I`, `-S`"):
         assert launch in covered, launch
+
+
+# ---------------------------------------------------------------- item 18: kernel-depends cycles
+
+
+def test_a_kernel_that_depends_on_itself_is_refused_at_lock_time(hub: TestHub, tmp_path: Path) -> None:
+    import json
+
+    from helpers import WITH_DEP
+    from kernlock.testing.fixtures import git, push_build
+
+    repo = hub.repo_path(WITH_DEP)
+    listed = git(repo, "ls-tree", "-r", "--name-only", "refs/heads/v1").decode().split()
+    files = {}
+    for path in [p for p in listed if p.startswith("build/") and p.endswith("/metadata.json")]:
+        metadata = json.loads(git(repo, "cat-file", "blob", f"refs/heads/v1:{path}"))
+        metadata["kernel-depends"] = [{"repo-id": WITH_DEP, "version": 1}]  # itself
+        files[path] = (json.dumps(metadata, indent=2) + "\n").encode()
+    commit = push_build(repo, "v1", files, "depend on itself")
+    project = make_project(tmp_path / "p", kernels=[f"{WITH_DEP}@v1"], targets=[CPU])
+    result = cli("lock", cwd=project)
+    assert result.exit_code == 1, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kernlock: error: "), result.output
+    assert f"kernel-depends form a cycle: {WITH_DEP} -> {WITH_DEP} (in metadata.json at {WITH_DEP}@{commit[:12]})" in lines[0]
+    assert f"fix: pin a revision without the cycle (`kernlock lock {WITH_DEP}@<commit>`)" in lines[0]
+    assert not (project / "kernels.lock").exists()
