@@ -189,3 +189,27 @@ def test_a_kernel_that_depends_on_itself_is_refused_at_lock_time(hub: TestHub, t
     assert f"kernel-depends form a cycle: {WITH_DEP} -> {WITH_DEP} (in metadata.json at {WITH_DEP}@{commit[:12]})" in lines[0]
     assert f"fix: pin a revision without the cycle (`kernlock lock {WITH_DEP}@<commit>`)" in lines[0]
     assert not (project / "kernels.lock").exists()
+
+
+# ---------------------------------------------------------------- item 17: messages (migration, duplicate tree entries)
+
+
+def test_migrating_a_bogus_commit_names_the_lock_not_the_hub(hub: TestHub, tmp_path: Path) -> None:
+    import json
+
+    from helpers import ACTIVATION as REPO
+
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(f'[project]\nname = "demo"\nversion = "0"\n\n[tool.kernels.dependencies]\n"{REPO}" = 1\n'
+                                            f'\n[tool.kernlock]\ntargets = ["{CPU}"]\n')
+    bogus = "0123456789abcdef0123456789abcdef01234567"  # well formed, on no branch of the repo
+    (project / "kernels.lock").write_text(json.dumps([{"dependency": {"repo-id": REPO, "version": 1},
+                                                       "lock": {"commit": bogus}}]))
+    result = cli("lock", "--migrate", cwd=project)
+    lines = result.output.strip().splitlines()
+    assert result.exit_code != 0 and len(lines) == 1, result.output
+    assert "looks broken" not in lines[0] and "try again later" not in lines[0]
+    assert f"kernels' JSON lock pins {REPO} to commit {bogus[:12]}, which the Hub does not have" in lines[0], lines[0]
+    assert "fix: correct or remove that pin in the JSON lock, then run `kernlock lock --migrate` again" in lines[0]
+    assert json.loads((project / "kernels.lock").read_text())[0]["lock"]["commit"] == bogus  # nothing was written

@@ -16,6 +16,7 @@ from kernlock.compat.transformers import default_version
 from kernlock.model.ids import is_git_sha
 from kernlock.model.target import Target
 from kernlock.errors import NoVariantError, ResolutionError, SignatureError, TrustError
+from kernlock.store.kernels_lock import MIGRATED
 from kernlock.hub.client import Hub, Ref, TreeFile
 from kernlock.model.lockfile import (
     SIGNATURE_FILE,
@@ -281,6 +282,12 @@ class Resolver:
         try:
             listing = self.hub.tree(repo, commit)
         except ResolutionError as error:
+            if "revision not found" in str(error) and resolution.startswith(MIGRATED):  # the pin, not the Hub, is wrong
+                raise ResolutionError(
+                    f"{spec_key}: kernels' JSON lock pins {repo} to commit {commit[:12]}, which the Hub does not have "
+                    f"({commit}); nothing was written",
+                    fix="correct or remove that pin in the JSON lock, then run `kernlock lock --migrate` again",
+                ) from None
             if ref is None or "revision not found" not in str(error):
                 raise
             raise ResolutionError(
