@@ -213,3 +213,21 @@ def test_migrating_a_bogus_commit_names_the_lock_not_the_hub(hub: TestHub, tmp_p
     assert f"kernels' JSON lock pins {REPO} to commit {bogus[:12]}, which the Hub does not have" in lines[0], lines[0]
     assert "fix: correct or remove that pin in the JSON lock, then run `kernlock lock --migrate` again" in lines[0]
     assert json.loads((project / "kernels.lock").read_text())[0]["lock"]["commit"] == bogus  # nothing was written
+
+
+def test_duplicate_tree_entries_blame_the_hub_listing_not_a_hand_edit(hub: TestHub, tmp_path: Path) -> None:
+    from helpers import ACTIVATION as REPO
+
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(f"{hub.url}/api/kernels/{REPO}/tree/v1/build?recursive=true", timeout=30) as answer:
+        listing = json.loads(answer.read())
+    entry = next(e for e in listing if e.get("type") == "file" and "cpu" in e["path"])
+    project = make_project(tmp_path / "p", kernels=[f"{REPO}@v1"], targets=[CPU])
+    hub.add_fault("respond", match="/tree/", times=5, body=[*listing, dict(entry)])  # one real entry listed twice
+    result = cli("lock", cwd=project)
+    assert result.exit_code == 1, result.output
+    assert "undo the hand edit" not in result.output  # was: the lock model's fix for a hand-edited lock
+    assert f"the Hub listed {entry['path']!r}" in result.output and "more than once" in result.output, result.output
+    assert not (project / "kernels.lock").exists()
