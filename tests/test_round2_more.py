@@ -167,27 +167,39 @@ def test_the_threat_model_states_what_is_not_covered() -> None:
 # ---------------------------------------------------------------- item 18: kernel-depends cycles
 
 
-def test_a_kernel_that_depends_on_itself_is_refused_at_lock_time(hub: TestHub, tmp_path: Path) -> None:
+def _depend(hub: TestHub, repo: str, on: str) -> str:
+    """Push a rebuild of `repo`'s v1 whose every variant's metadata.json lists `on` (version 1) in kernel-depends."""
     import json
 
-    from helpers import WITH_DEP
     from kernlock.testing.fixtures import git, push_build
 
-    repo = hub.repo_path(WITH_DEP)
-    listed = git(repo, "ls-tree", "-r", "--name-only", "refs/heads/v1").decode().split()
+    path = hub.repo_path(repo)
+    listed = git(path, "ls-tree", "-r", "--name-only", "refs/heads/v1").decode().split()
     files = {}
-    for path in [p for p in listed if p.startswith("build/") and p.endswith("/metadata.json")]:
-        metadata = json.loads(git(repo, "cat-file", "blob", f"refs/heads/v1:{path}"))
-        metadata["kernel-depends"] = [{"repo-id": WITH_DEP, "version": 1}]  # itself
-        files[path] = (json.dumps(metadata, indent=2) + "\n").encode()
-    commit = push_build(repo, "v1", files, "depend on itself")
+    for name in [p for p in listed if p.startswith("build/") and p.endswith("/metadata.json")]:
+        metadata = json.loads(git(path, "cat-file", "blob", f"refs/heads/v1:{name}"))
+        metadata["kernel-depends"] = [{"repo-id": on, "version": 1}]
+        files[name] = (json.dumps(metadata, indent=2) + "\n").encode()
+    return push_build(path, "v1", files, f"depend on {on}")
+
+
+@pytest.mark.parametrize("shape", ["itself", "two-kernel cycle"])
+def test_a_kernel_that_depends_on_itself_is_refused_at_lock_time(hub: TestHub, tmp_path: Path, shape: str) -> None:
+    from helpers import ACTIVATION as DEP
+    from helpers import WITH_DEP
+
+    if shape == "itself":
+        commit, cycle = _depend(hub, WITH_DEP, WITH_DEP), f"{WITH_DEP} -> {WITH_DEP}"
+    else:  # with-dep v1 lists activation v1; activation v1 now lists with-dep v1
+        commit, cycle = _depend(hub, DEP, WITH_DEP), f"{DEP} -> {WITH_DEP} -> {DEP}"
+    first = cycle.split(" -> ")[0]
     project = make_project(tmp_path / "p", kernels=[f"{WITH_DEP}@v1"], targets=[CPU])
     result = cli("lock", cwd=project)
     assert result.exit_code == 1, result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("kernlock: error: "), result.output
-    assert f"kernel-depends form a cycle: {WITH_DEP} -> {WITH_DEP} (in metadata.json at {WITH_DEP}@{commit[:12]})" in lines[0]
-    assert f"fix: pin a revision without the cycle (`kernlock lock {WITH_DEP}@<commit>`)" in lines[0]
+    assert f"kernel-depends form a cycle: {cycle} (in metadata.json at {first}@{commit[:12]})" in lines[0], lines[0]
+    assert f"fix: pin a revision without the cycle (`kernlock lock {first}@<commit>`)" in lines[0]
     assert not (project / "kernels.lock").exists()
 
 
