@@ -9,6 +9,10 @@ Layout::
 Point a run at it with `KERNLOCK_VENDOR_DIR=DIR` (or `kernlock run --vendor
 DIR`): `kernlock.apply()` then reads the lock and every kernel from DIR, with
 no Hub and no Hub cache.
+
+Two `kernlock vendor` runs into one directory wait for each other: the copy and
+check of the variants and the write of the lock happen under a lock file in DIR
+(`.kernlock-vendor.lock`, removed on release; `$KERNLOCK_LOCK_TIMEOUT`).
 """
 
 from __future__ import annotations
@@ -16,15 +20,18 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernlock import settings
 from kernlock.store.atomic import atomic_write, current_umask
+from kernlock.store.mutex import DEFAULT_TIMEOUT, DirectoryLock
 from kernlock.store.hub_cache import VENDOR_MARKER, check_variant, repair_vendor_command, variant_dir, vendored_variant_dir
 from kernlock.errors import IntegrityError, MissingFilesError
-from kernlock.model.lockfile import LOCK_FILENAME, LockedKernel, LockedVariant
-from kernlock.project.workspace import open_workspace
+from kernlock.model.lockfile import LOCK_FILENAME, LockedKernel, LockedVariant, Lockfile
+from kernlock.project.workspace import Workspace, open_workspace
 from kernlock.fetch.sync import selected_variants, sync
 
 
@@ -67,6 +74,20 @@ def vendor(
     cache = hub_cache_dir()
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
+    timeout = settings.seconds(settings.LOCK_TIMEOUT_ENV, DEFAULT_TIMEOUT, zero=True)
+    mutex = DirectoryLock(out, timeout, name=VENDOR_LOCK_NAME, what=f"writing the vendor directory {out}", optional=False)
+    mutex.acquire(time.monotonic() + timeout)
+    try:
+        return _vendor_into(out, workspace, path, lock, targets, use_all, cache, repair)
+    finally:
+        mutex.release()
+
+
+VENDOR_LOCK_NAME = ".kernlock-vendor.lock"  # held while a vendor run writes the directory
+
+
+def _vendor_into(out: Path, workspace: Workspace, path: Path, lock: Lockfile, targets: tuple[str, ...],
+                 use_all: bool, cache: Path, repair: bool) -> VendorReport:
     files = size = repaired = 0
     pairs = selected_variants(lock, workspace.chosen_targets(lock, targets, use_all))
     for kernel, variant in pairs:

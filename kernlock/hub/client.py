@@ -177,6 +177,7 @@ class Hub:
         """Every file under `path` at `commit`, with sizes, blob ids and LFS hashes."""
         url = f"{self.api.endpoint}/api/kernels/{repo}/tree/{commit}/{path}"
         files = []
+        seen: set[str] = set()
         for entry in self._get_pages(repo, url, {"recursive": "true"}):
             if not isinstance(entry, dict) or entry.get("type") != "file":
                 continue
@@ -195,6 +196,10 @@ class Hub:
                 or (item.lfs_sha256 is not None and not is_sha256(item.lfs_sha256))
             ):
                 raise HubError(f"{repo}: the Hub listed {item.path!r} at {commit[:12]} with an invalid size or hash")
+            if item.path in seen:  # else the lock model refuses the entry as a hand edit of the lock
+                raise HubError(f"{repo}: the Hub listed {item.path!r} at {commit[:12]} more than once; "
+                               "check HF_ENDPOINT (a proxy or mirror may be repeating pages)")
+            seen.add(item.path)
             files.append(item)
         return files
 

@@ -16,6 +16,7 @@ from kernlock.compat.transformers import default_version
 from kernlock.model.ids import is_git_sha
 from kernlock.model.target import Target
 from kernlock.errors import NoVariantError, ResolutionError, SignatureError, TrustError
+from kernlock.store.kernels_lock import MIGRATED
 from kernlock.hub.client import Hub, Ref, TreeFile
 from kernlock.model.lockfile import (
     SIGNATURE_FILE,
@@ -140,6 +141,7 @@ class Resolver:
                             merged.dependency_of.add(kernel.spec)
                 pending = list(follow.values())
         kernels = tuple(resolved[identity] for identity in sorted(resolved))
+        _refuse_dependency_cycles(kernels)
         return Lockfile(
             version=format_for(kernels),
             targets=tuple(sorted(set(self.options.targets), key=str)),
@@ -280,6 +282,12 @@ class Resolver:
         try:
             listing = self.hub.tree(repo, commit)
         except ResolutionError as error:
+            if "revision not found" in str(error) and resolution.startswith(MIGRATED):  # the pin, not the Hub, is wrong
+                raise ResolutionError(
+                    f"{spec_key}: kernels' JSON lock pins {repo} to commit {commit[:12]}, which the Hub does not have "
+                    f"({commit}); nothing was written",
+                    fix="correct or remove that pin in the JSON lock, then run `kernlock lock --migrate` again",
+                ) from None
             if ref is None or "revision not found" not in str(error):
                 raise
             raise ResolutionError(
@@ -393,6 +401,37 @@ def _check_signed_digest(repo: str, variant: str, digest: dict[str, str] | None,
         raise SignatureError(f"{repo} {variant}: the files disagree with the digest in its signed metadata.json "
                              f"({', '.join(sorted(wrong)[:3])}{'…' if len(wrong) > 3 else ''}); the commit may mix builds "
                              "or have been tampered with: lock another revision")
+
+
+def _refuse_dependency_cycles(kernels: tuple[LockedKernel, ...]) -> None:
+    """Refuse a lock whose `kernel-depends` reach a kernel from itself: kernels fails every load of it (cyclic dependency)."""
+    graph: dict[str, set[str]] = {}
+    commits: dict[str, str] = {}
+    for kernel in kernels:
+        graph.setdefault(kernel.repo, set()).update(_dep_spec(d).repo for d in kernel.depends)
+        commits[kernel.repo] = kernel.commit
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(repo: str, path: list[str]) -> list[str] | None:
+        state[repo] = 1
+        for dep in sorted(graph.get(repo, ())):
+            if state.get(dep) == 1:
+                return [*path[path.index(dep):], dep] if dep in path else [*path, dep]
+            if dep not in state and (cycle := visit(dep, [*path, dep])) is not None:
+                return cycle
+        state[repo] = 2
+        return None
+
+    for repo in sorted(graph):
+        if repo not in state and (cycle := visit(repo, [repo])) is not None:
+            named = " -> ".join(cycle)
+            first = cycle[0]
+            raise ResolutionError(
+                f"kernel-depends form a cycle: {named} (in metadata.json at {first}@{commits[first][:12]}), "
+                f"so kernels would refuse every load of it (cyclic dependency); nothing was written",
+                fix=f"pin a revision without the cycle (`kernlock lock {first}@<commit>`) or ask the publisher to fix "
+                    f"kernel-depends",
+            )
 
 
 def _dep_spec(key: str) -> KernelSpec:

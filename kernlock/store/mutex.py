@@ -1,18 +1,30 @@
-"""The per-project cross-process lock that serialises `kernlock lock`/`remove`.
+"""The per-project cross-process lock that serialises `kernlock lock`/`remove` (and `kernlock vendor`).
 
-It lives in a private per-user state directory (`$KERNLOCK_STATE_DIR`, else
-`$XDG_STATE_HOME/kernlock`, else `~/.local/state/kernlock`), created 0700 and
-checked on the opened descriptor, so another user can neither block it nor
-make it fail. The holder writes its pid into the lock file; a waiter gives up
-after a timeout (`$KERNLOCK_LOCK_TIMEOUT` seconds, default 300) with a message
-naming that pid.
+It lives with the project, as uv's and pip-tools' do: a lock file `.kernlock.lock`
+in the project root, beside `kernels.lock`, so two writers of one checkout wait for
+each other whatever their per-user settings (two CI jobs with different
+`$KERNLOCK_STATE_DIR`s). It is created 0600 (another user can neither open nor
+hold it), opened without following a symlink, and removed on release (the holder
+unlinks it before unlocking; a waiter that wins the lock of an unlinked file tries
+again), so nothing is left in the checkout. A project directory this user cannot
+write (a read-only checkout) gets none: readers never take the lock, and a writer
+of a lock elsewhere (`--lockfile`) or `lock --check` there still works.
+
+A second lock file in a private per-user state directory (`$KERNLOCK_STATE_DIR`,
+else `$XDG_STATE_HOME/kernlock`, else `~/.local/state/kernlock`), created 0700 and
+checked on the opened descriptor, is always taken after it, so one user's writers
+also wait for each other when the project directory is read-only. The holder
+writes its pid into each lock file; a waiter gives up after a timeout
+(`$KERNLOCK_LOCK_TIMEOUT` seconds, default 300) with a message naming that pid.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import os
+import stat
 import time
 from pathlib import Path
 from types import TracebackType
@@ -22,6 +34,8 @@ from kernlock.store.private import NotPrivateError, open_private_dir
 from kernlock.settings import LOCK_TIMEOUT_ENV, STATE_DIR_ENV, path, seconds
 
 DEFAULT_TIMEOUT = 300.0
+PROJECT_LOCK_NAME = ".kernlock.lock"  # in the project root, beside kernels.lock; removed on release
+_FILE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 
 
 def state_dir() -> Path:
@@ -40,13 +54,125 @@ def _open_state_dir(directory: Path, parent_fd: int | None = None) -> int:
         ) from None
 
 
+def _wait(fd: int, deadline: float, timed_out: str, timeout: float) -> None:
+    """Take the exclusive lock on `fd`, or raise `LockTimeoutError` naming the holder's pid at `deadline`."""
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+                os.close(fd)
+                who = f"pid {holder}" if holder.isdigit() else "an unknown process"
+                stop = f", or stop it (kill {holder})" if holder.isdigit() else ""
+                raise LockTimeoutError(
+                    f"another kernlock ({who}) has been {timed_out} for over "
+                    f"{timeout:g} s; wait for it{stop}, or raise ${LOCK_TIMEOUT_ENV}"
+                ) from None
+            time.sleep(0.05)
+
+
+def _mark(fd: int) -> None:
+    """Write this process's pid into a held lock file (for a waiter's message), if it is open for writing."""
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    except OSError:
+        pass  # opened read-only (a read-only directory's leftover lock file): flock still serialises
+
+
+def _mark_released(fd: int) -> None:
+    """Clear the pid of a lock file about to be unlocked (that stays behind)."""
+    try:
+        os.ftruncate(fd, 0)
+    except OSError:
+        pass
+
+
+class DirectoryLock:
+    """Exclusive lock on a directory, as a lock file inside it that is removed on release.
+
+    `optional`: a directory this user cannot write (or a lock file another user's) gives no lock
+    instead of an error (`held` is then False). A lock file that is a symlink or not a regular
+    file is refused (`UsageError`).
+    """
+
+    def __init__(self, directory: Path, timeout: float, *, name: str = PROJECT_LOCK_NAME,
+                 what: str = "updating", optional: bool = True) -> None:
+        self.path = directory / name
+        self.timeout, self.what, self.optional = timeout, what, optional
+        self._fd: int | None = None
+        self._owned = False  # created (or opened for writing) by us: ours to remove on release
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def _open(self) -> int | None:
+        for flags in (os.O_RDWR | os.O_CREAT, os.O_RDONLY):
+            try:
+                fd = os.open(self.path, flags | _FILE_FLAGS, 0o600)
+            except OSError as error:
+                if error.errno == errno.ELOOP:
+                    raise UsageError(f"{self.path} is a symlink, not kernlock's lock file; remove it") from None
+                if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS) or (
+                        flags == os.O_RDONLY and error.errno == errno.ENOENT):
+                    continue
+                raise
+            self._owned = bool(flags & os.O_RDWR)
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                raise UsageError(f"{self.path} is not a regular file, not kernlock's lock file; remove it")
+            return fd
+        if not self.optional:
+            raise UsageError(f"cannot create the lock file {self.path}; make {self.path.parent} writable")
+        return None
+
+    def acquire(self, deadline: float) -> DirectoryLock:
+        """Take the lock (waiting until `deadline`); without a lock file this user may create, take none."""
+        while True:
+            fd = self._open()
+            if fd is None:
+                return self
+            _wait(fd, deadline, self.what, self.timeout)
+            try:
+                now = os.stat(self.path, follow_symlinks=False)
+            except FileNotFoundError:
+                now = None
+            held = os.fstat(fd)
+            if now is not None and (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
+                _mark(fd)
+                self._fd = fd
+                return self
+            os.close(fd)  # the holder removed the file we waited on: take the new one
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            if self._owned:
+                os.unlink(self.path)  # before unlocking: a waiter on this file sees it gone and opens a new one
+        except OSError:
+            _mark_released(fd)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+
 class ProjectLock:
-    """Exclusive lock on one project (keyed by its root directory) across processes."""
+    """Exclusive lock on one project (its root directory) across processes and users' settings.
+
+    First the lock file beside the project's lock (`.kernlock.lock` in `root`), then the
+    per-user one in the state directory (keyed by the root).
+    """
 
     def __init__(self, root: Path, timeout: float | None = None) -> None:
         self.root = root.resolve()
         self.timeout = seconds(LOCK_TIMEOUT_ENV, DEFAULT_TIMEOUT, zero=True) if timeout is None else timeout
         self._fd: int | None = None
+        self._project: DirectoryLock | None = None
 
     @property
     def name(self) -> str:
@@ -54,6 +180,17 @@ class ProjectLock:
         return hashlib.sha256(str(self.root).encode()).hexdigest()[:24] + ".lock"
 
     def __enter__(self) -> ProjectLock:
+        deadline = time.monotonic() + self.timeout
+        project = DirectoryLock(self.root, self.timeout, what=f"updating the project {self.root}").acquire(deadline)
+        try:
+            self._fd = self._state_lock(deadline)
+        except BaseException:
+            project.release()
+            raise
+        self._project = project
+        return self
+
+    def _state_lock(self, deadline: float) -> int:
         base_fd = _open_state_dir(state_dir())
         try:
             dir_fd = _open_state_dir(Path("locks"), base_fd)
@@ -63,30 +200,16 @@ class ProjectLock:
             fd = os.open(self.name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
         finally:
             os.close(dir_fd)
-        deadline = time.monotonic() + self.timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-                    os.close(fd)
-                    who = f"pid {holder}" if holder.isdigit() else "an unknown process"
-                    stop = f", or stop it (kill {holder})" if holder.isdigit() else ""
-                    raise LockTimeoutError(
-                        f"another kernlock ({who}) has been updating the project {self.root} for over "
-                        f"{self.timeout:g} s; wait for it{stop}, or raise ${LOCK_TIMEOUT_ENV}"
-                    ) from None
-                time.sleep(0.05)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        self._fd = fd
-        return self
+        _wait(fd, deadline, f"updating the project {self.root}", self.timeout)
+        _mark(fd)
+        return fd
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
         fd, self._fd = self._fd, None
+        project, self._project = self._project, None
         if fd is not None:
-            os.ftruncate(fd, 0)
+            _mark_released(fd)
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
+        if project is not None:
+            project.release()

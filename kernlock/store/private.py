@@ -16,8 +16,12 @@ Nobody else can make kernlock trust an entry:
   cache, a backup or a shared image vouches for nothing, and a truncated or edited
   entry is a miss.
 
-Every failure is silent and only costs speed: a missing, foreign or unreadable
-directory means "no cache". Windows (no `O_NOFOLLOW`/`dir_fd`) has no cache.
+Every failure only costs speed: a missing, foreign or unreadable directory means
+"no cache", silently. The key is written whole (a temporary linked into place),
+and a key file left empty or short by a crash is replaced by a new one; a key file
+that cannot be used (another user's, readable by others, not a file) turns the
+cache off with one warning per process that names the file to remove. Windows
+(no `O_NOFOLLOW`/`dir_fd`) has no cache.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import hashlib
 import hmac
 import os
 import stat
+import sys
 import threading
 from pathlib import Path
 
@@ -88,25 +93,66 @@ def open_private_dir(path: str | os.PathLike[str], parent_fd: int | None = None)
     return fd
 
 
-def _read_key(fd: int) -> bytes | None:
+def _read_key(fd: int, root: str = "") -> bytes | None:
+    """The directory's key: created when missing, repaired when empty or short; None (said once) when not usable."""
     flags = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     try:
         handle = os.open(_KEY_NAME, flags, dir_fd=fd)
     except FileNotFoundError:
-        key = os.urandom(32)  # what secrets.token_bytes() returns, without importing secrets on apply()'s path
-        try:
-            handle = os.open(_KEY_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=fd)
-        except FileExistsError:  # another process created it first: use theirs
-            return _read_key(fd)
-        with os.fdopen(handle, "wb") as out:
-            out.write(key)
-        return key
+        return _new_key(fd, replace=False, root=root)
+    except OSError as error:
+        return _cache_off(root, f"its key file cannot be opened ({error.strerror})")
     with os.fdopen(handle, "rb") as source:
         info = os.fstat(source.fileno())
         key = source.read(64)
-    if not stat.S_ISREG(info.st_mode) or not _owned_and_private(info) or len(key) != 32:
-        return None
+    if not stat.S_ISREG(info.st_mode):
+        return _cache_off(root, "its key file is not a regular file")
+    if not _owned_and_private(info):
+        owner = f"owned by uid {info.st_uid}" if info.st_uid != os.geteuid() else "readable by other users"
+        return _cache_off(root, f"its key file is {owner}")
+    if len(key) != 32:  # left empty or short by a crash while it was written: nothing was ever signed with it
+        return _new_key(fd, replace=True, root=root)
     return key
+
+
+def _new_key(fd: int, *, replace: bool, root: str) -> bytes | None:
+    """Write a new random key into place whole (a temporary linked or renamed over the name): a crash leaves no empty key.
+
+    Without `replace` another process's key that got there first wins (it is read instead).
+    """
+    key = os.urandom(32)  # what secrets.token_bytes() returns, without importing secrets on apply()'s path
+    temp = f".{_KEY_NAME}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    handle = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=fd)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(key)
+            out.flush()
+            os.fsync(out.fileno())
+        if replace:
+            os.replace(temp, _KEY_NAME, src_dir_fd=fd, dst_dir_fd=fd)
+            return key
+        try:
+            os.link(temp, _KEY_NAME, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
+        except FileExistsError:  # another process created it first: use theirs
+            return _read_key(fd, root)
+        return key
+    finally:
+        try:
+            os.unlink(temp, dir_fd=fd)
+        except FileNotFoundError:
+            pass
+
+
+_said: set[str] = set()
+
+
+def _cache_off(root: str, why: str) -> bytes | None:
+    """Say once per process and directory why the private cache is off (it only costs speed), then None."""
+    if root not in _said:
+        _said.add(root)
+        sys.stderr.write(f"kernlock: warning: the private cache {root} is off: {why}; remove {os.path.join(root, _KEY_NAME)} "
+                         f"and kernlock makes a new one (or set {NO_CACHE_ENV}=1)\n")
+    return None
 
 
 def _directory() -> tuple[int, bytes] | None:
@@ -129,9 +175,9 @@ def _directory() -> tuple[int, bytes] | None:
         except OSError:  # not private, a symlink, a file, no permission: no cache
             return None
         try:
-            key = _read_key(fd)
-        except OSError:
-            key = None
+            key = _read_key(fd, name)
+        except OSError as error:
+            key = _cache_off(name, f"its key cannot be written ({error.strerror})")
         if key is None:
             os.close(fd)
             return None
