@@ -95,3 +95,42 @@ def test_corrupted_partial_is_dropped_and_started_over_once(hub: TestHub, locked
     assert [r for _, r, _ in _cdn_gets(hub)] == [f"bytes={after}-", None]  # resumed, mismatch, from 0 once
     assert hub.cdn_bytes_sent == locked.size - after + locked.size
     assert not list(_blobs(kernel).glob("*incomplete*"))
+
+
+def test_killed_sync_resumes_on_the_next_run(hub: TestHub, locked_project: LockedProjectFactory) -> None:
+    import random
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    kernel, variant, locked = _largest(locked_project)
+    project = locked_project([FA2])
+    hub.cdn_pace = 0.01  # ~100 KiB/s: the kill lands mid-file
+    hub.reset_counts()
+    child = subprocess.Popen([sys.executable, "-m", "kernlock", "sync"], cwd=project.path,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    point = random.randint(1, locked.size - 1024)
+    partial: list[Path] = []
+    until = time.monotonic() + 60
+    while time.monotonic() < until and child.poll() is None:
+        partial = list(_blobs(kernel).glob(f"{locked.sha256}.*.incomplete")) if _blobs(kernel).is_dir() else []
+        if partial and partial[0].stat().st_size >= point:
+            break
+        time.sleep(0.005)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    time.sleep(0.3)  # the CDN notices the client is gone
+    assert partial, "the sync ended before it could be killed"
+    kept = partial[0].stat().st_size
+    assert 0 < kept < locked.size
+    hub.cdn_pace = 0.0
+    hub.reset_counts()
+    done = subprocess.run([sys.executable, "-m", "kernlock", "sync"], cwd=project.path, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    gets = [r for p, r, _ in _cdn_gets(hub) if locked.sha256 in p]
+    assert gets == [f"bytes={kept}-"]
+    sent = sum(n for p, n in hub.bytes_by_path.items() if locked.sha256 in p)
+    assert sent == locked.size - kept  # only the remaining bytes were sent again
+    assert sha256_file(variant_dir(kernel, variant.name) / locked.path) == locked.sha256

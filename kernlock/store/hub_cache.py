@@ -294,8 +294,11 @@ def _fetch_blob_and_link(hub: "Hub", kernel: LockedKernel, variant: str, locked:
                         f"`kernlock lock -P {kernel.repo}` if the repository was rewritten"
                     )
                 os.replace(temp, blob)
-            except (KeyboardInterrupt, HubError):  # a dropped connection or a stop: the bytes so far are kept to resume
-                kept = temp.is_file()
+            except KeyboardInterrupt:
+                kept = _resumable(temp)
+                raise
+            except HubError as error:  # the Hub failed (not a stop: a cut-off or over-long body is never kept)
+                kept = error.__cause__ is not None and _resumable(temp)
                 raise
             finally:
                 if not kept:
@@ -309,6 +312,13 @@ def _fetch_blob_and_link(hub: "Hub", kernel: LockedKernel, variant: str, locked:
             link.symlink_to(os.path.relpath(blob, link.parent))
         except OSError:  # file systems without symlinks: a plain copy, as huggingface_hub does
             shutil.copyfile(blob, link)
+
+
+def _resumable(temp: Path) -> bool:
+    """Whether a partial download is worth keeping for the next run: some bytes, and the server's validator."""
+    from kernlock.hub.client import validator_path
+
+    return temp.is_file() and temp.stat().st_size > 0 and validator_path(temp).is_file()
 
 
 def _drop_partial(temp: Path) -> None:

@@ -104,7 +104,7 @@ class Handler(BaseHTTPRequestHandler):
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0)) if method == "POST" else b""
         kind, call = self._route(method, url.path, query, body)
-        self._kind = kind
+        self._kind, self._path = kind, url.path
         fault = self.hub._record(method, url.path, kind, self.headers.get("Authorization"),
                                  self.headers.get("Range"), self.headers.get("If-Range"))
         limits, over = self.hub._rate_limit(kind)
@@ -202,8 +202,18 @@ class Handler(BaseHTTPRequestHandler):
         if method == "HEAD":
             return
         sent = body[: int(fault.params.get("after", len(body) // 2))] if cut and fault is not None else body
-        self.wfile.write(sent)
-        self.hub._count_bytes(len(sent), kind=self._kind)
+        pace = self.hub.cdn_pace if self._kind == "cdn" else 0.0
+        step = 1024 if pace else max(len(sent), 1)
+        try:
+            for at in range(0, len(sent), step):  # paced: 1 KiB every `cdn_pace` seconds
+                self.wfile.write(sent[at : at + step])
+                self.hub._count_bytes(len(sent[at : at + step]), kind=self._kind, path=self._path)
+                if pace:
+                    self.wfile.flush()
+                    time.sleep(pace)
+        except OSError:  # the client went away (killed)
+            self.close_connection = True
+            return
         if cut:
             self._abort(reset=reset)
 

@@ -118,6 +118,8 @@ class TestHub:
         self.log: list[tuple[str, str]] = []
         self.ranges: list[tuple[str, str | None, str | None]] = []  # (path, Range, If-Range) of every request
         self.cdn_bytes_sent = 0  # body bytes the CDN sent
+        self.bytes_by_path: collections.Counter[str] = collections.Counter()  # the CDN's body bytes, by path
+        self.cdn_pace = 0.0  # seconds the CDN waits after each KiB of a body (0: no pacing)
         self.cdn_etag_salt = b""  # change it to change the CDN's ETag (a re-uploaded object): If-Range fails
         self.authorizations: list[str | None] = []
         self.bytes_sent = 0
@@ -183,6 +185,7 @@ class TestHub:
             self.log.clear()
             self.ranges.clear()
             self.cdn_bytes_sent = 0
+            self.bytes_by_path.clear()
             self.authorizations.clear()
             self.fired.clear()
             self.first_fired.clear()
@@ -259,11 +262,12 @@ class TestHub:
                     return prefix + new + path[len(prefix) + len(old):]
         return None
 
-    def _count_bytes(self, n: int, kind: str = "") -> None:
+    def _count_bytes(self, n: int, kind: str = "", path: str = "") -> None:
         with self._lock:
             self.bytes_sent += n
             if kind == "cdn":
                 self.cdn_bytes_sent += n
+                self.bytes_by_path[path] += n
 
     # Endpoints.
 
