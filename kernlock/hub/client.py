@@ -274,7 +274,8 @@ class Hub:
                     if offset and (validator is None or offset > size):
                         out.truncate(0)
                         offset = 0
-                    if offset == size:
+                    if offset == size:  # all there already (killed before the rename): only the hash check is left
+                        resumed = offset
                         return
                     asked = dict(headers)
                     if offset:
