@@ -29,6 +29,8 @@ Benchmarks (one module each):
                re-check of a 256 MB file with and without the verified-file stamp.
 6. `startup` — per-child overhead under `kernlock run`: `python -c pass`, `import kernels` and a
                locked `get_kernel` with and without the start-up hook's environment; Hub requests.
+`resume`  — bytes the CDN re-sends when a `kernlock sync` that lost its connection half-way through
+               the `_ops.so` is re-run (resumed with `Range`), next to a sync from byte 0; wall time of each.
 
 The run ends with a summary of targets (PASS/MISS).
 """

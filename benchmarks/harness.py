@@ -224,8 +224,8 @@ def _count_bytes_by_kind(hub: TestHub) -> None:
         local.kind = kind
         return record(method, path, kind, *args, **kwargs)
 
-    def _count(n: int) -> None:
-        count(n)
+    def _count(n: int, *args: Any, **kwargs: Any) -> None:
+        count(n, *args, **kwargs)
         with lock:
             hub.bytes_by_kind[getattr(local, "kind", "other")] += n  # type: ignore[attr-defined]
 

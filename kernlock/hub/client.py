@@ -56,6 +56,19 @@ class RemoteFile:
     location: str
 
 
+def validator_path(partial: Path) -> Path:
+    """Where the server's validator (ETag) of a partial download is kept, next to it."""
+    return partial.with_name(partial.name + "-validator")
+
+
+def _read_validator(path: Path) -> str | None:
+    try:
+        value = path.read_text().strip()
+    except OSError:
+        return None
+    return value if value.startswith('"') and len(value) < 256 else None
+
+
 def git_blob_id(data: bytes) -> str:
     """The git blob SHA-1 of `data` (what the Hub reports as `oid` for non-LFS files)."""
     return hashlib.sha1(b"blob %d\x00" % len(data) + data).hexdigest()
@@ -242,17 +255,56 @@ class Hub:
 
         return self._call(repo, fetch, deadline)
 
-    def download_to(self, repo: str, remote: RemoteFile, size: int, destination: Path, deadline: float) -> None:
-        """Stream `remote` into `destination` (rewritten on every attempt), at most `size` bytes, by `deadline`."""
+    def download_to(self, repo: str, remote: RemoteFile, size: int, destination: Path, deadline: float) -> int:
+        """Stream `remote` into `destination`, at most `size` bytes, by `deadline`; return the bytes resumed.
+
+        Bytes already in `destination` are kept and continued with `Range: bytes=N-` and
+        `If-Range: <validator>` when the server's validator (its `ETag`) is the one recorded in
+        `validator_path(destination)` when they were received; on every retry after a dropped
+        connection likewise. A full 200 (the validator changed, or ranges unsupported) starts
+        again from byte 0; so does a partial without a recorded validator.
+        """
         headers = self.transport.headers()
         if urlsplit(remote.location).netloc != urlsplit(remote.url).netloc:
             headers.pop("authorization", None)  # a signed CDN URL: no token, as huggingface_hub does
+        sidecar = validator_path(destination)
+        resumed = 0
 
         def fetch(deadline: float) -> None:
+            nonlocal resumed
             try:
-                with open(destination, "wb") as out:
-                    self.transport.request(remote.location, deadline, timeout=download_timeout(), limit=size,
-                                           sink=out.write, follow=True, headers=headers)
+                with open(destination, "ab") as out:
+                    offset = out.tell()
+                    validator = _read_validator(sidecar) if offset else None
+                    if offset and (validator is None or offset > size):
+                        out.truncate(0)
+                        offset = 0
+                    if offset == size:  # all there already (killed before the rename): only the hash check is left
+                        resumed = offset
+                        return
+                    asked = dict(headers)
+                    if offset:
+                        asked.update({"Range": f"bytes={offset}-", "If-Range": validator or ""})
+
+                    def start(response: object) -> int:
+                        nonlocal offset
+                        status = getattr(response, "status_code", 200)
+                        answered = getattr(response, "headers", {})
+                        if offset and status == 206 and answered.get("Content-Range", "").startswith(f"bytes {offset}-"):
+                            return size - offset
+                        if offset:  # a full answer after all: the bytes kept are dropped
+                            out.truncate(0)
+                            offset = 0
+                        etag = answered.get("ETag", "")
+                        if etag and not etag.startswith("W/"):
+                            sidecar.write_text(etag)
+                        else:
+                            sidecar.unlink(missing_ok=True)
+                        return size
+
+                    self.transport.request(remote.location, deadline, timeout=download_timeout(), limit=size - offset,
+                                           sink=out.write, follow=True, headers=asked, on_response=start)
+                    resumed = max(resumed, offset)
                     if out.tell() != size:
                         raise ConnectionError(f"{remote.url}: received {out.tell()} of {size} bytes")
             except OSError as error:  # this machine's disk (full, read-only) is never retried nor blamed on the Hub
@@ -262,6 +314,7 @@ class Hub:
                 raise WriteError(local) from None
 
         self._call(repo, fetch, deadline)
+        return resumed
 
     def publisher_trusted(self, org: str) -> bool:
         """Whether the Hub marks `org` as a trusted kernel publisher (asked once per org, even by parallel callers)."""

@@ -266,10 +266,13 @@ class Transport:
 
     def request(self, url: str, deadline: float, *, timeout: float, limit: int, params: dict[str, str] | None = None,
                  sink: Callable[[bytes], object] | None = None, follow: bool = False,
-                 headers: dict[str, str] | None = None) -> "httpx2.Response":
+                 headers: dict[str, str] | None = None,
+                 on_response: Callable[[Any], int | None] | None = None) -> "httpx2.Response":
         """GET `url` with timeouts; read at most `limit` bytes before `deadline`; raise for HTTP errors.
 
         The body goes to `sink` (a successful answer) or into the returned, complete response.
+        `on_response` sees a successful answer's status and headers before its body, and may
+        return a new `limit` (a resumed download: 206, or a full 200 after all).
         """
         from huggingface_hub.utils import get_session, hf_raise_for_status
 
@@ -277,6 +280,8 @@ class Transport:
         with get_session().stream("GET", url, params=params, headers=headers or self.headers(),
                                   timeout=timeout, follow_redirects=follow) as response:
             ok = response.status_code < 300
+            if ok and on_response is not None:
+                limit = on_response(response) or limit
             cap = limit if ok else ERROR_BODY_LIMIT
             declared = response.headers.get("Content-Length", "")
             if ok and declared.isdigit() and int(declared) > cap:

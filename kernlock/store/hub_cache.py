@@ -224,8 +224,10 @@ def _install_file(hub: "Hub", kernel: LockedKernel, variant: str, locked: Locked
     (`.locks/<repo folder>/<etag>.lock`), blob mode from the umask, a relative snapshot
     symlink: kernlock, kernels and `hf_hub_download` share one cache in both directions.
     The bytes go to `<etag>.<random>.incomplete`, capped at the locked size, and become the
-    blob only when size and sha256 match the lock. `.incomplete` files a killed download
-    left behind are removed under the lock.
+    blob only when size and sha256 match the lock. A partial a killed run or a dropped
+    connection left behind is continued with a `Range` request while the server's validator
+    is unchanged (`Hub.download_to`); a resumed file that does not match is dropped and
+    downloaded again from byte 0, once. Other `.incomplete` files are removed under the lock.
     """
     from huggingface_hub.utils import WeakFileLock
 
@@ -273,22 +275,36 @@ def _fetch_blob_and_link(hub: "Hub", kernel: LockedKernel, variant: str, locked:
     blob = blobs / remote.etag
     blobs.mkdir(parents=True, exist_ok=True)
     with WeakFileLock(locks / f"{remote.etag}.lock"):
-        for stale in blobs.glob(f"{remote.etag}.*incomplete"):
-            stale.unlink(missing_ok=True)
+        partial = _resumable_partial(blobs, remote.etag)
         if force or not blob.is_file():
-            temp = blobs / f"{remote.etag}.{uuid.uuid4().hex[:8]}.incomplete"
+            temp = partial or blobs / f"{remote.etag}.{uuid.uuid4().hex[:8]}.incomplete"
+            kept = False
             try:
-                hub.download_to(kernel.repo, remote, locked.size, temp, deadline)
-                actual = sha256_file(temp)
-                if actual != locked.sha256:
+                for attempt in (1, 2):
+                    resumed = hub.download_to(kernel.repo, remote, locked.size, temp, deadline)
+                    actual = sha256_file(temp)
+                    if actual == locked.sha256 and temp.stat().st_size == locked.size:
+                        break
+                    if attempt == 1 and resumed:  # a kept partial went bad: drop it and start over once
+                        _drop_partial(temp)
+                        continue
                     raise IntegrityError(
                         f"{kernel.spec}: the Hub sent {variant}/{locked.path} with sha256 {actual}, "
                         f"but kernels.lock expects {locked.sha256}; nothing was kept. Re-run, or re-lock with "
                         f"`kernlock lock -P {kernel.repo}` if the repository was rewritten"
                     )
                 os.replace(temp, blob)
+            except KeyboardInterrupt:
+                kept = _resumable(temp)
+                raise
+            except HubError as error:  # the Hub failed (not a stop: a cut-off or over-long body is never kept)
+                kept = error.__cause__ is not None and _resumable(temp)
+                raise
             finally:
-                temp.unlink(missing_ok=True)
+                if not kept:
+                    _drop_partial(temp)
+        elif partial is not None:
+            _drop_partial(partial)
         link.parent.mkdir(parents=True, exist_ok=True)
         if link.is_symlink() or link.exists():
             link.unlink()
@@ -296,6 +312,39 @@ def _fetch_blob_and_link(hub: "Hub", kernel: LockedKernel, variant: str, locked:
             link.symlink_to(os.path.relpath(blob, link.parent))
         except OSError:  # file systems without symlinks: a plain copy, as huggingface_hub does
             shutil.copyfile(blob, link)
+
+
+def _resumable(temp: Path) -> bool:
+    """Whether a partial download is worth keeping for the next run: some bytes, and the server's validator."""
+    from kernlock.hub.client import validator_path
+
+    return temp.is_file() and temp.stat().st_size > 0 and validator_path(temp).is_file()
+
+
+def _drop_partial(temp: Path) -> None:
+    from kernlock.hub.client import validator_path
+
+    temp.unlink(missing_ok=True)
+    validator_path(temp).unlink(missing_ok=True)
+
+
+def _resumable_partial(blobs: Path, etag: str) -> Path | None:
+    """The largest partial download of `etag` a killed or failed run left (with its validator), the others removed.
+
+    Called under the blob's lock: no other process writes these now.
+    """
+    from kernlock.hub.client import validator_path
+
+    partials = sorted((p for p in blobs.glob(f"{etag}.*incomplete") if p.is_file() and not p.is_symlink()),
+                      key=lambda p: p.stat().st_size)
+    keep = partials[-1] if partials and validator_path(partials[-1]).is_file() else None
+    for stale in partials:
+        if stale != keep:
+            _drop_partial(stale)
+    for orphan in blobs.glob(f"{etag}.*incomplete-validator"):
+        if orphan.with_name(orphan.name[: -len("-validator")]) != keep:
+            orphan.unlink(missing_ok=True)
+    return keep
 
 
 def commit_gone(kernel: LockedKernel) -> str:

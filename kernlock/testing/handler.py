@@ -56,9 +56,15 @@ def _flag(value: str | None) -> bool:
     return (value or "").lower() in ("1", "true")
 
 
-def ranged(content: bytes, headers: dict[str, str], range_header: str | None) -> Response:
-    """A 200 with ``content``, or a 206 for a single satisfiable ``bytes=`` range."""
+def ranged(content: bytes, headers: dict[str, str], range_header: str | None, if_range: str | None = None) -> Response:
+    """A 200 with ``content``, or a 206 for a single satisfiable ``bytes=`` range.
+
+    With ``If-Range``, the range is served only while it equals the answer's ``ETag``
+    (a strong validator); otherwise the whole content, as RFC 9110 says.
+    """
     match = re.fullmatch(r"bytes=(\d+)-(\d*)", range_header or "")
+    if if_range is not None and (if_range != headers.get("ETag") or if_range.startswith("W/")):
+        match = None
     if match and int(match[1]) < len(content):
         start = int(match[1])
         end = min(int(match[2]) if match[2] else len(content) - 1, len(content) - 1)
@@ -98,7 +104,9 @@ class Handler(BaseHTTPRequestHandler):
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0)) if method == "POST" else b""
         kind, call = self._route(method, url.path, query, body)
-        fault = self.hub._record(method, url.path, kind, self.headers.get("Authorization"))
+        self._kind, self._path = kind, url.path
+        fault = self.hub._record(method, url.path, kind, self.headers.get("Authorization"),
+                                 self.headers.get("Range"), self.headers.get("If-Range"))
         limits, over = self.hub._rate_limit(kind)
         moved = self.hub._renamed(url.path)
         if over:
@@ -119,7 +127,7 @@ class Handler(BaseHTTPRequestHandler):
         hub = self.hub
         if self.cdn:
             if (m := _CDN.fullmatch(path)) and method in ("GET", "HEAD"):
-                return "cdn", lambda: hub.cdn(m[1], self.headers.get("Range"))
+                return "cdn", lambda: hub.cdn(m[1], self.headers.get("Range"), self.headers.get("If-Range"))
             return "cdn", None
         if m := _OVERVIEW.fullmatch(path):
             return "overview", lambda: hub.overview(unquote(m[1]))
@@ -193,9 +201,19 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if method == "HEAD":
             return
-        sent = body[: len(body) // 2] if cut else body
-        self.wfile.write(sent)
-        self.hub._count_bytes(len(sent))
+        sent = body[: int(fault.params.get("after", len(body) // 2))] if cut and fault is not None else body
+        pace = self.hub.cdn_pace if self._kind == "cdn" else 0.0
+        step = 1024 if pace else max(len(sent), 1)
+        try:
+            for at in range(0, len(sent), step):  # paced: 1 KiB every `cdn_pace` seconds
+                self.wfile.write(sent[at : at + step])
+                self.hub._count_bytes(len(sent[at : at + step]), kind=self._kind, path=self._path)
+                if pace:
+                    self.wfile.flush()
+                    time.sleep(pace)
+        except OSError:  # the client went away (killed)
+            self.close_connection = True
+            return
         if cut:
             self._abort(reset=reset)
 

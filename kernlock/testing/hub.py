@@ -36,6 +36,8 @@ Real-Hub transport behaviours, each an attribute a test can switch:
   the anonymous quotas): every answer carries ``RateLimit``/``RateLimit-Policy``;
   requests beyond the quota of the current fixed window (windows follow on from a
   bucket's first request) get 429. ``None``: off.
+- the CDN honours ``Range`` and ``If-Range`` (against its ``ETag``; change ``cdn_etag_salt``
+  to change it); ``ranges`` logs both headers of every request, ``cdn_bytes_sent`` the CDN's body bytes.
 - faults (``add_fault``), among them ``stall`` (accept, never answer), ``slowloris``
   (headers, then a byte now and then), ``drip-headers`` (header lines a byte now and
   then, never ending) and ``endless`` (a body that never ends).
@@ -114,6 +116,11 @@ class TestHub:
         self._stopping = threading.Event()
         self.requests: collections.Counter[str] = collections.Counter()
         self.log: list[tuple[str, str]] = []
+        self.ranges: list[tuple[str, str | None, str | None]] = []  # (path, Range, If-Range) of every request
+        self.cdn_bytes_sent = 0  # body bytes the CDN sent
+        self.bytes_by_path: collections.Counter[str] = collections.Counter()  # the CDN's body bytes, by path
+        self.cdn_pace = 0.0  # seconds the CDN waits after each KiB of a body (0: no pacing)
+        self.cdn_etag_salt = b""  # change it to change the CDN's ETag (a re-uploaded object): If-Range fails
         self.authorizations: list[str | None] = []
         self.bytes_sent = 0
         self.url = ""
@@ -176,6 +183,9 @@ class TestHub:
         with self._lock:
             self.requests.clear()
             self.log.clear()
+            self.ranges.clear()
+            self.cdn_bytes_sent = 0
+            self.bytes_by_path.clear()
             self.authorizations.clear()
             self.fired.clear()
             self.first_fired.clear()
@@ -188,7 +198,8 @@ class TestHub:
         (and whose HTTP method is ``method``, if given).
 
         Kinds: ``status`` (``code`` = 500, optional ``retry_after``), ``reset`` (connection reset
-        mid-body), ``truncate`` (fewer bytes than ``Content-Length``, then close), ``corrupt``
+        mid-body, after ``after`` bytes = half), ``truncate`` (fewer bytes than ``Content-Length``, ``after``
+        of them, then close), ``corrupt``
         (bytes of the body flipped), ``delay`` (sleep ``seconds`` = 1.0 before answering),
         ``respond`` (answer with ``body`` — bytes, str or JSON-able — ``status`` = 200 and
         optional ``headers`` instead: a hostile or broken Hub), ``stall`` (read the request,
@@ -202,11 +213,14 @@ class TestHub:
         with self._lock:
             self._faults.append(Fault(kind, match, times, method, params))
 
-    def _record(self, method: str, path: str, kind: str, authorization: str | None = None) -> Fault | None:
-        """Count a request (and the Authorization header it carried) and take the first matching fault."""
+    def _record(self, method: str, path: str, kind: str, authorization: str | None = None,
+                range_header: str | None = None, if_range: str | None = None) -> Fault | None:
+        """Count a request (and the Authorization, Range and If-Range headers it carried) and take the first
+        matching fault."""
         with self._lock:
             self.requests[kind] += 1
             self.log.append((method, path))
+            self.ranges.append((path, range_header, if_range))
             self.authorizations.append(authorization)
             for fault in self._faults:
                 if re.search(fault.match, path) and fault.method in (None, method):
@@ -248,9 +262,12 @@ class TestHub:
                     return prefix + new + path[len(prefix) + len(old):]
         return None
 
-    def _count_bytes(self, n: int) -> None:
+    def _count_bytes(self, n: int, kind: str = "", path: str = "") -> None:
         with self._lock:
             self.bytes_sent += n
+            if kind == "cdn":
+                self.cdn_bytes_sent += n
+                self.bytes_by_path[path] += n
 
     # Endpoints.
 
@@ -370,7 +387,7 @@ class TestHub:
                 })
         return ranged(content, headers, range_header)
 
-    def cdn(self, sha256: str, range_header: str | None) -> Response:
+    def cdn(self, sha256: str, range_header: str | None, if_range: str | None = None) -> Response:
         """The CDN's answer for a blob: the bytes, with the CDN's own (different) ETag and no Hub headers."""
         with self._lock:
             content = self._cdn_blobs.get(sha256)
@@ -379,10 +396,10 @@ class TestHub:
         headers = {
             "Content-Type": "application/octet-stream",
             "Accept-Ranges": "bytes",
-            "ETag": f'"{hashlib.sha256(b"cdn" + content).hexdigest()}"',
+            "ETag": f'"{hashlib.sha256(b"cdn" + self.cdn_etag_salt + content).hexdigest()}"',
             "Cache-Control": "public, max-age=604800, immutable",
         }
-        return ranged(content, headers, range_header)
+        return ranged(content, headers, range_header, if_range)
 
     def commits(self, repo_id: str, rev: str) -> Response:
         """Commits reachable from ``rev``, newest first (``list_repo_commits``)."""
