@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -9,15 +10,20 @@ from pathlib import Path
 
 from helpers import REPO_ROOT
 from kernlock.store.lockfile_io import load_lockfile
+from kernlock.testing.fixtures import advance_branch
 from kernlock.testing.hub import TestHub
+
+
+def quick_start_section() -> str:
+    """The README's "Quick start" section."""
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Quick start"):]
+    return section[:section.index("\n## ", 3)]
 
 
 def quick_start_blocks(language: str) -> list[str]:
     """The ```language blocks of the README's "Quick start" section, in order."""
-    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("## Quick start"):]
-    section = section[:section.index("\n## ", 3)]
-    blocks, rest = [], section
+    blocks, rest = [], quick_start_section()
     while f"```{language}\n" in rest:
         start = rest.index(f"```{language}\n") + len(language) + 4
         end = rest.index("```", start)
@@ -26,16 +32,28 @@ def quick_start_blocks(language: str) -> list[str]:
     return blocks
 
 
-def _bash(script: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+def _bash(script: str, cwd: Path, **extra_env: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **extra_env}
     return subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=300)
 
 
-def test_the_quick_start_lock_and_verify_snippets_run_as_written(hub: TestHub, tmp_path: Path) -> None:
+def _tiny_model_and_data(project: Path) -> None:
+    """A tiny random model in `./model` and a tiny data set in `./data`: what the quick start's paths stand for."""
+    from scripts import tiny
+
+    tiny.tokenizer(project / "model")
+    tiny.model("sdpa").save_pretrained(project / "model")
+    (project / "data").mkdir()
+    (project / "data" / "train.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in tiny.texts()["text"]))
+
+
+def test_every_quick_start_block_runs_as_written(hub: TestHub, tmp_path: Path) -> None:
+    """lock, the `apply()` lines of train.py, `kernlock run -- trl sft` and verify, each block verbatim; the Python
+    and TRL runs load the locked commit although the branch moved after locking."""
     lock_block, run_block, verify_block = quick_start_blocks("bash")
+    [python_block] = quick_start_blocks("python")
     assert lock_block.startswith("cd my-training-project\nkernlock lock ")
-    assert run_block.strip().startswith("kernlock run -- trl sft")  # needs TRL and a model: not run here
     project = tmp_path / "my-training-project"
     project.mkdir()
     (project / "pyproject.toml").write_text('[project]\nname = "my-training-project"\nversion = "0"\n')
@@ -43,10 +61,29 @@ def test_the_quick_start_lock_and_verify_snippets_run_as_written(hub: TestHub, t
     locked = _bash(lock_block, tmp_path)
     assert locked.returncode == 0, locked.stdout + locked.stderr
     lock = load_lockfile(project / "kernels.lock")
-    assert [k.repo for k in lock.kernels] == ["kernels-community/flash-attn2"]
+    [entry] = lock.kernels
+    assert entry.repo == "kernels-community/flash-attn2"
     assert "torch2.9-cxx11-cu128-x86_64-linux" in {str(t) for t in lock.targets}
     staged = subprocess.run(["git", "diff", "--cached", "--name-only"], cwd=project, capture_output=True, text=True)
     assert staged.stdout.split() == ["kernels.lock", "pyproject.toml"]
+
+    assert entry.ref is not None
+    moved = advance_branch(hub.repo_path(entry.repo), entry.ref)
+    _tiny_model_and_data(project)
+    (project / "train.py").write_text(python_block)
+    bound = f"kernlock: {entry.repo} (version 4) -> {entry.commit} ["
+    trained = _bash("python train.py", project, KERNLOCK_VERBOSE="1")
+    assert trained.returncode == 0, trained.stdout + trained.stderr
+    assert bound in trained.stderr and moved not in trained.stderr, trained.stderr
+    import torch
+
+    cpu_only = "" if torch.cuda.is_available() else " --use_cpu"  # TRL's bf16 default needs a GPU; the README says so
+    assert "add `--use_cpu`, as the suite does" in " ".join(quick_start_section().split())
+    sft = _bash(run_block.rstrip("\n") + cpu_only, project, KERNLOCK_VERBOSE="1", HF_DATASETS_OFFLINE="1")
+    assert sft.returncode == 0, sft.stdout[-3000:] + sft.stderr[-5000:]
+    assert "Training completed" in sft.stdout + sft.stderr
+    assert bound in sft.stderr and moved not in sft.stderr, sft.stderr[-5000:]
+
     verified = _bash(verify_block, project)
     assert verified.returncode == 0, verified.stdout + verified.stderr
 
