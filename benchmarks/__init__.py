@@ -31,6 +31,8 @@ Benchmarks (one module each):
                locked `get_kernel` with and without the start-up hook's environment; Hub requests.
 `resume`  — bytes the CDN re-sends when a `kernlock sync` that lost its connection half-way through
                the `_ops.so` is re-run (resumed with `Range`), next to a sync from byte 0; wall time of each.
+`download` — `kernlock sync` of a variant whose `_ops.so` is 256 MB next to `hf_hub_download` of that
+               file, each into an empty cache, alternating: wall time and each child's own peak RSS.
 
 The run ends with a summary of targets (PASS/MISS).
 """

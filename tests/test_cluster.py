@@ -191,19 +191,26 @@ LOAD = (
 RANK_UID = 65534  # nobody
 
 
+PROBE = "import importlib.util, kernels, torch; assert importlib.util.find_spec('kernlock.__main__')"  # `-m kernlock`
+
+
 def interpreter_for_another_user() -> tuple[str, str]:
     """A Python the second uid can run with this test's packages, and what to add to its path: ours, else the
     system's of the same version with our site-packages (a virtualenv under /root points at an interpreter that
     other users cannot run)."""
     import site
 
+    import kernlock
+
     ours = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
-    for python, extra in ((sys.executable, ""), (ours, os.pathsep.join(site.getsitepackages()))):
+    # site-packages, and where kernlock lies when it is an editable install (its .pth is not read from PYTHONPATH)
+    paths = os.pathsep.join([*site.getsitepackages(), str(Path(kernlock.__file__).parent.parent)])
+    for python, extra in ((sys.executable, ""), (ours, paths)):
         env = child_env()
         env["PYTHONPATH"] = os.pathsep.join(p for p in (env["PYTHONPATH"], extra) if p)
-        try:
-            probe = subprocess.run([python, "-c", "import kernlock, kernels, torch"], capture_output=True, env=env,
-                                   user=RANK_UID, group=RANK_UID, extra_groups=[], timeout=120)
+        try:  # from "/": the current directory must not lend the probe a kernlock the ranks would not see
+            probe = subprocess.run([python, "-c", PROBE], capture_output=True,
+                                   env=env, cwd="/", user=RANK_UID, group=RANK_UID, extra_groups=[], timeout=120)
         except OSError:
             continue
         if probe.returncode == 0:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from helpers import FA2, LockedProjectFactory
 from kernlock.hub.client import validator_path
 from kernlock.model.lockfile import LockedFile, LockedKernel, LockedVariant
@@ -134,3 +136,39 @@ def test_killed_sync_resumes_on_the_next_run(hub: TestHub, locked_project: Locke
     sent = sum(n for p, n in hub.bytes_by_path.items() if locked.sha256 in p)
     assert sent == locked.size - kept  # only the remaining bytes were sent again
     assert sha256_file(variant_dir(kernel, variant.name) / locked.path) == locked.sha256
+
+
+def test_a_sync_hashes_a_downloaded_file_once_and_a_changed_one_again(
+    locked_project: LockedProjectFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bytes are hashed as they arrive; the check after `sync` trusts that hash only for the very file that was
+    verified (same inode, size, mtime, ctime), so a big variant is read once, and a file swapped in between is not."""
+    import kernlock.store.hub_cache as cache
+    from kernlock.errors import IntegrityError
+    from kernlock.fetch.sync import sync_variant
+
+    kernel, variant, _ = _largest(locked_project)
+    hashed: list[str] = []
+    real_hash = cache.sha256_file
+    monkeypatch.setattr(cache, "sha256_file", lambda path: hashed.append(Path(path).name) or real_hash(path))
+    report = sync_variant(kernel, variant, hub_cache_dir(), repair=False)
+    assert len(report.downloaded) == len(variant.files) and hashed == []
+    report = sync_variant(kernel, variant, hub_cache_dir(), repair=False)  # nothing to fetch: all hashed, as before
+    assert report.downloaded == [] and len(hashed) == len(variant.files)
+
+    hashed.clear()
+    real_download = cache.download_variant
+
+    def download_then_swap(*args: object, **kwargs: object) -> dict:
+        keys = real_download(*args, **kwargs)  # type: ignore[arg-type]
+        for path in keys:  # another writer replaces a verified file before the check
+            target = variant_dir(kernel, variant.name) / path
+            blob = target.resolve()
+            blob.chmod(0o644)
+            blob.write_bytes(b"swapped")
+        return keys
+
+    monkeypatch.setattr("kernlock.fetch.sync.download_variant", download_then_swap)
+    cache.discard(kernel, variant.name, list(variant.files), hub_cache_dir())
+    with pytest.raises(IntegrityError, match="does not match kernels.lock"):
+        sync_variant(kernel, variant, hub_cache_dir(), repair=False)

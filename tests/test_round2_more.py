@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import kernlock.fetch.vendor
-from helpers import CPU, LockedProjectFactory, cli, make_project
+from helpers import CPU, LockedProjectFactory, cli, make_project, run_kernlock
 from kernlock.store.lockfile_io import load_lockfile
 from kernlock.store.mutex import PROJECT_LOCK_NAME
 from kernlock.testing.hub import TestHub
@@ -243,3 +243,21 @@ def test_duplicate_tree_entries_blame_the_hub_listing_not_a_hand_edit(hub: TestH
     assert "undo the hand edit" not in result.output  # was: the lock model's fix for a hand-edited lock
     assert f"the Hub listed {entry['path']!r}" in result.output and "more than once" in result.output, result.output
     assert not (project / "kernels.lock").exists()
+
+
+def test_a_lock_file_left_by_a_killed_lock_is_taken_over_and_removed(hub: TestHub, tmp_path: Path) -> None:
+    """`kernlock lock` killed while it holds the project's lock leaves `.kernlock.lock`; the next run takes it
+    over (the kernel dropped the dead holder's lock) and removes it, as the README says."""
+    project = make_project(tmp_path / "p", targets=[CPU])
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; from kernlock.store.mutex import ProjectLock\n"
+         "with ProjectLock(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(600)", str(project)],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "KERNLOCK_STATE_DIR": str(tmp_path / "state")})
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    holder.kill()
+    holder.wait()
+    assert (project / PROJECT_LOCK_NAME).exists()  # the leftover
+    done = run_kernlock("lock", ACTIVATION, cwd=project, env={"KERNLOCK_LOCK_TIMEOUT": "5"})
+    assert done.returncode == 0, done.stderr
+    assert [k.spec for k in load_lockfile(project / "kernels.lock").kernels] == [ACTIVATION]
+    assert not (project / PROJECT_LOCK_NAME).exists()

@@ -68,15 +68,16 @@ def sync_variant(kernel: LockedKernel, variant: LockedVariant, cache: Path, repa
     report = SyncReport(cache=cache, variants=1, verified=len(variant.files))
     root = variant_dir(kernel, variant.name, cache)
     missing = missing_files(kernel, variant, root)
+    just_verified = {}
     if missing:
-        download_variant(kernel, variant, cache, missing)
+        just_verified = download_variant(kernel, variant, cache, missing)
         report.downloaded = [f"{kernel.spec} {variant.name}/{f.path}" for f in missing]
         report.bytes += sum(f.size for f in missing)
     if repair and (extra := extra_files(variant, root, bytecode=True)):
         remove_extra_files(root, extra)
         report.repaired += [f"{kernel.spec} {variant.name}/{path} (removed: not in the lock)" for path in extra]
     try:
-        check_variant(kernel, variant, root)
+        check_variant(kernel, variant, root, just_verified=just_verified)
     except IntegrityError:
         if not repair:
             raise

@@ -255,8 +255,10 @@ class Hub:
 
         return self._call(repo, fetch, deadline)
 
-    def download_to(self, repo: str, remote: RemoteFile, size: int, destination: Path, deadline: float) -> int:
-        """Stream `remote` into `destination`, at most `size` bytes, by `deadline`; return the bytes resumed.
+    def download_to(self, repo: str, remote: RemoteFile, size: int, destination: Path,
+                    deadline: float) -> tuple[int, str]:
+        """Stream `remote` into `destination`, at most `size` bytes, by `deadline`; return the bytes resumed and
+        the sha256 of the whole file, hashed as the bytes arrive (a kept prefix is read once).
 
         Bytes already in `destination` are kept and continued with `Range: bytes=N-` and
         `If-Range: <validator>` when the server's validator (its `ETag`) is the one recorded in
@@ -269,9 +271,10 @@ class Hub:
             headers.pop("authorization", None)  # a signed CDN URL: no token, as huggingface_hub does
         sidecar = validator_path(destination)
         resumed = 0
+        digest = hashlib.sha256()
 
         def fetch(deadline: float) -> None:
-            nonlocal resumed
+            nonlocal resumed, digest
             try:
                 with open(destination, "ab") as out:
                     offset = out.tell()
@@ -280,18 +283,20 @@ class Hub:
                         out.truncate(0)
                         offset = 0
                     if offset == size:  # all there already (killed before the rename): only the hash check is left
-                        resumed = offset
+                        resumed, digest = offset, _sha256_prefix(destination, offset)
                         return
                     asked = dict(headers)
                     if offset:
                         asked.update({"Range": f"bytes={offset}-", "If-Range": validator or ""})
 
                     def start(response: object) -> int:
-                        nonlocal offset
+                        nonlocal offset, digest
                         status = getattr(response, "status_code", 200)
                         answered = getattr(response, "headers", {})
                         if offset and status == 206 and answered.get("Content-Range", "").startswith(f"bytes {offset}-"):
+                            digest = _sha256_prefix(destination, offset)
                             return size - offset
+                        digest = hashlib.sha256()
                         if offset:  # a full answer after all: the bytes kept are dropped
                             out.truncate(0)
                             offset = 0
@@ -302,8 +307,12 @@ class Hub:
                             sidecar.unlink(missing_ok=True)
                         return size
 
+                    def write(chunk: bytes) -> None:
+                        out.write(chunk)
+                        digest.update(chunk)
+
                     self.transport.request(remote.location, deadline, timeout=download_timeout(), limit=size - offset,
-                                           sink=out.write, follow=True, headers=asked, on_response=start)
+                                           sink=write, follow=True, headers=asked, on_response=start)
                     resumed = max(resumed, offset)
                     if out.tell() != size:
                         raise ConnectionError(f"{remote.url}: received {out.tell()} of {size} bytes")
@@ -314,7 +323,7 @@ class Hub:
                 raise WriteError(local) from None
 
         self._call(repo, fetch, deadline)
-        return resumed
+        return resumed, digest.hexdigest()
 
     def publisher_trusted(self, org: str) -> bool:
         """Whether the Hub marks `org` as a trusted kernel publisher (asked once per org, even by parallel callers)."""
@@ -345,3 +354,13 @@ class Hub:
         with self._lock:
             self._org_trust[org] = trusted
         return trusted
+
+
+def _sha256_prefix(path: Path, size: int) -> "hashlib._Hash":
+    """A sha256 fed the first `size` bytes of `path` (the part of a resumed download already on disk)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while size > 0 and (chunk := handle.read(min(size, 1 << 20))):
+            digest.update(chunk)
+            size -= len(chunk)
+    return digest

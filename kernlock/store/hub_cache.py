@@ -19,6 +19,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from kernlock import settings
@@ -70,6 +71,14 @@ def repo_folder(repo: str) -> str:
 def variant_dir(kernel: LockedKernel, variant: str, cache: Path | None = None) -> Path:
     """Where a locked variant lives in the Hub cache."""
     return (cache or hub_cache_dir()) / repo_folder(kernel.repo) / "snapshots" / kernel.commit / "build" / variant
+
+
+FileKey = list  # [st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns, sha256]: a file unchanged since it was hashed
+
+
+def file_key(info: os.stat_result, sha256: str) -> FileKey:
+    """What says a file is the one that was hashed to `sha256` (kept in stamps, compared on re-checks)."""
+    return [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, sha256]
 
 
 def sha256_file(path: Path) -> str:
@@ -154,22 +163,24 @@ def remove_extra_files(root: Path, extra: list[str]) -> None:
 
 
 def check_variant(kernel: LockedKernel, variant: LockedVariant, root: Path, stamped: bool = False,
-                  repair: str = REPAIR_CACHE) -> None:
+                  repair: str = REPAIR_CACHE, just_verified: Mapping[str, FileKey] | None = None) -> None:
     """Raise `IntegrityError` unless `root` holds exactly the locked files, each matching the lock.
 
     With `stamped`, files whose device, inode, size, mtime and ctime match what this
     user verified before (a signed stamp in kernlock's private directory) are not
-    re-hashed. `repair` is the command that restores `root` (the Hub cache's by default;
-    `repair_vendor_command` for a vendor directory), named in the error. The first of
-    `variant_problems` is raised.
+    re-hashed; nor are those in `just_verified` (what `download_variant` hashed as the bytes
+    arrived) while their key is unchanged. `repair` is the command that restores `root` (the
+    Hub cache's by default; `repair_vendor_command` for a vendor directory), named in the
+    error. The first of `variant_problems` is raised.
     """
-    problems = variant_problems(kernel, variant, root, stamped, repair)
+    problems = variant_problems(kernel, variant, root, stamped, repair, just_verified)
     if problems:
         raise problems[0]
 
 
 def variant_problems(kernel: LockedKernel, variant: LockedVariant, root: Path, stamped: bool = False,
-                     repair: str = REPAIR_CACHE) -> list[KernlockError]:
+                     repair: str = REPAIR_CACHE,
+                     just_verified: Mapping[str, FileKey] | None = None) -> list[KernlockError]:
     """Every way `root` differs from the locked variant, one error each.
 
     Files the lock does not list (one `IntegrityError` naming them), then each missing
@@ -186,7 +197,7 @@ def variant_problems(kernel: LockedKernel, variant: LockedVariant, root: Path, s
         ))
     entry = _stamp_entry(kernel, variant.name, root) if stamped else None
     stamp = _read_stamp(entry) if entry else {}
-    fresh: dict[str, list] = {}
+    fresh: dict[str, FileKey] = {}
     mismatched: list[IntegrityError] = []
     for locked in variant.files:
         path = root / locked.path
@@ -197,8 +208,8 @@ def variant_problems(kernel: LockedKernel, variant: LockedVariant, root: Path, s
                 f"{kernel.spec}: {variant.name}/{locked.path} is missing from {root}; run `{repair}` to restore it"
             ))
             continue
-        key = [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, locked.sha256]
-        if stamp.get(locked.path) == key:
+        key = file_key(info, locked.sha256)
+        if stamp.get(locked.path) == key or (just_verified or {}).get(locked.path) == key:
             fresh[locked.path] = key
             continue
         actual = sha256_file(path) if info.st_size == locked.size else f"(size {info.st_size}, expected {locked.size})"
@@ -217,7 +228,8 @@ def variant_problems(kernel: LockedKernel, variant: LockedVariant, root: Path, s
     return problems
 
 
-def _install_file(hub: "Hub", kernel: LockedKernel, variant: str, locked: LockedFile, cache: Path, force: bool) -> None:
+def _install_file(hub: "Hub", kernel: LockedKernel, variant: str, locked: LockedFile, cache: Path,
+                  force: bool) -> FileKey | None:
     """Download one locked file into the Hub cache as `hf_hub_download` would, verified before it is linked.
 
     Same blob name (the ETag: sha256 for LFS files, else the git blob id), same lock file
@@ -228,6 +240,7 @@ def _install_file(hub: "Hub", kernel: LockedKernel, variant: str, locked: Locked
     connection left behind is continued with a `Range` request while the server's validator
     is unchanged (`Hub.download_to`); a resumed file that does not match is dropped and
     downloaded again from byte 0, once. Other `.incomplete` files are removed under the lock.
+    Returns the file's key when this call downloaded and verified it, else None.
     """
     from huggingface_hub.utils import WeakFileLock
 
@@ -238,8 +251,8 @@ def _install_file(hub: "Hub", kernel: LockedKernel, variant: str, locked: Locked
     # One process per file asks the Hub; the others wait here and find it in place.
     with WeakFileLock(locks / _file_lock_name(kernel.commit, variant, locked.path)):
         if link.is_file() and not force:
-            return
-        _fetch_blob_and_link(hub, kernel, variant, locked, storage, link, locks, force)
+            return None
+        return _fetch_blob_and_link(hub, kernel, variant, locked, storage, link, locks, force)
 
 
 def _file_lock_name(commit: str, variant: str, path: str) -> str:
@@ -251,7 +264,7 @@ def _file_lock_name(commit: str, variant: str, path: str) -> str:
 
 
 def _fetch_blob_and_link(hub: "Hub", kernel: LockedKernel, variant: str, locked: LockedFile, storage: Path, link: Path,
-                         locks: Path, force: bool) -> None:
+                         locks: Path, force: bool) -> FileKey | None:
     from huggingface_hub.errors import RevisionNotFoundError
     from huggingface_hub.utils import WeakFileLock
 
@@ -276,13 +289,13 @@ def _fetch_blob_and_link(hub: "Hub", kernel: LockedKernel, variant: str, locked:
     blobs.mkdir(parents=True, exist_ok=True)
     with WeakFileLock(locks / f"{remote.etag}.lock"):
         partial = _resumable_partial(blobs, remote.etag)
-        if force or not blob.is_file():
+        downloaded = force or not blob.is_file()
+        if downloaded:
             temp = partial or blobs / f"{remote.etag}.{uuid.uuid4().hex[:8]}.incomplete"
             kept = False
             try:
                 for attempt in (1, 2):
-                    resumed = hub.download_to(kernel.repo, remote, locked.size, temp, deadline)
-                    actual = sha256_file(temp)
+                    resumed, actual = hub.download_to(kernel.repo, remote, locked.size, temp, deadline)
                     if actual == locked.sha256 and temp.stat().st_size == locked.size:
                         break
                     if attempt == 1 and resumed:  # a kept partial went bad: drop it and start over once
@@ -312,6 +325,7 @@ def _fetch_blob_and_link(hub: "Hub", kernel: LockedKernel, variant: str, locked:
             link.symlink_to(os.path.relpath(blob, link.parent))
         except OSError:  # file systems without symlinks: a plain copy, as huggingface_hub does
             shutil.copyfile(blob, link)
+        return file_key(link.stat(), locked.sha256) if downloaded else None
 
 
 def _resumable(temp: Path) -> bool:
@@ -358,16 +372,18 @@ def commit_gone(kernel: LockedKernel) -> str:
 
 
 def download_variant(kernel: LockedKernel, variant: LockedVariant, cache: Path, files: list[LockedFile] | None = None,
-                     force: bool = False) -> None:
-    """Fetch locked files of one variant into the Hub cache (only those files, at the locked commit)."""
+                     force: bool = False) -> dict[str, FileKey]:
+    """Fetch locked files of one variant into the Hub cache (only those files, at the locked commit); the keys of
+    those this call downloaded, each verified against the lock as its bytes arrived (for `check_variant`)."""
     from kernlock.hub.client import Hub
 
     wanted = list(variant.files if files is None else files)
     if not wanted:
-        return
+        return {}
     hub = Hub()
     with ThreadPoolExecutor(max_workers=min(8, len(wanted))) as pool:
-        list(pool.map(lambda locked: _install_file(hub, kernel, variant.name, locked, cache, force), wanted))
+        keys = list(pool.map(lambda locked: _install_file(hub, kernel, variant.name, locked, cache, force), wanted))
+    return {locked.path: key for locked, key in zip(wanted, keys) if key is not None}
 
 
 def _describe_files(files: list[LockedFile]) -> str:
@@ -419,6 +435,7 @@ def ensure_variant(kernel: LockedKernel, variant: LockedVariant, *, offline: boo
     cache = hub_cache_dir()
     root = variant_dir(kernel, variant.name, cache)
     missing = missing_files(kernel, variant, root)
+    just_verified: dict[str, FileKey] = {}
     if missing:
         if offline:
             raise MissingFilesError(
@@ -426,7 +443,7 @@ def ensure_variant(kernel: LockedKernel, variant: LockedVariant, *, offline: boo
                 f"({_describe_files(missing)}) and the Hub is offline; run `kernlock sync` where the Hub is reachable"
             )
         try:
-            download_variant(kernel, variant, cache, missing)
+            just_verified = download_variant(kernel, variant, cache, missing)
         except (IntegrityError, MissingFilesError, WriteError):
             raise
         except Exception as error:
@@ -439,5 +456,5 @@ def ensure_variant(kernel: LockedKernel, variant: LockedVariant, *, offline: boo
                 f"({_describe_files(missing)}) and cannot be downloaded ({reason}); "
                 "run `kernlock sync` where the Hub is reachable"
             ) from None
-    check_variant(kernel, variant, root, stamped=True)
+    check_variant(kernel, variant, root, stamped=True, just_verified=just_verified)
     return root
