@@ -206,8 +206,9 @@ class Handler(BaseHTTPRequestHandler):
         step = 1024 if pace else max(len(sent), 1)
         try:
             for at in range(0, len(sent), step):  # paced: 1 KiB every `cdn_pace` seconds
-                self.wfile.write(sent[at : at + step])
+                # Counted before the write: a client that has read these bytes always finds them counted.
                 self.hub._count_bytes(len(sent[at : at + step]), kind=self._kind, path=self._path)
+                self.wfile.write(sent[at : at + step])
                 if pace:
                     self.wfile.flush()
                     time.sleep(pace)
