@@ -56,7 +56,7 @@ def run_command(lockfile: str | None, locked: bool, lenient: bool, vendor: str |
     if not command and not export:
         fail("missing COMMAND; use `kernlock run -- COMMAND…`, or `kernlock run --export` for a job script", 2)
     from kernlock.model.target import current_target
-    from kernlock.errors import LockfileError
+    from kernlock.errors import LockfileError, LockfileNotFoundError
     from kernlock.check.coverage import require_coverage
     from kernlock.project.workspace import VENDOR_ENV, applied_workspace
 
@@ -65,8 +65,10 @@ def run_command(lockfile: str | None, locked: bool, lenient: bool, vendor: str |
     try:
         workspace = applied_workspace(lockfile, scripts=command_scripts(command), naming="name one with --lockfile")
         lock = workspace.read_lock()
+    except LockfileNotFoundError as error:
+        fail(str(error), 1)  # no lock: exit 1, as the start-up hook does in the command's processes
     except LockfileError as error:
-        fail(str(error), 1)  # no usable lock: exit 1, as the start-up hook does in the command's processes
+        fail(str(error), error.exit_code)  # a lock that cannot be read: exit 2, as every command
     path = workspace.lockfile.resolve()
     if locked:
         from kernlock.check.freshness import require_fresh
