@@ -19,7 +19,7 @@ import kernlock
 import kernlock.runtime.importguard
 from helpers import ACTIVATION, CPU, UNIVERSAL, UNTRUSTED, LockedProjectFactory, cli, make_project, run_kernlock, clear_loaded_kernels, kernels_module
 from kernlock.store import hub_cache as cache
-from kernlock.errors import IntegrityError, LockfileError, TrustError, UnlockedKernelError, UnsafeLockfileError
+from kernlock.errors import IntegrityError, LockfileError, MissingFilesError, TrustError, UnlockedKernelError, UnsafeLockfileError
 from kernlock.runtime.apply import VariantMismatchError, release
 from kernlock.testing.fixtures import advance_branch, push_build
 from kernlock.testing.hub import TestHub
@@ -89,6 +89,26 @@ def test_a_variant_path_swapped_before_import_is_refused(locked, tmp_path: Path,
     monkeypatch.setattr("kernlock.runtime.apply.register_verified", register_then_swap)
     kernlock.apply(project / "kernels.lock")
     with pytest.raises(IntegrityError, match=rf"was verified as .* but now resolves to {planted}; refusing to import it"):
+        kernels.get_kernel(ACTIVATION, version=1)
+
+
+@pytest.mark.parametrize("gone", ["removed", "dangling link"])
+def test_a_variant_path_that_no_longer_resolves_before_import_is_refused(locked, tmp_path: Path, monkeypatch,
+                                                                          gone: str) -> None:
+    """The re-check fails closed: a verified path that now leads nowhere is refused, never skipped."""
+    project, _, _ = locked
+
+    def register_then_remove(kernel, variant, root: Path) -> None:
+        kernlock.runtime.importguard.register(kernel, variant, root)
+        root.rename(tmp_path / "moved-away")
+        if gone == "dangling link":
+            root.symlink_to(tmp_path / "nowhere", target_is_directory=True)
+
+    monkeypatch.setattr("kernlock.runtime.apply.register_verified", register_then_remove)
+    kernlock.apply(project / "kernels.lock")
+    expected = (MissingFilesError, r"__init__\.py is missing from .*; run `kernlock sync --repair`") if gone == "removed" \
+        else (IntegrityError, rf"now resolves to {tmp_path / 'nowhere'}; refusing to import it")
+    with pytest.raises(expected[0], match=expected[1]):
         kernels.get_kernel(ACTIVATION, version=1)
 
 
