@@ -352,3 +352,21 @@ def test_header_slow_drip_on_a_download_is_bounded_by_the_hub_deadline(
     assert hub.fired["drip-headers"] >= 1
     assert result.exit_code == 1 and elapsed < 3 + 6, (elapsed, result.output)
     assert "KERNLOCK_HUB_DEADLINE" in result.output, result.output
+
+
+def test_header_slow_drip_on_a_cold_apply_is_bounded_by_the_hub_deadline(
+    hub: TestHub, locked_project: LockedProjectFactory, monkeypatch
+) -> None:
+    """The third reader the issue names: `apply()` with a cold cache downloads the locked files itself."""
+    project, _ = locked_project([f"{ACTIVATION}@v1"], targets=[CPU])
+    monkeypatch.setenv("KERNLOCK_HUB_DEADLINE", "3")
+    hub.add_fault("drip-headers", match=r"/resolve/", times=3, interval=0.3, seconds=15)
+    load = ("import kernels, kernlock\nkernlock.apply()\n"
+            f"kernels.get_kernel({ACTIVATION!r}, version=1)\n")
+    started = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", load], cwd=project, capture_output=True, text=True,
+                         env=child_env(), timeout=120)
+    elapsed = time.monotonic() - started
+    assert hub.fired["drip-headers"] >= 1
+    assert out.returncode == 1 and elapsed < 3 + 10, (elapsed, out.stderr)  # the deadline, a process start, slack
+    assert "cannot be downloaded" in out.stderr and "KERNLOCK_HUB_DEADLINE" in out.stderr, out.stderr[-3000:]
