@@ -371,23 +371,28 @@ def test_without_a_lock_each_command_says_so_once_and_json_gets_json(hub: TestHu
     assert run_kernlock("run", "--", sys.executable, "train.py", cwd=project).stdout == "ran\n"
 
 
-def test_kernlock_target_stands_in_for_this_environment_in_every_reader(
-    hub: TestHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_kernlock_target_stands_in_for_this_environment_in_sync(
+    locked_project: LockedProjectFactory, tmp_path: Path
 ) -> None:
-    """verify/sync/vendor/show read `Workspace.chosen_targets`: `$KERNLOCK_TARGET` replaces detection there as in
-    `apply()`, while `--target` and `--all-targets` still win (issue 27, item 14)."""
-    from helpers import CUDA_X86
-    from kernlock.model.target import parse_target
-    from kernlock.project.workspace import Workspace
+    """`sync` works on `$KERNLOCK_TARGET` as `apply()` does, `--target` still wins, and `vendor` copies every locked
+    target whatever the variable says (issue 27, item 14)."""
+    import json
 
-    workspace = Workspace.__new__(Workspace)
-    monkeypatch.setenv("KERNLOCK_TARGET", CUDA_X86)
-    assert [str(t) for t in workspace.chosen_targets(None)] == [CUDA_X86]  # type: ignore[arg-type]
-    assert [str(t) for t in workspace.chosen_targets(None, [CPU])] == [CPU]  # type: ignore[arg-type]
-    assert str(parse_target(CUDA_X86)) == CUDA_X86
-    monkeypatch.setenv("KERNLOCK_TARGET", "not-a-target")
-    with pytest.raises(Exception):
-        workspace.chosen_targets(None)  # type: ignore[arg-type]
+    from helpers import CUDA_X86, FA2
+
+    project, lock = locked_project([FA2], [CPU, CUDA_X86])
+    variant_of = {str(t): v.name for k in lock.kernels for v in k.variants for t in v.targets}
+    env = {"KERNLOCK_TARGET": CUDA_X86}
+    synced = run_kernlock("sync", "--json", cwd=project, env=env)
+    assert synced.returncode == 0, synced.stderr
+    report = json.loads(synced.stdout)
+    assert report["variants"] == 1 and {p.split(" ")[1].split("/")[0] for p in report["downloaded"]} == {variant_of[CUDA_X86]}, report
+    again = json.loads(run_kernlock("sync", "--json", "--target", CPU, cwd=project, env=env).stdout)
+    assert {p.split(" ")[1].split("/")[0] for p in again["downloaded"]} == {variant_of[CPU]}, again
+    bad = run_kernlock("sync", cwd=project, env={"KERNLOCK_TARGET": "not-a-target"})
+    assert bad.returncode == 2 and "not-a-target" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    vendored = run_kernlock("vendor", str(tmp_path / "vendor"), "--json", cwd=project, env=env)
+    assert vendored.returncode == 0 and json.loads(vendored.stdout)["variants"] == 2, vendored.stdout + vendored.stderr
 
 
 def test_verify_and_run_check_the_kernlock_target(locked_project: LockedProjectFactory) -> None:
