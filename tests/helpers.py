@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import NamedTuple
@@ -74,7 +74,7 @@ def copy_checkout(dest: Path) -> Path:
     return dest
 
 
-def make_project(root: Path, kernels: list[str] = (), targets: list[str] = (), extra: str = "") -> Path:
+def make_project(root: Path, kernels: Sequence[str] = (), targets: Sequence[str] = (), extra: str = "") -> Path:
     """Write a pyproject.toml with a [tool.kernlock] table; return the project dir."""
     root.mkdir(parents=True, exist_ok=True)
     lines = ["[project]", 'name = "demo"', 'version = "0"', "", "[tool.kernlock]"]
@@ -95,7 +95,7 @@ class LockedProject(NamedTuple):
 LockedProjectFactory = Callable[..., LockedProject]  # the `locked_project` fixture (conftest.py)
 
 
-def lock_project(root: Path, kernels: list[str], targets: list[str] = (), extra: str = "",
+def lock_project(root: Path, kernels: Sequence[str], targets: Sequence[str] = (), extra: str = "",
                  files: dict[str, str] | None = None) -> LockedProject:
     """Write a project at `root` (pyproject.toml plus `files`) and lock it with `kernlock lock`, which must succeed."""
     project = make_project(root, kernels=list(kernels), targets=list(targets), extra=extra)
