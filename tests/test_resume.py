@@ -13,9 +13,11 @@ from kernlock.model.lockfile import LockedFile, LockedKernel, LockedVariant
 from kernlock.store.hub_cache import download_variant, hub_cache_dir, repo_folder, sha256_file, variant_dir
 from kernlock.testing.hub import TestHub
 
+FA2_V4 = f"{FA2}@v4"  # pinned: the same build with or without Transformers' default table (the matrix's kernels-only cells)
+
 
 def _largest(locked_project: LockedProjectFactory) -> tuple[LockedKernel, LockedVariant, LockedFile]:
-    project = locked_project([FA2])
+    project = locked_project([FA2_V4])
     kernel = project.lock.kernels[0]
     variant = kernel.variant_for(project.lock.targets[0])
     assert variant is not None
@@ -107,7 +109,7 @@ def test_killed_sync_resumes_on_the_next_run(hub: TestHub, locked_project: Locke
     import time
 
     kernel, variant, locked = _largest(locked_project)
-    project = locked_project([FA2])
+    project = locked_project([FA2_V4])
     hub.cdn_pace = 0.01  # ~100 KiB/s: the kill lands mid-file
     hub.reset_counts()
     child = subprocess.Popen([sys.executable, "-m", "kernlock", "sync"], cwd=project.path,
