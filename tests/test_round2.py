@@ -299,6 +299,28 @@ def test_a_project_marker_planted_by_another_user_above_a_checkout_is_refused(tm
     assert "refusing" not in cli("verify", cwd=checkout).output
 
 
+@pytest.mark.parametrize("sticky", [True, False], ids=["sticky like /tmp", "not sticky"])
+def test_no_project_is_started_in_a_directory_every_user_can_write(hub: TestHub, tmp_path: Path, sticky: bool) -> None:
+    """`kernlock lock SPEC` in /tmp would write the pyproject.toml every markerless checkout below adopts: refused,
+    nothing written, and the fix it prints works as printed; an existing project there is still locked."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777 if sticky else 0o777)
+    spec = f"{ACTIVATION}@v1"
+    refused = run_kernlock("lock", spec, cwd=shared)
+    assert refused.returncode == 2 and refused.stdout == "", refused.stdout + refused.stderr
+    [line] = refused.stderr.splitlines()
+    assert line.startswith(f"kernlock: error: refusing to start a project in {shared}: every user can write to it"), line
+    assert list(shared.iterdir()) == []
+    fix = re.search(r"\((mkdir my-project && cd my-project)\)$", line)
+    assert fix is not None, line
+    done = subprocess.run(["bash", "-ec", f"{fix[1]} && kernlock lock {spec}"], cwd=shared, env=child_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and (shared / "my-project" / "kernels.lock").is_file(), done.stderr
+    make_project(shared, kernels=[spec])  # a project someone set up there on purpose: its own business
+    assert run_kernlock("lock", cwd=shared).returncode == 0 and (shared / "kernels.lock").is_file()
+
+
 CPU_VARIANT = "build/torch213-cxx11-cpu-x86_64-linux"
 
 

@@ -84,6 +84,28 @@ def unsafe_reason(path: Path) -> str | None:
     return None
 
 
+def _markers(directory: Path) -> list[Path]:
+    """The project markers in `directory`: `pyproject.toml`, `kernels.lock`, `.git`."""
+    return [directory / m for m in (PYPROJECT, LOCK_FILENAME, ".git") if os.path.lexists(directory / m)]
+
+
+def refuse_shared_new_project(root: Path) -> None:
+    """Refuse (`ConfigError`) to start a project, one with no marker yet, in a directory every user can write.
+
+    Its `pyproject.toml` and `kernels.lock` would become the project of every directory
+    below it that has none of its own (a checkout under /tmp, say).
+    """
+    import stat
+
+    if _markers(root) or not root.stat().st_mode & stat.S_IWOTH:
+        return
+    raise ConfigError(
+        f"refusing to start a project in {root}: every user can write to it, and its pyproject.toml and kernels.lock "
+        "would become the project of every directory below it; run kernlock in a directory of your own "
+        "(mkdir my-project && cd my-project)"
+    )
+
+
 def find_project_root(start: Path) -> Path:
     """The nearest directory at or above `start` with a `pyproject.toml`, `kernels.lock` or `.git`, else `start`.
 
@@ -94,7 +116,7 @@ def find_project_root(start: Path) -> Path:
     """
     start = start.resolve()
     for directory in (start, *start.parents):
-        markers = [directory / m for m in (PYPROJECT, LOCK_FILENAME, ".git") if os.path.lexists(directory / m)]
+        markers = _markers(directory)
         if not markers:
             continue
         for marker in markers if directory != start else ():  # above start: the rules for discovered locks

@@ -35,7 +35,7 @@ from kernlock.errors import (
 )
 from kernlock.model.lockfile import LOCK_FILENAME, LOCK_VERSION, Lockfile
 from kernlock.store.lockfile_io import load_lockfile
-from kernlock.project.config import Project, find_project_root, load_project, unsafe_reason
+from kernlock.project.config import Project, find_project_root, load_project, refuse_shared_new_project, unsafe_reason
 from kernlock import settings
 from kernlock.settings import LOCKFILE_ENV, TARGET_ENV, UPGRADE_FIX, VENDOR_ENV, text
 
@@ -198,10 +198,13 @@ def open_workspace(project_dir: str | os.PathLike[str] = ".", lockfile: str | os
 @contextmanager
 def exclusive_workspace(project_dir: str | os.PathLike[str] = ".",
                         lockfile: str | os.PathLike[str] | None = None) -> Iterator[Workspace]:
-    """The workspace, read and held under the per-project cross-process lock (for writers)."""
+    """The workspace, read and held under the per-project cross-process lock (for writers); never a new project in
+    a directory every user can write (`refuse_shared_new_project`)."""
     from kernlock.store.mutex import ProjectLock
 
-    with ProjectLock(find_project_root(Path(project_dir))):
+    root = find_project_root(Path(project_dir))
+    refuse_shared_new_project(root)
+    with ProjectLock(root):
         yield open_workspace(project_dir, lockfile, readers=False)
 
 
