@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import math
 import os
-from pathlib import Path
 
 TYPE_CHECKING = False  # not typing's: the start-up hook imports this module in every process
 if TYPE_CHECKING:
+    from pathlib import Path  # imported where used: pathlib (with fnmatch, re, urllib) is ~7 ms of start-up
+
     from kernlock.errors import UsageError
 
 APPLY_ENV = "KERNLOCK_APPLY"  # apply the lock in every Python process (`kernlock run` sets it)
@@ -79,6 +80,8 @@ def seconds(name: str, default: float, *, zero: bool = False) -> float:
 
 def path(name: str) -> Path | None:
     """`$name` as a path (`~` expanded); None when unset or empty."""
+    from pathlib import Path
+
     raw = os.environ.get(name, "")
     return Path(raw).expanduser() if raw else None
 

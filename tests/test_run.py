@@ -175,3 +175,20 @@ def test_run_never_borrows_the_lock_of_the_project_kernlock_is_installed_in(
     script.write_text("import os\nprint(os.environ['KERNLOCK_LOCKFILE'])\n")
     ran = run([str(executable), "run", "--", sys.executable, str(script)], unlocked)
     assert ran.returncode == 0 and ran.stdout.strip() == str(installed_in / "kernels.lock"), ran.stderr
+
+
+def test_the_start_up_hook_imports_almost_nothing_into_a_process_that_loads_no_kernel(
+    locked_project: LockedProjectFactory,
+) -> None:
+    """Every Python process under `kernlock run` (pip, dataloader workers, shell helpers) pays the hook: it adds
+    kernlock's settings and the import finder, and none of pathlib, re or kernlock.errors (~8 ms together)."""
+    project, _ = locked_project([f"{FA2}@v2"])
+    modules = "import sys; print(' '.join(sorted(sys.modules)))"
+    plain = run([sys.executable, "-c", modules], project)
+    hooked = run([sys.executable, "-c", modules], project, **run_environment(project / "kernels.lock"))
+    assert plain.returncode == 0 and hooked.returncode == 0, plain.stderr + hooked.stderr
+    added = set(hooked.stdout.split()) - set(plain.stdout.split())
+    assert {"kernlock.settings", "kernlock.runtime.autoapply"} <= added, added
+    assert not added & {"pathlib", "re", "fnmatch", "urllib.parse", "kernlock.errors", "kernlock.runtime.apply"}, added
+    assert added <= {"sitecustomize", "_kernlock_startup_chain", "kernlock", "kernlock.settings", "kernlock.runtime", "__future__",
+                     "kernlock.runtime.autoapply", "math", "_posixsubprocess", "_thread"}, added

@@ -56,11 +56,13 @@ def _arm() -> None:
             f"kernlock run applies the lock in every Python process, but {sys.executable} cannot import kernlock "
             f"({error}), so {{module}} would load kernels without the lock; {_install_fix()}"))
         return
-    from kernlock.errors import UsageError
-
     try:
         requested = apply_requested()
-    except UsageError as error:
+    except Exception as error:  # kernlock.errors (and its `re`) is imported only on this path, not in every process
+        from kernlock.errors import UsageError
+
+        if not isinstance(error, UsageError):
+            raise
         sys.meta_path.insert(0, _Refuse(str(error).replace("{", "{{").replace("}", "}}")))
         return
     if requested:
