@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # what type checkers see behind the lazy `__getattr__` below 
     from kernlock.errors import LockfileNotFoundError as LockfileNotFoundError
     from kernlock.errors import LockfileVersionError as LockfileVersionError
     from kernlock.errors import MissingFilesError as MissingFilesError
+    from kernlock.errors import ModelError as ModelError
     from kernlock.errors import NoVariantError as NoVariantError
     from kernlock.errors import RankMismatchError as RankMismatchError
     from kernlock.errors import SignatureError as SignatureError
@@ -80,6 +81,7 @@ _EXPORTS = {
     "LocalKernelError": "kernlock.errors",
     "IntegrityError": "kernlock.errors",
     "MissingFilesError": "kernlock.errors",
+    "ModelError": "kernlock.errors",
     "CompatibilityError": "kernlock.errors",
     "VariantMismatchError": "kernlock.errors",
     "RankMismatchError": "kernlock.errors",

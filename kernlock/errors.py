@@ -70,6 +70,10 @@ def key_text(key_path: tuple[str | int, ...]) -> str:
     return text
 
 
+class ModelError(UsageError):
+    """A model declared in `[tool.kernlock] models` cannot be built from its config."""
+
+
 class WriteError(KernlockError):
     """A file kernlock replaces could not be written (disk full, read-only); the old file is unchanged."""
 

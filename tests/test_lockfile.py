@@ -176,7 +176,7 @@ def test_newer_minor_format_is_read_with_a_warning(caplog: pytest.LogCaptureFixt
         lock = parse_lockfile(text)
     assert lock.kernels == parse_lockfile(dumps_lockfile(sample())).kernels
     assert lock.version == "1.3" and lock.newer_format
-    assert "lock format 1.3; this one reads 1.1); ignoring future-key, kernel[0].future-field" in caplog.text
+    assert "lock format 1.3; this one reads 1.2); ignoring future-key, kernel[0].future-field" in caplog.text
 
 
 def test_the_integer_version_of_older_locks_reads_as_1_0() -> None:

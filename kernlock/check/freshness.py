@@ -2,8 +2,9 @@
 
 The specs of the sources (`[tool.kernlock] kernels`, `[tool.kernels.dependencies]`,
 `[tool.kernlock] scan` paths, `use-kernels`) must be exactly the lock's `inputs`,
-the configured overrides the lock's override entries, and every configured target
-locked. No network; like `uv lock --check`. `verify` reports it; `--locked`
+the configured overrides the lock's override entries, the declared models the
+lock's `[[model]]` records (found with the installed Transformers release and its
+kernelize mapping), and every configured target locked. No network; like `uv lock --check`. `verify` reports it; `--locked`
 (`require_fresh`) refuses a stale lock.
 """
 
@@ -69,6 +70,7 @@ def check_fresh(project: Project, lock: Lockfile, result: CheckResult) -> None:
         if key not in changed:
             result.problem(f"{key} is locked but no longer named by any source", "kernlock lock", spec=key)
     _check_overrides(project, lock, result)
+    _check_models(project, lock, result)
     for _repo, message, fix in allowlist_problems(project, lock):
         result.problem(message, fix)
     for text in project.targets:
@@ -101,6 +103,44 @@ def require_trusted(workspace: Workspace, lock: Lockfile) -> None:
     if problems:
         repo, message, fix = problems[0]
         raise TrustError(f"{workspace.lockfile}: {message}", repo=repo, fix=fix)
+
+
+def _check_models(project: Project, lock: Lockfile, result: CheckResult) -> None:
+    """Declared models ↔ the lock's `[[model]]` records, and the Transformers that found their kernels ↔ this one.
+
+    Reads Transformers' version and kernelize mapping source from disk; imports neither torch nor Transformers.
+    """
+    from kernlock.compat.model_kernels import mapping_digest
+    from kernlock.model.devices import device_type
+    from kernlock.compat.transformers import installed_transformers
+    from kernlock.project.models import project_models
+
+    if not any(device_type(target.backend) for target in lock.targets):
+        return  # models matter only where Transformers kernelizes: no GPU target, no [[model]] records
+    declared = {ref.name: ref for ref in project_models(project)}
+    locked = {model.name: model for model in lock.models}
+    for name in sorted(declared.keys() - locked.keys()):
+        origin = declared[name].origin
+        result.problem(f"{origin}: model {name} is not in the lock", "kernlock lock", model=name)
+    for name in sorted(locked.keys() - declared.keys()):
+        result.problem(f"model {name} is locked but no longer declared or loaded by scanned code", "kernlock lock",
+                       model=name)
+    if not locked:
+        return
+    info = installed_transformers()
+    if info.version is None or info.root is None:
+        result.notes.append("the lock's [[model]] kernels cannot be checked against Transformers here: it is not installed")
+        return
+    digest = mapping_digest(info.root)
+    for model in sorted(locked.values(), key=lambda m: m.name):
+        if model.kernel_mapping != digest:
+            result.problem(f"model {model.name}: transformers {info.version} kernelizes with another mapping than "
+                           f"transformers {model.transformers}, which found the kernels the lock holds for it",
+                           "kernlock lock", model=model.name, transformers=info.version)
+        elif model.transformers != info.version:
+            result.problem(f"model {model.name}: its kernels were found with transformers {model.transformers}, "
+                           f"{info.version} is installed (the same kernelize mapping; its model classes may differ)",
+                           "kernlock lock", model=model.name, transformers=info.version)
 
 
 def _check_overrides(project: Project, lock: Lockfile, result: CheckResult) -> None:

@@ -62,6 +62,11 @@ def _module(name: str) -> ModuleType:
     return importlib.import_module(module_name(name))
 
 
+def kernels_module(name: str) -> ModuleType:
+    """kernels' module `name` (`layer.repos`, …) where the installed line keeps it; imports it."""
+    return _module(name)
+
+
 # ---------------------------------------------------------------- the contract
 
 

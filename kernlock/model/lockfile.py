@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import field
 from typing import Any
 
+from kernlock.model.devices import device_type
 from kernlock.model.target import Target, parse_target
 from kernlock.errors import LockfileError, LockfileVersionError, key_text
 from kernlock.model.ids import is_git_sha, is_sha256, is_variant_name
@@ -47,7 +48,8 @@ from kernlock.model.lockfile_dict import (
     type_error,
 )
 
-LOCK_VERSION = "1.1"  # major.minor of the newest format this kernlock reads and writes (1.1: variants' `signature`)
+LOCK_VERSION = "1.2"  # major.minor of the newest format this kernlock reads and writes (1.1: variants' `signature`;
+                     # 1.2: `[[model]]`, entries' `devices` and `used-by`)
 LOCK_FILENAME = "kernels.lock"
 TRUST_KINDS = ("trusted-publisher", "allowlist")
 SIGNATURE_FILE = "metadata.json.sigstore"
@@ -55,12 +57,15 @@ SIGNATURE_FILE = "metadata.json.sigstore"
 _FORMAT_RE = re.compile(r"\d+\.\d+")
 
 
-def format_for(kernels: tuple[LockedKernel, ...]) -> str:
-    """The oldest format that holds `kernels`: "1.1" when a variant records its signer, else "1.0".
+def format_for(kernels: tuple[LockedKernel, ...], models: tuple[LockedModel, ...] = ()) -> str:
+    """The oldest format that holds `kernels` and `models`: "1.2" with models, "1.1" when a variant records
+    its signer, else "1.0".
 
-    A lock without signers keeps its bytes (no churn on re-lock), and kernlock 0.1 reads it without a warning.
+    A lock without them keeps its bytes (no churn on re-lock), and older kernlocks read it without a warning.
     """
-    return LOCK_VERSION if any(v.signature is not None for k in kernels for v in k.variants) else "1.0"
+    if models or any(k.devices or k.used_by for k in kernels):
+        return "1.2"
+    return "1.1" if any(v.signature is not None for k in kernels for v in k.variants) else "1.0"
 
 
 def format_version(value: str) -> tuple[int, int]:
@@ -217,6 +222,8 @@ class LockedKernel(Table):
     trust: str
     dependency_of: tuple[str, ...] = ()
     depends: tuple[str, ...] = ()
+    devices: tuple[str, ...] = ()  # device types (`cuda`) the entry is loaded on; empty: every target
+    used_by: tuple[str, ...] = ()  # the model layers Transformers' kernelize binds it to (`./model: RMSNorm (cuda)`)
     build_variants: tuple[str, ...] = field(default=(), metadata=ALWAYS_WRITTEN)
     variants: tuple[LockedVariant, ...] = field(default=(), metadata={"key": "variant"})
 
@@ -250,6 +257,8 @@ class LockedKernel(Table):
             trust=trust,
             dependency_of=get_strings(d, "dependency-of"),
             depends=get_strings(d, "depends"),
+            devices=get_strings(d, "devices"),
+            used_by=get_strings(d, "used-by"),
             build_variants=get_strings(d, "build-variants"),
             variants=variants,
         )
@@ -263,6 +272,10 @@ class LockedKernel(Table):
         """Every repo id that loads this entry: the canonical one and its aliases."""
         return (self.repo, *self.aliases)
 
+    def serves(self, target: Target) -> bool:
+        """Whether the entry must cover `target`: every target, or only those of its `devices`."""
+        return not self.devices or device_type(target.backend) in self.devices
+
     def variant_for(self, target: Target | str) -> LockedVariant | None:
         """The variant locked for `target` (a `Target` or its text), if any."""
         if isinstance(target, str):
@@ -274,6 +287,27 @@ class LockedKernel(Table):
 
 
 @model
+class LockedModel(Table):
+    """A model the project trains (`[tool.kernlock] models`): what Transformers' default kernelize binds for it
+    was discovered with this Transformers release and kernelize mapping, and locked as the entries it names."""
+
+    name: str  # as declared: a local directory or a Hub model id
+    model_class: str
+    transformers: str  # the release that discovered its kernels
+    kernel_mapping: str  # sha256 of that release's kernelize mapping source
+    layers: tuple[str, ...] = ()  # `RMSNorm -> org/repo@v4 (cuda: inference, training)`, one per binding
+
+    @classmethod
+    def _from_dict(cls, d: Mapping[str, Any], ignored: Ignored | None) -> LockedModel:
+        cls._check_keys(d, ignored)
+        digest = get_required(d, str, "kernel-mapping")
+        ensure(is_sha256(digest), "kernel-mapping", "expected 64 lower-case hex characters")
+        return cls(name=get_required(d, str, "name"), model_class=get_required(d, str, "model-class"),
+                   transformers=get_required(d, str, "transformers"), kernel_mapping=digest,
+                   layers=get_strings(d, "layers"))
+
+
+@model
 class Lockfile(Table):
     """A whole `kernels.lock`."""
 
@@ -281,6 +315,7 @@ class Lockfile(Table):
     targets: tuple[Target, ...]  # parsed at load; written as their text
     inputs: tuple[str, ...]
     resolved_with: Mapping[str, str] = field(default_factory=dict)
+    models: tuple[LockedModel, ...] = field(default=(), metadata={"key": "model"})
     kernels: tuple[LockedKernel, ...] = field(default=(), metadata={"key": "kernel"})
 
     @classmethod
@@ -315,6 +350,9 @@ class Lockfile(Table):
             if not isinstance(value, str):
                 raise type_error(value, str, "resolved-with", key)
         kernels = get_objects(d, LockedKernel, "kernel", ignored)
+        models = get_objects(d, LockedModel, "model", ignored)
+        names = [m.name for m in models]
+        ensure(len(names) == len(set(names)), "model", "duplicate model names")
         seen: set[tuple[str, str]] = set()
         for index, kernel in enumerate(kernels):
             if kernel.identity in seen:
@@ -325,6 +363,7 @@ class Lockfile(Table):
             targets=get_targets(d, "targets"),
             inputs=get_strings(d, "inputs"),
             resolved_with=dict(resolved_with),
+            models=models,
             kernels=kernels,
         )
 
@@ -353,7 +392,8 @@ class Lockfile(Table):
         if isinstance(target, str):
             target = parse_target(target)
         covered = {k.spec for k in self.kernels if k.variant_for(target) is not None}
-        return [spec for spec in dict.fromkeys(k.spec for k in self.kernels) if spec not in covered]
+        needed = {k.spec for k in self.kernels if k.serves(target)}
+        return [spec for spec in dict.fromkeys(k.spec for k in self.kernels) if spec in needed and spec not in covered]
 
 
 def _read_version(value: Any) -> str:

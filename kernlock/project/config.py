@@ -2,11 +2,14 @@
 
 Sources, merged: `[tool.kernlock] kernels`, kernels' own
 `[tool.kernels.dependencies]`, files under `[tool.kernlock] scan` (and
-`--scan`), and opt-in `use-kernels` (the Hub kernels Transformers'
-`use_kernels=True` mapping loads).
+`--scan`), the layer kernels Transformers' default kernelize binds for the
+project's models (`models`, and models `--scan` finds; see
+`kernlock.project.models`), and opt-in `use-kernels` (every Hub kernel of
+Transformers' mapping).
 
     [tool.kernlock]
     kernels = ["kernels-community/flash-attn2", "kernels-community/activation@v1"]
+    models = ["./model", "org/model-id"]   # what Transformers' default kernelize loads for them
     targets = ["torch2.13-cxx11-cpu-x86_64-linux", "torch2.9-cxx11-cu128-x86_64-linux"]
     trust = ["my-org/my-kernel"]       # allow kernels from untrusted publishers
     scan = ["train.py", "configs/"]    # find attn_implementation values
@@ -37,7 +40,7 @@ if TYPE_CHECKING:
 # `apply()` reads the project's settings on every start; kernlock.model.spec is imported only where specs are read.
 
 PYPROJECT = "pyproject.toml"
-_KNOWN_KEYS = {"kernels", "targets", "trust", "scan", "use-kernels", "lockfile", "overrides", "allow-mixed-variants",
+_KNOWN_KEYS = {"kernels", "models", "targets", "trust", "scan", "use-kernels", "lockfile", "overrides", "allow-mixed-variants",
                "require-signatures", "sigstore-trusted-root", "signers"}
 
 
@@ -47,6 +50,7 @@ class Project:
 
     root: Path
     kernels: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()  # local directories (relative to the root) or Hub model ids
     kernel_dependencies: tuple[tuple[str, Any], ...] = ()
     targets: tuple[str, ...] = ()
     trust: tuple[str, ...] = ()
@@ -189,9 +193,12 @@ def load_project(root: Path | str = ".") -> Project:
     kernels = _string_list(config.get("kernels", []), "kernels")
     lines = {spec: line for spec in kernels if (line := _line_of(text, f'"{spec}"')) is not None}
     lines.update({repo: line for repo in deps if (line := _line_of(text, f'"{repo}"')) is not None})
+    models = _string_list(config.get("models", []), "models")
+    lines.update({name: line for name in models if (line := _line_of(text, f'"{name}"')) is not None})
     return Project(
         root=root,
         kernels=kernels,
+        models=models,
         kernel_dependencies=tuple(deps.items()),
         targets=_string_list(config.get("targets", []), "targets"),
         trust=_string_list(config.get("trust", []), "trust"),

@@ -1,4 +1,4 @@
-"""Find kernel specs in code and configs: every `attn_implementation` value.
+"""Find kernel specs and models in code and configs: every `attn_implementation` value, every model loaded.
 
 * Python files, by AST: keyword arguments (`attn_implementation="org/repo"`),
   dict literals (`{"attn_implementation": "org/repo"}`) and attribute
@@ -10,6 +10,11 @@
 Only values that name a Hub kernel count (`org/repo…` or `flash_attention_N`);
 `sdpa`, `eager` and other built-ins are ignored. A kernel-like value that does
 not parse is an error naming its file and line.
+
+Models (`scan_models`): the literal first argument of a model class's
+`from_pretrained` (`AutoModelForCausalLM.from_pretrained("./model")`), and
+`model_name_or_path` values (TRL's `--model_name_or_path`, YAML keys, keyword
+arguments). A local path is taken relative to the project root.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import os
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 from kernlock.model.spec import FLASH_ATTENTION_ALIASES, KernelSpec, Origin, parse_spec
 
@@ -29,6 +35,9 @@ SHELL_SUFFIXES = {".sh", ".bash", ".slurm", ".sbatch", ".zsh"}
 _SKIP_DIRS = {".git", ".hg", ".venv", "venv", "node_modules", "__pycache__", ".tox", ".mypy_cache", ".pytest_cache", "build", "dist"}
 _YAML_RE = re.compile(r"^\s*(?:-\s*)?[\"']?_?attn_implementation[\"']?\s*:\s*(?P<value>[^#\s][^#]*?)\s*(?:#.*)?$")
 _SHELL_RE = re.compile(r"--attn[_-]implementation(?:=|\s+)(?P<value>\"[^\"]*\"|'[^']*'|[^\s\\;&|]+)")
+MODEL_KEYS = ("model_name_or_path", "pretrained_model_name_or_path")
+_YAML_MODEL_RE = re.compile(r"^\s*(?:-\s*)?[\"']?model_name_or_path[\"']?\s*:\s*(?P<value>[^#\s][^#]*?)\s*(?:#.*)?$")
+_SHELL_MODEL_RE = re.compile(r"--model[_-]name[_-]or[_-]path(?:=|\s+)(?P<value>\"[^\"]*\"|'[^']*'|[^\s\\;&|]+)")
 
 
 def is_kernel_value(value: str) -> bool:
@@ -121,3 +130,60 @@ def scan_paths(paths: Iterable[Path], skipped: list[str] | None = None) -> list[
     for path in _files(paths):
         specs.extend(scan_file(path, skipped))
     return specs
+
+
+class ModelRef(NamedTuple):
+    """A model the code loads: its name (a local path or a Hub model id) and where it is named."""
+
+    name: str
+    origin: Origin
+
+
+def _is_model_class(node: ast.expr) -> bool:
+    """`AutoModelForCausalLM`, `LlamaForCausalLM`, `transformers.AutoModel`: a model class, not a tokenizer."""
+    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+    return "Model" in name or "For" in name
+
+
+def _python_models(tree: ast.AST) -> Iterator[tuple[str, int]]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            if (isinstance(func, ast.Attribute) and func.attr == "from_pretrained" and _is_model_class(func.value)
+                    and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+                yield node.args[0].value, node.lineno
+            for keyword in node.keywords:
+                if keyword.arg in MODEL_KEYS and isinstance(keyword.value, ast.Constant) \
+                        and isinstance(keyword.value.value, str):
+                    yield keyword.value.value, keyword.value.lineno
+        elif isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values):
+                if isinstance(key, ast.Constant) and key.value in MODEL_KEYS and isinstance(value, ast.Constant) \
+                        and isinstance(value.value, str):
+                    yield value.value, value.lineno
+
+
+def _model_refs(path: Path) -> Iterator[tuple[str, int]]:
+    suffix = path.suffix.lower()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return
+    if suffix in PYTHON_SUFFIXES:
+        try:
+            yield from _python_models(ast.parse(text, filename=str(path)))
+        except SyntaxError:
+            return
+        return
+    pattern = _YAML_MODEL_RE if suffix in YAML_SUFFIXES else _SHELL_MODEL_RE
+    yield from ((value, line) for value, line, literal in _line_values(text, pattern) if literal)
+
+
+def scan_models(paths: Iterable[Path]) -> list[ModelRef]:
+    """The models code and configs under `paths` load, by literal name, in path order (each name once)."""
+    found: dict[str, ModelRef] = {}
+    for path in _files(paths):
+        for name, line in _model_refs(path):
+            if name and not name.startswith("$"):
+                found.setdefault(name, ModelRef(name, Origin(os.path.relpath(path), line)))
+    return list(found.values())

@@ -13,9 +13,11 @@ from kernlock.store.atomic import atomic_write
 from kernlock.errors import KernlockError, StaleLockError, TrustError, UsageError
 from kernlock.hub.client import Hub
 from kernlock.store.kernels_lock import migration_for
-from kernlock.model.lockfile import LockedKernel, Lockfile
+from kernlock.model.lockfile import LockedKernel, Lockfile, format_for
 from kernlock.store.lockfile_io import dumps_lockfile, write_lockfile
 from kernlock.project.config import Project, collect_specs, project_targets, resolving_target
+from kernlock.project.models import project_models
+from kernlock.resolve.models import model_kernels
 from kernlock.resolve.resolver import ResolveOptions, Resolver
 from kernlock.project.signers import project_policy
 from kernlock.model.spec import parse_spec
@@ -118,14 +120,14 @@ def _relative_to(root: Path, path: str) -> str:
 
 
 def lock_arguments(specs: Iterable[str] = (), *, targets: Iterable[str] = (), scan: Iterable[str] = (),
-                   trust: Iterable[str] = (), upgrade: bool = False, upgrade_kernels: Iterable[str] = (),
+                   models: Iterable[str] = (), trust: Iterable[str] = (), upgrade: bool = False, upgrade_kernels: Iterable[str] = (),
                    all_variants: bool = False, lockfile: str | os.PathLike[str] | None = None,
                    project_dir: str | os.PathLike[str] = ".") -> str:
     """The arguments of `kernlock lock` that repeat a `lock()` call, as shell text."""
     import shlex
 
     options = [(option, str(value)) for option, values in (
-        ("--target", targets), ("--scan", scan), ("--trust", trust), ("-P", upgrade_kernels),
+        ("--target", targets), ("--scan", scan), ("--model", models), ("--trust", trust), ("-P", upgrade_kernels),
         ("--lockfile", [lockfile] if lockfile is not None else []),
         ("--project", [project_dir] if str(project_dir) != "." else []),
     ) for value in values]
@@ -172,6 +174,7 @@ def lock(
     *,
     targets: Iterable[str] = (),
     scan: Iterable[str] = (),
+    models: Iterable[str] = (),
     upgrade: bool = False,
     upgrade_kernels: Iterable[str] = (),
     all_variants: bool = False,
@@ -192,12 +195,14 @@ def lock(
     converted only with `migrate` (its commits become pins; see
     `kernlock.store.kernels_lock`). On any error the previous lock is left untouched.
     """
-    specs, targets, scan, trust, upgrade_kernels = (tuple(v) for v in (specs, targets, scan, trust, upgrade_kernels))
-    rerun = lock_arguments(specs, targets=targets, scan=scan, trust=trust, upgrade=upgrade,
+    specs, targets, scan, models, trust, upgrade_kernels = (
+        tuple(v) for v in (specs, targets, scan, models, trust, upgrade_kernels))
+    rerun = lock_arguments(specs, targets=targets, scan=scan, models=models, trust=trust, upgrade=upgrade,
                            upgrade_kernels=upgrade_kernels, all_variants=all_variants, lockfile=lockfile,
                            project_dir=project_dir)
     with exclusive_workspace(project_dir, lockfile) as workspace:
-        result = _relock(workspace, workspace.project, list(specs), targets=targets, scan=scan, upgrade=upgrade,
+        result = _relock(workspace, workspace.project, list(specs), targets=targets, scan=scan, models=models,
+                         upgrade=upgrade,
                          upgrade_kernels=upgrade_kernels, all_variants=all_variants, trust=trust,
                          write=write and not check, migrate=migrate, progress=progress, hub=hub, rerun=rerun)
     if check and result.changed:
@@ -252,7 +257,7 @@ def remove(
 
 
 def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, targets: tuple[str, ...] = (),
-            scan: tuple[str, ...] = (), upgrade: bool = False, upgrade_kernels: tuple[str, ...] = (),
+            scan: tuple[str, ...] = (), models: tuple[str, ...] = (), upgrade: bool = False, upgrade_kernels: tuple[str, ...] = (),
             all_variants: bool = False, trust: tuple[str, ...] = (), write: bool = True, migrate: bool = False,
             removals: dict[str, list[str]] | None = None, progress: Callable[[str], None] | None = None,
             hub: Hub | None = None, rerun: str = "") -> LockResult:
@@ -267,7 +272,10 @@ def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, tar
     resolving = resolving_target(target_list)
     skipped: list[str] = []
     all_specs = collect_specs(project, cli_specs, scan, resolving, skipped)
-    if not all_specs and not removals:
+    declared = replace(project, models=(*project.models, *(m for m in models if m not in project.models)))
+    model_specs, model_records = model_kernels(project_models(declared, scan), target_list, workspace.root)
+    all_specs += model_specs
+    if not all_specs and not model_records and not removals:
         raise KernlockError(
             "no kernel specs found: pass one (kernlock lock org/repo), list them in [tool.kernlock] kernels, "
             "or point [tool.kernlock] scan at your training code"
@@ -289,6 +297,7 @@ def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, tar
         if not rerun:
             raise
         raise TrustError.untrusted(error.repo, rerun) from None
+    result = replace(result, models=model_records, version=format_for(result.kernels, model_records))
     existing = _existing_text(path) if migration is None else None
     if previous is not None and existing is not None:
         kept = replace(result, resolved_with=previous.resolved_with)  # no pin change, no `[resolved-with]` churn
@@ -304,6 +313,7 @@ def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, tar
             "kernels": [s for s in cli_specs if s not in project.kernels],
             "targets": [str(t) for t in target_list if str(t) not in configured] if targets else [],
             "scan": [p for p in (_relative_to(workspace.root, p) for p in scan) if p not in project.scan],
+            "models": [m for m in models if m not in project.models],
             "trust": [r for r in trust if r not in project.trust],
         }
         if any(additions.values()) or removals:

@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from kernlock.compat.transformers import default_version
+from kernlock.model.devices import device_type
 from kernlock.model.ids import is_git_sha
 from kernlock.model.target import Target
 from kernlock.errors import NoVariantError, ResolutionError, SignatureError, TrustError
@@ -64,6 +65,14 @@ class _Job:
     override: Override | None = None
     requested: set[str] = field(default_factory=set)
     dependency_of: set[str] = field(default_factory=set)
+    devices: tuple[str, ...] = ()  # the device types it is loaded on; empty: every target
+    used_by: set[str] = field(default_factory=set)
+
+    def merge(self, other: _Job) -> None:
+        """Serve `other`'s targets too (one entry per identity): an unrestricted job makes the entry unrestricted."""
+        self.targets = tuple(sorted({*self.targets, *other.targets}))
+        self.devices = tuple(sorted({*self.devices, *other.devices})) if self.devices and other.devices else ()
+        self.used_by |= other.used_by
 
     @property
     def identity(self) -> tuple[str, str]:
@@ -74,16 +83,20 @@ def plan_jobs(spec: KernelSpec, targets: tuple[Target, ...], rules: tuple[Overri
     """Split a spec's targets between its own resolution and the overrides that match them."""
     groups: dict[OverrideRule | None, list[Target]] = {}
     for target in targets:
+        if spec.devices and device_type(target.backend) not in spec.devices:
+            continue  # a kernel Transformers maps only to GPUs: a CPU target never loads it
         rule = next((r for r in rules if r.repo == spec.repo and r.matches(target)), None)
         groups.setdefault(rule, []).append(target)
     jobs = []
     for rule, matched in groups.items():
         if rule is None:
-            jobs.append(_Job(key=spec.key, spec=spec, targets=tuple(matched)))
+            jobs.append(_Job(key=spec.key, spec=spec, targets=tuple(matched), devices=spec.devices,
+                             used_by=set(spec.used_by)))
         else:
             jobs.append(_Job(
                 key=spec.key, spec=rule.spec(spec), targets=tuple(matched),
                 override=Override(when=rule.when, use=rule.use, reason=rule.reason),
+                devices=spec.devices, used_by=set(spec.used_by),
             ))
     return jobs
 
@@ -114,8 +127,11 @@ class Resolver:
         jobs: dict[tuple[str, str], _Job] = {}
         for spec in specs:
             for job in plan_jobs(spec, self.options.targets, self.options.overrides):
-                jobs.setdefault(job.identity, job).requested.add(spec.alias or spec.key)
-        inputs = tuple(sorted({spec.key for spec in specs}))
+                merged = jobs.setdefault(job.identity, job)
+                if merged is not job:
+                    merged.merge(job)
+                merged.requested.add(spec.alias or spec.key)
+        inputs = tuple(sorted({spec.key for spec in specs if not spec.used_by}))  # found specs follow their model
         resolved: dict[tuple[str, str], LockedKernel] = {}
         pending = list(jobs.values())
         with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="kernlock-kernel") as pool:
@@ -134,9 +150,10 @@ class Resolver:
                                 )
                             continue
                         for dep_job in plan_jobs(dep, job.targets, self.options.overrides):
+                            dep_job.devices = job.devices  # needed wherever its dependant is
                             merged = follow.setdefault(dep_job.identity, dep_job)
                             if merged is not dep_job:
-                                merged.targets = tuple(sorted({*merged.targets, *dep_job.targets}))
+                                merged.merge(dep_job)
                             merged.requested.add(dep.key)
                             merged.dependency_of.add(kernel.spec)
                 pending = list(follow.values())
@@ -176,6 +193,8 @@ class Resolver:
             override=job.override,
             requested=tuple(sorted(job.requested)),
             dependency_of=tuple(sorted(job.dependency_of)),
+            devices=job.devices,
+            used_by=tuple(sorted(job.used_by)),
         )
         deps = [_dep_spec(d) for d in kernel.depends]
         return kernel, deps

@@ -155,6 +155,16 @@ def _warn_once(key: str, message: str) -> None:
 
 def _unlocked(repo: str, what: str, version: int | None = None, revision: str | None = None) -> None:
     spec = f"{repo}@v{version}" if version is not None else f"{repo}@{revision}" if revision else repo
+    from kernlock.runtime.default_kernels import NotLockedDefaultKernel, default_kernelize
+
+    default = default_kernelize()
+    if default is not None and (repo, version, revision) in default.requests:
+        model = default.model or "<your model directory>"
+        message = (f"kernlock: Transformers kernelizes {default.model or 'a model'} with {spec} by default, and "
+                   f"{_STATE.path} does not hold it: its layers keep Transformers' own forward; "
+                   f"fix: `kernlock lock --model {model}` locks what the model loads")
+        _warn_once(f"default:{spec}", message)
+        raise NotLockedDefaultKernel(message)  # kernels' KernelizeFallback.ALL keeps the original forward
     message = f"kernel {repo} ({what}) is not in {_STATE.path}; lock it with `kernlock lock {spec}` ({lenient_hint()})"
     if _STATE.strict:
         raise UnlockedKernelError(message)
@@ -307,11 +317,19 @@ def _verified_under_lock(variant_path: Path) -> bool:
 
 _HOOKS = LockHooks(resolve=_resolve_load, locked_commit=_locked_commit, commit_for=_commit_for,
                    variants_for=_variants_for, wrap_import=guard_import, verified=_verified_under_lock)
-# Modules patched when (or as soon as) they are imported: kernels' (through the adapter) and torch.distributed's.
+def _patch_modeling_utils(module: ModuleType) -> None:
+    from kernlock.runtime.default_kernels import patch_modeling_utils
+
+    patch_modeling_utils(module)
+
+
+# Modules patched when (or as soon as) they are imported: kernels' (through the adapter), torch.distributed's
+# and Transformers' modeling_utils.
 _PATCHERS: dict[str, Callable[[ModuleType], None]] = {
     name: functools.partial(patch_module, name, hooks=_HOOKS) for name in patch_points()
 }
 _PATCHERS["torch.distributed.distributed_c10d"] = patch_c10d  # the cross-rank guard (kernlock.runtime.rank_hook)
+_PATCHERS["transformers.modeling_utils"] = _patch_modeling_utils  # its default kernelize (runtime.default_kernels)
 
 
 def _patch_module(name: str, module: ModuleType) -> None:

@@ -133,6 +133,7 @@ def canonical(lock: Lockfile) -> Lockfile:
             kernel,
             aliases=_sorted(kernel.aliases), requested=_sorted(kernel.requested),
             dependency_of=_sorted(kernel.dependency_of), depends=_sorted(kernel.depends),
+            devices=_sorted(kernel.devices), used_by=_sorted(kernel.used_by),
             build_variants=_sorted(kernel.build_variants),
             variants=tuple(
                 replace(variant, targets=_sorted(variant.targets), python_depends=_sorted(variant.python_depends),
@@ -142,11 +143,13 @@ def canonical(lock: Lockfile) -> Lockfile:
         )
         for kernel in sorted(lock.kernels, key=lambda k: k.identity)
     )
-    return replace(lock, targets=_sorted(lock.targets), inputs=_sorted(lock.inputs), kernels=kernels,
+    models = tuple(replace(m, layers=_sorted(m.layers)) for m in sorted(lock.models, key=lambda m: m.name))
+    return replace(lock, targets=_sorted(lock.targets), inputs=_sorted(lock.inputs), kernels=kernels, models=models,
                    resolved_with=dict(sorted(lock.resolved_with.items())))
 
 
-_MULTILINE = {"targets", "inputs", "build-variants"}  # string arrays written one item per line (top level, [[kernel]])
+# String arrays written one item per line (top level, [[kernel]], [[model]]).
+_MULTILINE = {"targets", "inputs", "build-variants", "used-by", "layers"}
 
 
 def dumps_lockfile(lock: Lockfile) -> str:
@@ -170,10 +173,10 @@ def dumps_lockfile(lock: Lockfile) -> str:
 
     def fill(table: Any, values: dict[str, Any], multiline: set[str]) -> Any:
         for key, value in values.items():
-            if key in ("kernel", "variant"):
+            if key in ("kernel", "variant", "model"):
                 tables = tomlkit.aot()
                 for item in value:
-                    tables.append(fill(tomlkit.table(), item, _MULTILINE if key == "kernel" else set()))
+                    tables.append(fill(tomlkit.table(), item, _MULTILINE if key != "variant" else set()))
                 value = tables
             elif key == "files":
                 files = tomlkit.array()

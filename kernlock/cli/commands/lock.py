@@ -34,6 +34,9 @@ def progress_line() -> Callable[[str], None] | None:
 @click.argument("specs", nargs=-1)
 @targets_option("Environment to cover, e.g. torch2.9-cxx11-cu128-x86_64-linux (repeatable).")
 @click.option("--scan", multiple=True, metavar="PATH", help="Find attn_implementation values in these files or directories (repeatable).")
+@click.option("--model", "models", multiple=True, metavar="MODEL",
+              help="A model the project trains (a directory or Hub model id): lock the layer kernels Transformers' "
+                   "default kernelize loads for it on the targets' GPUs (repeatable).")
 @click.option("--upgrade", "-U", is_flag=True, help="Re-resolve every kernel instead of keeping existing pins.")
 @click.option("--upgrade-kernel", "-P", "upgrade_kernels", multiple=True, metavar="REPO", help="Re-resolve only this repo (repeatable).")
 @click.option("--all-variants", is_flag=True, help="Lock every build variant at each commit, not only the targets'.")
@@ -45,19 +48,20 @@ def progress_line() -> Callable[[str], None] | None:
 @lock_options
 @json_option("Print a machine-readable summary.")
 @handle_errors
-def lock_command(specs: tuple[str, ...], targets: tuple[str, ...], scan: tuple[str, ...], upgrade: bool,
+def lock_command(specs: tuple[str, ...], targets: tuple[str, ...], scan: tuple[str, ...], models: tuple[str, ...],
+                 upgrade: bool,
                  upgrade_kernels: tuple[str, ...], all_variants: bool, trust: tuple[str, ...], migrate: bool,
                  check: bool, dry_run: bool, quiet: bool, lockfile: str | None, project_dir: str, as_json: bool) -> None:
     """Resolve kernel specs and write kernels.lock.
 
-    SPECS and --target values are added to [tool.kernlock] in pyproject.toml,
+    SPECS, --target, --scan and --model values are added to [tool.kernlock] in pyproject.toml,
     like `uv add`, so later runs and `kernlock verify` see them.
     """
     from kernlock.resolve.lock import lock
 
     progress = progress_line()
     try:
-        result = lock(project_dir, specs, targets=targets, scan=scan, upgrade=upgrade, upgrade_kernels=upgrade_kernels,
+        result = lock(project_dir, specs, targets=targets, scan=scan, models=models, upgrade=upgrade, upgrade_kernels=upgrade_kernels,
                       all_variants=all_variants, trust=trust, lockfile=lockfile, write=not dry_run, check=check,
                       migrate=migrate, progress=progress)
     finally:
