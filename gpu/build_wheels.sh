@@ -6,7 +6,7 @@
 #   gpu/build_wheels.sh            (PYTHON=... for the interpreter running pip; default /work/venv/bin/python)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-PY="${PYTHON:-/work/venv/bin/python}"
+PY="${PYTHON:-$root/.venv/bin/python}"
 cd "$root"
 exclude="$(git rev-parse --git-common-dir)/info/exclude"   # .git is a file in a worktree
 mkdir -p "$(dirname "$exclude")"
@@ -36,6 +36,10 @@ PINS=(
   cryptography==50.0.2       # these nor cffi; kernlock's own load path imports none of them
   cffi==2.1.1
   pycparser==3.12
+  trl==1.16.0                # `kernlock run -- trl sft` on the GPU (gpu/model_path.py); the machine has no trl
+  datasets==5.2.0            # trl's; needs dill, multiprocess and pyarrow>=24 (the machine's pandas/xxhash/fsspec serve)
+  dill==0.4.1
+  multiprocess==0.70.19
 )
 names=()
 for entry in "${PINS[@]}"; do

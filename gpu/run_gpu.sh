@@ -2,6 +2,7 @@
 # kernlock end to end on the lent GPU machine (issue #8). From the repository root:
 #   bash gpu/run_gpu.sh [e2e.py options]      e.g. --cpu-dry-run (any machine), --ready-reps 3
 #   E2E_SCRIPT=gpu/ddp.py bash gpu/run_gpu.sh  the multi-rank run (issue #20) instead of e2e.py
+#   E2E_SCRIPT=gpu/model_path.py bash gpu/run_gpu.sh  the default-kernelize model path (issue 33)
 # Needs .whl/ (gpu/build_wheels.sh) carried along; installs it into /tmp/site when the device
 # command has not already done so, finds git (unpacking the carried .deb if the machine has
 # none), then runs gpu/e2e.py. Writes $OUT/log.txt, results.json, verify.json, triton_check.json;
@@ -31,6 +32,7 @@ else
   echo "already installed"
 fi
 case ":${PYTHONPATH:-}:" in *":$SITE:"*) ;; *) export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}" ;; esac
+export PATH="$SITE/bin:$PATH"  # console scripts of the carried wheels (trl)
 
 # The test Hub serves git repositories through the git CLI.
 if ! command -v git >/dev/null; then
