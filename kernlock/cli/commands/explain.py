@@ -37,6 +37,7 @@ def explain_command(repo: str, targets: tuple[str, ...], lockfile: str | None, p
         entry: dict[str, Any] = {
             "spec": kernel.spec, "commit": kernel.commit, "build_variants": list(kernel.build_variants), "targets": [],
             "override": kernel.override.to_dict() if kernel.override else None,
+            "devices": list(kernel.devices), "used_by": list(kernel.used_by),
         }
         # Each target under the entry covering it (an override's or the spec's own); an uncovered one under the spec's own.
         shown = [t for t in chosen_targets if (lock.kernel(kernel.spec, t) or lock.kernel(kernel.spec)) is kernel]
@@ -58,6 +59,8 @@ def explain_command(repo: str, targets: tuple[str, ...], lockfile: str | None, p
         if entry["override"]:
             override = entry["override"]
             click.echo(f"  override for {override['when']} → {override['use']}: {override['reason']}")
+        for line in entry["used_by"]:
+            click.echo(f"  used by {line} (Transformers' default kernelize; needed on {', '.join(entry['devices'])})")
         for item in entry["targets"]:
             has = item["locked"] or "nothing (target not locked)"
             click.echo(f"  target {item['target']}: kernels picks {item['kernels_choice'] or 'no variant'}; the lock has {has}")

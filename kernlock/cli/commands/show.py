@@ -76,12 +76,18 @@ def show_command(lockfile: str | None, project_dir: str, as_json: bool, provenan
             spec += f" [override {kernel.override.when}: {kernel.override.reason}]"
         if kernel.aliases:
             spec += f" (also loaded as {', '.join(kernel.aliases)})"
+        if kernel.devices:
+            spec += f" (on {', '.join(kernel.devices)} only)"
         cells = []
         for target in lock.targets:
             variant = kernel.variant_for(target)
             cells.append(variant.name if variant else "-")
         rows.append([spec, pin, *cells])
     click.echo(table(rows))
+    used = [f"  {kernel.spec}: {line}" for kernel in lock.kernels for line in kernel.used_by]
+    if used:
+        click.echo("\nused by (Transformers' default kernelize of [tool.kernlock] models):")
+        click.echo("\n".join(used))
     if provenance:
         click.echo("")
         click.echo("\n".join(provenance_lines(lock)))
