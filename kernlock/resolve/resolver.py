@@ -32,7 +32,7 @@ from kernlock.store.metadata import digest_mismatches, read_variant_metadata
 from kernlock.model.overrides import OverrideRule
 from kernlock.project.signers import SigningPolicy
 from kernlock.model.spec import KernelSpec, looks_like_sha, version_of_branch
-from kernlock.hub.variants import choose_variant, group_variants
+from kernlock.hub.variants import choose_variant, group_variants, python_choices
 
 
 
@@ -302,6 +302,8 @@ class Resolver:
             if variant is None:
                 raise NoVariantError(self._no_variant_message(spec_key, repo, commit, target, reasons, refs))
             chosen.setdefault(variant, set()).add(target)
+            if target.python is None:
+                self._warn_python_dependent(spec_key, names, target, variant)
         if self.options.all_variants:
             for name in names:
                 chosen.setdefault(name, set())
@@ -336,6 +338,16 @@ class Resolver:
             version=version, ref=ref, depends=tuple(sorted(depends)),
             build_variants=tuple(names), variants=tuple(variants),
         )
+
+    def _warn_python_dependent(self, spec_key: str, names: list[str], target: Target, variant: str) -> None:
+        """A target without a Python part locks this interpreter's build: say so where another Python gets another."""
+        choices = python_choices(names, target)
+        if len(set(choices.values())) > 1:
+            python = target.interpreter[0]
+            self.warnings.append(
+                f"{spec_key}: on {target} kernels loads a build that depends on the Python version; locked {variant} "
+                f"for this interpreter (Python {python}); name the Python in the target for the others, "
+                f"e.g. {target}-cp{python.replace('.', '')}")
 
     def _signature(self, repo: str, variant: str, files: tuple[LockedFile, ...], metadata: bytes | None,
                    bundle: bytes | None) -> Signature | None:

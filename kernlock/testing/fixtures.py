@@ -262,7 +262,7 @@ def _branch_version(branch: str) -> int:
 def _backend(variant: str) -> dict[str, Any]:
     """The metadata.json ``backend`` of a variant name (noarch ``universal`` builds are CPU)."""
     for part in variant.split("-"):
-        if part.startswith("cu") and part[2:].isdigit():
+        if part == "cuda" or (part.startswith("cu") and part[2:].isdigit()):  # new-style `cuda-12.8`, legacy `cu128`
             return {"type": "cuda", "archs": ["8.0", "9.0"]}
         if part.startswith("rocm"):
             return {"type": "rocm", "archs": ["gfx942"]}
