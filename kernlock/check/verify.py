@@ -120,7 +120,15 @@ def check_cache(lock: Lockfile, targets: list[Target], result: CheckResult) -> N
                                path=str(directory), **context)
             for problem in problems:
                 result.problem(problem.message, problem.fix or "kernlock sync --repair", path=str(directory), **context)
-            if not missing and not problems:
+            digest = None
+            if not missing and not problems and variant.digest not in (None, "sha256"):  # sha256: checked when locked
+                from kernlock.store.metadata import cached_digest_problem
+
+                if (digest := cached_digest_problem(directory, variant.files)) is not None:
+                    result.problem(f"{kernel.spec} {variant.name} at {kernel.commit[:12]}: {digest}; kernels would refuse "
+                                   "to load it", f"kernlock lock {kernel.repo}@<another revision>", path=str(directory),
+                                   **context)
+            if not missing and not problems and digest is None:
                 if inert := cache.extra_files(variant, directory, bytecode=True):
                     result.notes.append(f"{kernel.spec}: {directory} holds bytecode caches kernlock never reads "
                                         f"({', '.join(inert[:3])}); `kernlock sync --repair` removes them")

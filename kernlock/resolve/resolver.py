@@ -310,16 +310,14 @@ class Resolver:
         variants = []
         depends: set[str] = set()
         for name in sorted(chosen):
-            files, raw, bundle = self._hash_variant(repo, commit, name, grouped[name])
+            files, raw, bundle, contents = self._hash_variant(repo, commit, name, grouped[name])
             signature = self._signature(repo, name, files, raw, bundle)  # before parsing the metadata, as kernels does
             metadata = read_variant_metadata(repo, name, raw)
-            digest = None
+            digest = metadata.digest_algorithm
             if signature is not None:
-                _check_signed_digest(repo, name, metadata.digest, files)
-                digest = "sha256"
+                _check_signed_digest(repo, name, metadata.digest, files, metadata.digest_algorithm, contents.get)
             elif metadata.digest is not None:
-                digest = "sha256"
-                mismatched = digest_mismatches(metadata.digest, files)
+                mismatched = digest_mismatches(metadata.digest, files, metadata.digest_algorithm or "sha256", contents.get)
                 if mismatched:  # kernels 0.18+ refuses to load such a variant
                     raise ResolutionError(
                         f"{spec_key} {name}: metadata.json's digest disagrees with the files at {commit[:12]} "
@@ -370,7 +368,8 @@ class Resolver:
         return signature
 
     def _hash_variant(self, repo: str, commit: str, variant: str,
-                      files: list[TreeFile]) -> tuple[tuple[LockedFile, ...], bytes | None, bytes | None]:
+                      files: list[TreeFile]) -> tuple[tuple[LockedFile, ...], bytes | None, bytes | None, dict[str, bytes]]:
+        """The variant's locked files, its metadata.json and bundle, and the bytes of its small (non-LFS) files by path."""
         prefix = f"build/{variant}/"
         small = [f for f in files if f.lfs_sha256 is None]
         contents = dict(zip(
@@ -381,7 +380,8 @@ class Resolver:
         for entry in files:
             digest = entry.lfs_sha256 or hashlib.sha256(contents[entry.path]).hexdigest()
             locked.append(LockedFile(path=entry.path[len(prefix):], sha256=digest, size=entry.size))
-        return tuple(sorted(locked, key=lambda f: f.path)), contents.get(prefix + "metadata.json"), contents.get(prefix + SIGNATURE_FILE)
+        return (tuple(sorted(locked, key=lambda f: f.path)), contents.get(prefix + "metadata.json"),
+                contents.get(prefix + SIGNATURE_FILE), {path[len(prefix):]: data for path, data in contents.items()})
 
     def _no_variant_message(self, spec_key: str, repo: str, commit: str, target: Target, reasons: list[str],
                             refs: list[Ref] | None) -> str:
@@ -402,13 +402,14 @@ class Resolver:
         return f"{spec_key} ({commit[:12]}) has no build variant for target {target}: {listing}.{hint} {fix}"
 
 
-def _check_signed_digest(repo: str, variant: str, digest: dict[str, str] | None, files: tuple[LockedFile, ...]) -> None:
+def _check_signed_digest(repo: str, variant: str, digest: dict[str, str] | None, files: tuple[LockedFile, ...],
+                         algorithm: str | None = "sha256", read: Callable[[str], bytes | None] | None = None) -> None:
     """A signed metadata.json's digest must name every other file of the variant with its hash (kernels' check)."""
     if digest is None:
         raise SignatureError(f"{repo} {variant}: its signed metadata.json has no digest of the variant's files, so the "
                              "signature covers none of them; lock another revision")
     covered = {"metadata.json", SIGNATURE_FILE, *digest}
-    wrong = [*digest_mismatches(digest, files), *(f.path for f in files if f.path not in covered)]
+    wrong = [*digest_mismatches(digest, files, algorithm or "sha256", read), *(f.path for f in files if f.path not in covered)]
     if wrong:
         raise SignatureError(f"{repo} {variant}: the files disagree with the digest in its signed metadata.json "
                              f"({', '.join(sorted(wrong)[:3])}{'…' if len(wrong) > 3 else ''}); the commit may mix builds "
