@@ -40,7 +40,7 @@ def test_a_changed_internal_is_named(monkeypatch) -> None:
     name = variants.__name__
     assert kernels_adapter.broken_internals() == [
         f"{name}._resolve_variant_for_system: no longer accepts cpu, os, torch_version, torch_cxx11_abi, "
-        "tvm_ffi_version, macos_version",
+        "tvm_ffi_version, macos_version" + (", python_version, free_threaded" if kernels_adapter.line().PYTHON_ABI else ""),
         f"{name}._METAL_MIN_MACOS_VERSION: missing (module '{name}' has no attribute '_METAL_MIN_MACOS_VERSION')",
     ]
 

@@ -69,7 +69,7 @@ def test_a_locked_load_refuses_what_kernels_digest_check_refuses(
         kernels.get_kernel(ACTIVATION, revision=commit)
     clear_loaded_kernels()
     # A lock written before kernlock refused such builds (its file hashes match what the Hub serves).
-    monkeypatch.setattr(resolver, "digest_mismatches", lambda digest, files: [])
+    monkeypatch.setattr(resolver, "digest_mismatches", lambda digest, files, *checked: [])
     project, lock = locked_project([f"{ACTIVATION}@v1"])
     assert lock.kernels[0].commit == commit
     kernlock.apply(project / "kernels.lock")

@@ -70,16 +70,25 @@ def check_doctor(lock: Lockfile, targets: list[Target], result: CheckResult) -> 
     from kernlock.project.local_kernels import verify_findings
     from kernlock.project.strict import strict_from_env
 
-    entries = []
-    backend = "cpu"
+    checked = list(targets)
     try:
-        here = current_target()
-        backend = backend_name(here.backend)
-        entries = [(k, v) for k in lock.kernels if (v := k.variant_for(here)) is not None]
+        if (here := current_target()) not in checked:
+            checked.append(here)
     except TargetError:
         pass
-    for finding in diagnose(entries, backend):
-        result.problem(finding.message, finding.fix)
+    # Each checked target's locked variants, as kernels would validate them at load there: kernels-minver against
+    # the installed kernels, python-depends through kernels' mapping for the target's backend.
+    seen: set[tuple[str, str]] = set()
+    reported: set[tuple[str, str]] = set()
+    entries = []
+    for target in checked:
+        found = [(k, v) for k in lock.kernels if (v := k.variant_for(target)) is not None and (k.spec, v.name) not in seen]
+        seen.update((k.spec, v.name) for k, v in found)
+        entries += found
+        for finding in diagnose(found, backend_name(target.backend)):
+            if (finding.message, finding.fix) not in reported:
+                reported.add((finding.message, finding.fix))
+                result.problem(finding.message, finding.fix)
     for blocking, message, fix in verify_findings({r for k in lock.kernels for r in k.names()}, strict_from_env()):
         if blocking:
             result.problem(message, fix)
@@ -92,7 +101,7 @@ def check_doctor(lock: Lockfile, targets: list[Target], result: CheckResult) -> 
             ):
                 result.notes.append(f"{kernel.spec} {variant.name} was built from a dirty tree "
                                     "(its recorded source revision does not fully identify it)")
-    result.summary = f"{plural(len(entries), 'variant')} for this machine"
+    result.summary = f"{plural(len(entries), 'variant')} for {plural(len(checked), 'target')}"
 
 
 def check_cache(lock: Lockfile, targets: list[Target], result: CheckResult) -> None:
@@ -120,7 +129,15 @@ def check_cache(lock: Lockfile, targets: list[Target], result: CheckResult) -> N
                                path=str(directory), **context)
             for problem in problems:
                 result.problem(problem.message, problem.fix or "kernlock sync --repair", path=str(directory), **context)
-            if not missing and not problems:
+            digest = None
+            if not missing and not problems and variant.digest not in (None, "sha256"):  # sha256: checked when locked
+                from kernlock.store.metadata import cached_digest_problem
+
+                if (digest := cached_digest_problem(directory, variant.files)) is not None:
+                    result.problem(f"{kernel.spec} {variant.name} at {kernel.commit[:12]}: {digest}; kernels would refuse "
+                                   "to load it", f"kernlock lock {kernel.repo}@<another revision>", path=str(directory),
+                                   **context)
+            if not missing and not problems and digest is None:
                 if inert := cache.extra_files(variant, directory, bytecode=True):
                     result.notes.append(f"{kernel.spec}: {directory} holds bytecode caches kernlock never reads "
                                         f"({', '.join(inert[:3])}); `kernlock sync --repair` removes them")

@@ -125,6 +125,9 @@ def internals(kernels_line: ModuleType | None = None) -> tuple[Internal, ...]:
     if kernels_line.VALIDATORS is not None:
         contract += [Internal(kernels_line.VALIDATORS, name, attributes=("validate_kernel",))
                      for name in ("DigestValidator", "SignatureValidator")]
+    if kernels_line.PYTHON_ABI:  # 0.19+: targets pass their Python version and free-threading too
+        contract = [c._replace(parameters=(*c.parameters, "python_version", "free_threaded"))
+                    if c.name == "_resolve_variant_for_system" else c for c in contract]
     contract.append(Internal("verify", kernels_line.SIGNING_POLICY))  # read by default_signers
     return tuple(internal._replace(module=module_name(internal.module, kernels_line)) for internal in contract)
 
@@ -207,11 +210,18 @@ def system_parameters(target: Target) -> dict[str, Any]:
     """`target` as the keyword arguments of kernels' `_resolve_variant_for_system`.
 
     A Darwin target without a macOS version stands for a macOS new enough for
-    kernels' Metal builds; a target without a tvm-ffi version has no tvm-ffi.
+    kernels' Metal builds; a target without a tvm-ffi version has no tvm-ffi; a
+    target without a Python version stands for this interpreter (`Target.interpreter`).
+    The Python version and free-threading are passed only to a kernels line that
+    takes them (0.19+, `PYTHON_ABI`): 0.17 and 0.18 have no Python dimension.
     """
     from packaging.version import Version
 
     macos = target.macos or (metal_min_macos() if target.os == "darwin" else None)
+    python: dict[str, Any] = {}
+    if line().PYTHON_ABI:
+        version, free_threaded = target.interpreter
+        python = {"python_version": Version(version), "free_threaded": free_threaded}
     return {
         "selected_backend": line().parse_backend(_module("backends").parse_backend, target.backend),
         "cpu": target.cpu,
@@ -220,6 +230,7 @@ def system_parameters(target: Target) -> dict[str, Any]:
         "torch_cxx11_abi": target.cxx11_abi,
         "tvm_ffi_version": Version(target.tvm_ffi) if target.tvm_ffi else None,
         "macos_version": Version(macos) if macos else None,
+        **python,
     }
 
 

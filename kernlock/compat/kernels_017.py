@@ -12,6 +12,9 @@ from typing import Any
 FIRST = (0, 17)
 ROOT = "kernels"  # the package kernels' modules live in
 PYTHON_DEPENDS = "python_depends.json"  # relative to the kernels package
+# no Python dimension: `_resolve_variant_for_system` takes no `python_version`/`free_threaded`, and new-style
+# (`cpython-3.9-abi3`) variant names do not parse as arch builds
+PYTHON_ABI = False
 REVISION_LOOKUP: tuple[str, str, tuple[str, ...]] | None = (
     "_versions", "select_revision_or_version", ("repo_id", "revision", "version", "local_files_only"),
 )

@@ -33,6 +33,18 @@ def choose_variant(variant_names: Iterable[str], target: Target) -> tuple[str | 
     return chosen, lines
 
 
+def python_choices(variant_names: Iterable[str], target: Target) -> dict[str, str | None]:
+    """For a target without a Python part: the variant kernels would load on each Python 3.9-3.15 (GIL), by version.
+
+    One choice for all of them means the lock does not depend on the interpreter that wrote it.
+    """
+    from dataclasses import replace
+
+    names = list(variant_names)
+    return {python: choose_variant(names, replace(target, python=python, free_threaded=False))[0]
+            for python in (f"3.{minor}" for minor in range(9, 16))}
+
+
 def group_variants(repo: str, commit: str, files: list[TreeFile]) -> dict[str, list[TreeFile]]:
     """Files under `build/` grouped by variant, rejecting hostile names."""
     grouped: dict[str, list[TreeFile]] = {}

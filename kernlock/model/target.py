@@ -2,7 +2,7 @@
 
 Target grammar (kernels' own vocabulary, with a dotted Torch version)::
 
-    torch<major>.<minor>[-cxx11|-cxx98]-<backend>-<cpu>-<os>[-tvm-ffi<major>.<minor>][-macos<version>]
+    torch<major>.<minor>[-cxx11|-cxx98]-<backend>-<cpu>-<os>[-tvm-ffi<major>.<minor>][-macos<version>][-cp<major><minor>[t]]
 
 e.g. `torch2.13-cxx11-cpu-x86_64-linux`, `torch2.9-cxx11-cu128-aarch64-linux`,
 `torch2.11-cxx11-cu130-x86_64-linux`, `torch2.8-rocm63-x86_64-linux`,
@@ -13,6 +13,10 @@ Torch wheel since 2.7 uses it); on other systems it is absent. `-tvm-ffi0.1`
 declares an environment with tvm-ffi 0.1 installed (so kernels' tvm-ffi builds
 qualify); `-macos15.4` a macOS release (without it, a Darwin target stands for a
 macOS new enough for kernels' Metal builds). Detection leaves both unset.
+`-cp311` declares the Python version (wheel-tag spelling; `-cp315t` a free-threaded
+one), which kernels 0.19 ranks new-style variants by (`cpython-3.9-abi3`, …); a
+target without it stands for the running interpreter's version and free-threading
+(`running_python()`, detected as kernels detects it), and detection leaves it unset.
 
 `current_target()` reads Torch's installed metadata and `torch/version.py`
 instead of importing Torch, so checks stay fast. `kernlock.compat.kernels.kernels_target()`
@@ -39,6 +43,7 @@ _TARGET_PATTERN = (
     r"-(?P<cpu>[a-z0-9_]+)-(?P<os>[a-z]+)"
     r"(?:-tvm-ffi(?P<tvm_ffi>\d+\.\d+))?"
     r"(?:-macos(?P<macos>\d+(?:\.\d+)?))?"
+    r"(?:-cp(?P<py_major>\d)(?P<py_minor>\d+)(?P<py_t>t)?)?"
 )
 _VERSION_FIELD_RE = re.compile(r"^(cuda|hip|xpu)\s*(?::[^=]*)?=\s*'([^']*)'", re.MULTILINE)
 
@@ -55,10 +60,14 @@ class Target:
     cxx11_abi: bool | None = None
     tvm_ffi: str | None = None  # `major.minor` of an installed tvm-ffi
     macos: str | None = None  # macOS release of a Darwin target
+    python: str | None = None  # `major.minor` of the Python a target declares; None: the running interpreter's
+    free_threaded: bool = False  # a free-threaded Python (only with `python`)
 
     def __str__(self) -> str:
         abi = "" if self.cxx11_abi is None else ("-cxx11" if self.cxx11_abi else "-cxx98")
         extra = (f"-tvm-ffi{self.tvm_ffi}" if self.tvm_ffi else "") + (f"-macos{self.macos}" if self.macos else "")
+        if self.python:
+            extra += f"-cp{self.python.replace('.', '', 1)}{'t' if self.free_threaded else ''}"
         return f"torch{self.torch[0]}.{self.torch[1]}{abi}-{self.backend}-{self.cpu}-{self.os}{extra}"
 
     def __lt__(self, other: object) -> bool:
@@ -67,7 +76,14 @@ class Target:
         return self._fields() < other._fields()
 
     def _fields(self) -> tuple:
-        return tuple(getattr(self, name) for name in self.__dataclass_fields__)
+        # An unset field sorts before a set one (None and a value never meet in a comparison).
+        return tuple((False,) if (value := getattr(self, name)) is None else (True, value)
+                     for name in self.__dataclass_fields__)
+
+    @property
+    def interpreter(self) -> tuple[str, bool]:
+        """The Python `major.minor` and free-threading kernels ranks variants for: declared, else the running one."""
+        return (self.python, self.free_threaded) if self.python else running_python()
 
     @property
     def torch_version(self) -> str:
@@ -82,9 +98,14 @@ def parse_target(text: str) -> Target:
     if not match:
         raise TargetError(
             f"invalid target {text!r}: expected torch<major>.<minor>[-cxx11|-cxx98]-<backend>-<cpu>-<os>"
-            "[-tvm-ffi<major>.<minor>][-macos<version>], "
-            "e.g. torch2.13-cxx11-cpu-x86_64-linux or torch2.9-cxx11-cu128-x86_64-linux"
+            "[-tvm-ffi<major>.<minor>][-macos<version>][-cp<major><minor>[t]], "
+            "e.g. torch2.13-cxx11-cpu-x86_64-linux, torch2.9-cxx11-cu128-x86_64-linux or "
+            "torch2.13-cxx11-cpu-x86_64-linux-cp311"
         )
+    python = f"{match['py_major']}.{int(match['py_minor'])}" if match["py_major"] else None
+    if match["py_t"] and (python is None or (int(match["py_major"]), int(match["py_minor"])) < (3, 13)):
+        raise TargetError(f"invalid target {text!r}: free-threaded Python starts at 3.13 (cp313t); "
+                          "drop the `t` or name 3.13 or later")
     os_name = match["os"]
     abi = match["abi"]
     cxx11 = None if os_name != "linux" else abi != "cxx98"
@@ -96,7 +117,18 @@ def parse_target(text: str) -> Target:
         cxx11_abi=cxx11,
         tvm_ffi=match["tvm_ffi"],
         macos=match["macos"],
+        python=python,
+        free_threaded=bool(match["py_t"]),
     )
+
+
+def running_python() -> tuple[str, bool]:
+    """This interpreter's Python `major.minor` and whether it is free-threaded, as kernels 0.19 detects them
+    (`sys.version_info`, `sysconfig`'s `Py_GIL_DISABLED`)."""
+    import sys
+    import sysconfig
+
+    return f"{sys.version_info.major}.{sys.version_info.minor}", bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 
 
 def system_platform() -> tuple[str, str]:

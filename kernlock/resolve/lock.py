@@ -329,7 +329,7 @@ def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, tar
         added=tuple(sorted(new - old)),
         removed=tuple(sorted(old - new)),
         updated=tuple(sorted({c.spec for c in changes if c.old and c.new})),
-        warnings=(*skipped, *resolver.warnings, *_doctor_warnings()),
+        warnings=(*skipped, *resolver.warnings, *_doctor_warnings(), *_dirty_warnings(result)),
         migrated=migration.summary(result) if migration is not None else None,
         changes=changes,
         changed=changed,
@@ -345,6 +345,20 @@ def _doctor_warnings() -> list[str]:
         return []
     return [f"locked from an environment the compatibility doctor rejects (`kernlock verify` fails here): "
             f"{finding.message}; fix: {finding.fix}"]
+
+
+def _dirty_warnings(lock: Lockfile) -> list[str]:
+    """kernels' `DirtyValidator` warning at every load of a build from a dirty tree, given once when locking it."""
+    warnings = []
+    for kernel in lock.kernels:
+        for variant in kernel.variants:
+            if variant.provenance is not None and variant.provenance.dirty:
+                sources = [name for name, dirty in (("kernel source", variant.provenance.source_dirty),
+                                                    ("kernel-builder", variant.provenance.builder_dirty)) if dirty]
+                warnings.append(f"{kernel.spec} {variant.name} was built from a dirty git tree ({' and '.join(sources)} "
+                                "had uncommitted changes): its recorded revision does not fully identify its sources "
+                                "(`kernlock show --provenance`)")
+    return warnings
 
 
 def _existing_text(path: Path) -> str | None:

@@ -33,7 +33,7 @@ from kernlock.store.metadata import digest_mismatches, read_variant_metadata
 from kernlock.model.overrides import OverrideRule
 from kernlock.project.signers import SigningPolicy
 from kernlock.model.spec import KernelSpec, looks_like_sha, version_of_branch
-from kernlock.hub.variants import choose_variant, group_variants
+from kernlock.hub.variants import choose_variant, group_variants, python_choices
 
 
 
@@ -321,22 +321,22 @@ class Resolver:
             if variant is None:
                 raise NoVariantError(self._no_variant_message(spec_key, repo, commit, target, reasons, refs))
             chosen.setdefault(variant, set()).add(target)
+            if target.python is None:
+                self._warn_python_dependent(spec_key, names, target, variant)
         if self.options.all_variants:
             for name in names:
                 chosen.setdefault(name, set())
         variants = []
         depends: set[str] = set()
         for name in sorted(chosen):
-            files, raw, bundle = self._hash_variant(repo, commit, name, grouped[name])
+            files, raw, bundle, contents = self._hash_variant(repo, commit, name, grouped[name])
             signature = self._signature(repo, name, files, raw, bundle)  # before parsing the metadata, as kernels does
             metadata = read_variant_metadata(repo, name, raw)
-            digest = None
+            digest = metadata.digest_algorithm
             if signature is not None:
-                _check_signed_digest(repo, name, metadata.digest, files)
-                digest = "sha256"
+                _check_signed_digest(repo, name, metadata.digest, files, metadata.digest_algorithm, contents.get)
             elif metadata.digest is not None:
-                digest = "sha256"
-                mismatched = digest_mismatches(metadata.digest, files)
+                mismatched = digest_mismatches(metadata.digest, files, metadata.digest_algorithm or "sha256", contents.get)
                 if mismatched:  # kernels 0.18+ refuses to load such a variant
                     raise ResolutionError(
                         f"{spec_key} {name}: metadata.json's digest disagrees with the files at {commit[:12]} "
@@ -355,6 +355,16 @@ class Resolver:
             version=version, ref=ref, depends=tuple(sorted(depends)),
             build_variants=tuple(names), variants=tuple(variants),
         )
+
+    def _warn_python_dependent(self, spec_key: str, names: list[str], target: Target, variant: str) -> None:
+        """A target without a Python part locks this interpreter's build: say so where another Python gets another."""
+        choices = python_choices(names, target)
+        if len(set(choices.values())) > 1:
+            python = target.interpreter[0]
+            self.warnings.append(
+                f"{spec_key}: on {target} kernels loads a build that depends on the Python version; locked {variant} "
+                f"for this interpreter (Python {python}); name the Python in the target for the others, "
+                f"e.g. {target}-cp{python.replace('.', '')}")
 
     def _signature(self, repo: str, variant: str, files: tuple[LockedFile, ...], metadata: bytes | None,
                    bundle: bytes | None) -> Signature | None:
@@ -377,7 +387,8 @@ class Resolver:
         return signature
 
     def _hash_variant(self, repo: str, commit: str, variant: str,
-                      files: list[TreeFile]) -> tuple[tuple[LockedFile, ...], bytes | None, bytes | None]:
+                      files: list[TreeFile]) -> tuple[tuple[LockedFile, ...], bytes | None, bytes | None, dict[str, bytes]]:
+        """The variant's locked files, its metadata.json and bundle, and the bytes of its small (non-LFS) files by path."""
         prefix = f"build/{variant}/"
         small = [f for f in files if f.lfs_sha256 is None]
         contents = dict(zip(
@@ -388,7 +399,8 @@ class Resolver:
         for entry in files:
             digest = entry.lfs_sha256 or hashlib.sha256(contents[entry.path]).hexdigest()
             locked.append(LockedFile(path=entry.path[len(prefix):], sha256=digest, size=entry.size))
-        return tuple(sorted(locked, key=lambda f: f.path)), contents.get(prefix + "metadata.json"), contents.get(prefix + SIGNATURE_FILE)
+        return (tuple(sorted(locked, key=lambda f: f.path)), contents.get(prefix + "metadata.json"),
+                contents.get(prefix + SIGNATURE_FILE), {path[len(prefix):]: data for path, data in contents.items()})
 
     def _no_variant_message(self, spec_key: str, repo: str, commit: str, target: Target, reasons: list[str],
                             refs: list[Ref] | None) -> str:
@@ -409,13 +421,14 @@ class Resolver:
         return f"{spec_key} ({commit[:12]}) has no build variant for target {target}: {listing}.{hint} {fix}"
 
 
-def _check_signed_digest(repo: str, variant: str, digest: dict[str, str] | None, files: tuple[LockedFile, ...]) -> None:
+def _check_signed_digest(repo: str, variant: str, digest: dict[str, str] | None, files: tuple[LockedFile, ...],
+                         algorithm: str | None = "sha256", read: Callable[[str], bytes | None] | None = None) -> None:
     """A signed metadata.json's digest must name every other file of the variant with its hash (kernels' check)."""
     if digest is None:
         raise SignatureError(f"{repo} {variant}: its signed metadata.json has no digest of the variant's files, so the "
                              "signature covers none of them; lock another revision")
     covered = {"metadata.json", SIGNATURE_FILE, *digest}
-    wrong = [*digest_mismatches(digest, files), *(f.path for f in files if f.path not in covered)]
+    wrong = [*digest_mismatches(digest, files, algorithm or "sha256", read), *(f.path for f in files if f.path not in covered)]
     if wrong:
         raise SignatureError(f"{repo} {variant}: the files disagree with the digest in its signed metadata.json "
                              f"({', '.join(sorted(wrong)[:3])}{'…' if len(wrong) > 3 else ''}); the commit may mix builds "

@@ -216,7 +216,7 @@ def _locked_local_kernel(entry: LockedKernel, target: Target, backend: str | Non
 
     root = ensure_variant(entry, variant, offline=bool(constants.HF_HUB_OFFLINE))
     located = locked_kernel(root, entry.repo, entry.commit, variant.name)
-    problem = digest_problem(kernel_metadata(located), variant.files)
+    problem = digest_problem(kernel_metadata(located), variant.files, root)
     if problem is not None:  # what kernels 0.18+'s DigestValidator refuses, checked from the lock
         raise IntegrityError(
             f"{entry.spec} {variant.name} at {entry.commit[:12]}: {problem}; refusing to load it, as kernels 0.18+ "

@@ -33,7 +33,9 @@ Each ``fixtures/<org>__<name>.toml`` describes one kernel repository::
     kernels-minver = "0.17.0"
     provenance = { kernel-builder = { version = "0.9.1", commit = "...", dirty = false } }
     digest = true                   # kernel-builder's per-file sha256 digest (the default); false: none;
-                                    # "stale": a digest the files do not match (a build edited after signing)
+                                    # "stale": a digest the files do not match (a build edited after signing);
+                                    # "stale-lfs": only its LFS files (`.so`) do not match
+    digest-algorithm = "sha512"     # optional: the digest's algorithm (default "sha256")
 
 Commits are written with ``git fast-import`` using fixed author, committer and
 dates, so commit SHAs are identical across runs and machines.
@@ -209,6 +211,7 @@ def _render_commit(spec: Mapping[str, Any], commit: Mapping[str, Any], templates
             metadata["kernel-depends"] = depends
         extra = dict(commit.get("metadata", {}))
         with_digest = extra.pop("digest", True)
+        algorithm = extra.pop("digest-algorithm", "sha256")
         metadata.update(extra)
         variant_files: dict[str, bytes] = {}
         for name, source in sources.items():
@@ -220,12 +223,13 @@ def _render_commit(spec: Mapping[str, Any], commit: Mapping[str, Any], templates
             variant_files[f"{base}/{python_name}/__init__.py"] = (templates_dir / "kernel-builder" / "compat.py").read_bytes()
         else:
             variant_files[f"{package}/_ops.so"] = _fake_binary(f"{repo_id}/{variant}@{label}")
-        if with_digest:  # kernel-builder's per-file digest: base64 sha256 by path relative to the variant
+        if with_digest:  # kernel-builder's per-file digest: base64 sha256 (or sha512) by path relative to the variant
             metadata["digest"] = {
-                "algorithm": "sha256",
+                "algorithm": algorithm,
                 "files": {
-                    path[len(base) + 1:]: base64.b64encode(hashlib.sha256(
-                        content + (b"stale" if with_digest == "stale" else b"")).digest()).decode()
+                    path[len(base) + 1:]: base64.b64encode(hashlib.new(algorithm,
+                        content + (b"stale" if with_digest == "stale" or (with_digest == "stale-lfs" and path.endswith(".so"))
+                                   else b"")).digest()).decode()
                     for path, content in sorted(variant_files.items())
                 },
             }
@@ -262,7 +266,7 @@ def _branch_version(branch: str) -> int:
 def _backend(variant: str) -> dict[str, Any]:
     """The metadata.json ``backend`` of a variant name (noarch ``universal`` builds are CPU)."""
     for part in variant.split("-"):
-        if part.startswith("cu") and part[2:].isdigit():
+        if part == "cuda" or (part.startswith("cu") and part[2:].isdigit()):  # new-style `cuda-12.8`, legacy `cu128`
             return {"type": "cuda", "archs": ["8.0", "9.0"]}
         if part.startswith("rocm"):
             return {"type": "rocm", "archs": ["gfx942"]}
@@ -336,12 +340,13 @@ def push_build(repo_path: Path, branch: str, files: Mapping[str, bytes | None], 
         metadata = json.loads(git(repo_path, "cat-file", "blob", f"{tip}:{base}/metadata.json"))
         metadata["id"] = f"{metadata['id']}_{hashlib.sha256(f'{tip}{message}'.encode()).hexdigest()[:7]}"
         digest = metadata.get("digest", {}).get("files")
+        algorithm = metadata.get("digest", {}).get("algorithm", "sha256")
         for path, content in files.items():
             if digest is not None and path.startswith(f"{base}/"):
                 if content is None:
                     digest.pop(path[len(base) + 1:], None)
                 else:
-                    digest[path[len(base) + 1:]] = base64.b64encode(hashlib.sha256(content).digest()).decode()
+                    digest[path[len(base) + 1:]] = base64.b64encode(hashlib.new(algorithm, content).digest()).decode()
         rebuilt[f"{base}/metadata.json"] = signed = (json.dumps(metadata, indent=2) + "\n").encode()
         if f"{base}/metadata.json.sigstore" not in files and _exists(repo_path, tip, f"{base}/metadata.json.sigstore"):
             bundle = git(repo_path, "cat-file", "blob", f"{tip}:{base}/metadata.json.sigstore")
