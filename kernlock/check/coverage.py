@@ -64,7 +64,7 @@ def check_coverage(lock: Lockfile, targets: list[Target], result: CheckResult) -
         name = str(target)
         kernels = [kernel for spec in lock.uncovered(target) if (kernel := lock.kernel(spec)) is not None]
         if target not in lock.targets:  # adding the target is the fix, unless a locked commit has no build for it
-            kernels = [k for k in lock.kernels if not buildable(k, target)]
+            kernels = [k for k in lock.kernels if k.serves(target) and not buildable(k, target)]
             if not kernels:
                 result.problem(f"target {name} is not covered by the lock (locked targets: "
                                f"{', '.join(map(str, lock.targets)) or 'none'})", f"kernlock lock --target {name}", target=name)

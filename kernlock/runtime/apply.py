@@ -153,6 +153,16 @@ def _warn_once(key: str, message: str) -> None:
     logger.warning(message)
 
 
+def _note_once(key: str, message: str) -> None:
+    """Print `message` on stderr once per process (and log it), whatever logging the program configured."""
+    with _STATE.mutex:
+        if key in _STATE.warned:
+            return
+        _STATE.warned.add(key)
+    print(message, file=sys.stderr, flush=True)
+    logger.info(message)
+
+
 def _unlocked(repo: str, what: str, version: int | None = None, revision: str | None = None) -> None:
     spec = f"{repo}@v{version}" if version is not None else f"{repo}@{revision}" if revision else repo
     from kernlock.runtime.default_kernels import NotLockedDefaultKernel, default_kernelize
@@ -163,7 +173,7 @@ def _unlocked(repo: str, what: str, version: int | None = None, revision: str | 
         message = (f"kernlock: Transformers kernelizes {default.model or 'a model'} with {spec} by default, and "
                    f"{_STATE.path} does not hold it: its layers keep Transformers' own forward; "
                    f"fix: `kernlock lock --model {model}` locks what the model loads")
-        _warn_once(f"default:{spec}", message)
+        _note_once(f"default:{spec}", message)
         raise NotLockedDefaultKernel(message)  # kernels' KernelizeFallback.ALL keeps the original forward
     message = f"kernel {repo} ({what}) is not in {_STATE.path}; lock it with `kernlock lock {spec}` ({lenient_hint()})"
     if _STATE.strict:
