@@ -58,18 +58,22 @@ def test_every_quick_start_block_runs_as_written(hub: TestHub, tmp_path: Path) -
     project.mkdir()
     (project / "pyproject.toml").write_text('[project]\nname = "my-training-project"\nversion = "0"\n')
     subprocess.run(["git", "init", "-q", str(project)], check=True)
+    _tiny_model_and_data(project)  # the model the lock block names
     locked = _bash(lock_block, tmp_path)
     assert locked.returncode == 0, locked.stdout + locked.stderr
     lock = load_lockfile(project / "kernels.lock")
-    [entry] = lock.kernels
-    assert entry.repo == "kernels-community/flash-attn2"
+    [entry] = [k for k in lock.kernels if k.repo == "kernels-community/flash-attn2"]
     assert "torch2.9-cxx11-cu128-x86_64-linux" in {str(t) for t in lock.targets}
+    layers = {k.spec: k for k in lock.kernels if k.used_by}  # what Transformers kernelizes on the GPU target
+    assert set(layers) == {"kernels-community/liger-kernels@v4", "kernels-community/rotary@v2",
+                           "kernels-community/activation@v1"}
+    assert all(k.variant_for("torch2.9-cxx11-cu128-x86_64-linux") is not None and k.devices == ("cuda",)
+               for k in layers.values())
     staged = subprocess.run(["git", "diff", "--cached", "--name-only"], cwd=project, capture_output=True, text=True)
     assert staged.stdout.split() == ["kernels.lock", "pyproject.toml"]
 
     assert entry.ref is not None
     moved = advance_branch(hub.repo_path(entry.repo), entry.ref)
-    _tiny_model_and_data(project)
     (project / "train.py").write_text(python_block)
     bound = f"kernlock: {entry.repo} (version 4) -> {entry.commit} ["
     trained = _bash("python train.py", project, KERNLOCK_VERBOSE="1")
