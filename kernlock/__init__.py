@@ -3,6 +3,7 @@
 Public API (imported lazily so `import kernlock` stays cheap)::
 
     kernlock.apply()            # bind every kernel load to kernels.lock
+    kernlock.loaded()           # what this process loaded under it (the run record)
     kernlock.lock(...)          # resolve specs and write kernels.lock
     kernlock.verify(...)        # check a lock: fresh, covering, intact
     kernlock.load_lockfile(p)   # parse and validate a lock file
@@ -50,10 +51,12 @@ if TYPE_CHECKING:  # what type checkers see behind the lazy `__getattr__` below 
     from kernlock.resolve.lock import LockResult as LockResult
     from kernlock.resolve.lock import lock as lock
     from kernlock.runtime.apply import apply as apply
+    from kernlock.runtime.apply import loaded as loaded
     from kernlock.model.spec import parse_spec as parse_spec
 
 _EXPORTS = {
     "apply": "kernlock.runtime.apply",
+    "loaded": "kernlock.runtime.apply",
     "lock": "kernlock.resolve.lock",
     "LockResult": "kernlock.resolve.lock",
     "verify": "kernlock.check.verify",

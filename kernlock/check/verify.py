@@ -19,6 +19,8 @@ Checks, in order (later ones run only when the lock parses):
   `metadata.json` and bundle are the locked bytes, the bundle verifies against the
   pinned Sigstore root (no network) and names the signer the lock records, and that
   signer (or an unsigned variant) passes the project's policy (`kernlock.project.signers`).
+* ``against``  — (opt-in) the lock loads exactly what a checkpoint's run recorded in its
+  `kernlock.json` (`kernlock.check.against`).
 * ``remote``   — (opt-in) every locked commit still exists on the Hub; branches
   that moved past the lock are reported as notes (not failures); signed variants'
   bundles, fetched again, still verify and name the locked signer.
@@ -34,8 +36,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kernlock.check.against import check_against
 from kernlock.check.coverage import check_coverage
 from kernlock.model.target import Target, current_target
 from kernlock.errors import LockfileError, LockfileNotFoundError, LockfileVersionError, TargetError
@@ -203,6 +207,7 @@ def verify(
     remote: bool = False,
     signatures: bool = False,
     lockfile: str | os.PathLike[str] | None = None,
+    against: str | os.PathLike[str] | None = None,
     hub: Hub | None = None,
 ) -> VerifyReport:
     """Check the project's `kernels.lock`; see the module docstring for the checks and the report.
@@ -236,6 +241,7 @@ def verify(
         ("cache", (lambda r: check_cache(lock, checked, r)) if cache else None),
         ("signatures", (lambda r: check_signatures(lock, checked, r, project_policy(project))) if signatures else None),
         ("remote", (lambda r: check_remote(lock, r, hub, project_policy(project).trusted_root)) if remote else None),
+        ("against", (lambda r: check_against(lock, Path(against), r)) if against is not None else None),
     ):
         if run is None:
             continue

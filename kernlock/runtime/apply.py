@@ -283,6 +283,11 @@ def _resolve_load(repo: str, version: int | None, revision: str | None, backend:
     variant = entry.variant_for(target)
     assert variant is not None  # _locked_local_kernel refuses a target without one
     logger.info("kernlock: %s (%s) -> %s [%s]", repo, _describe(version, revision), entry.commit, variant.name)
+    with _STATE.mutex:
+        if (entry.repo, entry.commit, variant.name) not in _STATE.loaded:
+            from kernlock.model.record import loaded_entry
+
+            _STATE.loaded[(entry.repo, entry.commit, variant.name)] = loaded_entry(entry, variant)
     return local
 
 
@@ -327,6 +332,12 @@ def _verified_under_lock(variant_path: Path) -> bool:
 
 _HOOKS = LockHooks(resolve=_resolve_load, locked_commit=_locked_commit, commit_for=_commit_for,
                    variants_for=_variants_for, wrap_import=guard_import, verified=_verified_under_lock)
+def _patch_trainer(module: ModuleType) -> None:
+    from kernlock.runtime.trainer_record import patch_trainer
+
+    patch_trainer(module)
+
+
 def _patch_modeling_utils(module: ModuleType) -> None:
     from kernlock.runtime.default_kernels import patch_modeling_utils
 
@@ -340,6 +351,7 @@ _PATCHERS: dict[str, Callable[[ModuleType], None]] = {
 }
 _PATCHERS["torch.distributed.distributed_c10d"] = patch_c10d  # the cross-rank guard (kernlock.runtime.rank_hook)
 _PATCHERS["transformers.modeling_utils"] = _patch_modeling_utils  # its default kernelize (runtime.default_kernels)
+_PATCHERS["transformers.trainer"] = _patch_trainer  # the run record in checkpoints (runtime.trainer_record)
 
 
 def _patch_module(name: str, module: ModuleType) -> None:
@@ -435,6 +447,8 @@ def apply(lockfile: str | os.PathLike[str] | None = None, *, strict: bool | None
     with _STATE.mutex:
         _STATE.lock, _STATE.path, _STATE.target, _STATE.strict = lock, path, environment, strict
         _STATE.simulated = bool(simulated)
+        _STATE.lock_sha256 = _file_sha256(path)
+        _STATE.loaded = {}
     for repo, local in sorted(overrides.items()):
         _local_kernel(repo, local, "LOCAL_KERNELS")
     _ensure_patched()
@@ -451,6 +465,27 @@ def apply(lockfile: str | os.PathLike[str] | None = None, *, strict: bool | None
     return applied
 
 
+def _file_sha256(path: Path) -> str | None:
+    import hashlib
+
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def loaded() -> dict[str, Any] | None:
+    """What this process loaded under the lock so far (the run record, `kernlock.json`'s content); None unapplied."""
+    from kernlock.model.record import RECORD_FORMAT
+
+    with _STATE.mutex:
+        if _STATE.lock is None:
+            return None
+        return {"format": RECORD_FORMAT, "lockfile": str(_STATE.path), "lock-sha256": _STATE.lock_sha256,
+                "target": str(_STATE.target),
+                "kernels": [dict(e) for _, e in sorted(_STATE.loaded.items())]}
+
+
 def active_lock() -> Lockfile | None:
     """The lock applied in this process, if any."""
     return _STATE.lock
@@ -461,3 +496,4 @@ def release() -> None:
     with _STATE.mutex:
         _STATE.lock = _STATE.path = _STATE.target = None
         _STATE.warned.clear()
+        _STATE.loaded = {}

@@ -24,6 +24,8 @@ class Binding:
         self.warned: set[str] = set()
         self.mutex = threading.RLock()
         self.patched: set[str] = set()
+        self.lock_sha256: str | None = None  # of the applied lock's bytes (the run record's)
+        self.loaded: dict[tuple[str, str, str], dict] = {}  # (repo, commit, variant) -> its record entry
 
 
 STATE = Binding()

@@ -15,11 +15,13 @@ from kernlock.cli.options import all_targets_option, handle_errors, json_option,
               "lock's signers and the pinned trust root, offline.")
 @click.option("--remote", is_flag=True, help="Also check every locked commit still exists on the Hub (and its signed "
               "bundles still verify); report moved branches.")
+@click.option("--against", metavar="CHECKPOINT", type=click.Path(),
+              help="Also check the lock loads exactly what this checkpoint's run recorded (its kernlock.json).")
 @lock_options
 @json_option("Print a machine-readable report (schema in kernlock.check.report).")
 @handle_errors
 def verify_command(targets: tuple[str, ...], all_targets: bool, cache: bool, signatures: bool, remote: bool,
-                   lockfile: str | None, project_dir: str, as_json: bool) -> None:
+                   against: str | None, lockfile: str | None, project_dir: str, as_json: bool) -> None:
     """Check kernels.lock without resolving anything.
 
     Exit 0 when every check passes, 1 when one fails, 2 for bad usage or an unreadable lock.
@@ -30,6 +32,6 @@ def verify_command(targets: tuple[str, ...], all_targets: bool, cache: bool, sig
     from kernlock.check.report import report_json
 
     report = verify(project_dir, targets=targets, all_targets=all_targets, cache=cache, signatures=signatures,
-                    remote=remote, lockfile=lockfile)
+                    remote=remote, lockfile=lockfile, against=against)
     click.echo(report_json(report) if as_json else report.format())
     sys.exit(report.exit_code)
