@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import CPU, FA2, cli
+from helpers import CPU, FA2, REPO_ROOT, cli
 from kernlock.model.record import variant_content
 from kernlock.store.lockfile_io import load_lockfile
 from kernlock.testing.fixtures import advance_branch
@@ -17,9 +17,14 @@ from kernlock.testing.hub import TestHub
 from scripts.harness import python
 from test_readme_quickstart import _tiny_model_and_data
 
-SFT = ["trl", "sft", "--model_name_or_path", "./model", "--dataset_name", "./data", "--attn_implementation", FA2,
-       "--output_dir", "out", "--max_steps", "2", "--save_steps", "1", "--per_device_train_batch_size", "2",
-       "--report_to", "none", "--use_cpu"]
+
+
+def readme_block() -> tuple[str, str]:
+    """The README's run-record commands: the `kernlock run -- trl sft` line and the `verify --against` line."""
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("```bash\n", text.index("**The run record.**")) + len("```bash\n")
+    run, verify = text[start:text.index("```", start)].rstrip("\n").rsplit("\n", 1)
+    return run, verify
 
 
 def _env() -> dict[str, str]:
@@ -49,7 +54,11 @@ def test_kernlock_run_trl_sft_records_each_checkpoint_and_verify_against_follows
     project, lock = locked_project([FA2], [CPU])
     _tiny_model_and_data(project)
     hub.reset_counts()
-    run = subprocess.run([sys.executable, "-m", "kernlock", "run", "--", *SFT], cwd=project, env=_env(),
+    run_line, verify_line = readme_block()
+    import torch
+
+    cpu_only = "" if torch.cuda.is_available() else " --use_cpu"  # the README says to add it without a GPU
+    run = subprocess.run(["bash", "-euo", "pipefail", "-c", run_line + cpu_only], cwd=project, env=_env(),
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
     [entry] = lock.kernels
@@ -64,8 +73,8 @@ def test_kernlock_run_trl_sft_records_each_checkpoint_and_verify_against_follows
     kinds = {kind for kind in hub.requests if kind not in ("agent-registry",)}
     assert "tree" not in kinds and "refs" not in kinds  # the record costs no Hub request (downloads are the load's)
 
-    same = cli("verify", "--against", "out/checkpoint-2", cwd=project)
-    assert same.exit_code == 0 and "ok   against (1 kernel of out/checkpoint-2" in same.output, same.output
+    same = subprocess.run(["bash", "-c", verify_line], cwd=project, env=_env(), capture_output=True, text=True)
+    assert same.returncode == 0 and "ok   against (1 kernel of out/checkpoint-2" in same.stdout, same.stdout + same.stderr
     moved = advance_branch(hub.repo_path(FA2), entry.ref or "v4")
     assert cli("lock", "-P", FA2, cwd=project).exit_code == 0
     assert load_lockfile(project / "kernels.lock").kernels[0].commit == moved
