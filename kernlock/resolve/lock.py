@@ -13,7 +13,7 @@ from kernlock.store.atomic import atomic_write
 from kernlock.errors import KernlockError, StaleLockError, TrustError, UsageError
 from kernlock.hub.client import Hub
 from kernlock.store.kernels_lock import migration_for
-from kernlock.model.lockfile import LockedKernel, Lockfile
+from kernlock.model.lockfile import LOCK_FILENAME, LockedKernel, Lockfile
 from kernlock.store.lockfile_io import dumps_lockfile, write_lockfile
 from kernlock.project.config import Project, collect_specs, project_targets, resolving_target
 from kernlock.resolve.resolver import ResolveOptions, Resolver
@@ -196,7 +196,11 @@ def lock(
     rerun = lock_arguments(specs, targets=targets, scan=scan, trust=trust, upgrade=upgrade,
                            upgrade_kernels=upgrade_kernels, all_variants=all_variants, lockfile=lockfile,
                            project_dir=project_dir)
+    retry = "kernlock lock" + (" " + rest if (rest := lock_arguments(
+        specs, targets=targets, scan=scan, trust=trust, upgrade=upgrade, upgrade_kernels=upgrade_kernels,
+        all_variants=all_variants, project_dir=project_dir)) else "")
     with exclusive_workspace(project_dir, lockfile) as workspace:
+        refuse_overwrite(workspace, lockfile, retry, creating=write and not check)
         result = _relock(workspace, workspace.project, list(specs), targets=targets, scan=scan, upgrade=upgrade,
                          upgrade_kernels=upgrade_kernels, all_variants=all_variants, trust=trust,
                          write=write and not check, migrate=migrate, progress=progress, hub=hub, rerun=rerun)
@@ -219,7 +223,11 @@ def remove(
     A spec matches by its text or its lock identity (`org/repo@v1`), or, when only one
     declared spec names the repo, by `org/repo`. Nothing is written unless the re-lock succeeds.
     """
+    import shlex
+
+    retry = shlex.join(["kernlock", "remove", *specs, *(["--project", str(project_dir)] if str(project_dir) != "." else [])])
     with exclusive_workspace(project_dir, lockfile) as workspace:
+        refuse_overwrite(workspace, lockfile, retry)
         project = workspace.project
         kernels, dependencies = list(project.kernels), dict(project.kernel_dependencies)
         removals: dict[str, list[str]] = {"kernels": [], "dependencies": []}
@@ -249,6 +257,40 @@ def remove(
         edited = replace(project, kernels=tuple(kernels), kernel_dependencies=tuple(dependencies.items()),
                          overrides=overrides)
         return _relock(workspace, edited, [], removals=removals, progress=progress, hub=hub)
+
+
+def refuse_overwrite(workspace: Workspace, lockfile: str | os.PathLike[str] | None, retry: str, *,
+                     creating: bool = True) -> None:
+    """Refuse a lock path that is an existing file other than a lock (`pyproject.toml`, `train.py`: never written
+    over), or, when `creating`, a named lock whose directory does not exist (no directories are made for it).
+
+    `lockfile` is the path as the caller named it (None: `$KERNLOCK_LOCKFILE` or the project's); `retry` is the
+    command to run again, without it, in the fix.
+    """
+    import shlex
+
+    from kernlock.settings import LOCKFILE_ENV
+    from kernlock.store.lockfile_io import foreign_lock_problem
+
+    path = workspace.lockfile
+    if workspace.discovered:
+        configured = workspace.project.lockfile_name != LOCK_FILENAME
+        how = f"[tool.kernlock] lockfile of {workspace.project.pyproject.name}" if configured else "default"
+        fix = (f"set [tool.kernlock] lockfile in {workspace.project.pyproject} to a new file such as \"{LOCK_FILENAME}\""
+               if configured else
+               f"move it away (`mv {shlex.quote(str(path))} {shlex.quote(str(path) + '.bak')}`) and run `{retry}` again")
+    elif lockfile is not None:
+        how, fix = f"--lockfile {lockfile}", f"leave out --lockfile to write the project's lock: `{retry}`"
+    else:
+        how, fix = f"${LOCKFILE_ENV}", f"unset {LOCKFILE_ENV} to write the project's lock: `env -u {LOCKFILE_ENV} {retry}`"
+    problem = foreign_lock_problem(path)
+    if problem is not None:
+        raise UsageError(f"refusing to write the lock over {path} (named by {how}): {problem}; nothing was written", fix=fix)
+    parent = path.parent
+    if creating and not workspace.discovered and not os.path.lexists(path) and not parent.is_dir():
+        raise UsageError(f"refusing to create {path} (named by {how}): its directory {parent} does not exist and kernlock "
+                         "makes none for a named lock; nothing was written",
+                         fix=f"create it first (`mkdir -p {shlex.quote(str(parent))}`), or {fix}")
 
 
 def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, targets: tuple[str, ...] = (),

@@ -1,0 +1,121 @@
+"""Advice that can be run blindly: each refusal's printed fix, run as printed, changes only what it names."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import CPU, FA2, LockedProjectFactory, run_kernlock
+from kernlock.store.lockfile_io import load_lockfile
+from kernlock.testing.hub import TestHub
+
+TRAIN = "import kernlock\nkernlock.apply()\n"
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    """Every file under `root` (relative path -> bytes), kernlock's project mutex left out."""
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and p.name != ".kernlock.lock"}
+
+
+def error_line(result: subprocess.CompletedProcess, where: str = "stderr") -> str:
+    """The one `kernlock: error:` line of a command that exited 2 (nothing else printed)."""
+    output = getattr(result, where)
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kernlock: error: "), output
+    return lines[0]
+
+
+def fix_commands(text: str) -> list[str]:
+    """The commands a printed fix names (its back-quoted spans after `fix:`)."""
+    fix = text.split("fix: ", 1)[1]
+    return re.findall(r"`([^`]+)`", fix)
+
+
+def run_fix(command: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run a printed fix as printed, through the shell, with this interpreter's `kernlock` first on PATH."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    return subprocess.run(command, shell=True, cwd=cwd, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **(env or {}), "PATH": path})
+
+
+# ---------------------------------------------------------------- 1. a lock path naming a project file
+
+
+@pytest.mark.parametrize("named", ["env", "option"])
+def test_a_lock_path_naming_a_project_file_is_refused_and_its_fix_writes_only_the_lock(
+    locked_project: LockedProjectFactory, named: str,
+) -> None:
+    project = locked_project([FA2], [CPU], files={"train.py": TRAIN}).path
+    victim = "pyproject.toml" if named == "env" else "train.py"
+    env = {"KERNLOCK_LOCKFILE": victim} if named == "env" else {}
+    option = ["--lockfile", victim] if named == "option" else []
+    before = snapshot(project)
+
+    verified = run_kernlock("verify", *option, cwd=project, env=env)
+    assert verified.returncode == 2
+    assert victim in verified.stdout and "it is not a kernlock lock" in verified.stdout or \
+        f"{victim} is not a kernlock lock" in verified.stdout
+    assert "kernlock lock --upgrade" not in verified.stdout  # the fix that wrote the lock over the project file
+
+    refused = error_line(run_kernlock("lock", "--upgrade", *option, cwd=project, env=env))
+    assert f"refusing to write the lock over {victim}" in refused and "nothing was written" in refused
+    assert snapshot(project) == before
+
+    [fix] = fix_commands(refused)
+    assert fix == ("env -u KERNLOCK_LOCKFILE kernlock lock --upgrade" if named == "env" else "kernlock lock --upgrade")
+    fixed = run_fix(fix, project, env)
+    assert fixed.returncode == 0, fixed.stderr
+    after = snapshot(project)
+    assert {name for name in after if after[name] != before.get(name)} <= {"kernels.lock"}  # only the lock it names
+    assert after.keys() == before.keys()
+    assert load_lockfile(project / "kernels.lock").kernels[0].repo == FA2
+
+
+def test_a_default_lock_path_holding_another_file_is_moved_away_by_the_fix(locked_project: LockedProjectFactory) -> None:
+    project = locked_project([FA2], [CPU]).path
+    (project / "kernels.lock").write_text("notes about kernels\n")
+    before = snapshot(project)
+    refused = error_line(run_kernlock("lock", "-U", cwd=project))
+    assert "refusing to write the lock over" in refused and snapshot(project) == before
+    move, rerun = fix_commands(refused)
+    assert rerun == "kernlock lock --upgrade"
+    assert run_fix(move, project).returncode == 0 and run_fix(rerun, project).returncode == 0
+    assert (project / "kernels.lock.bak").read_bytes() == before["kernels.lock"]  # nothing lost
+    assert load_lockfile(project / "kernels.lock").kernels[0].repo == FA2
+
+
+def test_a_named_lock_in_a_missing_directory_creates_no_directory(locked_project: LockedProjectFactory,
+                                                                   tmp_path: Path) -> None:
+    project = locked_project([FA2], [CPU]).path
+    named = tmp_path / "missing" / "sub" / "kernels.lock"
+    before = snapshot(project)
+    refused = error_line(run_kernlock("lock", cwd=project, env={"KERNLOCK_LOCKFILE": str(named)}))
+    assert "does not exist" in refused and not (tmp_path / "missing").exists()
+    assert snapshot(project) == before
+    mkdir, rerun = fix_commands(refused)
+    assert mkdir == f"mkdir -p {named.parent}" and rerun == "env -u KERNLOCK_LOCKFILE kernlock lock"
+    assert run_fix(mkdir, project).returncode == 0
+    created = run_kernlock("lock", cwd=project, env={"KERNLOCK_LOCKFILE": str(named)})
+    assert created.returncode == 0, created.stderr
+    assert load_lockfile(named).kernels[0].repo == FA2 and snapshot(project) == before
+
+
+def test_the_lock_command_refuses_a_project_file_in_process(hub: TestHub, locked_project: LockedProjectFactory) -> None:
+    import kernlock
+    from kernlock.errors import UsageError
+
+    project = locked_project([FA2], [CPU]).path
+    before = snapshot(project)
+    for call in (lambda: kernlock.lock(project, upgrade=True, lockfile=project / "pyproject.toml"),
+                 lambda: kernlock.lock(project, upgrade=True, write=False, lockfile=project / "pyproject.toml")):
+        with pytest.raises(UsageError) as refused:
+            call()
+        assert refused.value.exit_code == 2 and refused.value.fix
+    assert snapshot(project) == before
