@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from helpers import CPU, FA2, LockedProjectFactory, run_kernlock
+from kernlock.model.lockfile import LockedKernel
 from kernlock.store.lockfile_io import load_lockfile
 from kernlock.testing.hub import TestHub
 
@@ -119,3 +120,91 @@ def test_the_lock_command_refuses_a_project_file_in_process(hub: TestHub, locked
             call()
         assert refused.value.exit_code == 2 and refused.value.fix
     assert snapshot(project) == before
+
+
+# ---------------------------------------------------------------- 2. sync --repair deletes nothing from the shared cache
+
+
+ACT = "kernels-community/activation"
+
+
+def cache_files(cache: Path) -> dict[str, bytes]:
+    """Every file of the kernel repos' blobs and snapshots in the Hub cache (through the snapshot links); what the
+    clients record beside them (`.locks/`, kernels' `.verified-kernels/`, huggingface_hub's `trees/`) left out."""
+    return {name: data for name, data in snapshot(cache).items()
+            if name.startswith("kernels--") and name.split("/")[1] in ("blobs", "snapshots")}
+
+
+Synced = tuple[Path, LockedKernel, Path, Path]  # project, its one entry, the variant's cache directory, the cache
+
+
+@pytest.fixture
+def synced(locked_project: LockedProjectFactory) -> Synced:
+    """A project locking activation@v1 for this machine, synced into the Hub cache."""
+    from kernlock.store.hub_cache import hub_cache_dir, variant_dir
+
+    project, lock = locked_project([f"{ACT}@v1"], [CPU])
+    assert run_kernlock("sync", cwd=project).returncode == 0
+    [entry] = lock.kernels
+    return project, entry, variant_dir(entry, entry.variant_for(CPU).name), hub_cache_dir()
+
+
+def test_a_file_the_lock_lost_stays_in_the_shared_cache_and_the_printed_fix_restores_the_lock(synced: Synced) -> None:
+    import kernels
+
+    import kernlock
+    from kernlock.errors import IntegrityError
+    from kernlock.runtime.apply import release
+    from scripts.harness import python
+
+    project, entry, root, cache = synced
+    variant = entry.variant_for(CPU)
+    lost = next(f for f in variant.files if f.path.endswith("layers.py"))
+    path, genuine = project / "kernels.lock", (project / "kernels.lock").read_text()
+    path.write_text("".join(line for line in genuine.splitlines(keepends=True) if f'path = "{lost.path}"' not in line))
+    before, project_before = cache_files(cache), snapshot(project)
+
+    kernlock.apply(path)
+    try:
+        with pytest.raises(IntegrityError) as refused:
+            kernels.get_kernel(ACT, version=1)
+    finally:
+        release()
+    assert lost.path in refused.value.message and refused.value.fix
+    assert fix_commands(str(refused.value))[0] == f"kernlock lock -P {ACT}"  # not `sync --repair`
+
+    repaired = run_kernlock("sync", "--repair", cwd=project)
+    line = error_line(repaired) if repaired.returncode == 2 else repaired.stderr.strip()
+    assert repaired.returncode == 1 and len(line.splitlines()) == 1 and line.startswith("kernlock: error: "), line
+    assert f"which commit {entry.commit[:12]} holds on the Hub" in line and "stay in the shared cache" in line
+    assert cache_files(cache) == before and (root / lost.path).is_file()
+    plain = python(f"import kernels; kernels.get_kernel({ACT!r}, revision={entry.commit!r})", project)
+    assert plain.returncode == 0, plain.stderr  # plain kernels still loads the commit from the shared cache
+
+    [fix] = fix_commands(line)
+    assert fix == f"kernlock lock -P {ACT}"
+    assert run_fix(fix, project).returncode == 0
+    assert path.read_text() == genuine  # the lock's entry is back, nothing else changed
+    assert {n for n, data in snapshot(project).items() if data != project_before.get(n)} == {"kernels.lock"}
+    assert cache_files(cache) == before
+    assert run_kernlock("verify", "--cache", cwd=project).returncode == 0
+
+
+def test_a_planted_file_is_reported_not_deleted_and_the_printed_fix_deletes_only_it(synced: Synced) -> None:
+    project, _, root, cache = synced
+    before = cache_files(cache)
+    planted = root / "activation" / "planted.py"
+    planted.write_text("print('not locked')\n")
+
+    verified = run_kernlock("verify", "--cache", cwd=project)
+    assert verified.returncode == 1 and "planted.py" in verified.stdout and "sync --repair" not in \
+        verified.stdout.split("fix: ", 1)[1].split("`")[1]
+    repaired = run_kernlock("sync", "--repair", cwd=project)
+    line = repaired.stderr.strip()
+    assert repaired.returncode == 1 and len(line.splitlines()) == 1, line
+    assert "does not hold on the Hub" in line and planted.is_file()
+    [fix] = fix_commands(line)
+    assert fix == f"rm -r -- {planted}"
+    assert run_fix(fix, project).returncode == 0
+    assert cache_files(cache) == before  # exactly the planted file went
+    assert run_kernlock("sync", "--repair", cwd=project).returncode == 0
