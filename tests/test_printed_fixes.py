@@ -208,3 +208,53 @@ def test_a_planted_file_is_reported_not_deleted_and_the_printed_fix_deletes_only
     assert run_fix(fix, project).returncode == 0
     assert cache_files(cache) == before  # exactly the planted file went
     assert run_kernlock("sync", "--repair", cwd=project).returncode == 0
+
+
+# ---------------------------------------------------------------- 3. version=N is never served another version
+
+
+def test_a_version_the_bare_spec_is_not_pinned_at_is_refused_and_the_printed_fix_locks_it(
+    hub: TestHub, locked_project: LockedProjectFactory, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    import logging
+
+    import kernels
+
+    import kernlock
+    from kernlock.compat import transformers
+    from kernlock.errors import UnlockedKernelError
+    from kernlock.runtime.apply import release
+
+    project, lock = locked_project([FA2], [CPU])
+    [bare] = lock.kernels
+    default = bare.version  # what this Transformers asks for a bare flash-attn2 here (4 on torch >= 2.10)
+    assert default is not None and default != 2
+    before = snapshot(project)
+    kernlock.apply(project / "kernels.lock")
+    try:
+        hub.reset_counts()
+        for version in (0, 2):  # code asking for another version (Transformers' MiniMaxAI/msa loader asks for 0)
+            with pytest.raises(UnlockedKernelError, match=rf"kernel {FA2} \(version {version}\) is not in") as refused:
+                kernels.get_kernel(FA2, version=version)
+        assert sum(hub.requests.values()) == 0, hub.log
+        assert kernels.get_kernel(FA2, version=default).KERNEL_IDENTITY["commit"] == bare.commit
+        # Transformers' default moved (another release): the bare spec's pin still serves it, with the drift note.
+        with monkeypatch.context() as patched, caplog.at_level(logging.WARNING, logger="kernlock"):
+            patched.setattr(transformers, "default_version", lambda repo, target: (3, "a later release"))
+            assert kernels.get_kernel(FA2, version=3).KERNEL_IDENTITY["commit"] == bare.commit
+        assert f"the lock pins the bare spec at version {default}" in caplog.text
+    finally:
+        release()
+
+    [fix] = re.findall(r"`(kernlock lock [^`]+)`", str(refused.value))
+    assert fix == f"kernlock lock {FA2}@v2"
+    assert run_fix(fix, project).returncode == 0
+    after = snapshot(project)
+    assert {name for name in after if after[name] != before[name]} == {"pyproject.toml", "kernels.lock"}
+    relocked = load_lockfile(project / "kernels.lock")
+    assert relocked.kernel(FA2).commit == bare.commit  # the bare spec's pin is kept
+    kernlock.apply(project / "kernels.lock")
+    try:
+        assert kernels.get_kernel(FA2, version=2).KERNEL_IDENTITY["commit"] == relocked.kernel(f"{FA2}@v2").commit
+    finally:
+        release()
