@@ -258,3 +258,33 @@ def test_a_version_the_bare_spec_is_not_pinned_at_is_refused_and_the_printed_fix
         assert kernels.get_kernel(FA2, version=2).KERNEL_IDENTITY["commit"] == relocked.kernel(f"{FA2}@v2").commit
     finally:
         release()
+
+
+# ---------------------------------------------------------------- 4. export: one pin per kernel, the spec's own
+
+
+def test_export_with_a_per_target_override_writes_the_specs_own_pin_and_names_the_override(
+    hub: TestHub, locked_project: LockedProjectFactory, tmp_path: Path,
+) -> None:
+    import json
+
+    import kernels
+
+    from helpers import CU128_ON_V2, CUDA_X86
+
+    project, lock = locked_project([FA2], [CPU, CUDA_X86], extra=CU128_ON_V2)
+    own = lock.kernel(FA2)
+    [override] = [k for k in lock.kernels if k.override is not None]
+    assert own.override is None and override.commit != own.commit
+    before = snapshot(project)
+    out = tmp_path / "kernels-lock.json"
+    exported = run_kernlock("export", "--format", "kernels", "-o", str(out), cwd=project)
+    assert exported.returncode == 0, exported.stderr
+    warning, wrote = exported.stderr.strip().splitlines()
+    assert warning.startswith(f"kernlock: warning: {FA2}: the override for backend=cu128 (v2, {override.commit[:12]}; "
+                              f"{CUDA_X86}) is not written") and wrote == f"wrote {out} (1 kernels, kernels format)"
+    data = json.loads(out.read_text())
+    assert [(e["dependency"]["repo-id"], e["lock"]["commit"]) for e in data] == [(FA2, own.commit)]
+    assert snapshot(project) == before
+    identity = kernels.get_locked_kernel(FA2, lockfile=out).KERNEL_IDENTITY  # plain kernels, on this CPU machine
+    assert identity["commit"] == own.commit and identity["variant"] == own.variant_for(CPU).name
