@@ -288,3 +288,52 @@ def test_export_with_a_per_target_override_writes_the_specs_own_pin_and_names_th
     assert snapshot(project) == before
     identity = kernels.get_locked_kernel(FA2, lockfile=out).KERNEL_IDENTITY  # plain kernels, on this CPU machine
     assert identity["commit"] == own.commit and identity["variant"] == own.variant_for(CPU).name
+
+
+# ---------------------------------------------------------------- 5. typos: one line, a did-you-mean, exit 2
+
+
+TYPO = FA2.replace("attn2", "atn2")  # kernels-community/flash-atn2
+
+
+@pytest.mark.parametrize("typo", [TYPO, "flash-attn2"])
+def test_a_misspelt_upgrade_kernel_is_refused_with_a_did_you_mean_whose_fix_works(
+    locked_project: LockedProjectFactory, typo: str,
+) -> None:
+    from helpers import CUDA_X86
+
+    project = locked_project([FA2, f"{ACT}@v1"], [CPU, CUDA_X86]).path
+    before = snapshot(project)
+    refused = error_line(run_kernlock("lock", "-P", typo, "--target", CUDA_X86, cwd=project))
+    assert f"-P {typo}: no kernel of this project is named so" in refused and f"did you mean {FA2}?" in refused
+    assert snapshot(project) == before
+    [fix] = fix_commands(refused)
+    assert fix == f"kernlock lock --target {CUDA_X86} -P {FA2}"
+    fixed = run_fix(fix, project)
+    assert fixed.returncode == 0, fixed.stderr
+    assert snapshot(project) == before  # the branches did not move: re-resolving flash-attn2 keeps its pin
+
+
+def test_an_override_keyed_to_a_misspelt_repo_is_refused_with_a_did_you_mean(locked_project: LockedProjectFactory) -> None:
+    from helpers import CU128_ON_V2, CUDA_X86
+
+    project = locked_project([FA2], [CPU, CUDA_X86]).path
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text() + CU128_ON_V2.replace(FA2, TYPO))
+    before = snapshot(project)
+    refused = error_line(run_kernlock("lock", cwd=project))
+    assert f'[tool.kernlock.overrides."{TYPO}"] names no kernel of the project' in refused
+    assert f"did you mean {FA2}?" in refused and refused.endswith(f"fix: key the override by '{FA2}' in pyproject.toml")
+    assert snapshot(project) == before
+    pyproject.write_text(pyproject.read_text().replace(TYPO, FA2))  # the fix, by hand
+    assert run_kernlock("lock", cwd=project).returncode == 0
+    assert any(k.override is not None for k in load_lockfile(project / "kernels.lock").kernels)
+
+
+def test_a_misspelt_use_kernels_entry_is_refused_with_a_did_you_mean(hub: TestHub, tmp_path: Path) -> None:
+    from helpers import make_project
+
+    project = make_project(tmp_path / "p", kernels=[f"{FA2}@v2"], extra=f'use-kernels = ["{ACT}ion"]\n')
+    refused = error_line(run_kernlock("lock", cwd=project))
+    assert f"use-kernels lists {ACT}ion" in refused and f"did you mean {ACT}?" in refused
+    assert not (project / "kernels.lock").exists()

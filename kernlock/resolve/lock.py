@@ -314,6 +314,7 @@ def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, tar
             "no kernel specs found: pass one (kernlock lock org/repo), list them in [tool.kernlock] kernels, "
             "or point [tool.kernlock] scan at your training code"
         )
+    _refuse_unknown_upgrades(upgrade_kernels, {s.repo for s in all_specs} | _names(previous), rerun)
     options = ResolveOptions(
         targets=target_list,
         all_variants=all_variants,
@@ -331,6 +332,7 @@ def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, tar
         if not rerun:
             raise
         raise TrustError.untrusted(error.repo, rerun) from None
+    _refuse_unknown_overrides(project, {s.repo for s in all_specs} | _names(result))
     existing = _existing_text(path) if migration is None else None
     if previous is not None and existing is not None:
         kept = replace(result, resolved_with=previous.resolved_with)  # no pin change, no `[resolved-with]` churn
@@ -366,6 +368,47 @@ def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, tar
         changes=changes,
         changed=changed,
     )
+
+
+def _names(lock: Lockfile | None) -> set[str]:
+    """Every repo name a lock's entries answer to (canonical names and aliases)."""
+    return {name for kernel in (lock.kernels if lock else ()) for name in kernel.names()}
+
+
+def _refuse_unknown_upgrades(upgrade_kernels: tuple[str, ...], known: set[str], rerun: str) -> None:
+    """`-P REPO` naming no kernel of the project (a typo would otherwise re-resolve nothing and say "unchanged")."""
+    import shlex
+
+    from kernlock.project.suggest import close_repo, known_list
+
+    for name in upgrade_kernels:
+        if name in known:
+            continue
+        match = close_repo(name, known)
+        words = shlex.split(rerun)
+        fixed = [match if match and word == name and index and words[index - 1] == "-P" else word
+                 for index, word in enumerate(words)]
+        raise UsageError(
+            f"-P {name}: no kernel of this project is named so (it has {known_list(known)}); nothing was changed"
+            + (f"; did you mean {match}?" if match else ""),
+            fix=f"`kernlock lock {shlex.join(fixed)}`" if match else "name a repo `kernlock show` lists",
+        )
+
+
+def _refuse_unknown_overrides(project: Project, known: set[str]) -> None:
+    """An override keyed to a repo nothing declares or depends on (a typo would otherwise be ignored)."""
+    from kernlock.project.suggest import close_repo, known_list
+
+    for rule in project.overrides:
+        if rule.repo in known:
+            continue
+        match = close_repo(rule.repo, known)
+        raise UsageError(
+            f"{project.pyproject}: [tool.kernlock.overrides.\"{rule.repo}\"] names no kernel of the project "
+            f"(it has {known_list(known)}); nothing was changed" + (f"; did you mean {match}?" if match else ""),
+            fix=f"key the override by {match!r} in {project.pyproject.name}" if match else
+                f"declare {rule.repo} in [tool.kernlock] kernels, or remove its override",
+        )
 
 
 def _doctor_warnings() -> list[str]:
