@@ -155,7 +155,14 @@ def foreign_lock_problem(path: Path) -> str | None:
         return f"it cannot be read ({error.strerror})"
     if is_kernlock_lock(data) or looks_like_kernels_lock(data):
         return None
-    return "it exists and is not a kernlock lock"
+    try:
+        keys = ", ".join(sorted(tomlio.loads(data.decode("utf-8")))[:4])
+        why = f"TOML with {keys}"
+    except UnicodeDecodeError:
+        why = "not text"
+    except ValueError as error:
+        why = f"not valid TOML ({error})"
+    return f"it exists and is not a kernlock lock ({why})"
 
 
 def _foreign(error: LockfileError, path: Path, data: bytes) -> LockfileError:
