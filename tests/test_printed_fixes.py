@@ -79,6 +79,27 @@ def test_a_lock_path_naming_a_project_file_is_refused_and_its_fix_writes_only_th
     assert load_lockfile(project / "kernels.lock").kernels[0].repo == FA2
 
 
+def test_a_configured_lock_path_naming_a_project_file_is_refused(hub: TestHub, tmp_path: Path) -> None:
+    from helpers import make_project
+
+    project = make_project(tmp_path / "p", kernels=[FA2], targets=[CPU], extra='lockfile = "train.py"\n')
+    (project / "train.py").write_text(TRAIN)
+    before = snapshot(project)
+    verified = run_kernlock("verify", cwd=project)
+    assert verified.returncode == 2 and "it is not a kernlock lock" in verified.stdout
+    assert "kernlock lock" not in verified.stdout.split("fix: ", 1)[1]
+    for args in (("lock",), ("lock", "--upgrade")):
+        refused = error_line(run_kernlock(*args, cwd=project))
+        assert "named by [tool.kernlock] lockfile of pyproject.toml" in refused
+        assert refused.endswith(f'fix: set [tool.kernlock] lockfile in {project / "pyproject.toml"} to a new file '
+                                'such as "kernels.lock"')
+        assert snapshot(project) == before
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('lockfile = "train.py"', 'lockfile = "kernels.lock"'))  # the fix
+    assert run_kernlock("lock", cwd=project).returncode == 0
+    assert (project / "train.py").read_text() == TRAIN and load_lockfile(project / "kernels.lock").kernels[0].repo == FA2
+
+
 def test_a_default_lock_path_holding_another_file_is_moved_away_by_the_fix(locked_project: LockedProjectFactory) -> None:
     project = locked_project([FA2], [CPU]).path
     (project / "kernels.lock").write_text("notes about kernels\n")
