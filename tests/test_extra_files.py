@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import py_compile
+import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -71,14 +73,16 @@ def test_planted_files_are_refused_reported_and_repaired(synced: Synced, tmp_pat
     kernlock.apply(project / "kernels.lock")
     with pytest.raises(IntegrityError, match="does not list") as error:
         kernels.get_kernel(FA2, version=2)
-    assert "kernlock sync --repair" in str(error.value)
+    assert error.value.fix and f"kernlock lock -P {FA2}" in error.value.fix  # if the lock lost it by a hand edit
 
     verified = cli("verify", "--cache", cwd=project)
     assert verified.exit_code == 1 and "does not list" in verified.output
     assert cli("sync", cwd=project).exit_code == 1
-    repaired = cli("sync", "--repair", cwd=project)
-    assert repaired.exit_code == 0, repaired.output
-    assert not planted.exists() and cache.extra_files(variant, root, bytecode=True) == []
+    repaired = cli("sync", "--repair", cwd=project)  # deletes nothing from the shared cache: says what to delete
+    assert repaired.exit_code == 1 and "does not hold on the Hub" in repaired.output and planted.exists()
+    removed = subprocess.run(re.findall(r"`(rm -r -- [^`]+)`", repaired.output)[0], shell=True, check=False)
+    assert removed.returncode == 0 and cache.extra_files(variant, root, bytecode=True) == []
+    assert cli("sync", "--repair", cwd=project).exit_code == 0
 
     module = kernels.get_kernel(FA2, version=2)
     assert module.KERNEL_IDENTITY["repo"] == FA2

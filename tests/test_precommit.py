@@ -118,3 +118,37 @@ def test_the_readmes_hook_config_works_as_written(hub: TestHub, tmp_path: Path, 
     pyproject.write_text(pyproject.read_text().replace("flash-attn2@v2", "flash-attn2@v3"))
     result = _hook(repo, config, pre_commit_home)
     assert result.returncode == 1 and "kernels-community/flash-attn2@v3 changed" in result.stdout, result.stdout
+
+
+def test_the_quick_starts_hook_fails_on_a_changed_attn_implementation_in_train_py(
+    hub: TestHub, tmp_path: Path, pre_commit_home: Path,
+) -> None:
+    """The quick start as written (its lock command, its train.py lines, the README's hook): the hook passes, then
+    fails when train.py's attn_implementation names another kernel, and passes again once it names the locked one."""
+    from test_readme_quickstart import _bash, quick_start_blocks
+
+    lock_block = quick_start_blocks("bash")[0]
+    [train] = quick_start_blocks("python")
+    repo = tmp_path / "my-training-project"
+    repo.mkdir()
+    (repo / "pyproject.toml").write_text('[project]\nname = "my-training-project"\nversion = "0"\n')
+    _git(repo, "init", "-q", "-b", "main")
+    (repo / "train.py").write_text(train)
+    locked = _bash(lock_block, tmp_path)
+    assert locked.returncode == 0, locked.stdout + locked.stderr
+    config = repo / ".pre-commit-config.yaml"
+    config.write_text(readme_hook_config())
+    result = _hook(repo, config, pre_commit_home)
+    assert result.returncode == 0 and "Passed" in result.stdout, result.stdout + result.stderr
+
+    changed = train.replace('attn_implementation="kernels-community/flash-attn2"',
+                            'attn_implementation="kernels-community/activation@v1"')
+    assert changed != train
+    (repo / "train.py").write_text(changed)
+    result = _hook(repo, config, pre_commit_home)
+    assert result.returncode == 1 and "Failed" in result.stdout, result.stdout + result.stderr
+    line = next(n for n, text in enumerate(changed.splitlines(), 1) if "attn_implementation" in text)
+    assert f"train.py:{line}: kernels-community/activation@v1 is not in the lock" in result.stdout, result.stdout
+
+    (repo / "train.py").write_text(train)
+    assert _hook(repo, config, pre_commit_home).returncode == 0

@@ -92,18 +92,23 @@ def test_every_quick_start_block_runs_as_written(hub: TestHub, tmp_path: Path) -
     assert verified.returncode == 0, verified.stdout + verified.stderr
 
 
-def test_the_ci_recipe_runs_its_kernlock_steps_as_written(locked_project, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """The README's GitHub Actions job is valid YAML, and its `kernlock` steps pass on a fresh lock and fail on a
-    stale one (the install step needs the job's own checkout)."""
+def ci_recipe_steps() -> list[str]:
+    """The `kernlock` steps of the README's GitHub Actions job (valid YAML), verbatim (the install step needs the
+    job's own checkout)."""
     import yaml
 
     text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
     start = text.index("```yaml\n# .github/workflows/kernels-lock.yml") + len("```yaml\n")
     workflow = yaml.safe_load(text[start:text.index("```", start)])
     steps = [step["run"] for step in workflow["jobs"]["kernlock"]["steps"] if "run" in step]
-    kernlock_steps = [step for step in steps if step.startswith("kernlock ")]
+    return [step for step in steps if step.startswith("kernlock ")]
+
+
+def test_the_ci_recipe_runs_its_kernlock_steps_as_written(locked_project, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The README's GitHub Actions job's `kernlock` steps pass on a fresh lock and fail on a stale one."""
+    kernlock_steps = ci_recipe_steps()
     assert [step.split("  #")[0].strip() for step in kernlock_steps] == ["kernlock lock --check",
-                                                                          "kernlock verify --all-targets"]
+                                                                          "kernlock verify --all-targets --remote"]
     project = locked_project(["kernels-community/activation@v1"], ["torch2.13-cxx11-cpu-x86_64-linux"]).path
     for step in kernlock_steps:
         done = _bash(step, project)
@@ -114,3 +119,31 @@ def test_the_ci_recipe_runs_its_kernlock_steps_as_written(locked_project, tmp_pa
                                                        'kernels = ["kernels-community/activation@v1", "kernels-community/tagged@v1"]'))
     assert _bash(kernlock_steps[0], project).returncode == 1
     assert (project / "kernels.lock").read_bytes() == before
+
+
+def test_the_ci_recipe_fails_on_a_lock_edited_by_hand(locked_project) -> None:  # type: ignore[no-untyped-def]
+    """A commit, a sha256 and a file list edited by hand in kernels.lock: the recipe, run as written, fails each time
+    (the offline checks alone pass them: only the Hub knows)."""
+    project, lock = locked_project(["kernels-community/flash-attn2@v2"], ["torch2.13-cxx11-cpu-x86_64-linux"])
+    path = project / "kernels.lock"
+    genuine = path.read_text()
+    [entry] = lock.kernels
+    locked_file = entry.variants[0].files[0]
+    edits = {
+        "commit": genuine.replace(entry.commit, "a" * 40),
+        "sha256": genuine.replace(locked_file.sha256, "0" * 64),
+        "file list": "".join(line for line in genuine.splitlines(keepends=True) if f'path = "{locked_file.path}"' not in line),
+    }
+
+    def recipe() -> list[int]:
+        return [_bash(step, project).returncode for step in ci_recipe_steps()]
+
+    assert recipe() == [0, 0]
+    for what, text in edits.items():
+        assert text != genuine, what
+        path.write_text(text)
+        assert _bash("kernlock verify --all-targets", project).returncode == 0, what  # offline: not caught
+        assert 1 in recipe(), what
+        assert path.read_text() == text  # the recipe changes nothing
+    path.write_text(genuine)
+    assert recipe() == [0, 0]

@@ -225,8 +225,12 @@ def test_cache_check_reports_every_problem_of_a_variant(locked_project: LockedPr
     assert f"1 of {len(variant.files)} file(s) of {variant.name} are not in the cache ({variant.files[1].path})" in messages[0]
     assert "planted.py" in messages[1] and "does not list" in messages[1]
     assert f"{variant.name}/{variant.files[0].path} does not match kernels.lock" in messages[2]
-    assert {p["fix"] for p in problems} == {"kernlock sync --repair"}
-    assert cli("sync", "--repair", cwd=project).exit_code == 0  # the fix, as printed
+    assert [p["fix"] for p in problems][::2] == ["kernlock sync --repair"] * 2
+    assert f"`kernlock lock -P {ACT.split('@')[0]}`" in problems[1]["fix"]  # an unlisted file may be the lock's loss
+    repaired = cli("sync", "--repair", cwd=project)  # the fix, as printed: restores the locked files, deletes nothing
+    assert repaired.exit_code == 1 and "(planted.py), which commit" in repaired.output
+    assert (root / "planted.py").is_file()
+    (root / "planted.py").unlink()  # what its fix says (`rm -r -- …/planted.py`)
     repaired = cli("verify", "--cache", cwd=project)
     assert repaired.exit_code == 0, repaired.output
     assert repaired.output.startswith("ok   lock (1 kernel, 1 target)")  # plurals

@@ -2,7 +2,10 @@
 
 Only the files the lock lists are fetched, at the locked commit, into the
 cache kernels reads (`KERNELS_CACHE`, `HF_HUB_CACHE`, `HF_HOME`). Files already
-present are verified against the lock; `repair` re-downloads those that fail.
+present are verified against the lock; `repair` re-downloads those that fail and removes
+bytecode caches, but deletes nothing else from the shared cache: a file the lock does not
+list may be a real part of the commit that plain kernels or another project relies on
+(the lock lost it), so it is reported with the fix the Hub's listing of the commit calls for.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from pathlib import Path
 
 from kernlock.store.hub_cache import (
     check_variant, discard, download_variant, extra_files, hub_cache_dir, local_write_problem, missing_files,
-    remove_extra_files, variant_dir,
+    remove_extra_files, unlisted_files_error, variant_dir,
 )
 from kernlock.check.coverage import uncovered_problem
 from kernlock.model.target import Target
@@ -73,21 +76,41 @@ def sync_variant(kernel: LockedKernel, variant: LockedVariant, cache: Path, repa
         just_verified = download_variant(kernel, variant, cache, missing)
         report.downloaded = [f"{kernel.spec} {variant.name}/{f.path}" for f in missing]
         report.bytes += sum(f.size for f in missing)
-    if repair and (extra := extra_files(variant, root, bytecode=True)):
-        remove_extra_files(root, extra)
-        report.repaired += [f"{kernel.spec} {variant.name}/{path} (removed: not in the lock)" for path in extra]
+    if repair and (inert := sorted(set(extra_files(variant, root, bytecode=True)) - set(extra_files(variant, root)))):
+        remove_extra_files(root, inert)  # bytecode caches only: never part of a commit, never read by kernlock
+        report.repaired += [f"{kernel.spec} {variant.name}/{path} (removed: bytecode cache)" for path in inert]
     try:
         check_variant(kernel, variant, root, just_verified=just_verified)
     except IntegrityError:
         if not repair:
             raise
         bad = [f for f in variant.files if _mismatched(root / f.path, f.sha256, f.size)]
-        discard(kernel, variant.name, bad, cache)
-        download_variant(kernel, variant, cache, bad, force=True)
+        if bad:
+            discard(kernel, variant.name, bad, cache)
+            download_variant(kernel, variant, cache, bad, force=True)
+            report.repaired += [f"{kernel.spec} {variant.name}/{f.path}" for f in bad]
+            report.bytes += sum(f.size for f in bad)
+        if extra := extra_files(variant, root):  # left in place: they may be part of the commit (see the error)
+            held = _held_by_commit(kernel, variant, extra)
+            if held:  # the lock is what is wrong: restore it first (what else is unlisted is named on the next run)
+                raise unlisted_files_error(kernel, root, held, in_commit=True) from None
+            raise unlisted_files_error(kernel, root, extra, in_commit=None if held is None else False) from None
         check_variant(kernel, variant, root)
-        report.repaired += [f"{kernel.spec} {variant.name}/{f.path}" for f in bad]
-        report.bytes += sum(f.size for f in bad)
     return report
+
+
+def _held_by_commit(kernel: LockedKernel, variant: LockedVariant, extra: list[str]) -> list[str] | None:
+    """Which of `extra` (entries of a variant directory the lock does not list) the Hub lists at the locked commit;
+    None when the Hub cannot say."""
+    from kernlock.hub.client import Hub
+
+    try:
+        listed = {f.path for f in Hub().tree(kernel.repo, kernel.commit)}
+    except KernlockError:
+        return None
+    prefix = f"build/{variant.name}/"
+    return [path for path in extra
+            if (prefix + path in listed if not path.endswith("/") else any(p.startswith(prefix + path) for p in listed))]
 
 
 def _mismatched(path: Path, sha256: str, size: int) -> bool:

@@ -273,13 +273,31 @@ def project_specs(project: Project, scan_paths: tuple[str, ...] = (), skipped: l
     return specs
 
 
+def _refuse_unmapped(selection: tuple[str, ...], mapped: set[str]) -> None:
+    """A `use-kernels` entry that Transformers' `use_kernels=True` mapping does not load (a typo would lock nothing)."""
+    from kernlock.project.suggest import close_repo, known_list
+
+    for repo in selection:
+        if repo not in mapped:
+            match = close_repo(repo, mapped)
+            raise ConfigError(
+                f"[tool.kernlock] use-kernels lists {repo}, which the installed Transformers' use_kernels mapping does "
+                f"not load (it maps {known_list(mapped)}); nothing was changed"
+                + (f"; did you mean {match}?" if match else ""),
+                fix=f"write {match!r} in use-kernels" if match else f"remove {repo!r} from use-kernels",
+            )
+
+
 def _use_kernels_specs(selection: bool | tuple[str, ...]) -> list[KernelSpec]:
     from kernlock.compat.transformers import use_kernels_repos
     from kernlock.model.spec import Origin, parse_spec, spec_from_version
 
     origin = Origin("Transformers use_kernels mapping")
+    mapped = use_kernels_repos()
+    if isinstance(selection, tuple):
+        _refuse_unmapped(selection, {repo for repo, _, _ in mapped})
     specs = []
-    for repo, version, revision in use_kernels_repos():
+    for repo, version, revision in mapped:
         if isinstance(selection, tuple) and repo not in selection:
             continue
         if revision is not None:

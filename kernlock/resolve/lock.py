@@ -13,7 +13,7 @@ from kernlock.store.atomic import atomic_write
 from kernlock.errors import KernlockError, StaleLockError, TrustError, UsageError
 from kernlock.hub.client import Hub
 from kernlock.store.kernels_lock import migration_for
-from kernlock.model.lockfile import LockedKernel, Lockfile, format_for
+from kernlock.model.lockfile import LOCK_FILENAME, LockedKernel, Lockfile, format_for
 from kernlock.store.lockfile_io import dumps_lockfile, write_lockfile
 from kernlock.project.config import Project, collect_specs, project_targets, resolving_target
 from kernlock.project.models import project_models
@@ -200,7 +200,11 @@ def lock(
     rerun = lock_arguments(specs, targets=targets, scan=scan, models=models, trust=trust, upgrade=upgrade,
                            upgrade_kernels=upgrade_kernels, all_variants=all_variants, lockfile=lockfile,
                            project_dir=project_dir)
+    retry = "kernlock lock" + (" " + rest if (rest := lock_arguments(
+        specs, targets=targets, scan=scan, models=models, trust=trust, upgrade=upgrade, upgrade_kernels=upgrade_kernels,
+        all_variants=all_variants, project_dir=project_dir)) else "")
     with exclusive_workspace(project_dir, lockfile) as workspace:
+        refuse_overwrite(workspace, lockfile, retry, creating=write and not check)
         result = _relock(workspace, workspace.project, list(specs), targets=targets, scan=scan, models=models,
                          upgrade=upgrade,
                          upgrade_kernels=upgrade_kernels, all_variants=all_variants, trust=trust,
@@ -224,7 +228,11 @@ def remove(
     A spec matches by its text or its lock identity (`org/repo@v1`), or, when only one
     declared spec names the repo, by `org/repo`. Nothing is written unless the re-lock succeeds.
     """
+    import shlex
+
+    retry = shlex.join(["kernlock", "remove", *specs, *(["--project", str(project_dir)] if str(project_dir) != "." else [])])
     with exclusive_workspace(project_dir, lockfile) as workspace:
+        refuse_overwrite(workspace, lockfile, retry)
         project = workspace.project
         kernels, dependencies = list(project.kernels), dict(project.kernel_dependencies)
         removals: dict[str, list[str]] = {"kernels": [], "dependencies": []}
@@ -256,6 +264,40 @@ def remove(
         return _relock(workspace, edited, [], removals=removals, progress=progress, hub=hub)
 
 
+def refuse_overwrite(workspace: Workspace, lockfile: str | os.PathLike[str] | None, retry: str, *,
+                     creating: bool = True) -> None:
+    """Refuse a lock path that is an existing file other than a lock (`pyproject.toml`, `train.py`: never written
+    over), or, when `creating`, a named lock whose directory does not exist (no directories are made for it).
+
+    `lockfile` is the path as the caller named it (None: `$KERNLOCK_LOCKFILE` or the project's); `retry` is the
+    command to run again, without it, in the fix.
+    """
+    import shlex
+
+    from kernlock.settings import LOCKFILE_ENV
+    from kernlock.store.lockfile_io import foreign_lock_problem
+
+    path = workspace.lockfile
+    if workspace.discovered:
+        configured = workspace.project.lockfile_name != LOCK_FILENAME
+        how = f"[tool.kernlock] lockfile of {workspace.project.pyproject.name}" if configured else "default"
+        fix = (f"set [tool.kernlock] lockfile in {workspace.project.pyproject} to a new file such as \"{LOCK_FILENAME}\""
+               if configured else
+               f"move it away (`mv {shlex.quote(str(path))} {shlex.quote(str(path) + '.bak')}`) and run `{retry}` again")
+    elif lockfile is not None:
+        how, fix = f"--lockfile {lockfile}", f"leave out --lockfile to write the project's lock: `{retry}`"
+    else:
+        how, fix = f"${LOCKFILE_ENV}", f"unset {LOCKFILE_ENV} to write the project's lock: `env -u {LOCKFILE_ENV} {retry}`"
+    problem = foreign_lock_problem(path)
+    if problem is not None:
+        raise UsageError(f"refusing to write the lock over {path} (named by {how}): {problem}; nothing was written", fix=fix)
+    parent = path.parent
+    if creating and not workspace.discovered and not os.path.lexists(path) and not parent.is_dir():
+        raise UsageError(f"refusing to create {path} (named by {how}): its directory {parent} does not exist and kernlock "
+                         "makes none for a named lock; nothing was written",
+                         fix=f"create it first (`mkdir -p {shlex.quote(str(parent))}`), or {fix}")
+
+
 def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, targets: tuple[str, ...] = (),
             scan: tuple[str, ...] = (), models: tuple[str, ...] = (), upgrade: bool = False, upgrade_kernels: tuple[str, ...] = (),
             all_variants: bool = False, trust: tuple[str, ...] = (), write: bool = True, migrate: bool = False,
@@ -280,6 +322,7 @@ def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, tar
             "no kernel specs found: pass one (kernlock lock org/repo), list them in [tool.kernlock] kernels, "
             "or point [tool.kernlock] scan at your training code"
         )
+    _refuse_unknown_upgrades(upgrade_kernels, {s.repo for s in all_specs} | _names(previous), rerun)
     options = ResolveOptions(
         targets=target_list,
         all_variants=all_variants,
@@ -298,6 +341,7 @@ def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, tar
             raise
         raise TrustError.untrusted(error.repo, rerun) from None
     result = replace(result, models=model_records, version=format_for(result.kernels, model_records))
+    _refuse_unknown_overrides(project, {s.repo for s in all_specs} | _names(result))
     existing = _existing_text(path) if migration is None else None
     if previous is not None and existing is not None:
         kept = replace(result, resolved_with=previous.resolved_with)  # no pin change, no `[resolved-with]` churn
@@ -334,6 +378,47 @@ def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, tar
         changes=changes,
         changed=changed,
     )
+
+
+def _names(lock: Lockfile | None) -> set[str]:
+    """Every repo name a lock's entries answer to (canonical names and aliases)."""
+    return {name for kernel in (lock.kernels if lock else ()) for name in kernel.names()}
+
+
+def _refuse_unknown_upgrades(upgrade_kernels: tuple[str, ...], known: set[str], rerun: str) -> None:
+    """`-P REPO` naming no kernel of the project (a typo would otherwise re-resolve nothing and say "unchanged")."""
+    import shlex
+
+    from kernlock.project.suggest import close_repo, known_list
+
+    for name in upgrade_kernels:
+        if name in known:
+            continue
+        match = close_repo(name, known)
+        words = shlex.split(rerun)
+        fixed = [match if match and word == name and index and words[index - 1] == "-P" else word
+                 for index, word in enumerate(words)]
+        raise UsageError(
+            f"-P {name}: no kernel of this project is named so (it has {known_list(known)}); nothing was changed"
+            + (f"; did you mean {match}?" if match else ""),
+            fix=f"`kernlock lock {shlex.join(fixed)}`" if match else "name a repo `kernlock show` lists",
+        )
+
+
+def _refuse_unknown_overrides(project: Project, known: set[str]) -> None:
+    """An override keyed to a repo nothing declares or depends on (a typo would otherwise be ignored)."""
+    from kernlock.project.suggest import close_repo, known_list
+
+    for rule in project.overrides:
+        if rule.repo in known:
+            continue
+        match = close_repo(rule.repo, known)
+        raise UsageError(
+            f"{project.pyproject}: [tool.kernlock.overrides.\"{rule.repo}\"] names no kernel of the project "
+            f"(it has {known_list(known)}); nothing was changed" + (f"; did you mean {match}?" if match else ""),
+            fix=f"key the override by {match!r} in {project.pyproject.name}" if match else
+                f"declare {rule.repo} in [tool.kernlock] kernels, or remove its override",
+        )
 
 
 def _doctor_warnings() -> list[str]:

@@ -126,6 +126,8 @@ def find_entry(lock: Lockfile, repo: str, version: int | None, revision: str | N
             return entry
     for entry in entries:
         if entry.spec in names:
+            if version is not None and entry.version != version and not _transformers_default(repo, version, target):
+                continue  # `get_kernel(repo, version=N)` from code: another version than the bare spec's is unlocked
             if entry.override is not None:
                 _warn_once(
                     f"override:{entry.spec}:{entry.override.when}",
@@ -143,6 +145,22 @@ def find_entry(lock: Lockfile, repo: str, version: int | None, revision: str | N
         if entry.version == version:
             return entry
     return None
+
+
+def _transformers_default(repo: str, version: int, target: Target | None) -> bool:
+    """Whether `version` is the one the installed Transformers asks for a bare `repo` (its default on the bound
+    `target`, or on this machine's torch, which Transformers reads), so a lock pinning the bare spec at another version
+    serves it, with the default-drift note."""
+    from kernlock.compat.transformers import default_version  # only on this rare path: it reads Transformers' source
+
+    for on in (lambda: target, current_target):
+        try:
+            where = on()
+            if where is not None and default_version(repo, where)[0] == version:
+                return True
+        except Exception:  # no target, or a Transformers source it cannot read: not provably the default
+            continue
+    return False
 
 
 def _warn_once(key: str, message: str) -> None:

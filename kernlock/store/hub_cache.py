@@ -162,6 +162,35 @@ def remove_extra_files(root: Path, extra: list[str]) -> None:
             path.unlink(missing_ok=True)
 
 
+def unlisted_files_error(kernel: LockedKernel, root: Path, extra: list[str], repair: str = REPAIR_CACHE,
+                         in_commit: bool | None = None) -> IntegrityError:
+    """The refusal of a variant directory holding files the lock does not list (`extra`, from `extra_files`).
+
+    In a vendor directory (kernlock's own), `repair` removes them. In the shared Hub cache nothing is deleted: a
+    file the lock does not list may be a real part of the commit (the lock lost it by a hand edit) that plain
+    kernels and other projects rely on. `in_commit` says whether the Hub lists them at the locked commit (None:
+    not asked): True, the lock is what is wrong; False, they were put there by hand and are deleted by hand.
+    """
+    import shlex
+
+    names = ", ".join(extra[:3]) + ("…" if len(extra) > 3 else "")
+    problem = f"{kernel.spec}: {root} holds {len(extra)} file(s) that kernels.lock does not list ({names})"
+    relock = f"`kernlock lock -P {kernel.repo}`"
+    if repair != REPAIR_CACHE:
+        return IntegrityError(f"{problem}; they could run instead of the locked code", fix=f"remove them with `{repair}`")
+    if in_commit:
+        return IntegrityError(f"{problem}, which commit {kernel.commit[:12]} holds on the Hub: kernels.lock lost them "
+                              "(a hand edit); they stay in the shared cache", fix=f"restore the lock's entry with {relock}")
+    if in_commit is False:
+        paths = shlex.join(str(root / path.rstrip("/")) for path in extra)
+        return IntegrityError(f"{problem}, which commit {kernel.commit[:12]} does not hold on the Hub (put there by hand "
+                              "or another tool); kernlock deletes nothing from the shared cache",
+                              fix=f"delete them: `rm -r -- {paths}`")
+    return IntegrityError(f"{problem}; they could run instead of the locked code",
+                          fix=f"if kernels.lock lost them by a hand edit, restore its entry with {relock}; "
+                              f"files the commit does not hold (`{repair}` names them) are deleted by hand")
+
+
 def check_variant(kernel: LockedKernel, variant: LockedVariant, root: Path, stamped: bool = False,
                   repair: str = REPAIR_CACHE, just_verified: Mapping[str, FileKey] | None = None) -> None:
     """Raise `IntegrityError` unless `root` holds exactly the locked files, each matching the lock.
@@ -190,11 +219,7 @@ def variant_problems(kernel: LockedKernel, variant: LockedVariant, root: Path, s
     problems: list[KernlockError] = []
     extra = extra_files(variant, root)
     if extra:
-        names = ", ".join(extra[:3]) + ("…" if len(extra) > 3 else "")
-        problems.append(IntegrityError(
-            f"{kernel.spec}: {root} holds {len(extra)} file(s) that kernels.lock does not list ({names}); "
-            f"they could run instead of the locked code: remove them with `{repair}`"
-        ))
+        problems.append(unlisted_files_error(kernel, root, extra, repair))
     entry = _stamp_entry(kernel, variant.name, root) if stamped else None
     stamp = _read_stamp(entry) if entry else {}
     fresh: dict[str, FileKey] = {}

@@ -132,14 +132,43 @@ def kernels_pin(kernel: LockedKernel) -> KernelsPin:
     return KernelsPin(kernel.repo, None, kernel.commit, kernel.commit)
 
 
+def exported_entries(lock: Lockfile) -> tuple[list[LockedKernel], list[str]]:
+    """The entries kernels' JSON lock holds, and a warning for each per-target override it cannot.
+
+    kernels' lock has one pin per kernel and no targets: an override's entry written beside the
+    spec's own would make plain kernels load the override's commit everywhere (or the spec's on
+    the override's targets), so only each spec's own pin is written. A spec with no entry of its
+    own is written when one override covers all of it, and refused when several do.
+    """
+    entries, warnings = [], []
+    for kernel in lock.kernels:
+        own = [k for k in lock.entries(kernel.spec) if k.override is None]
+        if kernel.override is None or (not own and len(lock.entries(kernel.spec)) == 1):
+            entries.append(kernel)
+            continue
+        if not own:
+            whens = ", ".join(k.override.when for k in lock.entries(kernel.spec) if k.override)
+            raise UsageError(f"{kernel.spec}: every locked target has an override ({whens}), each its own commit, and "
+                             "kernels' JSON lock holds one pin per kernel; nothing was written",
+                             fix="lock a target no override matches (`kernlock lock --target T`), or load through "
+                                 "kernlock (`kernlock run`, `kernlock.apply()`), which applies the overrides")
+        targets = ", ".join(sorted({str(t) for v in kernel.variants for t in v.targets}))
+        warnings.append(f"{kernel.spec}: the override for {kernel.override.when} ({kernel.override.use}, "
+                        f"{kernel.commit[:12]}; {targets}) is not written: kernels' JSON lock holds one pin per "
+                        f"kernel, so plain kernels loads the spec's own {own[0].commit[:12]} there too; load through "
+                        "kernlock (`kernlock run`, `kernlock.apply()`) for the override")
+    return entries, warnings
+
+
 def kernels_json(lock: Lockfile) -> str:
     """kernels' `KernelLocks` JSON: one entry per dependency, requested kernels before dependencies.
 
     kernels looks a top-level kernel up by the first entry with its repo id, and a
     kernel's dependencies by (repo, version); two lock entries that map to the same
-    kernels dependency keep the first.
+    kernels dependency keep the first. Per-target overrides are left out (`exported_entries`).
     """
-    ordered = sorted(lock.kernels, key=lambda k: (bool(k.dependency_of) and not k.requested, k.spec))
+    entries, _ = exported_entries(lock)
+    ordered = sorted(entries, key=lambda k: (bool(k.dependency_of) and not k.requested, k.spec))
     return kernels_lock_json(kernels_pin(kernel) for kernel in ordered)
 
 

@@ -18,17 +18,21 @@ def export_command(fmt: str, output: str | None, lockfile: str | None, project_d
 
     `--format kernels` writes the JSON that kernels.get_locked_kernel(repo, lockfile=...)
     and kernels.load_kernel(repo, lockfile=...) read: each locked kernel pinned to its commit.
-    It never writes over kernlock's lock; use e.g. -o kernels.lock.json.
+    It has no targets, so a per-target override is left out, with a warning (the spec's own
+    pin is written). It never writes over kernlock's lock; use e.g. -o kernels.lock.json.
     """
     from pathlib import Path
 
-    from kernlock.store.kernels_lock import export_kernels_json, kernels_json
+    from kernlock.store.kernels_lock import exported_entries, export_kernels_json, kernels_json
     from kernlock.project.workspace import open_workspace
 
     workspace = open_workspace(project_dir, lockfile)
     lock = workspace.read_lock()
+    entries, warnings = exported_entries(lock)
+    for warning in warnings:
+        click.echo(f"kernlock: warning: {warning}", err=True)
     if output is None:
         click.echo(kernels_json(lock))
         return
     export_kernels_json(lock, workspace.lockfile, Path(output))
-    click.echo(f"wrote {output} ({len(lock.kernels)} kernels, kernels format)", err=True)
+    click.echo(f"wrote {output} ({len(entries)} kernels, kernels format)", err=True)

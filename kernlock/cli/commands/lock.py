@@ -42,7 +42,8 @@ def progress_line() -> Callable[[str], None] | None:
 @click.option("--all-variants", is_flag=True, help="Lock every build variant at each commit, not only the targets'.")
 @click.option("--trust", multiple=True, metavar="REPO", help="Allow this repo from an untrusted publisher (repeatable).")
 @click.option("--migrate", is_flag=True, help="Convert kernels' own JSON kernels.lock: keep its commits as pins, keep the JSON as kernels.lock.json.")
-@click.option("--check", is_flag=True, help="Write nothing; exit 1 when this re-lock would change the lock (like `uv lock --check`).")
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 when this re-lock would change the lock (like `uv lock --check`); "
+              "existing pins are kept, not re-checked against the Hub (that is `verify --remote`).")
 @click.option("--dry-run", is_flag=True, help="Print what would change; write nothing.")
 @quiet_option
 @lock_options

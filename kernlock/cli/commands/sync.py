@@ -14,7 +14,7 @@ from kernlock.cli.options import all_targets_option, handle_errors, json_option,
 @targets_option("Sync the variants locked for this target (repeatable; default: this environment).")
 @all_targets_option
 @locked_option
-@click.option("--repair", is_flag=True, help="Re-download cached files that do not match the lock.")
+@click.option("--repair", is_flag=True, help="Re-download cached files that do not match the lock (files it does not list are reported, not deleted).")
 @lock_options
 @json_option()
 @handle_errors

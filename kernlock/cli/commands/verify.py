@@ -13,8 +13,9 @@ from kernlock.cli.options import all_targets_option, handle_errors, json_option,
 @click.option("--cache", is_flag=True, help="Also check the locked variants are in the local Hub cache and match their hashes.")
 @click.option("--signatures", is_flag=True, help="Also re-verify the cached signed variants' Sigstore bundles against the "
               "lock's signers and the pinned trust root, offline.")
-@click.option("--remote", is_flag=True, help="Also check every locked commit still exists on the Hub (and its signed "
-              "bundles still verify); report moved branches.")
+@click.option("--remote", is_flag=True, help="Also check the lock against the Hub: every locked commit exists and holds "
+              "exactly the locked files with their sizes and sha256 (catching a hand-edited lock), signed bundles still "
+              "verify; report moved branches.")
 @click.option("--against", metavar="CHECKPOINT", type=click.Path(),
               help="Also check the lock loads exactly what this checkpoint's run recorded (its kernlock.json).")
 @lock_options
@@ -23,6 +24,10 @@ from kernlock.cli.options import all_targets_option, handle_errors, json_option,
 def verify_command(targets: tuple[str, ...], all_targets: bool, cache: bool, signatures: bool, remote: bool,
                    against: str | None, lockfile: str | None, project_dir: str, as_json: bool) -> None:
     """Check kernels.lock without resolving anything.
+
+    Offline unless --remote: the lock parses and validates, is fresh against the
+    project's sources and covers the targets. A commit, sha256 or file list edited
+    by hand in the lock is caught only by --remote, which compares it with the Hub.
 
     Exit 0 when every check passes, 1 when one fails, 2 for bad usage or an unreadable lock.
     """
