@@ -353,7 +353,7 @@ _HOOKS = LockHooks(resolve=_resolve_load, locked_commit=_locked_commit, commit_f
 def _patch_trainer(module: ModuleType) -> None:
     from kernlock.runtime.trainer_record import patch_trainer
 
-    patch_trainer(module)
+    patch_trainer(module, loaded)
 
 
 def _patch_modeling_utils(module: ModuleType) -> None:

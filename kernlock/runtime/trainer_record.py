@@ -12,44 +12,44 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 from kernlock.model.record import RECORD_FILENAME
 
 
-def write_record(directory: str | os.PathLike[str]) -> bool:
-    """Write `kernlock.json` into `directory` (when it exists and a lock is applied); whether it was written."""
-    from kernlock.runtime.apply import loaded
+def write_record(directory: str | os.PathLike[str], record: dict[str, Any] | None) -> bool:
+    """Write `record` as `kernlock.json` into `directory` (when both exist); whether it was written."""
     from kernlock.store.atomic import atomic_write
 
-    record = loaded()
     if record is None or not os.path.isdir(directory):
         return False
     atomic_write(os.path.join(directory, RECORD_FILENAME), json.dumps(record, indent=2) + "\n")
     return True
 
 
-def _callback_class(trainer_callback: type) -> type:
+def _callback_class(trainer_callback: type, loaded: Callable[[], dict[str, Any] | None]) -> type:
     class RecordCallback(trainer_callback):
         """Writes kernlock's run record into each checkpoint and into the output directory."""
 
         def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if state.is_world_process_zero:
-                write_record(os.path.join(args.output_dir, f"checkpoint-{state.global_step}"))
+                write_record(os.path.join(args.output_dir, f"checkpoint-{state.global_step}"), loaded())
 
         def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if state.is_world_process_zero:
-                write_record(args.output_dir)
+                write_record(args.output_dir, loaded())
 
     return RecordCallback
 
 
-def patch_trainer(module: ModuleType) -> None:
-    """Make every `Trainer` of `transformers.trainer` add `RecordCallback` (once) when it is built."""
+def patch_trainer(module: ModuleType, loaded: Callable[[], dict[str, Any] | None]) -> None:
+    """Make every `Trainer` of `transformers.trainer` add `RecordCallback` (once) when it is built; `loaded`
+    gives the record (`kernlock.loaded()`)."""
     from transformers.trainer_callback import TrainerCallback
 
-    callback = _callback_class(TrainerCallback)
+    callback = _callback_class(TrainerCallback, loaded)
     trainer = module.Trainer
     original = trainer.__init__
 
