@@ -22,6 +22,8 @@ Each ``fixtures/<org>__<name>.toml`` describes one kernel repository::
     tags = ["v1.0.0"]               # optional: lightweight tags on this commit
     variants = ["cuda", "torch213-cxx11-cpu-x86_64-linux"]   # set names or variant names
     version = 1                     # optional: metadata version (default: N of branch vN, else 1)
+    archs = ["10.0"]                # optional: the GPU archs its CUDA/ROCm builds list (default:
+                                    #   CUDA ["8.0", "9.0"], ROCm ["gfx942"])
     signed = true                   # optional: ship metadata.json.sigstore, a real Sigstore bundle over
                                     # metadata.json from the test Sigstore (kernlock.testing.sigstore),
                                     # signed as kernels-community's build workflow; or a table naming
@@ -205,7 +207,7 @@ def _render_commit(spec: Mapping[str, Any], commit: Mapping[str, Any], templates
             "version": version,
             "license": "Apache-2.0",
             "python-depends": [],
-            "backend": _backend(variant),
+            "backend": _backend(variant, commit.get("archs")),
         }
         if depends:
             metadata["kernel-depends"] = depends
@@ -263,13 +265,14 @@ def _branch_version(branch: str) -> int:
     return int(branch[1:]) if re.fullmatch(r"v\d+", branch) else 1
 
 
-def _backend(variant: str) -> dict[str, Any]:
-    """The metadata.json ``backend`` of a variant name (noarch ``universal`` builds are CPU)."""
+def _backend(variant: str, archs: list[str] | None = None) -> dict[str, Any]:
+    """The metadata.json ``backend`` of a variant name (noarch ``universal`` builds are CPU); `archs` replaces a GPU
+    build's default architectures."""
     for part in variant.split("-"):
         if part == "cuda" or (part.startswith("cu") and part[2:].isdigit()):  # new-style `cuda-12.8`, legacy `cu128`
-            return {"type": "cuda", "archs": ["8.0", "9.0"]}
+            return {"type": "cuda", "archs": list(archs) if archs is not None else ["8.0", "9.0"]}
         if part.startswith("rocm"):
-            return {"type": "rocm", "archs": ["gfx942"]}
+            return {"type": "rocm", "archs": list(archs) if archs is not None else ["gfx942"]}
         if part.startswith("xpu"):
             return {"type": "xpu"}
         if part == "metal":
