@@ -471,6 +471,8 @@ class LockHooks(NamedTuple):
     # (parsed metadata.json, variant name) -> None, or raises kernlock's one-line refusal, before kernels'
     # `ArchValidator` checks the same build against this device (only where kernels checks: `check_arch=True`)
     check_arch: Callable[[Any, str], None] = lambda metadata, variant: None
+    # (kernels' spec of a "zip"-layout variant, variant path, archive path) -> the spec to import (kernels 0.19)
+    zip_spec: Callable[[Any, Path, str], Any] = lambda spec, variant_path, archive: spec
 
 
 class _LockedResolver:
@@ -496,6 +498,14 @@ def _requested_path(resolver: Any, repo: str) -> Path | None:
 
 def _patch_importer(module: ModuleType, hooks: LockHooks) -> None:
     replace_function(module, "_import_from_path", hooks.wrap_import)
+    if hasattr(module, "_zip_spec"):  # kernels 0.19: the "zip" build layout
+        def make(original: Callable[..., Any]) -> Callable[..., Any]:
+            def _zip_spec(variant_path: Path, metadata: Any) -> Any:
+                spec = original(variant_path, metadata)
+                return hooks.zip_spec(spec, variant_path, str(Path(variant_path) / f"{metadata.id}.zip"))
+            return _zip_spec
+
+        replace_function(module, "_zip_spec", make)
 
 
 def _patch_deps(module: ModuleType, hooks: LockHooks) -> None:

@@ -54,7 +54,7 @@ from kernlock.errors import (
     VariantMismatchError,
 )
 from kernlock.runtime.gpu_arch import check_served, remember, require_device_archs
-from kernlock.runtime.importguard import guard_import, is_verified
+from kernlock.runtime.importguard import guard_import, is_verified, zip_spec
 from kernlock.runtime.importguard import register as register_verified
 from kernlock.model.lockfile import LockedKernel, Lockfile
 from kernlock.store.metadata import digest_problem
@@ -319,7 +319,7 @@ def _verified_under_lock(variant_path: Path) -> bool:
 
 _HOOKS = LockHooks(resolve=_resolve_load, locked_commit=_locked_commit, commit_for=_commit_for,
                    variants_for=_variants_for, wrap_import=guard_import, verified=_verified_under_lock,
-                   check_arch=check_served)
+                   check_arch=check_served, zip_spec=zip_spec)
 def _patch_modeling_utils(module: ModuleType) -> None:
     from kernlock.runtime.default_kernels import patch_modeling_utils
 

@@ -8,6 +8,8 @@ Each ``fixtures/<org>__<name>.toml`` describes one kernel repository::
                                     # "flat":    build/<variant>/__init__.py
                                     # "kernel-builder": flat, plus the compiled library from
                                     #   fixtures/native/<native>/ and the <python_name>/ compat folder
+                                    # "zip":     build/<variant>/<id>.zip holding the package's files
+                                    #   (metadata `build-layout = "zip"`, kernels 0.19)
     native = "relu"                 # kernel-builder layout: the library's folder under fixtures/native/
     kernel-depends = [{ repo-id = "kernels-community/activation", version = 1 }]  # optional
 
@@ -220,7 +222,10 @@ def _render_commit(spec: Mapping[str, Any], commit: Mapping[str, Any], templates
             for placeholder, value in substitutions.items():
                 source = source.replace(placeholder, value)
             variant_files[f"{package}/{name}"] = source
-        if library is not None:
+        if layout == "zip":
+            metadata["build-layout"] = "zip"
+            variant_files = {f"{base}/{build_id}.zip": _zip({p[len(base) + 1:]: c for p, c in variant_files.items()})}
+        elif library is not None:
             variant_files[f"{base}/{library.name}"] = library.read_bytes()
             variant_files[f"{base}/{python_name}/__init__.py"] = (templates_dir / "kernel-builder" / "compat.py").read_bytes()
         else:
@@ -240,6 +245,20 @@ def _render_commit(spec: Mapping[str, Any], commit: Mapping[str, Any], templates
             files[f"{base}/metadata.json.sigstore"] = _bundle(files[f"{base}/metadata.json"], commit["signed"], sigstores)
         files.update(variant_files)
     return files
+
+
+def _zip(files: Mapping[str, bytes]) -> bytes:
+    """A deterministic ZIP archive of `files` (fixed dates and order)."""
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, content in sorted(files.items()):
+            info = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
+            info.compress_type, info.external_attr = zipfile.ZIP_DEFLATED, 0o644 << 16
+            archive.writestr(info, content)
+    return buffer.getvalue()
 
 
 def _native_library(folder: Path) -> Path:
