@@ -3,6 +3,7 @@
 #   bash gpu/run_gpu.sh [e2e.py options]      e.g. --cpu-dry-run (any machine), --ready-reps 3
 #   E2E_SCRIPT=gpu/ddp.py bash gpu/run_gpu.sh  the multi-rank run (issue #20) instead of e2e.py
 #   E2E_SCRIPT=gpu/model_path.py bash gpu/run_gpu.sh  the default-kernelize model path (issue 33)
+#   E2E_SCRIPT=gpu/arch_check.py bash gpu/run_gpu.sh  a 10.0-only build refused on this GPU (issue 34)
 # Needs .whl/ (gpu/build_wheels.sh) carried along; installs it into /tmp/site when the device
 # command has not already done so, finds git (unpacking the carried .deb if the machine has
 # none), then runs gpu/e2e.py. Writes $OUT/log.txt, results.json, verify.json, triton_check.json;

@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # what type checkers see behind the lazy `__getattr__` below 
     from kernlock.errors import MissingFilesError as MissingFilesError
     from kernlock.errors import ModelError as ModelError
     from kernlock.errors import NoVariantError as NoVariantError
+    from kernlock.errors import GpuArchError as GpuArchError
     from kernlock.errors import RankMismatchError as RankMismatchError
     from kernlock.errors import SignatureError as SignatureError
     from kernlock.errors import ResolutionError as ResolutionError
@@ -80,6 +81,7 @@ _EXPORTS = {
     "HubError": "kernlock.errors",
     "TrustError": "kernlock.errors",
     "NoVariantError": "kernlock.errors",
+    "GpuArchError": "kernlock.errors",
     "UnlockedKernelError": "kernlock.errors",
     "LocalKernelError": "kernlock.errors",
     "IntegrityError": "kernlock.errors",

@@ -179,6 +179,13 @@ class NoVariantError(KernlockError):
     """A kernel has no build variant for an environment."""
 
 
+class GpuArchError(NoVariantError, RuntimeError):
+    """A locked build does not support a GPU architecture it must run on (a declared `gpu-archs`, or this device).
+
+    Also a `RuntimeError`, as kernels' `ArchValidator` raises: `has_kernel` still answers False for it.
+    """
+
+
 class UnlockedKernelError(KernlockError):
     """A kernel was loaded that the lock does not cover (strict mode)."""
 

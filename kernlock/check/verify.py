@@ -10,6 +10,9 @@ Checks, in order (later ones run only when the lock parses):
   network; like `uv lock --check`.
 * ``coverage`` — every kernel has a locked variant for each checked target (the
   running environment by default, `targets=...`, or every declared target).
+* ``gpu-archs`` — (when the project declares `[tool.kernlock] gpu-archs`) every locked
+  CUDA/ROCm build of every locked or checked target supports each GPU architecture
+  declared for it, matched by kernels' own `archs` module (`kernlock.check.gpu_archs`).
 * ``doctor``   — this machine can load the locked variants (`kernlock.check.doctor`: the
   kernels version inside Transformers' window, `kernels-minver`, `python-depends`,
   free-threaded Python, the telemetry/user-agent bug); dirty builds are notes.
@@ -26,7 +29,7 @@ Checks, in order (later ones run only when the lock parses):
   bundles, fetched again, still verify and name the locked signer.
 
 Plain verification (``lock``, ``fresh``, ``coverage``, ``doctor``) imports neither Torch,
-Transformers, kernels, huggingface_hub nor sigstore.
+Transformers, kernels, huggingface_hub nor sigstore; ``gpu-archs`` imports kernels (not Torch).
 
 The report model and its JSON form are in `kernlock.check.report`; ``fresh`` is
 `kernlock.check.freshness`, ``coverage`` `kernlock.check.coverage`, ``remote`` `kernlock.check.remote`.
@@ -41,6 +44,7 @@ from typing import TYPE_CHECKING
 
 from kernlock.check.against import check_against
 from kernlock.check.coverage import check_coverage
+from kernlock.check.gpu_archs import check_gpu_archs
 from kernlock.model.target import Target, current_target
 from kernlock.errors import LockfileError, LockfileNotFoundError, LockfileVersionError, TargetError
 from kernlock.check.freshness import check_fresh
@@ -237,6 +241,7 @@ def verify(
     for name, run in (
         ("fresh", (lambda r: check_fresh(project, lock, r)) if workspace.has_sources else _no_sources),
         ("coverage", lambda r: check_coverage(lock, checked, r)),
+        ("gpu-archs", (lambda r: check_gpu_archs(lock, checked, project.gpu_archs, r)) if project.gpu_archs else None),
         ("doctor", lambda r: check_doctor(lock, checked, r)),
         ("cache", (lambda r: check_cache(lock, checked, r)) if cache else None),
         ("signatures", (lambda r: check_signatures(lock, checked, r, project_policy(project))) if signatures else None),

@@ -90,6 +90,8 @@ _CONTRACT: tuple[Internal, ...] = (
     Internal("kernels", "VariantRejected", attributes=("variant", "reason")),
     Internal("kernels", "get_kernel_variants", ("repo_id", "revision", "version", "backend")),
     Internal("variants", "parse_variant"),
+    Internal("archs", "_supports_cuda_capability", ("archs", "capability")),  # read by arch_covers
+    Internal("archs", "_check_arch_incompatibility", ("metadata", "variant")),  # ArchValidator: what arch_covers mirrors
     Internal("variants", "resolve_variants", ("variants", "backend")),
     Internal("variants", "_resolve_variant_for_system", (
         "variants", "selected_backend", "cpu", "os", "torch_version", "torch_cxx11_abi", "tvm_ffi_version", "macos_version",
@@ -112,6 +114,7 @@ _CONTRACT: tuple[Internal, ...] = (
     Internal("load", "_parse_local_kernel_overrides", ("local_kernels",)),  # mirrored by local_kernel_overrides
     Internal("locking", "get_locked_kernel_revision", ("repo_id", "lockfile")),
     Internal("locking", "get_caller_locked_kernel_revision", ("repo_id",)),
+    Internal("validate", "ArchValidator", attributes=("validate_metadata",)),  # wrapped by _patch_validators
 )
 
 
@@ -306,6 +309,56 @@ def metadata_digest(metadata: Any) -> tuple[str, dict[str, str]] | None:
     return algorithm, dict(digest.files)
 
 
+def metadata_archs(metadata: Any) -> tuple[str, ...]:
+    """The GPU architectures a parsed `metadata.json` lists (`backend.archs`: `8.0`, `9.0a`, `10.0f+PTX`, `gfx942`)."""
+    return tuple(metadata.backend.archs or ())
+
+
+# ---------------------------------------------------------------- GPU architectures (kernels' ArchValidator)
+
+
+def gpu_family(backend: str) -> str | None:
+    """`cuda` or `rocm` for a target backend whose builds kernels checks against the device's architecture, else None."""
+    if backend.startswith("cu") and backend[2:].isdigit():
+        return "cuda"
+    return "rocm" if backend.startswith("rocm") else None
+
+
+def arch_covers(archs: Iterable[str], family: str, device: str) -> bool:
+    """Whether a build listing `archs` loads on a `family` device of architecture `device`, as kernels'
+    `ArchValidator` decides (`archs._check_arch_incompatibility`).
+
+    CUDA: `device` is a compute capability (`9.0`), matched by kernels' own `_supports_cuda_capability` (suffixes
+    `a`/`f`, `+PTX`; a list in no known format covers everything). ROCm: `device` is a `gfx` name, which must be
+    listed (kernels compares it inline). A build without archs is not checked by kernels, so it covers every device.
+    Pure: imports kernels' `archs` module (no Torch, no device).
+    """
+    archs = list(archs)
+    if not archs:
+        return True
+    if family == "rocm":
+        return device in archs
+    major, _, minor = device.partition(".")
+    return bool(_module("archs")._supports_cuda_capability(archs, (int(major), int(minor or 0))))
+
+
+def device_arch(family: str) -> str | None:
+    """This machine's GPU architecture as kernels' `ArchValidator` reads it (`9.0`, `gfx942`), or None where kernels
+    does not check (no such GPU, or a Torch built for another backend). Imports Torch and initialises the device."""
+    import torch
+
+    if family == "cuda":
+        if torch.version.cuda is None or not torch.cuda.is_available():
+            return None
+        major, minor = torch.cuda.get_device_capability()
+        return f"{major}.{minor}"
+    if family == "rocm":
+        if torch.version.hip is None or not torch.cuda.is_available():
+            return None
+        return str(torch.cuda.get_device_properties(torch.cuda.current_device()).gcnArchName).split(":")[0]
+    return None
+
+
 def kernel_metadata(kernel: Any) -> Any:
     """The parsed `metadata.json` of a kernels kernel location (`LocalKernel`)."""
     return kernel.metadata
@@ -415,6 +468,11 @@ class LockHooks(NamedTuple):
     wrap_import: Callable[[Callable[..., ModuleType]], Callable[..., ModuleType]]
     # variant path -> whether kernlock verified it against the lock (kernels 0.18+ validators then step aside)
     verified: Callable[[Path], bool]
+    # (parsed metadata.json, variant name) -> None, or raises kernlock's one-line refusal, before kernels'
+    # `ArchValidator` checks the same build against this device (only where kernels checks: `check_arch=True`)
+    check_arch: Callable[[Any, str], None] = lambda metadata, variant: None
+    # (kernels' spec of a "zip"-layout variant, variant path, archive path) -> the spec to import (kernels 0.19)
+    zip_spec: Callable[[Any, Path, str], Any] = lambda spec, variant_path, archive: spec
 
 
 class _LockedResolver:
@@ -440,6 +498,14 @@ def _requested_path(resolver: Any, repo: str) -> Path | None:
 
 def _patch_importer(module: ModuleType, hooks: LockHooks) -> None:
     replace_function(module, "_import_from_path", hooks.wrap_import)
+    if hasattr(module, "_zip_spec"):  # kernels 0.19: the "zip" build layout
+        def make(original: Callable[..., Any]) -> Callable[..., Any]:
+            def _zip_spec(variant_path: Path, metadata: Any) -> Any:
+                spec = original(variant_path, metadata)
+                return hooks.zip_spec(spec, variant_path, str(Path(variant_path) / f"{metadata.id}.zip"))
+            return _zip_spec
+
+        replace_function(module, "_zip_spec", make)
 
 
 def _patch_deps(module: ModuleType, hooks: LockHooks) -> None:
@@ -504,6 +570,19 @@ def _patch_variants(module: ModuleType, hooks: LockHooks) -> None:
 
 
 def _patch_validators(module: ModuleType, hooks: LockHooks) -> None:
+    # kernels' ArchValidator (every line; `check_arch=True`): kernlock refuses a build it served that does not
+    # support this device with its own one line first, then kernels checks as usual (a RuntimeError either way).
+    arch = module.ArchValidator
+    arch_original = arch.validate_metadata
+
+    def validate_metadata(self: Any, *, metadata: Any, variant: str, _original: Callable[..., None] = arch_original) -> None:
+        hooks.check_arch(metadata, variant)
+        _original(self, metadata=metadata, variant=variant)
+
+    functools.update_wrapper(validate_metadata, arch_original)
+    arch.validate_metadata = validate_metadata
+    if line().VALIDATORS is None:  # kernels 0.17: no kernel validators
+        return
     # kernels 0.18+ checks every loaded variant: its files against the metadata digest (keeping a
     # receipt in the kernels cache) and its Sigstore bundle (refreshing TUF online). For a variant
     # kernlock verified, kernlock has checked the same offline from the lock (`kernlock.integrity`),
@@ -531,8 +610,7 @@ def patch_points() -> dict[str, Callable[[ModuleType, LockHooks], None]]:
     }
     if kernels_line.REVISION_LOOKUP is not None:
         points[module_name(kernels_line.REVISION_LOOKUP[0])] = _patch_versions
-    if kernels_line.VALIDATORS is not None:
-        points[module_name(kernels_line.VALIDATORS)] = _patch_validators
+    points[module_name("validate")] = _patch_validators  # ArchValidator on every line; 0.18+: Digest and Signature too
     return points
 
 

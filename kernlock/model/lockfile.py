@@ -48,8 +48,8 @@ from kernlock.model.lockfile_dict import (
     type_error,
 )
 
-LOCK_VERSION = "1.2"  # major.minor of the newest format this kernlock reads and writes (1.1: variants' `signature`;
-                     # 1.2: `[[model]]`, entries' `devices` and `used-by`)
+LOCK_VERSION = "1.3"  # major.minor of the newest format this kernlock reads and writes (1.1: variants' `signature`;
+                     # 1.2: `[[model]]`, entries' `devices` and `used-by`; 1.3: variants' `archs`)
 LOCK_FILENAME = "kernels.lock"
 TRUST_KINDS = ("trusted-publisher", "allowlist")
 SIGNATURE_FILE = "metadata.json.sigstore"
@@ -58,11 +58,13 @@ _FORMAT_RE = re.compile(r"\d+\.\d+")
 
 
 def format_for(kernels: tuple[LockedKernel, ...], models: tuple[LockedModel, ...] = ()) -> str:
-    """The oldest format that holds `kernels` and `models`: "1.2" with models, "1.1" when a variant records
-    its signer, else "1.0".
+    """The oldest format that holds `kernels` and `models`: "1.3" when a variant records its GPU archs, "1.2" with
+    models, "1.1" when a variant records its signer, else "1.0".
 
     A lock without them keeps its bytes (no churn on re-lock), and older kernlocks read it without a warning.
     """
+    if any(v.archs for k in kernels for v in k.variants):
+        return "1.3"
     if models or any(k.devices or k.used_by for k in kernels):
         return "1.2"
     return "1.1" if any(v.signature is not None for k in kernels for v in k.variants) else "1.0"
@@ -156,6 +158,7 @@ class LockedVariant(Table):
 
     name: str
     targets: tuple[Target, ...]  # parsed at load; written as their text
+    archs: tuple[str, ...] = ()  # GPU architectures of a CUDA/ROCm build (`backend.archs`: `9.0a`, `gfx942`; 1.3)
     kernels_minver: str | None = None
     python_depends: tuple[str, ...] = ()
     digest: str | None = None  # algorithm of the metadata digest, checked against `files` when locking
@@ -181,6 +184,7 @@ class LockedVariant(Table):
         return cls(
             name=name,
             targets=get_targets(d, "targets"),
+            archs=get_strings(d, "archs"),
             kernels_minver=get(d, str, "kernels-minver"),
             python_depends=get_strings(d, "python-depends"),
             digest=get(d, str, "digest"),

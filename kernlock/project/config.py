@@ -18,6 +18,7 @@ Transformers' mapping).
     allow-mixed-variants = false       # ranks of one job may load other variants of the same commits
     require-signatures = false         # signatures and signers: see kernlock.project.signers
     sigstore-trusted-root = "..."
+    gpu-archs = ["8.0", "9.0"]         # the GPUs the targets run on: see kernlock.project.gpu_archs
     [tool.kernlock.signers]
 """
 
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 
 PYPROJECT = "pyproject.toml"
 _KNOWN_KEYS = {"kernels", "models", "targets", "trust", "scan", "use-kernels", "lockfile", "overrides", "allow-mixed-variants",
-               "require-signatures", "sigstore-trusted-root", "signers"}
+               "require-signatures", "sigstore-trusted-root", "signers", "gpu-archs"}
 
 
 @dataclass(frozen=True, eq=False)  # compared by identity: no generated __eq__/__hash__ to build at import
@@ -58,6 +59,7 @@ class Project:
     use_kernels: bool | tuple[str, ...] = False
     lockfile_name: str = LOCK_FILENAME
     overrides: tuple[Any, ...] = ()  # kernlock.model.overrides.OverrideRule
+    gpu_archs: tuple[tuple[str, tuple[Any, ...]], ...] = ()  # (target glob, kernlock.project.gpu_archs.GpuArch...)
     allow_mixed_variants: bool = False
     require_signatures: bool = False
     sigstore_trusted_root: Path | None = None
@@ -206,6 +208,7 @@ def load_project(root: Path | str = ".") -> Project:
         use_kernels=use_kernels,
         lockfile_name=lockfile,
         overrides=_overrides(config.get("overrides"), str(path)),
+        gpu_archs=_gpu_archs(config.get("gpu-archs"), str(path)),
         allow_mixed_variants=allow_mixed,
         require_signatures=require_signatures,
         sigstore_trusted_root=root / trusted_root if trusted_root else None,
@@ -237,6 +240,14 @@ def _overrides(table: Any, source: str) -> tuple[Any, ...]:
     from kernlock.model.overrides import parse_overrides
 
     return parse_overrides(table, source)
+
+
+def _gpu_archs(value: Any, source: str) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+    if value is None:
+        return ()
+    from kernlock.project.gpu_archs import parse_gpu_archs
+
+    return parse_gpu_archs(value, source)
 
 
 def project_targets(project: Project, extra: tuple[str, ...] = ()) -> tuple[Target, ...]:

@@ -344,7 +344,7 @@ class Resolver:
                         f"pin another revision (`kernlock lock {repo}@<commit>`) or ask the publisher to rebuild"
                     )
             variants.append(LockedVariant(
-                name=name, targets=tuple(sorted(chosen[name], key=str)), files=files,
+                name=name, targets=tuple(sorted(chosen[name], key=str)), files=files, archs=metadata.archs,
                 kernels_minver=metadata.kernels_minver, python_depends=metadata.python_depends,
                 digest=digest, provenance=metadata.provenance, signed=any(f.path == SIGNATURE_FILE for f in files),
                 signature=signature,

@@ -53,7 +53,8 @@ from kernlock.errors import (
     UnlockedKernelError,
     VariantMismatchError,
 )
-from kernlock.runtime.importguard import guard_import, is_verified
+from kernlock.runtime.gpu_arch import check_served, remember, require_device_archs
+from kernlock.runtime.importguard import guard_import, is_verified, zip_spec
 from kernlock.runtime.importguard import register as register_verified
 from kernlock.model.lockfile import LockedKernel, Lockfile
 from kernlock.store.metadata import digest_problem
@@ -251,6 +252,7 @@ def _locked_local_kernel(entry: LockedKernel, target: Target, backend: str | Non
             f"does; pin another revision (`kernlock lock {entry.repo}@<commit>`) or ask the publisher to rebuild"
         )
     register_verified(entry, variant, root)
+    remember(kernel_metadata(located), entry, variant, target)  # kernels' ArchValidator asks check_served
     return located
 
 
@@ -349,7 +351,10 @@ def _verified_under_lock(variant_path: Path) -> bool:
 
 
 _HOOKS = LockHooks(resolve=_resolve_load, locked_commit=_locked_commit, commit_for=_commit_for,
-                   variants_for=_variants_for, wrap_import=guard_import, verified=_verified_under_lock)
+                   variants_for=_variants_for, wrap_import=guard_import, verified=_verified_under_lock,
+                   check_arch=check_served, zip_spec=zip_spec)
+
+
 def _patch_trainer(module: ModuleType) -> None:
     from kernlock.runtime.trainer_record import patch_trainer
 
@@ -458,6 +463,7 @@ def apply(lockfile: str | os.PathLike[str] | None = None, *, strict: bool | None
     require_coverage(lock, environment, path)
     for finding in require_compatible(lock, environment):
         _warn_once(finding.message, f"{finding.message}; fix: {finding.fix}")
+    require_device_archs(lock, environment)  # only where Torch already initialised the GPU
     overrides = local_kernels.overrides()
     if overrides and strict and not local_kernels.allowed():
         listed = ", ".join(f"{repo}={local}" for repo, local in sorted(overrides.items()))

@@ -19,6 +19,12 @@ variant directory kernlock verified in this process:
 3. a variant path kernlock handed to kernels that no longer resolves to the
    directory it verified (a symlink swapped in a shared cache) is refused.
 
+4. a kernel in kernels 0.19's "zip" build layout (`{metadata.id}.zip`) is imported from the
+   archive's bytes as kernlock read and hashed them against the lock (`verified_archive`),
+   never from a second read of the file: its `__init__.py` (kernels' `_zip_spec`, wrapped)
+   and every submodule (the archive's path entry, which this path hook serves) load
+   through `ZipSourceLoader`, sources only (an archive's `.pyc` is never run).
+
 So `__pycache__` directories (Python writes them when a process without kernlock
 imports the kernel) are never read and are inert; `kernlock verify --cache` notes
 them and `kernlock sync --repair` removes them.
@@ -26,6 +32,7 @@ them and `kernlock sync --repair` removes them.
 
 from __future__ import annotations
 
+import importlib.abc
 import importlib.machinery
 import importlib.util
 import os
@@ -89,10 +96,89 @@ def _claimed(directory: str) -> bool:
     )
 
 
-def _path_hook(path: str) -> importlib.machinery.FileFinder:
-    """A source-only finder for directories inside verified variants (others: not ours)."""
+_archives: dict[str, Any] = {}  # real path of a verified archive -> zipfile.ZipFile over the bytes that were hashed
+
+
+def verified_archive(path: str) -> Any:
+    """The `zipfile.ZipFile` of a locked archive, over the bytes read once and checked against the lock."""
+    import io
+    import zipfile
+
+    real = os.path.realpath(path)
+    archive = _archives.get(real)
+    if archive is None:
+        with open(real, "rb") as file:
+            data = file.read()
+        _check_source(path, data)  # the archive is a locked file of its variant: the same check as a source
+        archive = _archives[real] = zipfile.ZipFile(io.BytesIO(data))
+    return archive
+
+
+class ZipSourceLoader(importlib.abc.Loader):
+    """Runs a module's source from a verified archive (`verified_archive`); never bytecode."""
+
+    def __init__(self, archive: str, member: str) -> None:
+        self.archive, self.member = archive, member
+
+    def create_module(self, spec: Any) -> None:
+        return None
+
+    def get_source(self, fullname: str) -> str:
+        return verified_archive(self.archive).read(self.member).decode("utf-8")
+
+    def is_package(self, fullname: str) -> bool:
+        return self.member.endswith("/__init__.py") or self.member == "__init__.py"
+
+    def exec_module(self, module: ModuleType) -> None:
+        source = verified_archive(self.archive).read(self.member)
+        exec(compile(source, f"{self.archive}/{self.member}", "exec", dont_inherit=True), module.__dict__)
+
+
+class _ZipFinder:
+    """Finds submodules inside a verified archive (a path entry `<variant>/<id>.zip[/<package>]`)."""
+
+    def __init__(self, archive: str, prefix: str) -> None:
+        self.archive, self.prefix = archive, prefix
+
+    def find_spec(self, fullname: str, target: Any = None) -> Any:
+        names = set(verified_archive(self.archive).namelist())
+        tail = fullname.rpartition(".")[2]
+        package, module = f"{self.prefix}{tail}/__init__.py", f"{self.prefix}{tail}.py"
+        if package in names:
+            spec = importlib.util.spec_from_loader(fullname, ZipSourceLoader(self.archive, package),
+                                                   origin=f"{self.archive}/{package}", is_package=True)
+            assert spec is not None
+            spec.submodule_search_locations = [f"{self.archive}/{self.prefix}{tail}"]
+        elif module in names:
+            spec = importlib.util.spec_from_loader(fullname, ZipSourceLoader(self.archive, module),
+                                                   origin=f"{self.archive}/{module}")
+        else:
+            return None
+        assert spec is not None
+        spec.has_location = True
+        return spec
+
+    def invalidate_caches(self) -> None:
+        pass
+
+
+def zip_spec(spec: Any, variant_path: Path, archive: str) -> Any:
+    """kernels' `_zip_spec` for a verified variant: its `__init__.py` from the verified archive bytes."""
+    if not _claimed(os.fspath(variant_path)):
+        return spec  # a local kernel: kernels' own zipimport
+    verified_archive(archive)  # before any member runs
+    spec.loader = ZipSourceLoader(archive, "__init__.py")
+    return spec
+
+
+def _path_hook(path: str) -> Any:
+    """A source-only finder for directories and archives inside verified variants (others: not ours)."""
     if not _verified or not _claimed(path):
         raise ImportError("not a verified kernel variant")
+    archive, dot_zip, rest = path.partition(".zip")
+    if dot_zip and (not rest or rest.startswith(os.sep)) and os.path.isfile(archive + dot_zip):
+        prefix = rest.strip(os.sep).replace(os.sep, "/")
+        return _ZipFinder(archive + dot_zip, f"{prefix}/" if prefix else "")
     return importlib.machinery.FileFinder(
         path,
         (SourceOnlyLoader, importlib.machinery.SOURCE_SUFFIXES),
@@ -134,7 +220,7 @@ def guard_import(original: Callable[..., ModuleType]) -> Callable[..., ModuleTyp
     A path kernlock handed out must still resolve to the directory it verified;
     paths it never handed out (permitted local kernels) are kernels' own.
     """
-    from kernlock.store.hub_cache import check_variant
+    from kernlock.store import hub_cache
 
     def _import_from_path(variant_path: Path, deps: dict[str, ModuleType], repo_info: Any = None) -> ModuleType:
         handed = _handed.get(os.path.abspath(variant_path))
@@ -151,7 +237,7 @@ def guard_import(original: Callable[..., ModuleType]) -> Callable[..., ModuleTyp
         else:
             assert found is not None  # one of the two, else kernels' own import above
             kernel, variant = found[1]
-        check_variant(kernel, variant, Path(variant_path), stamped=True)
+        hub_cache.check_variant(kernel, variant, Path(variant_path), stamped=True)
         return original(variant_path, deps=deps, repo_info=repo_info)
 
     return _import_from_path

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernlock.compat.kernels import kernel_request, metadata_digest, variant_metadata
+from kernlock.compat.kernels import kernel_request, metadata_archs, metadata_digest, variant_metadata
 from kernlock.errors import ResolutionError
 from kernlock.model.lockfile import LockedFile, Provenance
 
@@ -21,6 +21,7 @@ class VariantMetadata:
     """What kernlock records from a variant's `metadata.json`."""
 
     depends: tuple[str, ...] = ()
+    archs: tuple[str, ...] = ()  # `backend.archs` of a CUDA/ROCm build, as listed
     kernels_minver: str | None = None
     python_depends: tuple[str, ...] = ()
     digest: dict[str, str] | None = None  # relative path -> base64 hash, when the metadata carries a checkable one
@@ -62,6 +63,7 @@ def read_variant_metadata(repo: str, variant: str, metadata: bytes | None) -> Va
         )
     return VariantMetadata(
         depends=tuple(sorted(keys)),
+        archs=metadata_archs(parsed),
         kernels_minver=str(parsed.kernels_minver) if parsed.kernels_minver is not None else None,
         python_depends=tuple(parsed.python_depends),
         digest=digest,

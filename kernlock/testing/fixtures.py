@@ -8,6 +8,8 @@ Each ``fixtures/<org>__<name>.toml`` describes one kernel repository::
                                     # "flat":    build/<variant>/__init__.py
                                     # "kernel-builder": flat, plus the compiled library from
                                     #   fixtures/native/<native>/ and the <python_name>/ compat folder
+                                    # "zip":     build/<variant>/<id>.zip holding the package's files
+                                    #   (metadata `build-layout = "zip"`, kernels 0.19)
     native = "relu"                 # kernel-builder layout: the library's folder under fixtures/native/
     kernel-depends = [{ repo-id = "kernels-community/activation", version = 1 }]  # optional
 
@@ -22,6 +24,8 @@ Each ``fixtures/<org>__<name>.toml`` describes one kernel repository::
     tags = ["v1.0.0"]               # optional: lightweight tags on this commit
     variants = ["cuda", "torch213-cxx11-cpu-x86_64-linux"]   # set names or variant names
     version = 1                     # optional: metadata version (default: N of branch vN, else 1)
+    archs = ["10.0"]                # optional: the GPU archs its CUDA/ROCm builds list (default:
+                                    #   CUDA ["8.0", "9.0"], ROCm ["gfx942"])
     signed = true                   # optional: ship metadata.json.sigstore, a real Sigstore bundle over
                                     # metadata.json from the test Sigstore (kernlock.testing.sigstore),
                                     # signed as kernels-community's build workflow; or a table naming
@@ -205,7 +209,7 @@ def _render_commit(spec: Mapping[str, Any], commit: Mapping[str, Any], templates
             "version": version,
             "license": "Apache-2.0",
             "python-depends": [],
-            "backend": _backend(variant),
+            "backend": _backend(variant, commit.get("archs")),
         }
         if depends:
             metadata["kernel-depends"] = depends
@@ -218,7 +222,10 @@ def _render_commit(spec: Mapping[str, Any], commit: Mapping[str, Any], templates
             for placeholder, value in substitutions.items():
                 source = source.replace(placeholder, value)
             variant_files[f"{package}/{name}"] = source
-        if library is not None:
+        if layout == "zip":
+            metadata["build-layout"] = "zip"
+            variant_files = {f"{base}/{build_id}.zip": _zip({p[len(base) + 1:]: c for p, c in variant_files.items()})}
+        elif library is not None:
             variant_files[f"{base}/{library.name}"] = library.read_bytes()
             variant_files[f"{base}/{python_name}/__init__.py"] = (templates_dir / "kernel-builder" / "compat.py").read_bytes()
         else:
@@ -238,6 +245,20 @@ def _render_commit(spec: Mapping[str, Any], commit: Mapping[str, Any], templates
             files[f"{base}/metadata.json.sigstore"] = _bundle(files[f"{base}/metadata.json"], commit["signed"], sigstores)
         files.update(variant_files)
     return files
+
+
+def _zip(files: Mapping[str, bytes]) -> bytes:
+    """A deterministic ZIP archive of `files` (fixed dates and order)."""
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, content in sorted(files.items()):
+            info = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
+            info.compress_type, info.external_attr = zipfile.ZIP_DEFLATED, 0o644 << 16
+            archive.writestr(info, content)
+    return buffer.getvalue()
 
 
 def _native_library(folder: Path) -> Path:
@@ -263,13 +284,14 @@ def _branch_version(branch: str) -> int:
     return int(branch[1:]) if re.fullmatch(r"v\d+", branch) else 1
 
 
-def _backend(variant: str) -> dict[str, Any]:
-    """The metadata.json ``backend`` of a variant name (noarch ``universal`` builds are CPU)."""
+def _backend(variant: str, archs: list[str] | None = None) -> dict[str, Any]:
+    """The metadata.json ``backend`` of a variant name (noarch ``universal`` builds are CPU); `archs` replaces a GPU
+    build's default architectures."""
     for part in variant.split("-"):
         if part == "cuda" or (part.startswith("cu") and part[2:].isdigit()):  # new-style `cuda-12.8`, legacy `cu128`
-            return {"type": "cuda", "archs": ["8.0", "9.0"]}
+            return {"type": "cuda", "archs": list(archs) if archs is not None else ["8.0", "9.0"]}
         if part.startswith("rocm"):
-            return {"type": "rocm", "archs": ["gfx942"]}
+            return {"type": "rocm", "archs": list(archs) if archs is not None else ["gfx942"]}
         if part.startswith("xpu"):
             return {"type": "xpu"}
         if part == "metal":
