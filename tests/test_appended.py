@@ -118,3 +118,18 @@ def test_newest_commit_keeping_the_locked_bytes_wins(hub: TestHub, tmp_path: Pat
     [entry] = load_lockfile(project / "kernels.lock").entries(spec)
     assert entry.commit == appended != tip
     assert f"moved to {appended[:12]}: builds appended, locked variants unchanged" in result.output
+
+
+def test_outdated_reports_builds_appended_for_targets_not_locked(hub: TestHub, tmp_path: Path) -> None:
+    project, _, tip = _lock_before_append(hub, tmp_path / "p", "v1")
+
+    result = cli("outdated", cwd=project)
+
+    assert result.exit_code == 0, result.output
+    assert ("builds appended to v1 for targets the lock does not have: torch214-cxx11-cpu-x86_64-linux, "
+            f"torch214-cxx11-cu130-x86_64-linux (add one: kernlock lock --target {TORCH214})") in result.output
+    import json
+
+    [status] = json.loads(cli("outdated", "--json", cwd=project).output)
+    assert status["current"] == tip
+    assert status["appended"] == ["torch214-cxx11-cpu-x86_64-linux", "torch214-cxx11-cu130-x86_64-linux"]

@@ -37,7 +37,7 @@ def outdated_command(lockfile: str | None, project_dir: str, as_json: bool, show
                 "current": s.current, "moved": s.moved, "rewritten": s.rewritten, "ref_gone": s.ref_gone,
                 "version": s.kernel.version, "latest_version": s.latest_version, "newer_version": s.newer_version,
                 "usable_version": s.usable_version, "unbuildable_versions": list(s.unbuildable), "error": s.error,
-                "renamed_to": s.renamed_to,
+                "renamed_to": s.renamed_to, "appended": list(s.appended),
             }
             for s in statuses
         ], indent=2))
@@ -68,10 +68,18 @@ def _actions(s: KernelStatus) -> list[str]:
 
 
 def _notes(s: KernelStatus) -> list[str]:
-    """What is worth knowing but needs no update: a newer version an override deliberately stays below."""
+    """What is worth knowing but needs no update: a newer version an override deliberately stays below, builds
+    appended to the branch for targets the lock does not have."""
+    notes = []
     if s.usable_version is not None and s.kernel.override:
-        return [f"v{s.usable_version} available; the override pins {s.kernel.override.use} ([tool.kernlock.overrides])"]
-    return []
+        notes.append(f"v{s.usable_version} available; the override pins {s.kernel.override.use} ([tool.kernlock.overrides])")
+    if s.appended:
+        from kernlock.hub.variants import variant_target
+
+        adds = [t for name in s.appended if (t := variant_target(name)) is not None]
+        how = f" (add one: kernlock lock --target {adds[0]})" if adds else ""
+        notes.append(f"builds appended to {s.kernel.ref} for targets the lock does not have: {', '.join(s.appended)}{how}")
+    return notes
 
 
 def _unbuildable(s: KernelStatus, above: int = -1) -> str:
