@@ -10,6 +10,8 @@ Checks, in order (later ones run only when the lock parses):
   network; like `uv lock --check`.
 * ``coverage`` — every kernel has a locked variant for each checked target (the
   running environment by default, `targets=...`, or every declared target).
+* ``advisories`` — (when `[tool.kernlock] advisories` names any) no locked build is one an advisory
+  covers (`kernlock.check.advisories`); the problem names the advisory and its fix.
 * ``doctor``   — this machine can load the locked variants (`kernlock.check.doctor`: the
   kernels version inside Transformers' window, `kernels-minver`, `python-depends`,
   free-threaded Python, the telemetry/user-agent bug); dirty builds are notes.
@@ -36,6 +38,7 @@ import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from kernlock.check.advisories import check_advisories
 from kernlock.check.coverage import check_coverage
 from kernlock.model.target import Target, current_target
 from kernlock.errors import LockfileError, LockfileNotFoundError, LockfileVersionError, TargetError
@@ -233,6 +236,7 @@ def verify(
         ("fresh", (lambda r: check_fresh(project, lock, r)) if workspace.has_sources else _no_sources),
         ("coverage", lambda r: check_coverage(lock, checked, r)),
         ("doctor", lambda r: check_doctor(lock, checked, r)),
+        ("advisories", (lambda r: check_advisories(project, lock, r)) if project.advisories else None),
         ("cache", (lambda r: check_cache(lock, checked, r)) if cache else None),
         ("signatures", (lambda r: check_signatures(lock, checked, r, project_policy(project))) if signatures else None),
         ("remote", (lambda r: check_remote(lock, r, hub, project_policy(project).trusted_root)) if remote else None),

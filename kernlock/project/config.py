@@ -18,6 +18,7 @@ Transformers' mapping).
     allow-mixed-variants = false       # ranks of one job may load other variants of the same commits
     require-signatures = false         # signatures and signers: see kernlock.project.signers
     sigstore-trusted-root = "..."
+    advisories = ["advisories.toml"]   # known-bad builds: see kernlock.project.advisory_sources
     [tool.kernlock.signers]
 """
 
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 # `apply()` reads the project's settings on every start; kernlock.model.spec is imported only where specs are read.
 
 PYPROJECT = "pyproject.toml"
-_KNOWN_KEYS = {"kernels", "models", "targets", "trust", "scan", "use-kernels", "lockfile", "overrides", "allow-mixed-variants",
+_KNOWN_KEYS = {"kernels", "models", "advisories", "targets", "trust", "scan", "use-kernels", "lockfile", "overrides", "allow-mixed-variants",
                "require-signatures", "sigstore-trusted-root", "signers"}
 
 
@@ -62,6 +63,7 @@ class Project:
     require_signatures: bool = False
     sigstore_trusted_root: Path | None = None
     signers: tuple[tuple[str, tuple[str, ...]], ...] = ()  # repo or glob -> allowed build-signer URIs
+    advisories: tuple[str, ...] = ()  # advisory files (relative to the root) or URLs: kernlock.project.advisory_sources
     lines: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -210,6 +212,7 @@ def load_project(root: Path | str = ".") -> Project:
         require_signatures=require_signatures,
         sigstore_trusted_root=root / trusted_root if trusted_root else None,
         signers=_signers(config.get("signers", {}), path),
+        advisories=_string_list(config.get("advisories", []), "advisories"),
         lines=lines,
     )
 

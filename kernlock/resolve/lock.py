@@ -17,6 +17,7 @@ from kernlock.model.lockfile import LockedKernel, Lockfile, format_for
 from kernlock.model.target_pins import is_target_pin
 from kernlock.store.lockfile_io import dumps_lockfile, write_lockfile
 from kernlock.project.config import Project, collect_specs, project_targets, resolving_target
+from kernlock.project.advisory_sources import load_advisories
 from kernlock.project.models import project_models
 from kernlock.resolve.models import model_kernels
 from kernlock.resolve.resolver import ResolveOptions, Resolver
@@ -298,6 +299,7 @@ def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, tar
         resolving_target=resolving,
         overrides=project.overrides,
         signing=project_policy(project),
+        advisories=load_advisories(workspace.root, project.advisories),
     )
     resolver = Resolver(hub or Hub(), options, previous, progress)
     try:

@@ -31,6 +31,7 @@ from kernlock.model.lockfile import (
 )
 from kernlock.store.metadata import digest_mismatches, read_variant_metadata
 from kernlock.model.overrides import OverrideRule
+from kernlock.model.advisories import Advisory
 from kernlock.project.signers import SigningPolicy
 from kernlock.model.spec import KernelSpec, looks_like_sha, version_of_branch
 from kernlock.model.target_pins import is_target_pin, pinned_target, target_pin
@@ -50,6 +51,7 @@ class ResolveOptions:
     resolving_target: Target | None = None  # whose Transformers defaults apply to bare specs
     overrides: tuple[OverrideRule, ...] = ()
     signing: SigningPolicy = SigningPolicy()
+    advisories: tuple[Advisory, ...] = ()  # known-bad builds: never locked where another build will do
 
     def upgrading(self, repo: str) -> bool:
         """Whether an existing pin of `repo` must be re-resolved."""
@@ -114,6 +116,7 @@ class Resolver:
         self.workers = workers
         self.warnings: list[str] = []
         self.reasons: dict[tuple[str, str], str] = {}  # entry identity -> why its commit changed, where `lock_changes` cannot tell
+        self._histories: dict[tuple[str, str], list[str]] = {}
         self._files = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kernlock-file")
 
     # ---------------------------------------------------------------- public
@@ -194,6 +197,16 @@ class Resolver:
             if not job.targets:
                 del jobs[job.identity]
 
+    def history(self, repo: str, branch: str) -> list[str]:
+        """A branch's commits, newest first (none when the Hub has no such branch); asked once per resolution."""
+        key = (repo, branch)
+        if key not in self._histories:
+            try:
+                self._histories[key] = self.hub.commits(repo, branch)
+            except ResolutionError:
+                self._histories[key] = []
+        return self._histories[key]
+
     # ---------------------------------------------------------------- one entry
 
     def _previous(self, job: _Job) -> LockedKernel | None:
@@ -216,6 +229,10 @@ class Resolver:
         else:
             self.progress(f"{job.key}: resolving")
             made = [(self._resolve_fresh(job), job)]
+        if self.options.advisories:
+            from kernlock.resolve.advised import screen
+
+            made = screen(self, made)
         kernels = [
             replace(
                 kernel,
