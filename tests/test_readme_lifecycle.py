@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import CPU, CUDA_130, CUDA_X86, FA2, REPO_ROOT
+from helpers import CPU, CUDA_130, CUDA_X86, FA2, REPO_ROOT, markdown_blocks
 from kernlock.model.advisories import parse_advisories
 from kernlock.store import tomlio
 from kernlock.store.lockfile_io import load_lockfile
@@ -19,14 +19,7 @@ def section_blocks(heading: str, language: str) -> list[str]:
     """The ```language blocks of the README section under `heading`, in order."""
     text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
     rest = text[text.index(f"\n{heading}\n"):]
-    rest = rest[:rest.index("\n### ", 5)]
-    blocks = []
-    while f"```{language}\n" in rest:
-        start = rest.index(f"```{language}\n") + len(language) + 4
-        end = rest.index("```", start)
-        blocks.append(rest[start:end])
-        rest = rest[end + 3:]
-    return blocks
+    return markdown_blocks(rest[:rest.index("\n### ", 5)], language)
 
 
 def _bash(script: str, cwd: Path) -> subprocess.CompletedProcess:
