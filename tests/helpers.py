@@ -74,6 +74,17 @@ def copy_checkout(dest: Path) -> Path:
     return dest
 
 
+def markdown_blocks(text: str, language: str) -> list[str]:
+    """The ```language fenced blocks of a Markdown text, in order."""
+    blocks, rest = [], text
+    while f"```{language}\n" in rest:
+        start = rest.index(f"```{language}\n") + len(language) + 4
+        end = rest.index("```", start)
+        blocks.append(rest[start:end])
+        rest = rest[end + 3:]
+    return blocks
+
+
 def make_project(root: Path, kernels: Sequence[str] = (), targets: Sequence[str] = (), extra: str = "") -> Path:
     """Write a pyproject.toml with a [tool.kernlock] table; return the project dir."""
     root.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, markdown_blocks
 from kernlock.store.lockfile_io import load_lockfile
 from kernlock.testing.fixtures import advance_branch
 from kernlock.testing.hub import TestHub
@@ -23,13 +23,7 @@ def quick_start_section() -> str:
 
 def quick_start_blocks(language: str) -> list[str]:
     """The ```language blocks of the README's "Quick start" section, in order."""
-    blocks, rest = [], quick_start_section()
-    while f"```{language}\n" in rest:
-        start = rest.index(f"```{language}\n") + len(language) + 4
-        end = rest.index("```", start)
-        blocks.append(rest[start:end])
-        rest = rest[end + 3:]
-    return blocks
+    return markdown_blocks(quick_start_section(), language)
 
 
 def _bash(script: str, cwd: Path, **extra_env: str) -> subprocess.CompletedProcess:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from kernlock.model.target import Target, parse_target
 from kernlock.errors import StaleLockError, TargetError, TrustError, UsageError
 from kernlock.model.lockfile import Lockfile
+from kernlock.model.target_pins import is_target_pin
 from kernlock.project.config import (
     Project,
     expand_aliases,
@@ -152,13 +153,14 @@ def _check_overrides(project: Project, lock: Lockfile, result: CheckResult) -> N
     }
     locked = {
         (k.override.when, k.override.use, name)
-        for k in lock.kernels if k.override is not None for name in k.names()
+        for k in lock.kernels if k.override is not None and not is_target_pin(k.override) for name in k.names()
     }
     for when, use, repo in sorted(wanted - locked):
         result.problem(f"override for {repo} ({when} → {use}) is not in the lock", "kernlock lock", spec=repo)
     configured = {(when, use) for when, use, _ in wanted}
     for kernel in lock.kernels:
-        if kernel.override is not None and (kernel.override.when, kernel.override.use) not in configured:
+        if kernel.override is not None and not is_target_pin(kernel.override) \
+                and (kernel.override.when, kernel.override.use) not in configured:
             result.problem(f"{kernel.spec}: the lock has an override ({kernel.override.when} → {kernel.override.use}) "
                            "that [tool.kernlock.overrides] no longer declares", "kernlock lock", spec=kernel.spec)
 

@@ -33,6 +33,7 @@ class KernelStatus:
     rewritten: bool = False      # the ref moved to a history without the locked commit (a force-push)
     usable_version: int | None = None  # the newest version above the locked one with a build for every locked target
     unbuildable: tuple[int, ...] = ()  # newer versions checked and found without a build for a locked target
+    appended: tuple[str, ...] = ()  # variants on the moved branch that the locked commit lacks and no locked target loads
 
     @property
     def moved(self) -> bool:
@@ -126,7 +127,15 @@ def _inspected(status: KernelStatus, versions: dict[int, str], hub: Hub) -> Kern
             usable = version
             break
         unbuildable.append(version)
-    return replace(status, rewritten=rewritten, usable_version=usable, unbuildable=tuple(sorted(unbuildable)))
+    appended: tuple[str, ...] = ()
+    if status.moved and not rewritten and status.ref_kind == "branch" and status.current is not None:
+        from kernlock.hub.variants import choose_variant
+
+        at_tip = sorted(group_variants(kernel.repo, status.current, hub.tree(kernel.repo, status.current)))
+        loaded = {choose_variant(at_tip, target)[0] for target in targets}
+        appended = tuple(n for n in at_tip if n not in kernel.build_variants and n not in loaded)
+    return replace(status, rewritten=rewritten, usable_version=usable, unbuildable=tuple(sorted(unbuildable)),
+                   appended=appended)
 
 
 def locked_version(kernel: LockedKernel) -> int | None:

@@ -13,6 +13,8 @@ Checks, in order (later ones run only when the lock parses):
 * ``gpu-archs`` — (when the project declares `[tool.kernlock] gpu-archs`) every locked
   CUDA/ROCm build of every locked or checked target supports each GPU architecture
   declared for it, matched by kernels' own `archs` module (`kernlock.check.gpu_archs`).
+* ``advisories`` — (when `[tool.kernlock] advisories` names any) no locked build is one an advisory
+  covers (`kernlock.check.advisories`); the problem names the advisory and its fix.
 * ``doctor``   — this machine can load the locked variants (`kernlock.check.doctor`: the
   kernels version inside Transformers' window, `kernels-minver`, `python-depends`,
   free-threaded Python, the telemetry/user-agent bug); dirty builds are notes.
@@ -43,6 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kernlock.check.against import check_against
+from kernlock.check.advisories import check_advisories
 from kernlock.check.coverage import check_coverage
 from kernlock.check.gpu_archs import check_gpu_archs
 from kernlock.model.target import Target, current_target
@@ -243,6 +246,7 @@ def verify(
         ("coverage", lambda r: check_coverage(lock, checked, r)),
         ("gpu-archs", (lambda r: check_gpu_archs(lock, checked, project.gpu_archs, r)) if project.gpu_archs else None),
         ("doctor", lambda r: check_doctor(lock, checked, r)),
+        ("advisories", (lambda r: check_advisories(project, lock, r)) if project.advisories else None),
         ("cache", (lambda r: check_cache(lock, checked, r)) if cache else None),
         ("signatures", (lambda r: check_signatures(lock, checked, r, project_policy(project))) if signatures else None),
         ("remote", (lambda r: check_remote(lock, r, hub, project_policy(project).trusted_root)) if remote else None),

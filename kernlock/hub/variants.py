@@ -33,6 +33,25 @@ def choose_variant(variant_names: Iterable[str], target: Target) -> tuple[str | 
     return chosen, lines
 
 
+_LEGACY_NAME = re.compile(r"torch(\d)(\d{1,2})-(cxx11|cxx98)-([a-z0-9]+)-([a-z0-9_]+)-([a-z]+)")
+
+
+def variant_target(name: str) -> str | None:
+    """The target a legacy build variant name is built for (`torch214-cxx11-cpu-x86_64-linux` →
+    `torch2.14-cxx11-cpu-x86_64-linux`), or None for other names."""
+    from kernlock.errors import TargetError
+    from kernlock.model.target import parse_target
+
+    match = _LEGACY_NAME.fullmatch(name)
+    if match is None:
+        return None
+    major, minor, abi, backend, cpu, os_name = match.groups()
+    try:
+        return str(parse_target(f"torch{major}.{minor}-{abi}-{backend}-{cpu}-{os_name}"))
+    except TargetError:
+        return None
+
+
 def python_choices(variant_names: Iterable[str], target: Target) -> dict[str, str | None]:
     """For a target without a Python part: the variant kernels would load on each Python 3.9-3.15 (GIL), by version.
 

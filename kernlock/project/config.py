@@ -19,6 +19,7 @@ Transformers' mapping).
     require-signatures = false         # signatures and signers: see kernlock.project.signers
     sigstore-trusted-root = "..."
     gpu-archs = ["8.0", "9.0"]         # the GPUs the targets run on: see kernlock.project.gpu_archs
+    advisories = ["advisories.toml"]   # known-bad builds: see kernlock.project.advisory_sources
     [tool.kernlock.signers]
 """
 
@@ -41,8 +42,8 @@ if TYPE_CHECKING:
 # `apply()` reads the project's settings on every start; kernlock.model.spec is imported only where specs are read.
 
 PYPROJECT = "pyproject.toml"
-_KNOWN_KEYS = {"kernels", "models", "targets", "trust", "scan", "use-kernels", "lockfile", "overrides", "allow-mixed-variants",
-               "require-signatures", "sigstore-trusted-root", "signers", "gpu-archs"}
+_KNOWN_KEYS = {"kernels", "models", "advisories", "targets", "trust", "scan", "use-kernels", "lockfile", "overrides",
+               "allow-mixed-variants", "require-signatures", "sigstore-trusted-root", "signers", "gpu-archs"}
 
 
 @dataclass(frozen=True, eq=False)  # compared by identity: no generated __eq__/__hash__ to build at import
@@ -64,6 +65,7 @@ class Project:
     require_signatures: bool = False
     sigstore_trusted_root: Path | None = None
     signers: tuple[tuple[str, tuple[str, ...]], ...] = ()  # repo or glob -> allowed build-signer URIs
+    advisories: tuple[str, ...] = ()  # advisory files (relative to the root) or URLs: kernlock.project.advisory_sources
     lines: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -213,6 +215,7 @@ def load_project(root: Path | str = ".") -> Project:
         require_signatures=require_signatures,
         sigstore_trusted_root=root / trusted_root if trusted_root else None,
         signers=_signers(config.get("signers", {}), path),
+        advisories=_string_list(config.get("advisories", []), "advisories"),
         lines=lines,
     )
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -14,8 +14,10 @@ from kernlock.errors import KernlockError, StaleLockError, TrustError, UsageErro
 from kernlock.hub.client import Hub
 from kernlock.store.kernels_lock import migration_for
 from kernlock.model.lockfile import LOCK_FILENAME, LockedKernel, Lockfile, format_for
+from kernlock.model.target_pins import is_target_pin
 from kernlock.store.lockfile_io import dumps_lockfile, write_lockfile
 from kernlock.project.config import Project, collect_specs, project_targets, resolving_target
+from kernlock.project.advisory_sources import load_advisories
 from kernlock.project.models import project_models
 from kernlock.resolve.models import model_kernels
 from kernlock.resolve.resolver import ResolveOptions, Resolver
@@ -59,10 +61,14 @@ def entry_signers(kernel: LockedKernel) -> str | None:
 
 
 REASONS = ("branch moved", "upgraded", "added", "removed", "override", "re-verified")
+# Besides these, a per-target pin (`kernlock.model.target_pins`) gives its own reason ("build appended at <commit>",
+# an advisory's), and the resolver names a move it made ("moved to <commit>: builds appended, locked variants unchanged").
 
 
-def lock_changes(old: Lockfile | None, new: Lockfile) -> tuple[Change, ...]:
-    """The entries (by identity: spec and override) whose commit or signers differ between `old` and `new`."""
+def lock_changes(old: Lockfile | None, new: Lockfile,
+                 reasons: Mapping[tuple[str, str], str] | None = None) -> tuple[Change, ...]:
+    """The entries (by identity: spec and override) whose commit or signers differ between `old` and `new`;
+    `reasons` (the resolver's, by identity) says why where the two locks cannot."""
     before = {k.identity: k for k in old.kernels} if old else {}
     after = {k.identity: k for k in new.kernels}
     changes = []
@@ -72,8 +78,9 @@ def lock_changes(old: Lockfile | None, new: Lockfile) -> tuple[Change, ...]:
         signer = (old_signer, new_signer) if old_signer is not None and new_signer is not None \
             and old_signer != new_signer else None
         if was is None or now is None or was.commit != now.commit or signer:
+            reason = (reasons or {}).get(identity) if now is not None and (was is None or was.commit != now.commit) else None
             changes.append(Change(identity[0], identity[1] or None, was.commit if was else None, now.commit if now else None,
-                                  _reason(was, now), signer))
+                                  reason or _reason(was, now), signer))
     return tuple(changes)
 
 
@@ -82,9 +89,12 @@ def _reason(was: LockedKernel | None, now: LockedKernel | None) -> str:
     if was is None or now is None:
         entry = was or now
         assert entry is not None  # lock_changes passes at least one
+        if is_target_pin(entry.override) and now is not None:
+            assert entry.override is not None
+            return entry.override.reason
         return "override" if entry.override else "added" if was is None else "removed"
     if was.override != now.override:
-        return "override"
+        return now.override.reason if is_target_pin(now.override) and now.override is not None else "override"
     if was.commit == now.commit:
         return "re-verified"  # the same commit, another signer than the old lock records (it was edited)
     return "upgraded" if (was.ref, was.version) != (now.ref, now.version) else "branch moved"
@@ -332,6 +342,7 @@ def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, tar
         resolving_target=resolving,
         overrides=project.overrides,
         signing=project_policy(project),
+        advisories=load_advisories(workspace.root, project.advisories),
     )
     resolver = Resolver(hub or Hub(), options, previous, progress)
     try:
@@ -348,7 +359,7 @@ def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, tar
         if dumps_lockfile(kept) == existing:
             result = kept
     changed = existing is None or dumps_lockfile(result) != existing
-    changes = lock_changes(previous, result)
+    changes = lock_changes(previous, result, resolver.reasons)
     old, new = ({k.spec for k in lock.kernels} if lock else set() for lock in (previous, result))
     written = False
     if write:

@@ -31,8 +31,10 @@ from kernlock.model.lockfile import (
 )
 from kernlock.store.metadata import digest_mismatches, read_variant_metadata
 from kernlock.model.overrides import OverrideRule
+from kernlock.model.advisories import Advisory
 from kernlock.project.signers import SigningPolicy
 from kernlock.model.spec import KernelSpec, looks_like_sha, version_of_branch
+from kernlock.model.target_pins import is_target_pin, pinned_target, target_pin
 from kernlock.hub.variants import choose_variant, group_variants, python_choices
 
 
@@ -49,6 +51,7 @@ class ResolveOptions:
     resolving_target: Target | None = None  # whose Transformers defaults apply to bare specs
     overrides: tuple[OverrideRule, ...] = ()
     signing: SigningPolicy = SigningPolicy()
+    advisories: tuple[Advisory, ...] = ()  # known-bad builds: never locked where another build will do
 
     def upgrading(self, repo: str) -> bool:
         """Whether an existing pin of `repo` must be re-resolved."""
@@ -112,6 +115,8 @@ class Resolver:
         self.progress = progress or (lambda message: None)
         self.workers = workers
         self.warnings: list[str] = []
+        self.reasons: dict[tuple[str, str], str] = {}  # entry identity -> why its commit changed, where `lock_changes` cannot tell
+        self._histories: dict[tuple[str, str], list[str]] = {}
         self._files = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kernlock-file")
 
     # ---------------------------------------------------------------- public
@@ -131,16 +136,19 @@ class Resolver:
                 if merged is not job:
                     merged.merge(job)
                 merged.requested.add(spec.alias or spec.key)
+        self._carry_target_pins(jobs)
         inputs = tuple(sorted({spec.key for spec in specs if not spec.used_by}))  # found specs follow their model
         resolved: dict[tuple[str, str], LockedKernel] = {}
         pending = list(jobs.values())
         with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="kernlock-kernel") as pool:
             while pending:
                 results = list(pool.map(self._resolve_one, pending))
-                for kernel, _ in results:
-                    resolved[kernel.identity] = kernel
+                for entries, _ in results:
+                    for entry in entries:
+                        resolved[entry.identity] = entry
                 follow: dict[tuple[str, str], _Job] = {}
-                for (kernel, deps), job in zip(results, pending):
+                for (entries, deps), job in zip(results, pending):
+                    kernel = entries[0]
                     for dep in deps:
                         done = [k for identity, k in resolved.items() if identity[0] == dep.key]
                         if done:
@@ -167,6 +175,38 @@ class Resolver:
             resolved_with=_resolving_context(self.options.resolving_target),
         )
 
+    def _carry_target_pins(self, jobs: dict[tuple[str, str], _Job]) -> None:
+        """Keep the previous lock's per-target pins (`kernlock.model.target_pins`) of specs not being upgraded:
+        their targets become jobs of their own, which `_previous` matches."""
+        if self.previous is None:
+            return
+        for job in list(jobs.values()):
+            if job.override is not None or self.options.upgrading(job.spec.repo):
+                continue
+            for entry in self.previous.entries(job.key):
+                if not is_target_pin(entry.override) or self.options.upgrading(entry.repo):
+                    continue
+                assert entry.override is not None
+                target = next((t for t in job.targets if str(t) == pinned_target(entry.override)), None)
+                if target is None:
+                    continue
+                job.targets = tuple(t for t in job.targets if t != target)
+                pin = _Job(key=job.key, spec=job.spec, targets=(target,), override=entry.override,
+                           requested=set(job.requested), devices=job.devices, used_by=set(job.used_by))
+                jobs[pin.identity] = pin
+            if not job.targets:
+                del jobs[job.identity]
+
+    def history(self, repo: str, branch: str) -> list[str]:
+        """A branch's commits, newest first (none when the Hub has no such branch); asked once per resolution."""
+        key = (repo, branch)
+        if key not in self._histories:
+            try:
+                self._histories[key] = self.hub.commits(repo, branch)
+            except ResolutionError:
+                self._histories[key] = []
+        return self._histories[key]
+
     # ---------------------------------------------------------------- one entry
 
     def _previous(self, job: _Job) -> LockedKernel | None:
@@ -180,27 +220,89 @@ class Resolver:
                 return entry
         return None
 
-    def _resolve_one(self, job: _Job) -> tuple[LockedKernel, list[KernelSpec]]:
+    def _resolve_one(self, job: _Job) -> tuple[list[LockedKernel], list[KernelSpec]]:
+        """The job's entry (first) and any per-target pins it needed, and the kernel dependencies to resolve next."""
         previous = self._previous(job)
         if previous is not None:
             self.progress(f"{job.key}: keeping {previous.commit[:12]}")
-            kernel = self._extend_previous(previous, job)
+            made = self._extend_previous(previous, job)
         else:
             self.progress(f"{job.key}: resolving")
-            kernel = self._resolve_fresh(job)
-        kernel = replace(
-            kernel,
-            override=job.override,
-            requested=tuple(sorted(job.requested)),
-            dependency_of=tuple(sorted(job.dependency_of)),
-            devices=job.devices,
-            used_by=tuple(sorted(job.used_by)),
-        )
-        deps = [_dep_spec(d) for d in kernel.depends]
-        return kernel, deps
+            made = [(self._resolve_fresh(job), job)]
+        if self.options.advisories:
+            from kernlock.resolve.advised import screen
 
-    def _extend_previous(self, previous: LockedKernel, job: _Job) -> LockedKernel:
-        """Keep a pinned commit; add variants only for targets the old lock lacked."""
+            made = screen(self, made)
+        kernels = [
+            replace(
+                kernel,
+                override=owner.override,
+                requested=tuple(sorted(owner.requested)),
+                dependency_of=tuple(sorted(owner.dependency_of)),
+                devices=owner.devices,
+                used_by=tuple(sorted(owner.used_by)),
+            )
+            for kernel, owner in made
+        ]
+        deps = list({d: _dep_spec(d) for kernel in kernels for d in kernel.depends}.values())
+        return kernels, deps
+
+    def _extend_previous(self, previous: LockedKernel, job: _Job) -> list[tuple[LockedKernel, _Job]]:
+        """Keep a pinned commit; add variants only for targets the old lock lacked.
+
+        A new target the commit has no build for takes a build appended to the entry's branch since
+        (`kernlock.resolve.appended`): the entry moves where its locked variants are unchanged, else that
+        target alone is pinned to the commit with its build.
+        """
+        missing = [t for t in job.targets if previous.variant_for(t) is None]
+        if missing and previous.ref is not None:
+            names = sorted(group_variants(previous.repo, previous.commit, self.hub.tree(previous.repo, previous.commit)))
+            unbuilt = [t for t in missing if choose_variant(names, t)[0] is None]
+            if unbuilt:
+                appended = self._append(previous, job, unbuilt)
+                if appended is not None:
+                    return appended
+        return [(self._keep_or_relock(previous, job), job)]
+
+    def _append(self, previous: LockedKernel, job: _Job, unbuilt: list[Target]) -> list[tuple[LockedKernel, _Job]] | None:
+        """Lock `unbuilt` targets at builds appended to the entry's branch after its commit (None: there are none)."""
+        from kernlock.resolve.appended import find_appended
+
+        plan = find_appended(self.hub, previous, unbuilt)
+        if plan is None:
+            return None
+        named = ", ".join(map(str, unbuilt))
+        if plan.move_to is not None:
+            moved = self._lock_commit(
+                job, repo=previous.repo, commit=plan.move_to, ref=previous.ref, version=previous.version,
+                resolution=f"{previous.resolution}; moved to {plan.move_to[:12]}: builds appended for {named}, "
+                           "locked variants unchanged",
+            )
+            before = {v.name: v.files for v in previous.variants}
+            if all(before.get(v.name, v.files) == v.files for v in moved.variants):  # the promise, by sha256
+                self.reasons[job.identity] = f"moved to {plan.move_to[:12]}: builds appended, locked variants unchanged"
+                return [(replace(moved, aliases=previous.aliases), job)]
+            plan = replace(plan, move_to=None, pins={t: plan.move_to for t in unbuilt},
+                           kept_at={t: "a locked variant's files differ there" for t in unbuilt})
+        made: list[tuple[LockedKernel, _Job]] = []
+        for target, commit in sorted(plan.pins.items()):
+            reason = f"build appended at {commit[:12]}"
+            pin_job = _Job(key=job.key, spec=job.spec, targets=(target,), override=target_pin(target, commit, reason),
+                           requested=set(job.requested), dependency_of=set(job.dependency_of), devices=job.devices,
+                           used_by=set(job.used_by))
+            kernel = self._lock_commit(
+                pin_job, repo=previous.repo, commit=commit, ref=previous.ref, version=previous.version,
+                resolution=f"{previous.ref}: {previous.commit[:12]} has no build for {target}; {reason} "
+                           f"({plan.kept_at[target]}, so the other targets keep {previous.commit[:12]})",
+            )
+            made.append((replace(kernel, aliases=previous.aliases), pin_job))
+        rest = replace(job, targets=tuple(t for t in job.targets if t not in plan.pins))
+        if not rest.targets:
+            return made
+        return [(self._keep_or_relock(previous, rest), rest), *made]
+
+    def _keep_or_relock(self, previous: LockedKernel, job: _Job) -> LockedKernel:
+        """The previous entry for the job's targets: kept as it is when complete, else locked again at its commit."""
         wanted = set(job.targets)
         have = {t for v in previous.variants for t in v.targets}
         complete = wanted <= have and (not self.options.all_variants or {v.name for v in previous.variants} >= set(previous.build_variants))

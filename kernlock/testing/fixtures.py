@@ -20,6 +20,8 @@ Each ``fixtures/<org>__<name>.toml`` describes one kernel repository::
     label = "flash-attn2 v1 #1"     # build label, embedded in the kernel code (KERNEL_IDENTITY)
     branch = "v1"                   # branch the commit is made on (parent: its current tip)
     from = "main"                   # optional: parent for a new branch
+    append = true                   # optional: keep the parent's files byte for byte and add these variants
+                                    #   (kernel-builder appending a build for a new Torch to a version branch)
     also = ["main"]                 # optional: other branches moved to this commit
     tags = ["v1.0.0"]               # optional: lightweight tags on this commit
     variants = ["cuda", "torch213-cxx11-cpu-x86_64-linux"]   # set names or variant names
@@ -122,10 +124,16 @@ def _build_repo(spec: Mapping[str, Any], templates_dir: Path, repo_path: Path) -
     sigstores: dict[str, TestSigstore] = {}  # by seed: one log per repo, so each repo's bundles are reproducible
     stream = bytearray()
     marks: dict[str, int] = {}  # branch -> mark of its tip
+    snapshots: dict[int, dict[str, bytes]] = {}  # mark -> the commit's files
     for index, commit in enumerate(spec["commits"], start=1):
         branch = commit["branch"]
         parent = marks.get(branch) or marks.get(commit.get("from", ""))
         files = _render_commit(spec, commit, templates_dir, sigstores)
+        if commit.get("append"):
+            if parent is None:
+                raise ValueError(f"{spec['repo']}: commit {commit['label']!r} appends to no parent")
+            files = {**snapshots[parent], **{p: c for p, c in files.items() if p.startswith("build/")}}
+        snapshots[index] = files
         stream += _commit_command(
             f"refs/heads/{branch}",
             mark=index,

@@ -26,6 +26,7 @@ def explain_command(repo: str, targets: tuple[str, ...], lockfile: str | None, p
     from kernlock.model.target import parse_target
     from kernlock.errors import UsageError
     from kernlock.hub.variants import choose_variant
+    from kernlock.model.target_pins import is_target_pin
 
     lock = open_workspace(project_dir, lockfile).read_lock()
     kernels = [k for k in lock.kernels if repo in (*k.names(), k.spec)]
@@ -36,7 +37,9 @@ def explain_command(repo: str, targets: tuple[str, ...], lockfile: str | None, p
     for kernel in kernels:
         entry: dict[str, Any] = {
             "spec": kernel.spec, "commit": kernel.commit, "build_variants": list(kernel.build_variants), "targets": [],
+            "ref": kernel.ref, "resolution": kernel.resolution,
             "override": kernel.override.to_dict() if kernel.override else None,
+            "target_pin": is_target_pin(kernel.override),  # a per-target pin kernlock made (its resolution says why)
             "devices": list(kernel.devices), "used_by": list(kernel.used_by),
         }
         # Each target under the entry covering it (an override's or the spec's own); an uncovered one under the spec's own.
@@ -56,7 +59,9 @@ def explain_command(repo: str, targets: tuple[str, ...], lockfile: str | None, p
         return
     for entry in report:
         click.echo(f"{entry['spec']} at {entry['commit'][:12]} ({len(entry['build_variants'])} build variants)")
-        if entry["override"]:
+        covered = ", ".join(item["target"] for item in entry["targets"]) or "no target shown"
+        click.echo(f"  commit for {covered}: {entry['resolution']}")
+        if entry["override"] and not entry["target_pin"]:
             override = entry["override"]
             click.echo(f"  override for {override['when']} → {override['use']}: {override['reason']}")
         for line in entry["used_by"]:

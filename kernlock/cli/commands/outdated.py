@@ -12,6 +12,9 @@ from kernlock.cli.commands.show import table
 
 if TYPE_CHECKING:
     from kernlock.check.remote import KernelStatus
+    from kernlock.model.advisories import Advisory
+    from kernlock.model.lockfile import Lockfile
+    from kernlock.project.config import Project
 
 
 @click.command("outdated")
@@ -27,8 +30,10 @@ def outdated_command(lockfile: str | None, project_dir: str, as_json: bool, show
     from kernlock.check.remote import kernel_statuses
     from kernlock.project.workspace import open_workspace
 
-    lock = open_workspace(project_dir, lockfile).read_lock()
+    workspace = open_workspace(project_dir, lockfile)
+    lock = workspace.read_lock()
     statuses = kernel_statuses(lock, inspect=True)
+    advised = _advised(workspace.project, lock)
     if as_json:
         click.echo(json.dumps([
             {
@@ -37,13 +42,15 @@ def outdated_command(lockfile: str | None, project_dir: str, as_json: bool, show
                 "current": s.current, "moved": s.moved, "rewritten": s.rewritten, "ref_gone": s.ref_gone,
                 "version": s.kernel.version, "latest_version": s.latest_version, "newer_version": s.newer_version,
                 "usable_version": s.usable_version, "unbuildable_versions": list(s.unbuildable), "error": s.error,
-                "renamed_to": s.renamed_to,
+                "renamed_to": s.renamed_to, "appended": list(s.appended),
+                "advisories": [{"id": a.id, "variant": variant, "summary": a.summary, "fix": a.fix_text(s.kernel.repo)}
+                               for variant, a in advised.get(s.kernel.identity, [])],
             }
             for s in statuses
         ], indent=2))
     else:
-        _print_table(statuses, show_all)
-    if exit_code and any(_actions(s) for s in statuses):
+        _print_table(statuses, show_all, advised)
+    if exit_code and any(_actions(s) or advised.get(s.kernel.identity) for s in statuses):
         sys.exit(1)
 
 
@@ -68,10 +75,18 @@ def _actions(s: KernelStatus) -> list[str]:
 
 
 def _notes(s: KernelStatus) -> list[str]:
-    """What is worth knowing but needs no update: a newer version an override deliberately stays below."""
+    """What is worth knowing but needs no update: a newer version an override deliberately stays below, builds
+    appended to the branch for targets the lock does not have."""
+    notes = []
     if s.usable_version is not None and s.kernel.override:
-        return [f"v{s.usable_version} available; the override pins {s.kernel.override.use} ([tool.kernlock.overrides])"]
-    return []
+        notes.append(f"v{s.usable_version} available; the override pins {s.kernel.override.use} ([tool.kernlock.overrides])")
+    if s.appended:
+        from kernlock.hub.variants import variant_target
+
+        adds = [t for name in s.appended if (t := variant_target(name)) is not None]
+        how = f" (add one: kernlock lock --target {adds[0]})" if adds else ""
+        notes.append(f"builds appended to {s.kernel.ref} for targets the lock does not have: {', '.join(s.appended)}{how}")
+    return notes
 
 
 def _unbuildable(s: KernelStatus, above: int = -1) -> str:
@@ -84,11 +99,27 @@ def _unbuildable(s: KernelStatus, above: int = -1) -> str:
     return f" ({', '.join(f'v{v}' for v in skipped)} {verb} no build for {', '.join(targets)})"
 
 
-def _print_table(statuses: list[KernelStatus], show_all: bool) -> None:
+def _advised(project: Project, lock: Lockfile) -> dict[tuple[str, str], list[tuple[str, Advisory]]]:
+    """Per lock entry: its variants an advisory of the project covers, with the advisory."""
+    from kernlock.check.advisories import lock_advisories
+    from kernlock.project.advisory_sources import load_advisories
+
+    advised: dict[tuple[str, str], list[tuple[str, Advisory]]] = {}
+    if project.advisories:
+        for kernel, variant, advisory, _ in lock_advisories(lock, load_advisories(project.root, project.advisories)):
+            if advisory is not None:
+                advised.setdefault(kernel.identity, []).append((variant.name, advisory))
+    return advised
+
+
+def _print_table(statuses: list[KernelStatus], show_all: bool,
+                 advised: dict[tuple[str, str], list[tuple[str, Advisory]]]) -> None:
     """One row per lock entry (an override's entry named with the targets it applies to)."""
     rows = [["KERNEL", "REF", "LOCKED", "CURRENT", "LATEST", "STATUS"]]
     for s in statuses:
-        states = _actions(s) + _notes(s)
+        states = [f"{variant} advised by {a.id}; fix: {a.fix_text(s.kernel.repo)} (kernlock lock re-pins it)"
+                  for variant, a in advised.get(s.kernel.identity, [])]
+        states += _actions(s) + _notes(s)
         if not states and not show_all:
             continue
         name = f"{s.kernel.spec} [{s.kernel.override.when}]" if s.kernel.override else s.kernel.spec
