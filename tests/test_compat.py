@@ -146,3 +146,20 @@ def test_local_kernels_parsing_matches_kernels() -> None:
 def test_every_patched_kernels_module_is_under_contract() -> None:
     covered = {internal.module for internal in internals()}
     assert set(kernels_adapter.patch_points()) <= covered, set(kernels_adapter.patch_points()) - covered
+
+
+def test_the_transformers_names_the_default_kernelize_patch_wraps_exist() -> None:
+    """runtime.default_kernels wraps these Transformers names; a release that moves one must fail here, not at a run."""
+    import importlib
+
+    from kernlock.compat.transformers import kernelize_requests, trainer_callback_class
+    from kernlock.runtime.default_kernels import PATCHED
+
+    for dotted in PATCHED:
+        module_name, _, rest = dotted.partition(".PreTrainedModel.") if ".PreTrainedModel." in dotted else (
+            dotted.rsplit(".", 1)[0], "", dotted.rsplit(".", 1)[1])
+        module = importlib.import_module(module_name)
+        owner = module.PreTrainedModel if ".PreTrainedModel." in dotted else module
+        assert rest in vars(owner), f"{dotted} moved"
+    assert ("kernels-community/liger-kernels", 4, None) in kernelize_requests()
+    assert trainer_callback_class().__name__ == "TrainerCallback"

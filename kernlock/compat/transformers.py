@@ -188,25 +188,40 @@ def transformers_kernels_window(root: Path) -> tuple[str, str] | None:
     return (found[low], found[high]) if low in found and high in found else None
 
 
+def kernelize_requests() -> frozenset[tuple[str, int | None, str | None]]:
+    """`(repo, version, revision)` of every repository in Transformers' kernelize mapping (imports it)."""
+    module_name, getter_name, _ = TRANSFORMERS_HUB_KERNELS
+    found: set[tuple[str, int | None, str | None]] = set()
+    _visit_repositories(getattr(importlib.import_module(module_name), getter_name)(), found)
+    return frozenset(found)
+
+
+def trainer_callback_class() -> type:
+    """Transformers' `TrainerCallback` (imports it)."""
+    return importlib.import_module("transformers.trainer_callback").TrainerCallback
+
+
+def _visit_repositories(value: object, found: set[tuple[str, int | None, str | None]]) -> None:
+    """Add the `(repo, version, revision)` of every kernels Layer/FuncRepository inside `value` to `found`."""
+    if isinstance(value, dict):
+        for item in value.values():
+            _visit_repositories(item, found)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _visit_repositories(item, found)
+    elif isinstance(repo_id := getattr(value, "_repo_id", None), str):
+        found.add((repo_id, getattr(value, "_version", None), getattr(value, "_revision", None)))
+
+
 def transformers_hub_kernels() -> list[tuple[str, int | None, str | None]]:
     """Hub kernels Transformers' `use_kernels=True` maps layers to: `(repo, version, revision)` each (imports it)."""
     module_name, getter_name, table_name = TRANSFORMERS_HUB_KERNELS
     hub_kernels = importlib.import_module(module_name)
     found: set[tuple[str, int | None, str | None]] = set()
 
-    def visit(value: object) -> None:
-        if isinstance(value, dict):
-            for item in value.values():
-                visit(item)
-        elif isinstance(value, (list, tuple)):
-            for item in value:
-                visit(item)
-        elif isinstance(repo_id := getattr(value, "_repo_id", None), str):  # kernels' Layer/FuncRepository
-            found.add((repo_id, getattr(value, "_version", None), getattr(value, "_revision", None)))
-
     getter = getattr(hub_kernels, getter_name, None)
     if getter is not None:
-        visit(getter())
+        _visit_repositories(getter(), found)
     for entry in getattr(hub_kernels, table_name, {}).values():
         found.add((entry["repo_id"], entry.get("version"), entry.get("revision")))
     return sorted(found, key=lambda item: (item[0], str(item[1]), str(item[2])))

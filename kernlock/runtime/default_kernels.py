@@ -32,7 +32,6 @@ from typing import Any, NamedTuple
 
 PATCHED = ("transformers.modeling_utils.kernelize", "transformers.modeling_utils.PreTrainedModel.from_pretrained",
            "transformers.modeling_utils.PreTrainedModel.use_kernels")
-_MAPPING = ("transformers.integrations.hub_kernels", "get_kernel_mapping_transformers")
 
 
 class DefaultKernelize(NamedTuple):
@@ -57,19 +56,6 @@ def default_kernelize() -> DefaultKernelize | None:
     return _DEFAULT.get()
 
 
-def _default_requests() -> frozenset[tuple[str, int | None, str | None]]:
-    """(repo, version, revision) of every repository in Transformers' own kernelize table."""
-    import importlib
-
-    mapping = getattr(importlib.import_module(_MAPPING[0]), _MAPPING[1])()
-    requests = set()
-    for devices in mapping.values():
-        for value in devices.values():
-            for repo in value.values() if isinstance(value, dict) else (value,):
-                requests.add((repo._repo_id, getattr(repo, "_version", None), getattr(repo, "_revision", None)))
-    return frozenset(requests)
-
-
 def _explicit(model: Any, kernel_config: Any) -> bool:
     """Whether the user asked for this model's kernels: in the call, on the model, or with a `KernelConfig`."""
     return (_EXPLICIT.get() or kernel_config is not None or getattr(model, "kernel_config", None) is not None
@@ -81,7 +67,9 @@ def _wrap_kernelize(original: Callable[..., Any]) -> Callable[..., Any]:
         if _explicit(model, kernel_config):
             return original(model, mode=mode, kernel_config=kernel_config, device_map=device_map)
         config = getattr(model, "config", None)
-        token = _DEFAULT.set(DefaultKernelize(_default_requests(), getattr(config, "name_or_path", None) or None))
+        from kernlock.compat.transformers import kernelize_requests
+
+        token = _DEFAULT.set(DefaultKernelize(kernelize_requests(), getattr(config, "name_or_path", None) or None))
         try:
             return original(model, mode=mode, kernel_config=kernel_config, device_map=device_map)
         finally:

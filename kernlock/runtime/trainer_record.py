@@ -47,9 +47,9 @@ def _callback_class(trainer_callback: type, loaded: Callable[[], dict[str, Any] 
 def patch_trainer(module: ModuleType, loaded: Callable[[], dict[str, Any] | None]) -> None:
     """Make every `Trainer` of `transformers.trainer` add `RecordCallback` (once) when it is built; `loaded`
     gives the record (`kernlock.loaded()`)."""
-    from transformers.trainer_callback import TrainerCallback
+    from kernlock.compat.transformers import trainer_callback_class
 
-    callback = _callback_class(TrainerCallback, loaded)
+    callback = _callback_class(trainer_callback_class(), loaded)
     trainer = module.Trainer
     original = trainer.__init__
 
