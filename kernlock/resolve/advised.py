@@ -17,7 +17,7 @@ Each step is said in a warning line and in the change line's reason.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from kernlock.errors import ResolutionError
 from kernlock.hub.variants import choose_variant, group_variants
@@ -26,9 +26,24 @@ from kernlock.model.lockfile import LockedKernel
 from kernlock.model.spec import version_of_branch
 from kernlock.model.target import Target
 from kernlock.model.target_pins import is_target_pin, target_pin
+from kernlock.resolve.jobs import Job
 
 if TYPE_CHECKING:
-    from kernlock.resolve.resolver import Resolver, _Job
+    from kernlock.hub.client import Hub, Ref
+
+
+class Resolver(Protocol):
+    """What screening needs of `kernlock.resolve.resolver.Resolver` (a protocol: the resolver imports this module)."""
+
+    options: Any  # ResolveOptions: `advisories`, `all_variants`
+    hub: Hub
+    warnings: list[str]
+    reasons: dict[tuple[str, str], str]
+
+    def history(self, repo: str, branch: str) -> list[str]: ...
+
+    def _lock_commit(self, job: Job, *, repo: str, commit: str, ref: str | None, version: int | None,
+                     resolution: str, refs: list[Ref] | None = None) -> LockedKernel: ...
 
 MAX_CANDIDATES = 50  # commits of the entry's branch tried before the advisory's fix
 
@@ -94,7 +109,7 @@ def _replacement(resolver: Resolver, kernel: LockedKernel, target: Target, advis
     return Replacement(commit, ref, version_of_branch(ref or ""), f"its fix, {name}")
 
 
-def screen(resolver: Resolver, made: list[tuple[LockedKernel, _Job]]) -> list[tuple[LockedKernel, _Job]]:
+def screen(resolver: Resolver, made: list[tuple[LockedKernel, Job]]) -> list[tuple[LockedKernel, Job]]:
     """`made` with every advised build replaced (see the module), or `ResolutionError` where none can be."""
     screened = []
     for kernel, owner in made:
@@ -102,8 +117,7 @@ def screen(resolver: Resolver, made: list[tuple[LockedKernel, _Job]]) -> list[tu
     return screened
 
 
-def _screen_one(resolver: Resolver, kernel: LockedKernel, owner: _Job) -> list[tuple[LockedKernel, _Job]]:
-    from kernlock.resolve.resolver import _Job
+def _screen_one(resolver: Resolver, kernel: LockedKernel, owner: Job) -> list[tuple[LockedKernel, Job]]:
 
     bad = advised_targets(resolver, kernel)
     if not bad:
@@ -132,11 +146,11 @@ def _screen_one(resolver: Resolver, kernel: LockedKernel, owner: _Job) -> list[t
         _refuse_advised(resolver, moved)
         resolver.reasons[owner.identity] = f"advisory {advisory.id}: {first.why}"
         return [(replace(moved, aliases=kernel.aliases), owner)]
-    made: list[tuple[LockedKernel, _Job]] = []
+    made: list[tuple[LockedKernel, Job]] = []
     for target, found in sorted(moves.items()):
         variant, advisory = bad[target]
         reason = f"advisory {advisory.id}: {found.why}"
-        pin_job = _Job(key=owner.key, spec=owner.spec, targets=(target,),
+        pin_job = Job(key=owner.key, spec=owner.spec, targets=(target,),
                        override=target_pin(target, found.commit, reason), requested=set(owner.requested),
                        dependency_of=set(owner.dependency_of), devices=owner.devices, used_by=set(owner.used_by))
         pinned = resolver._lock_commit(

@@ -10,10 +10,9 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from kernlock.compat.transformers import default_version
-from kernlock.model.devices import device_type
 from kernlock.model.ids import is_git_sha
 from kernlock.model.target import Target
 from kernlock.errors import NoVariantError, ResolutionError, SignatureError, TrustError
@@ -25,7 +24,6 @@ from kernlock.model.lockfile import (
     LockedKernel,
     LockedVariant,
     Lockfile,
-    Override,
     Signature,
     format_for,
 )
@@ -35,6 +33,7 @@ from kernlock.model.advisories import Advisory
 from kernlock.project.signers import SigningPolicy
 from kernlock.model.spec import KernelSpec, looks_like_sha, version_of_branch
 from kernlock.model.target_pins import is_target_pin, pinned_target, target_pin
+from kernlock.resolve.jobs import Job, plan_jobs
 from kernlock.hub.variants import choose_variant, group_variants, python_choices
 
 
@@ -56,52 +55,6 @@ class ResolveOptions:
     def upgrading(self, repo: str) -> bool:
         """Whether an existing pin of `repo` must be re-resolved."""
         return self.upgrade_all or repo in self.upgrade
-
-
-@dataclass
-class _Job:
-    """One lock entry to produce: a spec key, the spec to resolve, and the targets it serves."""
-
-    key: str
-    spec: KernelSpec
-    targets: tuple[Target, ...]
-    override: Override | None = None
-    requested: set[str] = field(default_factory=set)
-    dependency_of: set[str] = field(default_factory=set)
-    devices: tuple[str, ...] = ()  # the device types it is loaded on; empty: every target
-    used_by: set[str] = field(default_factory=set)
-
-    def merge(self, other: _Job) -> None:
-        """Serve `other`'s targets too (one entry per identity): an unrestricted job makes the entry unrestricted."""
-        self.targets = tuple(sorted({*self.targets, *other.targets}))
-        self.devices = tuple(sorted({*self.devices, *other.devices})) if self.devices and other.devices else ()
-        self.used_by |= other.used_by
-
-    @property
-    def identity(self) -> tuple[str, str]:
-        return self.key, self.override.when if self.override else ""
-
-
-def plan_jobs(spec: KernelSpec, targets: tuple[Target, ...], rules: tuple[OverrideRule, ...]) -> list[_Job]:
-    """Split a spec's targets between its own resolution and the overrides that match them."""
-    groups: dict[OverrideRule | None, list[Target]] = {}
-    for target in targets:
-        if spec.devices and device_type(target.backend) not in spec.devices:
-            continue  # a kernel Transformers maps only to GPUs: a CPU target never loads it
-        rule = next((r for r in rules if r.repo == spec.repo and r.matches(target)), None)
-        groups.setdefault(rule, []).append(target)
-    jobs = []
-    for rule, matched in groups.items():
-        if rule is None:
-            jobs.append(_Job(key=spec.key, spec=spec, targets=tuple(matched), devices=spec.devices,
-                             used_by=set(spec.used_by)))
-        else:
-            jobs.append(_Job(
-                key=spec.key, spec=rule.spec(spec), targets=tuple(matched),
-                override=Override(when=rule.when, use=rule.use, reason=rule.reason),
-                devices=spec.devices, used_by=set(spec.used_by),
-            ))
-    return jobs
 
 
 class Resolver:
@@ -129,7 +82,7 @@ class Resolver:
             self._files.shutdown(wait=True, cancel_futures=True)
 
     def _resolve(self, specs: list[KernelSpec]) -> Lockfile:
-        jobs: dict[tuple[str, str], _Job] = {}
+        jobs: dict[tuple[str, str], Job] = {}
         for spec in specs:
             for job in plan_jobs(spec, self.options.targets, self.options.overrides):
                 merged = jobs.setdefault(job.identity, job)
@@ -146,7 +99,7 @@ class Resolver:
                 for entries, _ in results:
                     for entry in entries:
                         resolved[entry.identity] = entry
-                follow: dict[tuple[str, str], _Job] = {}
+                follow: dict[tuple[str, str], Job] = {}
                 for (entries, deps), job in zip(results, pending):
                     kernel = entries[0]
                     for dep in deps:
@@ -175,7 +128,7 @@ class Resolver:
             resolved_with=_resolving_context(self.options.resolving_target),
         )
 
-    def _carry_target_pins(self, jobs: dict[tuple[str, str], _Job]) -> None:
+    def _carry_target_pins(self, jobs: dict[tuple[str, str], Job]) -> None:
         """Keep the previous lock's per-target pins (`kernlock.model.target_pins`) of specs not being upgraded:
         their targets become jobs of their own, which `_previous` matches."""
         if self.previous is None:
@@ -191,7 +144,7 @@ class Resolver:
                 if target is None:
                     continue
                 job.targets = tuple(t for t in job.targets if t != target)
-                pin = _Job(key=job.key, spec=job.spec, targets=(target,), override=entry.override,
+                pin = Job(key=job.key, spec=job.spec, targets=(target,), override=entry.override,
                            requested=set(job.requested), devices=job.devices, used_by=set(job.used_by))
                 jobs[pin.identity] = pin
             if not job.targets:
@@ -209,7 +162,7 @@ class Resolver:
 
     # ---------------------------------------------------------------- one entry
 
-    def _previous(self, job: _Job) -> LockedKernel | None:
+    def _previous(self, job: Job) -> LockedKernel | None:
         """The old lock's entry for this job, if it still pins the same thing."""
         if self.previous is None or self.options.upgrading(job.spec.repo):
             return None
@@ -220,7 +173,7 @@ class Resolver:
                 return entry
         return None
 
-    def _resolve_one(self, job: _Job) -> tuple[list[LockedKernel], list[KernelSpec]]:
+    def _resolve_one(self, job: Job) -> tuple[list[LockedKernel], list[KernelSpec]]:
         """The job's entry (first) and any per-target pins it needed, and the kernel dependencies to resolve next."""
         previous = self._previous(job)
         if previous is not None:
@@ -247,7 +200,7 @@ class Resolver:
         deps = list({d: _dep_spec(d) for kernel in kernels for d in kernel.depends}.values())
         return kernels, deps
 
-    def _extend_previous(self, previous: LockedKernel, job: _Job) -> list[tuple[LockedKernel, _Job]]:
+    def _extend_previous(self, previous: LockedKernel, job: Job) -> list[tuple[LockedKernel, Job]]:
         """Keep a pinned commit; add variants only for targets the old lock lacked.
 
         A new target the commit has no build for takes a build appended to the entry's branch since
@@ -264,7 +217,7 @@ class Resolver:
                     return appended
         return [(self._keep_or_relock(previous, job), job)]
 
-    def _append(self, previous: LockedKernel, job: _Job, unbuilt: list[Target]) -> list[tuple[LockedKernel, _Job]] | None:
+    def _append(self, previous: LockedKernel, job: Job, unbuilt: list[Target]) -> list[tuple[LockedKernel, Job]] | None:
         """Lock `unbuilt` targets at builds appended to the entry's branch after its commit (None: there are none)."""
         from kernlock.resolve.appended import find_appended
 
@@ -284,10 +237,10 @@ class Resolver:
                 return [(replace(moved, aliases=previous.aliases), job)]
             plan = replace(plan, move_to=None, pins={t: plan.move_to for t in unbuilt},
                            kept_at={t: "a locked variant's files differ there" for t in unbuilt})
-        made: list[tuple[LockedKernel, _Job]] = []
+        made: list[tuple[LockedKernel, Job]] = []
         for target, commit in sorted(plan.pins.items()):
             reason = f"build appended at {commit[:12]}"
-            pin_job = _Job(key=job.key, spec=job.spec, targets=(target,), override=target_pin(target, commit, reason),
+            pin_job = Job(key=job.key, spec=job.spec, targets=(target,), override=target_pin(target, commit, reason),
                            requested=set(job.requested), dependency_of=set(job.dependency_of), devices=job.devices,
                            used_by=set(job.used_by))
             kernel = self._lock_commit(
@@ -301,7 +254,7 @@ class Resolver:
             return made
         return [(self._keep_or_relock(previous, rest), rest), *made]
 
-    def _keep_or_relock(self, previous: LockedKernel, job: _Job) -> LockedKernel:
+    def _keep_or_relock(self, previous: LockedKernel, job: Job) -> LockedKernel:
         """The previous entry for the job's targets: kept as it is when complete, else locked again at its commit."""
         wanted = set(job.targets)
         have = {t for v in previous.variants for t in v.targets}
@@ -322,7 +275,7 @@ class Resolver:
         )
         return replace(fresh, aliases=previous.aliases)
 
-    def _resolve_fresh(self, job: _Job) -> LockedKernel:
+    def _resolve_fresh(self, job: Job) -> LockedKernel:
         spec = job.spec
         refs = self.hub.refs(spec.repo)
         canonical = self.hub.canonical_repo(spec.repo)
@@ -337,7 +290,7 @@ class Resolver:
             kernel = replace(kernel, aliases=(spec.repo,))
         return kernel
 
-    def _pick_commit(self, spec: KernelSpec, refs: list[Ref], job: _Job) -> tuple[str | None, int | None, str, str]:
+    def _pick_commit(self, spec: KernelSpec, refs: list[Ref], job: Job) -> tuple[str | None, int | None, str, str]:
         branches = {r.name: r for r in refs if r.kind == "branch"}
         tags = {r.name: r for r in refs if r.kind == "tag"}
         if spec.floating or spec.version is not None:
@@ -396,7 +349,7 @@ class Resolver:
             return "trusted-publisher"
         raise TrustError.untrusted(repo)
 
-    def _lock_commit(self, job: _Job, *, repo: str, commit: str, ref: str | None, version: int | None,
+    def _lock_commit(self, job: Job, *, repo: str, commit: str, ref: str | None, version: int | None,
                      resolution: str, refs: list[Ref] | None = None) -> LockedKernel:
         spec_key = job.key
         trust = self._trust(repo)

@@ -113,7 +113,7 @@ def test_a_renamed_repo_is_locked_under_its_new_name(hub: FakeHub) -> None:
 
 
 def test_planning_splits_targets_between_the_spec_and_matching_overrides() -> None:
-    from kernlock.resolve.resolver import plan_jobs
+    from kernlock.resolve.jobs import plan_jobs
 
     spec = parse_spec(f"{REPO}@v1")
     [alone] = plan_jobs(spec, (CPU, CUDA), ())
