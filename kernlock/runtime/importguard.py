@@ -14,8 +14,11 @@ variant directory kernlock verified in this process:
    `SourceOnlyLoader`, which hashes the bytes it reads against the lock and
    compiles exactly those bytes in memory, never reading or writing bytecode; a
    source rewritten or added after the load-time check (a lazily imported
-   submodule) is refused when it is read. Extension modules load from the
-   verified files by path (`dlopen` cannot be handed checked bytes);
+   submodule) is refused when it is read. The same verified bytes answer
+   `linecache` (`inspect.getsource`, Triton's `@jit`, which re-reads a kernel's
+   source at its first launch), so a rewrite after the import is never compiled.
+   Extension modules load from the verified files by path (`dlopen` cannot be
+   handed checked bytes);
 3. a variant path kernlock handed to kernels that no longer resolves to the
    directory it verified (a symlink swapped in a shared cache) is refused.
 
@@ -57,7 +60,20 @@ class SourceOnlyLoader(importlib.machinery.SourceFileLoader):
         path = self.get_filename(fullname)
         data = self.get_data(path)
         _check_source(path, data)
+        _serve_lines(path, data)
         return self.source_to_code(data, path)
+
+
+def _serve_lines(filename: str, data: bytes) -> None:
+    """Make `linecache` (so `inspect.getsource`, Triton's `@jit`, tracebacks) answer with the verified bytes.
+
+    Triton re-reads a kernel's source through `inspect` at its first launch, after the import: a file rewritten
+    in between would compile unchecked code. An entry with no mtime is never re-checked against the disk.
+    """
+    import linecache
+
+    lines = importlib.util.decode_source(data).splitlines(keepends=True)
+    linecache.cache[filename] = (len(data), None, lines, filename)
 
 
 def _check_source(path: str, data: bytes) -> None:
@@ -131,7 +147,9 @@ class ZipSourceLoader(importlib.abc.Loader):
 
     def exec_module(self, module: ModuleType) -> None:
         source = verified_archive(self.archive).read(self.member)
-        exec(compile(source, f"{self.archive}/{self.member}", "exec", dont_inherit=True), module.__dict__)
+        filename = f"{self.archive}/{self.member}"
+        _serve_lines(filename, source)
+        exec(compile(source, filename, "exec", dont_inherit=True), module.__dict__)
 
 
 class _ZipFinder:
