@@ -170,3 +170,22 @@ def test_a_group_members_partial_download_is_never_resumed(
         if mate.stdin is not None:
             mate.stdin.close()
         mate.wait(timeout=30)
+
+
+def test_a_symlinked_blobs_directory_is_refused_and_nothing_is_written_through_it(
+        hub: TestHub, locked_project: LockedProjectFactory, shared_cache: Path, tmp_path: Path) -> None:
+    """A group member replaces a repo's `blobs/` with a link to a directory of the user's: `sync` writes nothing there
+    and says, in one line, what to remove."""
+    project, kernel, _, _ = _so(locked_project)
+    outside = tmp_path / "victim-dir"
+    outside.mkdir()
+    _blobs(kernel).parent.mkdir(parents=True)
+    planted = _as_group_mate("import sys; os.symlink(sys.argv[1], sys.argv[2])", str(outside), str(_blobs(kernel)))
+    planted.communicate(timeout=30)
+    assert planted.returncode == 0 and _blobs(kernel).is_symlink()
+    result = cli("sync", cwd=project)
+    assert result.exit_code != 0
+    lines = [line for line in result.output.strip().splitlines() if line.startswith("kernlock: error:")]
+    assert len(lines) == 1 and f"{_blobs(kernel)} in the Hub cache is a link" in lines[0], result.output
+    assert f"rm -- {_blobs(kernel)}" in lines[0]
+    assert list(outside.iterdir()) == []
