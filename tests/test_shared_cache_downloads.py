@@ -189,3 +189,8 @@ def test_a_symlinked_blobs_directory_is_refused_and_nothing_is_written_through_i
     assert len(lines) == 1 and f"{_blobs(kernel)} in the Hub cache is a link" in lines[0], result.output
     assert f"rm -- {_blobs(kernel)}" in lines[0]
     assert list(outside.iterdir()) == []
+    fix = lines[0].split("`")[1]  # the printed fix, run as printed: it removes the link, not what it points to
+    assert subprocess.run(fix, shell=True, timeout=30).returncode == 0
+    assert outside.is_dir() and list(outside.iterdir()) == []
+    assert cli("sync", cwd=project).exit_code == 0
+    assert list(outside.iterdir()) == [] and _blobs(kernel).is_dir() and not _blobs(kernel).is_symlink()
