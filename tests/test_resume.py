@@ -174,3 +174,25 @@ def test_a_sync_hashes_a_downloaded_file_once_and_a_changed_one_again(
     cache.discard(kernel, variant.name, list(variant.files), hub_cache_dir())
     with pytest.raises(IntegrityError, match="does not match kernels.lock"):
         sync_variant(kernel, variant, hub_cache_dir(), repair=False)
+
+
+@pytest.mark.parametrize("exposure", ["group-writable", "hard-linked"])
+def test_a_partial_others_could_write_is_not_resumed(hub: TestHub, locked_project: LockedProjectFactory,
+                                                     exposure: str) -> None:
+    """Only a partial nobody else can write is continued (the bytes hashed are the bytes kept): one of the user's own
+    that the group may write (an older download under umask 002) or that has a second name is dropped, and the file
+    is fetched from byte 0; kernlock's own partials are 0600."""
+    import os
+
+    kernel, variant, locked = _largest(locked_project)
+    partial = _leave_partial(hub, kernel, variant, locked, locked.size // 2)
+    assert partial.stat().st_mode & 0o777 == 0o600
+    if exposure == "group-writable":
+        partial.chmod(0o664)
+    else:
+        os.link(partial, partial.with_name("elsewhere"))
+    hub.reset_counts()
+    download_variant(kernel, variant, hub_cache_dir(), [locked])
+    assert [r for _, r, _ in _cdn_gets(hub)] == [None] and hub.cdn_bytes_sent == locked.size
+    assert sha256_file(variant_dir(kernel, variant.name) / locked.path) == locked.sha256
+    assert not list(_blobs(kernel).glob("*incomplete*"))

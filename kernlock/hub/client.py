@@ -8,17 +8,21 @@ thread-safe, so one `Hub` serves a whole resolution.
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlsplit
 
 from kernlock.errors import HubError, WriteError, local_write_problem, redact
 from kernlock.model.ids import is_git_sha, is_sha256
 from kernlock.hub.transport import Stop, Transport, download_timeout, etag_timeout, http_status
+
+if TYPE_CHECKING:
+    from kernlock.store.partial import Partial
 
 T = TypeVar("T")
 
@@ -57,16 +61,10 @@ class RemoteFile:
 
 
 def validator_path(partial: Path) -> Path:
-    """Where the server's validator (ETag) of a partial download is kept, next to it."""
-    return partial.with_name(partial.name + "-validator")
+    """Where the server's validator (ETag) of a partial download is kept, next to it (`kernlock.store.partial`)."""
+    from kernlock.store.partial import validator_name
 
-
-def _read_validator(path: Path) -> str | None:
-    try:
-        value = path.read_text().strip()
-    except OSError:
-        return None
-    return value if value.startswith('"') and len(value) < 256 else None
+    return partial.with_name(validator_name(partial.name))
 
 
 def git_blob_id(data: bytes) -> str:
@@ -255,69 +253,69 @@ class Hub:
 
         return self._call(repo, fetch, deadline)
 
-    def download_to(self, repo: str, remote: RemoteFile, size: int, destination: Path,
+    def download_to(self, repo: str, remote: RemoteFile, size: int, partial: "Partial",
                     deadline: float) -> tuple[int, str]:
-        """Stream `remote` into `destination`, at most `size` bytes, by `deadline`; return the bytes resumed and
-        the sha256 of the whole file, hashed as the bytes arrive (a kept prefix is read once).
+        """Stream `remote` into the open `partial`, at most `size` bytes, by `deadline`; return the bytes resumed and
+        the sha256 of the whole file, hashed as the bytes are written (a kept prefix is read once, from the same
+        descriptor: `partial` is a private file only this user can write, `kernlock.store.partial`).
 
-        Bytes already in `destination` are kept and continued with `Range: bytes=N-` and
-        `If-Range: <validator>` when the server's validator (its `ETag`) is the one recorded in
-        `validator_path(destination)` when they were received; on every retry after a dropped
+        Bytes already in the file are kept and continued with `Range: bytes=N-` and
+        `If-Range: <validator>` when the server's validator (its `ETag`) is the one recorded
+        beside it when they were received; on every retry after a dropped
         connection likewise. A full 200 (the validator changed, or ranges unsupported) starts
         again from byte 0; so does a partial without a recorded validator.
         """
         headers = self.transport.headers()
         if urlsplit(remote.location).netloc != urlsplit(remote.url).netloc:
             headers.pop("authorization", None)  # a signed CDN URL: no token, as huggingface_hub does
-        sidecar = validator_path(destination)
+        fd = partial.fd
         resumed = 0
         digest = hashlib.sha256()
 
         def fetch(deadline: float) -> None:
             nonlocal resumed, digest
             try:
-                with open(destination, "ab") as out:
-                    offset = out.tell()
-                    validator = _read_validator(sidecar) if offset else None
-                    if offset and (validator is None or offset > size):
-                        out.truncate(0)
+                offset = os.fstat(fd).st_size
+                validator = partial.validator() if offset else None
+                if offset and (validator is None or offset > size):
+                    os.ftruncate(fd, 0)
+                    offset = 0
+                if offset == size:  # all there already (killed before the rename): only the hash check is left
+                    resumed, digest = offset, _sha256_prefix(fd, offset)
+                    return
+                asked = dict(headers)
+                if offset:
+                    asked.update({"Range": f"bytes={offset}-", "If-Range": validator or ""})
+
+                def start(response: object) -> int:
+                    nonlocal offset, digest
+                    status = getattr(response, "status_code", 200)
+                    answered = getattr(response, "headers", {})
+                    if offset and status == 206 and answered.get("Content-Range", "").startswith(f"bytes {offset}-"):
+                        digest = _sha256_prefix(fd, offset)
+                        return size - offset
+                    digest = hashlib.sha256()
+                    if offset:  # a full answer after all: the bytes kept are dropped
+                        os.ftruncate(fd, 0)
                         offset = 0
-                    if offset == size:  # all there already (killed before the rename): only the hash check is left
-                        resumed, digest = offset, _sha256_prefix(destination, offset)
-                        return
-                    asked = dict(headers)
-                    if offset:
-                        asked.update({"Range": f"bytes={offset}-", "If-Range": validator or ""})
+                    etag = answered.get("ETag", "")
+                    partial.record(etag if etag and not etag.startswith("W/") else None)
+                    return size
 
-                    def start(response: object) -> int:
-                        nonlocal offset, digest
-                        status = getattr(response, "status_code", 200)
-                        answered = getattr(response, "headers", {})
-                        if offset and status == 206 and answered.get("Content-Range", "").startswith(f"bytes {offset}-"):
-                            digest = _sha256_prefix(destination, offset)
-                            return size - offset
-                        digest = hashlib.sha256()
-                        if offset:  # a full answer after all: the bytes kept are dropped
-                            out.truncate(0)
-                            offset = 0
-                        etag = answered.get("ETag", "")
-                        if etag and not etag.startswith("W/"):
-                            sidecar.write_text(etag)
-                        else:
-                            sidecar.unlink(missing_ok=True)
-                        return size
+                def write(chunk: bytes) -> None:
+                    view = memoryview(chunk)
+                    while view:
+                        view = view[os.write(fd, view):]
+                    digest.update(chunk)
 
-                    def write(chunk: bytes) -> None:
-                        out.write(chunk)
-                        digest.update(chunk)
-
-                    self.transport.request(remote.location, deadline, timeout=download_timeout(), limit=size - offset,
-                                           sink=write, follow=True, headers=asked, on_response=start)
-                    resumed = max(resumed, offset)
-                    if out.tell() != size:
-                        raise ConnectionError(f"{remote.url}: received {out.tell()} of {size} bytes")
+                self.transport.request(remote.location, deadline, timeout=download_timeout(), limit=size - offset,
+                                       sink=write, follow=True, headers=asked, on_response=start)
+                resumed = max(resumed, offset)
+                received = os.fstat(fd).st_size
+                if received != size:
+                    raise ConnectionError(f"{remote.url}: received {received} of {size} bytes")
             except OSError as error:  # this machine's disk (full, read-only) is never retried nor blamed on the Hub
-                local = local_write_problem(error, destination.parent)
+                local = local_write_problem(error, partial.path.parent)
                 if local is None:
                     raise
                 raise WriteError(local) from None
@@ -356,11 +354,11 @@ class Hub:
         return trusted
 
 
-def _sha256_prefix(path: Path, size: int) -> "hashlib._Hash":
-    """A sha256 fed the first `size` bytes of `path` (the part of a resumed download already on disk)."""
+def _sha256_prefix(fd: int, size: int) -> "hashlib._Hash":
+    """A sha256 fed the first `size` bytes of the open file `fd` (the part of a resumed download already there)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while size > 0 and (chunk := handle.read(min(size, 1 << 20))):
-            digest.update(chunk)
-            size -= len(chunk)
+    offset = 0
+    while offset < size and (chunk := os.pread(fd, min(size - offset, 1 << 20), offset)):
+        digest.update(chunk)
+        offset += len(chunk)
     return digest

@@ -5,8 +5,8 @@ old file is untouched. A symlink is followed (its target is replaced, the link
 kept) and an existing file's permission bits are kept. Every file kernlock
 writes from memory (locks, `pyproject.toml`, kernels' JSON lock, the vendor
 directory's lock) goes through `atomic_write`. Two writers rename on their own, by
-design: downloads (`cache.py`) stream into a temporary blob that must match its
-hash before the rename, and the private store (`private.py`) writes relative to a
+design: downloads (`hub_cache.py`, `partial.py`) stream into a private temporary blob
+that must match its hash before the rename, and the private store (`private.py`) writes relative to a
 directory descriptor and never follows a link.
 """
 

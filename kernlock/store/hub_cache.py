@@ -11,10 +11,12 @@ the locked files: anything else (bytecode, a module, a library) is refused.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import shutil
+import stat
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +28,11 @@ from kernlock import settings
 from kernlock.errors import HubError, IntegrityError, KernlockError, MissingFilesError, WriteError, local_write_problem
 from kernlock.model.lockfile import LockedFile, LockedKernel, LockedVariant
 from kernlock.settings import VENDOR_ENV
+from kernlock.store.atomic import current_umask
+from kernlock.store.partial import (
+    VALIDATOR_SUFFIX, Partial, create_private, drop, open_below, open_partial, opened_below, read_validator,
+    remove_mine, validator_name,
+)
 
 if TYPE_CHECKING:
     from kernlock.hub.client import Hub
@@ -272,7 +279,7 @@ def _install_file(hub: "Hub", kernel: LockedKernel, variant: str, locked: Locked
     storage = cache / repo_folder(kernel.repo)
     link = storage / "snapshots" / kernel.commit / "build" / variant / locked.path
     locks = cache / ".locks" / repo_folder(kernel.repo)
-    locks.mkdir(parents=True, exist_ok=True)
+    os.close(open_below(cache, ".locks", repo_folder(kernel.repo)))  # created here, and never a link
     # One process per file asks the Hub; the others wait here and find it in place.
     with WeakFileLock(locks / _file_lock_name(kernel.commit, variant, locked.path)):
         if link.is_file() and not force:
@@ -309,81 +316,124 @@ def _fetch_blob_and_link(hub: "Hub", kernel: LockedKernel, variant: str, locked:
             f"and size {remote.size}, but kernels.lock expects {locked.sha256} and {locked.size}; nothing was downloaded. "
             f"Re-lock with `kernlock lock -P {kernel.repo}` if the repository was rewritten"
         )
-    blobs = storage / "blobs"
-    blob = blobs / remote.etag
-    blobs.mkdir(parents=True, exist_ok=True)
-    with WeakFileLock(locks / f"{remote.etag}.lock"):
-        partial = _resumable_partial(blobs, remote.etag)
+    blob = storage / "blobs" / remote.etag
+    key: FileKey | None = None
+    with opened_below(storage.parent, storage.name, "blobs") as blobs_fd, \
+            WeakFileLock(locks / f"{remote.etag}.lock"):
+        partial = _resumable_partial(blobs_fd, blob.parent, remote.etag)
         downloaded = force or not blob.is_file()
         if downloaded:
-            temp = partial or blobs / f"{remote.etag}.{uuid.uuid4().hex[:8]}.incomplete"
+            temp = partial or _new_partial(blobs_fd, blob.parent, remote.etag)
             kept = False
             try:
                 for attempt in (1, 2):
                     resumed, actual = hub.download_to(kernel.repo, remote, locked.size, temp, deadline)
-                    if actual == locked.sha256 and temp.stat().st_size == locked.size:
+                    if actual == locked.sha256 and os.fstat(temp.fd).st_size == locked.size:
                         break
-                    if attempt == 1 and resumed:  # a kept partial went bad: drop it and start over once
-                        _drop_partial(temp)
+                    if attempt == 1 and resumed:  # a kept partial went bad: drop its bytes and start over once
+                        temp.restart()
                         continue
                     raise IntegrityError(
                         f"{kernel.spec}: the Hub sent {variant}/{locked.path} with sha256 {actual}, "
                         f"but kernels.lock expects {locked.sha256}; nothing was kept. Re-run, or re-lock with "
                         f"`kernlock lock -P {kernel.repo}` if the repository was rewritten"
                     )
-                os.replace(temp, blob)
+                key = _publish(temp, blob, locked.sha256)
             except KeyboardInterrupt:
-                kept = _resumable(temp)
+                kept = temp.resumable()
                 raise
             except HubError as error:  # the Hub failed (not a stop: a cut-off or over-long body is never kept)
-                kept = error.__cause__ is not None and _resumable(temp)
+                kept = error.__cause__ is not None and temp.resumable()
                 raise
             finally:
+                os.close(temp.fd)
                 if not kept:
-                    _drop_partial(temp)
+                    drop(blobs_fd, temp.name)
         elif partial is not None:
-            _drop_partial(partial)
-        link.parent.mkdir(parents=True, exist_ok=True)
-        if link.is_symlink() or link.exists():
-            link.unlink()
+            os.close(partial.fd)
+            drop(blobs_fd, partial.name)
+        _link(storage, link, blobs_fd, blob)
+    return key
+
+
+def _new_partial(blobs_fd: int, blobs: Path, etag: str) -> Partial:
+    """A fresh private file (0600, created, never followed) for a download of `etag`."""
+    name = f"{etag}.{uuid.uuid4().hex[:8]}.incomplete"
+    return Partial(blobs_fd, name, create_private(blobs_fd, name), blobs / name)
+
+
+def _publish(temp: Partial, blob: Path, sha256: str) -> FileKey | None:
+    """Move a verified download into place as `blob`, with huggingface_hub's blob mode (from the umask).
+
+    Returns the key of the very file that was written and hashed, or None when the umask lets others write the
+    blob (a group-shared cache): then the check that follows hashes it again before anything trusts it.
+    """
+    mode = 0o666 & ~current_umask()
+    os.fchmod(temp.fd, mode)
+    os.replace(temp.name, blob.name, src_dir_fd=temp.dir_fd, dst_dir_fd=temp.dir_fd)
+    written = os.fstat(temp.fd)
+    placed = os.stat(blob.name, dir_fd=temp.dir_fd, follow_symlinks=False)
+    if (placed.st_dev, placed.st_ino) != (written.st_dev, written.st_ino):
+        raise IntegrityError(f"{blob} is not the file kernlock downloaded and verified: another user of the shared "
+                             "cache put another file in its place while it was moved there",
+                             fix=f"remove it (`rm -- {blob}`) and run the command again")
+    return None if mode & (stat.S_IWGRP | stat.S_IWOTH) else file_key(written, sha256)
+
+
+def _link(storage: Path, link: Path, blobs_fd: int, blob: Path) -> None:
+    """Point the snapshot entry `link` at `blob` (relative, as huggingface_hub does), never through a link."""
+    parts = link.parent.relative_to(storage).parts
+    with opened_below(storage.parent, storage.name, *parts) as link_fd:
         try:
-            link.symlink_to(os.path.relpath(blob, link.parent))
-        except OSError:  # file systems without symlinks: a plain copy, as huggingface_hub does
-            shutil.copyfile(blob, link)
-        return file_key(link.stat(), locked.sha256) if downloaded else None
+            os.unlink(link.name, dir_fd=link_fd)
+        except FileNotFoundError:
+            pass
+        try:
+            os.symlink(os.path.relpath(blob, link.parent), link.name, dir_fd=link_fd)
+        except OSError as error:
+            if error.errno == errno.EEXIST:
+                raise
+            _copy_blob(blobs_fd, blob.name, link_fd, link.name)  # no symlinks here: a plain copy, as huggingface_hub
 
 
-def _resumable(temp: Path) -> bool:
-    """Whether a partial download is worth keeping for the next run: some bytes, and the server's validator."""
-    from kernlock.hub.client import validator_path
+def _copy_blob(blobs_fd: int, blob: str, link_fd: int, name: str) -> None:
+    source = os.open(blob, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0), dir_fd=blobs_fd)
+    try:
+        target = create_private(link_fd, name)
+        try:
+            while chunk := os.read(source, _CHUNK):
+                os.write(target, chunk)
+            os.fchmod(target, 0o666 & ~current_umask())
+        finally:
+            os.close(target)
+    finally:
+        os.close(source)
 
-    return temp.is_file() and temp.stat().st_size > 0 and validator_path(temp).is_file()
 
-
-def _drop_partial(temp: Path) -> None:
-    from kernlock.hub.client import validator_path
-
-    temp.unlink(missing_ok=True)
-    validator_path(temp).unlink(missing_ok=True)
-
-
-def _resumable_partial(blobs: Path, etag: str) -> Path | None:
-    """The largest partial download of `etag` a killed or failed run left (with its validator), the others removed.
+def _resumable_partial(blobs_fd: int, blobs: Path, etag: str) -> Partial | None:
+    """The largest partial download of `etag` a killed or failed run of this user left (with its validator), open;
+    this user's others are removed. Another user's, or one others can write, is never resumed (`open_partial`).
 
     Called under the blob's lock: no other process writes these now.
     """
-    from kernlock.hub.client import validator_path
-
-    partials = sorted((p for p in blobs.glob(f"{etag}.*incomplete") if p.is_file() and not p.is_symlink()),
-                      key=lambda p: p.stat().st_size)
-    keep = partials[-1] if partials and validator_path(partials[-1]).is_file() else None
-    for stale in partials:
-        if stale != keep:
-            _drop_partial(stale)
-    for orphan in blobs.glob(f"{etag}.*incomplete-validator"):
-        if orphan.with_name(orphan.name[: -len("-validator")]) != keep:
-            orphan.unlink(missing_ok=True)
-    return keep
+    names = [n for n in os.listdir(blobs_fd) if n.startswith(etag + ".")]
+    found: list[tuple[int, str, int]] = []
+    for name in names:
+        if name.endswith("incomplete"):
+            fd = open_partial(blobs_fd, name)
+            if fd is None:
+                drop(blobs_fd, name)  # only this user's files go; another user's stay and are never resumed
+            else:
+                found.append((os.fstat(fd).st_size, name, fd))
+    found.sort()
+    keep = found.pop() if found and read_validator(blobs_fd, found[-1][1]) is not None else None
+    for _, name, fd in found:
+        os.close(fd)
+        drop(blobs_fd, name)
+    for name in names:
+        if name.endswith(VALIDATOR_SUFFIX) and (keep is None or name != validator_name(keep[1])):
+            remove_mine(blobs_fd, name)
+    return Partial(blobs_fd, keep[1], keep[2], blobs / keep[1]) if keep else None
 
 
 def commit_gone(kernel: LockedKernel) -> str:
