@@ -7,6 +7,7 @@ Public API (imported lazily so `import kernlock` stays cheap)::
     kernlock.lock(...)          # resolve specs and write kernels.lock
     kernlock.verify(...)        # check a lock: fresh, covering, intact
     kernlock.load_lockfile(p)   # parse and validate a lock file
+    kernlock.sync(...), kernlock.vendor(dir, ...), kernlock.remove(...)
 """
 
 __version__ = "0.1.0"
@@ -14,10 +15,6 @@ __version__ = "0.1.0"
 TYPE_CHECKING = False  # not typing's: the start-up hook imports this package in every process, typing costs ~8 ms
 
 if TYPE_CHECKING:  # what type checkers see behind the lazy `__getattr__` below (`X as X`: re-exported)
-    from collections.abc import Sequence
-    from importlib.machinery import ModuleSpec
-    from types import ModuleType
-
     from kernlock.check.verify import verify as verify
     from kernlock.model.target import current_target as current_target
     from kernlock.model.target import parse_target as parse_target
@@ -51,12 +48,22 @@ if TYPE_CHECKING:  # what type checkers see behind the lazy `__getattr__` below 
     from kernlock.store.lockfile_io import load_lockfile as load_lockfile
     from kernlock.resolve.lock import LockResult as LockResult
     from kernlock.resolve.lock import lock as lock
+    from kernlock.resolve.lock import remove as remove
+    from kernlock.fetch.sync import sync as sync
+    from kernlock.fetch.vendor import vendor as vendor
+    from kernlock.model.target import Target as Target
+    from kernlock.runtime.apply import Applied as Applied
     from kernlock.runtime.apply import apply as apply
     from kernlock.runtime.apply import loaded as loaded
     from kernlock.model.spec import parse_spec as parse_spec
 
 _EXPORTS = {
     "apply": "kernlock.runtime.apply",
+    "Applied": "kernlock.runtime.apply",
+    "remove": "kernlock.resolve.lock",
+    "sync": "kernlock.fetch.sync",
+    "vendor": "kernlock.fetch.vendor",
+    "Target": "kernlock.model.target",
     "loaded": "kernlock.runtime.apply",
     "lock": "kernlock.resolve.lock",
     "LockResult": "kernlock.resolve.lock",
@@ -97,49 +104,8 @@ _EXPORTS = {
 __all__ = ["__version__", *_EXPORTS]
 
 
-# Module paths the README documented before the layered tree (issue 26), kept for one release.
-_MOVED = {
-    "kernlock.environment": "kernlock.model.target",
-    "kernlock.lockfile": "kernlock.model.lockfile",
-    "kernlock.spec": "kernlock.model.spec",
-    "kernlock.sync": "kernlock.fetch.sync",
-    "kernlock.vendor": "kernlock.fetch.vendor",
-}
-
-
-class _MovedModules:
-    """A meta-path finder: an old module path imports the module at its new path, with a DeprecationWarning."""
-
-    def find_spec(self, fullname: str, path: "Sequence[str] | None" = None,
-                  target: "ModuleType | None" = None) -> "ModuleSpec | None":
-        if fullname not in _MOVED:
-            return None
-        from importlib import import_module
-        from importlib.abc import Loader  # here, not at the top: only an old path pays for it
-        from importlib.util import spec_from_loader
-
-        class MovedLoader(Loader):
-            def create_module(self, spec: "ModuleSpec") -> "ModuleType":
-                import warnings
-
-                warnings.warn(f"{spec.name} moved to {_MOVED[spec.name]}; import it from there (the old path goes "
-                              "in the next release)", DeprecationWarning, stacklevel=2)
-                return import_module(_MOVED[spec.name])
-
-            def exec_module(self, module: "ModuleType") -> None:
-                """Nothing to run: the module at the new path is loaded already."""
-
-        return spec_from_loader(fullname, MovedLoader())
-
-
-def _install_moved_modules() -> None:
-    import sys
-
-    if not any(isinstance(finder, _MovedModules) for finder in sys.meta_path):
-        sys.meta_path.append(_MovedModules())
-
-
-_install_moved_modules()
+def __dir__() -> list[str]:
+    return sorted(__all__)
 
 
 def __getattr__(name: str) -> object:  # type checkers use the TYPE_CHECKING imports above

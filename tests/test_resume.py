@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from helpers import FA2, LockedProjectFactory
-from kernlock.hub.client import validator_path
+from kernlock.store.partial import validator_path
 from kernlock.model.lockfile import LockedFile, LockedKernel, LockedVariant
 from kernlock.store.hub_cache import download_variant, hub_cache_dir, repo_folder, sha256_file, variant_dir
 from kernlock.testing.hub import TestHub

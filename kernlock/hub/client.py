@@ -14,15 +14,24 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import Protocol, TypeVar
 from urllib.parse import urlsplit
 
 from kernlock.errors import HubError, WriteError, local_write_problem, redact
 from kernlock.model.ids import is_git_sha, is_sha256
 from kernlock.hub.transport import Stop, Transport, download_timeout, etag_timeout, http_status
 
-if TYPE_CHECKING:
-    from kernlock.store.partial import Partial
+
+
+class Partial(Protocol):
+    """What a download writes into: an open private file and its recorded validator (`kernlock.store.partial`)."""
+
+    fd: int
+    path: Path
+
+    def validator(self) -> str | None: ...
+
+    def record(self, etag: str | None) -> None: ...
 
 T = TypeVar("T")
 
@@ -58,13 +67,6 @@ class RemoteFile:
     etag: str
     size: int | None
     location: str
-
-
-def validator_path(partial: Path) -> Path:
-    """Where the server's validator (ETag) of a partial download is kept, next to it (`kernlock.store.partial`)."""
-    from kernlock.store.partial import validator_name
-
-    return partial.with_name(validator_name(partial.name))
 
 
 def git_blob_id(data: bytes) -> str:
@@ -253,7 +255,7 @@ class Hub:
 
         return self._call(repo, fetch, deadline)
 
-    def download_to(self, repo: str, remote: RemoteFile, size: int, partial: "Partial",
+    def download_to(self, repo: str, remote: RemoteFile, size: int, partial: Partial,
                     deadline: float) -> tuple[int, str]:
         """Stream `remote` into the open `partial`, at most `size` bytes, by `deadline`; return the bytes resumed and
         the sha256 of the whole file, hashed as the bytes are written (a kept prefix is read once, from the same

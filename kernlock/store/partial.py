@@ -196,3 +196,8 @@ def drop(dir_fd: int, partial: str) -> None:
     """Remove a partial download and its validator, those of them that are this user's."""
     remove_mine(dir_fd, partial)
     remove_mine(dir_fd, validator_name(partial))
+
+
+def validator_path(partial: Path) -> Path:
+    """Where the server's validator (ETag) of the partial download `partial` is kept, next to it."""
+    return partial.with_name(validator_name(partial.name))

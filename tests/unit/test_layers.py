@@ -65,14 +65,19 @@ def test_the_rule_finds_an_upward_import() -> None:
     ]
 
 
-@pytest.mark.parametrize("old, new", [("kernlock.lockfile", "kernlock.model.lockfile"), ("kernlock.sync", "kernlock.fetch.sync"),
-                                      ("kernlock.environment", "kernlock.model.target")])
-def test_a_documented_old_module_path_imports_the_new_module_with_a_warning(old: str, new: str,
-                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_facade_exports_exactly_its_typed_names_and_lists_them() -> None:
+    """`kernlock`'s lazy exports, its `TYPE_CHECKING` re-exports, `__all__` and `dir()` name the same API."""
+    import ast
     import importlib
-    import sys
 
-    monkeypatch.delitem(sys.modules, old, raising=False)
-    with pytest.warns(DeprecationWarning, match=rf"{old} moved to {new}; import it from there"):
-        module = importlib.import_module(old)
-    assert module is importlib.import_module(new)
+    import kernlock
+
+    tree = ast.parse(importlib.util.find_spec("kernlock").loader.get_source("kernlock"))
+    block = next(node for node in tree.body if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING")
+    typed = {alias.asname for node in block.body if isinstance(node, ast.ImportFrom) for alias in node.names}
+    assert typed == set(kernlock._EXPORTS)
+    assert sorted(kernlock.__all__) == sorted({"__version__", *typed}) == dir(kernlock)
+    for name in kernlock.__all__:
+        assert getattr(kernlock, name) is not None
+    with pytest.raises(ModuleNotFoundError):  # no module-path shims: the old 0.1 paths were never released
+        importlib.import_module("kernlock.environment")
