@@ -385,3 +385,26 @@ def test_header_slow_drip_on_a_download_is_bounded_by_the_hub_deadline(
     assert "KERNLOCK_HUB_DEADLINE" in output, output[-3000:]
     if reader != "sync":
         assert "cannot be downloaded" in output, output[-3000:]
+
+
+def test_an_extension_module_planted_after_the_check_never_runs(locked, tmp_path: Path) -> None:
+    """A lazily imported submodule replaced by an unlisted extension module: refused before dlopen runs its code."""
+    import shutil
+    import subprocess
+    import sysconfig
+
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler to build the planted extension")
+    marker = tmp_path / "constructor-ran"
+    source = tmp_path / "planted.c"
+    source.write_text(f'#include <stdio.h>\n__attribute__((constructor)) static void ran(void) '
+                      f'{{ FILE *f = fopen("{marker}", "w"); if (f) fclose(f); }}\n')
+    project, _, _ = locked
+    kernlock.apply(project / "kernels.lock")
+    module = kernels.get_kernel(ACTIVATION, version=1)
+    variant_dir = Path(module.__file__).parent
+    planted = variant_dir / f"lazyext{sysconfig.get_config_var('EXT_SUFFIX')}"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(planted), str(source)], check=True)
+    with pytest.raises(IntegrityError, match=r"lazyext\..*\.so changed after it was verified \(kernels\.lock does not list it"):
+        importlib.import_module(f"{module.__name__}.lazyext")
+    assert not marker.exists()  # its constructor never ran

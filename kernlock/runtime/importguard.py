@@ -17,8 +17,9 @@ variant directory kernlock verified in this process:
    submodule) is refused when it is read. The same verified bytes answer
    `linecache` (`inspect.getsource`, Triton's `@jit`, which re-reads a kernel's
    source at its first launch), so a rewrite after the import is never compiled.
-   Extension modules load from the verified files by path (`dlopen` cannot be
-   handed checked bytes);
+   An extension module found by import loads only when it is a locked file with
+   the locked hash, from the very descriptor that was hashed
+   (`VerifiedExtensionLoader`): one planted or swapped after the check never runs;
 3. a variant path kernlock handed to kernels that no longer resolves to the
    directory it verified (a symlink swapped in a shared cache) is refused.
 
@@ -64,6 +65,34 @@ class SourceOnlyLoader(importlib.machinery.SourceFileLoader):
         return self.source_to_code(data, path)
 
 
+class VerifiedExtensionLoader(importlib.machinery.ExtensionFileLoader):
+    """Loads an extension module of a verified variant only when it is a locked file with the locked hash.
+
+    The file is opened once (never through a link), hashed from that descriptor, and that same open file is
+    what `dlopen` loads (`/proc/self/fd/N` on Linux): a file swapped or added after the check never runs, not
+    even its constructors.
+    """
+
+    def create_module(self, spec: Any) -> ModuleType:
+        import hashlib
+
+        fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+        try:
+            digest = hashlib.sha256()
+            while chunk := os.read(fd, 1 << 20):
+                digest.update(chunk)
+            _check_digest(self.path, digest.hexdigest())
+            if not os.path.isdir("/proc/self/fd"):
+                return super().create_module(spec)
+            opened = f"/proc/self/fd/{fd}"
+            module = super().create_module(importlib.machinery.ModuleSpec(
+                spec.name, importlib.machinery.ExtensionFileLoader(spec.name, opened), origin=opened))
+        finally:
+            os.close(fd)
+        module.__file__ = self.path
+        return module
+
+
 def _serve_lines(filename: str, data: bytes) -> None:
     """Make `linecache` (so `inspect.getsource`, Triton's `@jit`, tracebacks) answer with the verified bytes.
 
@@ -80,6 +109,11 @@ def _check_source(path: str, data: bytes) -> None:
     """Raise `IntegrityError` unless `data`, read from `path`, is a locked file of the variant `path` lies in."""
     import hashlib
 
+    _check_digest(path, hashlib.sha256(data).hexdigest())
+
+
+def _check_digest(path: str, actual: str) -> None:
+    """Raise `IntegrityError` unless a file of sha256 `actual`, read from `path`, is a locked file of its variant."""
     directory, name = os.path.split(path)
     found = _verified_root(directory)
     if found is None:
@@ -88,7 +122,6 @@ def _check_source(path: str, data: bytes) -> None:
     root, (kernel, variant) = found
     relative = os.path.relpath(os.path.join(os.path.realpath(directory), name), root).replace(os.sep, "/")
     expected = next((f.sha256 for f in variant.files if f.path == relative), None)
-    actual = hashlib.sha256(data).hexdigest()
     if expected != actual:
         what = f"expected sha256 {expected}" if expected else "kernels.lock does not list it"
         raise IntegrityError(f"{kernel.spec}: {variant.name}/{relative} changed after it was verified ({what}, "
@@ -200,7 +233,7 @@ def _path_hook(path: str) -> Any:
     return importlib.machinery.FileFinder(
         path,
         (SourceOnlyLoader, importlib.machinery.SOURCE_SUFFIXES),
-        (importlib.machinery.ExtensionFileLoader, importlib.machinery.EXTENSION_SUFFIXES),
+        (VerifiedExtensionLoader, importlib.machinery.EXTENSION_SUFFIXES),
     )
 
 
