@@ -408,3 +408,28 @@ def test_an_extension_module_planted_after_the_check_never_runs(locked, tmp_path
     with pytest.raises(IntegrityError, match=r"lazyext\..*\.so changed after it was verified \(kernels\.lock does not list it"):
         importlib.import_module(f"{module.__name__}.lazyext")
     assert not marker.exists()  # its constructor never ran
+
+
+def test_a_vendor_lock_others_can_write_is_not_the_authority(locked, tmp_path: Path, monkeypatch) -> None:
+    """In a group-shared vendor directory (umask 002) another member could rewrite the lock in place, hashes and
+    all, keeping its owner: without a project lock it is refused; the project's own lock still works with it."""
+    project, lock, _ = locked
+    vendor = tmp_path / "vendor"
+    assert cli("vendor", str(vendor), cwd=project).exit_code == 0
+    (vendor / "kernels.lock").chmod(0o664)
+    monkeypatch.setenv(VENDOR_ENV, str(vendor))
+    elsewhere = tmp_path / "job"
+    elsewhere.mkdir()
+    (elsewhere / ".git").mkdir()  # a project of its own, without a lock: the vendor lock would be the authority
+    monkeypatch.chdir(elsewhere)
+    with pytest.raises(UnsafeLockfileError, match=rf"refusing {vendor}/kernels.lock: {vendor}/kernels.lock is "
+                                                  "writable by its group") as refused:
+        kernlock.apply()
+    ran = cli("run", "--vendor", str(vendor), "--", "true", cwd=elsewhere)
+    assert ran.exit_code != 0 and "writable by its group" in ran.output
+    fix = refused.value.fix or ""
+    subprocess.run(fix.split("`")[1], shell=True, check=True)  # the printed chmod
+    kernlock.apply()  # now only its owner can write it
+    monkeypatch.chdir(project)  # the project's own lock is the authority, whatever the vendor lock's mode
+    (vendor / "kernels.lock").chmod(0o664)
+    kernlock.apply()

@@ -168,6 +168,7 @@ def vendored_lockfile(vendor: Path, project_lock: Path | None) -> Path:
             f"${VENDOR_ENV} points at {vendor}, which has no {LOCK_FILENAME}; create it with `kernlock vendor {vendor}`"
         )
     if project_lock is None or not os.path.lexists(project_lock):
+        _refuse_shared_vendor_lock(vendor, theirs)
         return theirs
     check_lock_path(project_lock, discovered=True)
     ours = load_lockfile(project_lock)
@@ -180,6 +181,24 @@ def vendored_lockfile(vendor: Path, project_lock: Path | None) -> Path:
             fix=f"re-export the vendor directory with `kernlock vendor {vendor}` from the project",
         )
     return project_lock
+
+
+def _refuse_shared_vendor_lock(vendor: Path, lock: Path) -> None:
+    """A vendor lock that is the authority (no project lock) is trusted only when no one else can change it.
+
+    Ownership is not integrity: in a group-writable (setgid, umask 002) vendor directory another member can
+    rewrite the lock in place, files and hashes together, and it keeps its owner's uid.
+    """
+    import stat
+
+    for path in (lock, vendor):
+        mode = path.stat().st_mode
+        if mode & (stat.S_IWGRP | stat.S_IWOTH):
+            who = "its group" if mode & stat.S_IWGRP else "every user"
+            raise UnsafeLockfileError(
+                f"refusing {lock}: {path} is writable by {who}, so someone else could rewrite the lock and its "
+                "hashes together; a vendor lock is trusted as the lock only when no one else can write it",
+                fix=f"run where the project's own kernels.lock pins the vendored builds, or `chmod go-w {vendor} {lock}`")
 
 
 def open_workspace(project_dir: str | os.PathLike[str] = ".", lockfile: str | os.PathLike[str] | None = None, *,
