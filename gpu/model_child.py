@@ -2,6 +2,7 @@
 
     python gpu/model_child.py prepare DIR          # a tiny Llama + tokenizer (save_pretrained) and a data set
     python gpu/model_child.py train --load device_map|to_cuda [--use-kernels] [--steps N]
+    python gpu/model_child.py rewrite              # Triton compiles the verified source, not a rewrite (issue 36)
 
 `train` runs in a project directory: `kernlock.apply()` first (unless --no-apply), then
 the user's real path, `from_pretrained("model", attn_implementation=..., device_map="cuda")`
@@ -99,6 +100,34 @@ def cmd_train(args) -> None:
                kernels=_fixture_kernels())
 
 
+def cmd_rewrite(args) -> None:
+    """Another user rewrites the verified flash-attn2 source after the import, before Triton's first launch."""
+    import inspect
+
+    import kernlock
+
+    kernlock.apply()
+    import torch
+    from kernels import get_kernel
+
+    kernel = get_kernel(REPO, version=4)
+    path = kernel.__file__
+    text = open(path).read()
+    start = text.index("    def _flash_forward(")
+    body = text.index("\n", text.index("):", start)) + 1
+    with open(path, "w") as file:
+        file.write(text[:body] + "    # INJECTED after kernlock verified this file\n" + text[body:])
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 256, 4, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    out = kernel.flash_attn_func(q, k, v, causal=True)  # the first launch: @triton.jit reads the source, compiles
+    ref = torch.nn.functional.scaled_dot_product_attention(*(t.transpose(1, 2) for t in (q, k, v)), is_causal=True)
+    err = ((out.float() - ref.transpose(1, 2).float()).norm() / ref.float().norm()).item()
+    jitted = kernel._triton_kernel()
+    result(jit_source_injected="INJECTED" in "".join(jitted.raw_src),
+           inspect_injected="INJECTED" in "".join(inspect.getsourcelines(jitted.fn)[0]),
+           disk_injected="INJECTED" in open(path).read(), rel_err=err, triton_calls=dict(getattr(kernel, "CALLS", {})))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command", required=True)
@@ -111,8 +140,9 @@ def main() -> None:
     train.add_argument("--steps", type=int, default=5)
     train.add_argument("--use-kernels", action="store_true", help="pass use_kernels=True (an explicit request)")
     train.add_argument("--no-apply", action="store_true")
+    sub.add_parser("rewrite")
     args = parser.parse_args()
-    {"prepare": cmd_prepare, "train": cmd_train}[args.command](args)
+    {"prepare": cmd_prepare, "train": cmd_train, "rewrite": cmd_rewrite}[args.command](args)
 
 
 if __name__ == "__main__":

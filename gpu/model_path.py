@@ -18,6 +18,8 @@ with `save_pretrained`, each step in fresh processes (gpu/model_child.py):
   explicit    `use_kernels=True` written in the call, with the same lock: refused (UnlockedKernelError)
   trl         `kernlock run -- trl sft` (no --use_cpu) in the declared project, warm cache: trains,
               0 Hub requests, the layer kernels bound to the lock
+  triton-source  (issue 36) the verified flash-attn2 source rewritten on disk after the import: Triton's first
+              launch compiles the verified source, and the output matches SDPA
 """
 
 from __future__ import annotations
@@ -233,11 +235,26 @@ class Run:
         return problems, f"exit {got['returncode']}, {len(got['hub_paths'])} Hub requests, " \
                          f"{len(losses)} logged steps, {got['wall_s']} s", {**got, "loss_lines": losses}
 
+    def s_triton_source(self):
+        """Issue 36: a verified kernel file rewritten after the import; Triton's first launch compiles the verified
+        source (kernlock serves it to linecache), not the rewrite."""
+        got = self.child("rewrite", cwd=self.work / "declared")
+        problems = []
+        if got.get("jit_source_injected") is not False or got.get("inspect_injected") is not False:
+            problems.append(f"Triton read the rewritten source: {got.get('stderr', '')[-300:]}")
+        if got.get("disk_injected") is not True:
+            problems.append("the file on disk was not rewritten (the step proves nothing)")
+        if not (got.get("rel_err", 1.0) < 2e-2):
+            problems.append(f"output rel err {got.get('rel_err')}")
+        return problems, f"rewritten on disk {got.get('disk_injected')}, compiled source injected " \
+                         f"{got.get('jit_source_injected')}, rel err vs sdpa {got.get('rel_err')}, " \
+                         f"calls {got.get('triton_calls')}", got
+
     def main(self) -> int:
         self.log(f"kernlock model path on the GPU; work {self.work}")
         for name, fn in (("lock", self.s_lock), ("declared", self.s_declared), ("to-cuda", self.s_to_cuda),
                          ("baseline", self.s_baseline), ("undeclared", self.s_undeclared),
-                         ("explicit", self.s_explicit), ("trl", self.s_trl)):
+                         ("explicit", self.s_explicit), ("trl", self.s_trl), ("triton-source", self.s_triton_source)):
             self.step(name, fn)
         if self.hub is not None:
             self.hub.stop()
