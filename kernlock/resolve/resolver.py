@@ -208,7 +208,8 @@ class Resolver:
         target alone is pinned to the commit with its build.
         """
         missing = [t for t in job.targets if previous.variant_for(t) is None]
-        if missing and previous.ref is not None:
+        if missing and previous.ref is not None and not previous.resolution.startswith(MIGRATED):  # a migrated pin
+            # is kept as kernels' lock wrote it (`_lock_commit` names a bad one)
             names = sorted(group_variants(previous.repo, previous.commit, self.hub.tree(previous.repo, previous.commit)))
             unbuilt = [t for t in missing if choose_variant(names, t)[0] is None]
             if unbuilt:
