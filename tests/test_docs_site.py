@@ -97,6 +97,29 @@ def test_mkdocs_build_strict_passes_and_generates_the_reference(site: Path) -> N
         assert f"<code>{key}</code>" in config, key
 
 
+def test_every_module_path_the_docs_name_exists() -> None:
+    """`kernlock/x/y.py` and `kernlock.x.y` in README.md and docs/ name modules of this tree (the tree moves)."""
+    texts = [(REPO_ROOT / "README.md").read_text(encoding="utf-8")]
+    texts += [page.read_text(encoding="utf-8") for page in DOCS.rglob("*.md")]
+    named = {m for text in texts for m in re.findall(r"kernlock/[a-z_/]+\.py|(?<![\w./-])kernlock(?:\.[a-z_]+)+", text)}
+    named -= {"kernlock.json", "kernlock.fish"}  # file names: the run record, the fish completion
+    import kernlock
+
+    missing = []
+    for name in sorted(named):
+        if name.endswith(".py"):
+            exists = (REPO_ROOT / name).is_file()
+        else:
+            parts = name.split(".")
+            module = REPO_ROOT.joinpath(*parts)
+            exists = (module.with_suffix(".py").is_file() or (module / "__init__.py").is_file()
+                      or (len(parts) == 2 and parts[1] in kernlock.__all__)
+                      or REPO_ROOT.joinpath(*parts[:-1]).with_suffix(".py").is_file())  # a module's attribute
+        if not exists:
+            missing.append(name)
+    assert not missing, missing
+
+
 def test_the_readme_stays_a_front_page() -> None:
     readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
     assert len(readme.splitlines()) <= 300

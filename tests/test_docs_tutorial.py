@@ -38,7 +38,7 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
 def test_the_tutorials_cluster_job_runs_as_written(locked_project: LockedProjectFactory, tmp_path: Path) -> None:
     project, lock = locked_project([FA2])
     [entry] = lock.kernels
-    shutil.copy(REPO_ROOT / "examples" / "cluster" / "train.py", project.path / "train.py")
+    shutil.copy(REPO_ROOT / "examples" / "cluster" / "train.py", project / "train.py")
     stubs = tmp_path / "stubs"
     stubs.mkdir()
     (stubs / "srun").write_text(SRUN)
@@ -50,7 +50,7 @@ def test_the_tutorials_cluster_job_runs_as_written(locked_project: LockedProject
     env["PATH"] = f"{stubs}{os.pathsep}{env['PATH']}"
     env.pop("HF_HOME", None)
     (tmp_path / "scratch").mkdir()
-    done = _bash(tutorial_cluster_block(), project.path, env)
+    done = _bash(tutorial_cluster_block(), project, env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
     for rank in (0, 1):
         assert f"rank {rank}/2: kernel {FA2} {entry.commit}" in done.stdout, done.stdout[-3000:]
@@ -63,7 +63,7 @@ def test_the_offline_job_script_runs_as_written(locked_project: LockedProjectFac
     assert 'kernlock vendor "$SCRATCH/kernels"' in block
     (tmp_path / "scratch").mkdir()
     shown = 'printf "apply=%s vendor=%s path=%s\\n" "$KERNLOCK_APPLY" "$KERNLOCK_VENDOR_DIR" "${PYTHONPATH%%:*}"\n'
-    done = _bash(block + shown, project.path, _env(tmp_path))
+    done = _bash(block + shown, project, _env(tmp_path))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     vendor = tmp_path / "scratch" / "kernels"
     assert (vendor / "kernels.lock").is_file()
