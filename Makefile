@@ -22,12 +22,12 @@ demo: install
 test: install
 	$(BIN)/python -m pytest -q
 
-## the version matrix (noxfile.py): every kernels/Transformers/huggingface_hub cell, then the README's support table
+## the version matrix (noxfile.py): every kernels/Transformers/huggingface_hub cell, then the support table (docs/reference/supported-versions.md)
 matrix: install
 	$(BIN)/pip install --quiet nox
 	$(BIN)/nox -s matrix "matrix(trl)" support_table
 
-## the benchmarks against the anchors; refreshes the README's figures in docs/
+## the benchmarks against the anchors; refreshes the figures in docs/ (docs/explanation/benchmarks.md cites them)
 bench: install
 	$(BIN)/pip install --quiet ".[bench]"
 	$(BIN)/python -m benchmarks --json docs/benchmarks.json --markdown docs/benchmarks.md --plot docs/benchmarks.png

@@ -1,9 +1,9 @@
 """The version matrix: kernlock against the kernels, Transformers and huggingface_hub releases users have.
 
-    nox -s matrix                 # every cell, one after another, then the README's support table
+    nox -s matrix                 # every cell, one after another, then the support table (docs/reference/supported-versions.md)
     nox -s "matrix(k0.17.2-t5.22.2)"   # one cell
     nox -s "matrix(trl)"          # the newest TRL with its own pick of Transformers (and kernels)
-    nox -s support_table          # rewrite docs/matrix.md and the README table from the last run
+    nox -s support_table          # rewrite docs/matrix.md and the support table from the last run
 
 Each cell installs kernlock with torch 2.13.0 (the CPU wheel; a looser pin would
 pull a multi-GB CUDA build), then the cell's kernels / Transformers /
@@ -94,7 +94,7 @@ def _kernlock_commit(session: nox.Session) -> str:
     """The commit under test, `-dirty` when the tree differs from it (the cells' own results in docs/matrix aside)."""
     commit = session.run("git", "rev-parse", "--short", "HEAD", external=True, silent=True).strip()
     changed = session.run("git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)docs/matrix",
-                          ":(exclude)README.md", external=True, silent=True).strip()
+                          ":(exclude)docs/reference/supported-versions.md", external=True, silent=True).strip()
     return f"{commit}-dirty" if changed else commit
 
 
@@ -104,7 +104,7 @@ def _json(session: nox.Session, code: str):
 
 @nox.session(python=False)
 def support_table(session: nox.Session) -> None:
-    """Rewrite docs/matrix.md and the README's support table from docs/matrix/*.json."""
+    """Rewrite docs/matrix.md and the support table from docs/matrix/*.json."""
     session.run(sys.executable, "scripts/support_table.py", external=True)
 
 

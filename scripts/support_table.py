@@ -1,7 +1,7 @@
-"""Write the README's support table from the last matrix run (docs/matrix/*.json, written by `nox -s matrix`).
+"""Write the support table of docs/reference/supported-versions.md from the last matrix run (docs/matrix/*.json, written by `nox -s matrix`).
 
-    python scripts/support_table.py           # rewrite the table in README.md
-    python scripts/support_table.py --check   # exit 1 if README.md's table is not the one the results give
+    python scripts/support_table.py           # rewrite the table in docs/reference/supported-versions.md
+    python scripts/support_table.py --check   # exit 1 if that page's table is not the one the results give
 """
 
 from __future__ import annotations
@@ -53,14 +53,14 @@ def table(results: Path) -> str:
 
 
 def main(argv: list[str]) -> int:
-    readme = ROOT / "README.md"
+    readme = ROOT / "docs" / "reference" / "supported-versions.md"
     text = readme.read_text()
     head, rest = text.split(START, 1)
     _, tail = rest.split(END, 1)
     updated = f"{head}{START}\n{table(ROOT / 'docs' / 'matrix')}\n{END}{tail}"
     if "--check" in argv:
         if updated != text:
-            print("README.md's support table differs from docs/matrix/*.json; run: python scripts/support_table.py")
+            print("docs/reference/supported-versions.md's support table differs from docs/matrix/*.json; run: python scripts/support_table.py")
             return 1
         return 0
     readme.write_text(updated)

@@ -1,4 +1,5 @@
-"""The README's sections on builds appended to a locked branch and on advisories, their blocks run verbatim (issue 37)."""
+"""The how-to guides on builds appended to a locked branch and on advisories (docs/how-to/new-torch.md,
+docs/how-to/advisories.md), their blocks run verbatim (issue 37)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,12 @@ from kernlock.testing.fixtures import move_branch, rev_parse
 from kernlock.testing.hub import TestHub
 
 
-def section_blocks(heading: str, language: str) -> list[str]:
-    """The ```language blocks of the README section under `heading`, in order."""
-    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    rest = text[text.index(f"\n{heading}\n"):]
-    return markdown_blocks(rest[:rest.index("\n### ", 5)], language)
+PAGES = {"appended": "docs/how-to/new-torch.md", "advisories": "docs/how-to/advisories.md"}
+
+
+def section_blocks(page: str, language: str) -> list[str]:
+    """The ```language blocks of the docs page `page` (a key of PAGES), in order."""
+    return markdown_blocks((REPO_ROOT / PAGES[page]).read_text(encoding="utf-8"), language)
 
 
 def _bash(script: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -29,7 +31,7 @@ def _bash(script: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def test_appended_section_runs_as_written(hub: TestHub, tmp_path: Path) -> None:
-    [block] = section_blocks("### A new Torch: builds appended to a locked branch", "bash")
+    [block] = section_blocks("appended", "bash")
     repo = hub.repo_path("kernels-community/appended")
     tip = rev_parse(repo, "v1")
     move_branch(repo, "v1", rev_parse(repo, "v1~1"))  # locked before the torch 2.14 builds were appended
@@ -54,8 +56,8 @@ def test_appended_section_runs_as_written(hub: TestHub, tmp_path: Path) -> None:
 
 
 def test_advisories_section_runs_as_written(hub: TestHub, tmp_path: Path) -> None:
-    config, advisory = section_blocks("### Advisories: known-bad builds", "toml")
-    [block] = section_blocks("### Advisories: known-bad builds", "bash")
+    config, advisory = section_blocks("advisories", "toml")
+    [block] = section_blocks("advisories", "bash")
     project = tmp_path / "p"
     project.mkdir()
     (project / "pyproject.toml").write_text('[project]\nname = "p"\nversion = "0"\n\n' + config)

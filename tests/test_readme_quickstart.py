@@ -87,11 +87,11 @@ def test_every_quick_start_block_runs_as_written(hub: TestHub, tmp_path: Path) -
 
 
 def ci_recipe_steps() -> list[str]:
-    """The `kernlock` steps of the README's GitHub Actions job (valid YAML), verbatim (the install step needs the
+    """The `kernlock` steps of the GitHub Actions job in docs/how-to/ci.md (valid YAML), verbatim (the install step needs the
     job's own checkout)."""
     import yaml
 
-    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    text = (REPO_ROOT / "docs" / "how-to" / "ci.md").read_text(encoding="utf-8")
     start = text.index("```yaml\n# .github/workflows/kernels-lock.yml") + len("```yaml\n")
     workflow = yaml.safe_load(text[start:text.index("```", start)])
     steps = [step["run"] for step in workflow["jobs"]["kernlock"]["steps"] if "run" in step]

@@ -154,8 +154,7 @@ def test_an_unusable_key_file_is_said_once(fresh_private, private_kernlock_cache
 
 
 def test_the_threat_model_states_what_is_not_covered() -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    model = readme.split("## Threat model", 1)[1].split("\n## ", 1)[0]
+    model = (Path(__file__).resolve().parent.parent / "docs" / "explanation" / "threat-model.md").read_text()
     covered, not_covered = model.split("What it does not protect against:", 1)
     assert 'PathFinder.find_spec("kernels")' in not_covered and "exec_module" in not_covered  # item 19: out of scope
     assert "a window of microseconds" not in model  # sources are hashed as they are read (tests/test_round2.py)

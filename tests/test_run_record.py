@@ -20,9 +20,9 @@ from test_readme_quickstart import _tiny_model_and_data
 
 
 def readme_block() -> tuple[str, str]:
-    """The README's run-record commands: the `kernlock run -- trl sft` line and the `verify --against` line."""
-    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    start = text.index("```bash\n", text.index("**The run record.**")) + len("```bash\n")
+    """The tutorial's run-record commands: the `kernlock run -- trl sft` line and the `verify --against` line."""
+    text = (REPO_ROOT / "docs" / "tutorial" / "quick-start.md").read_text(encoding="utf-8")
+    start = text.index("```bash\n", text.index("## 5. Record what the run loaded")) + len("```bash\n")
     run, verify = text[start:text.index("```", start)].rstrip("\n").rsplit("\n", 1)
     return run, verify
 

@@ -173,14 +173,13 @@ def test_a_project_entry_overrides_kernels_default(hub: TestHub, tmp_path: Path)
 
 
 def test_the_readme_policy_snippet_and_default_signers_are_true(tmp_path: Path) -> None:
-    """The README's `[tool.kernlock]` signature snippet loads as written, and the kernels-community workflows it
+    """The `[tool.kernlock]` signature snippet of docs/how-to/signatures.md loads as written, and the kernels-community workflows it
     names are kernels' default policy for the installed kernels."""
     from kernlock.compat.kernels import default_signers
     from kernlock.project.config import load_project
     from kernlock.project.signers import project_policy
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = readme.split("\n## Signatures\n", 1)[1].split("\n## ", 1)[0]
+    section = (Path(__file__).resolve().parent.parent / "docs" / "how-to" / "signatures.md").read_text()
     snippet = section.split("```toml\n", 1)[1].split("```", 1)[0]
     (tmp_path / "pyproject.toml").write_text(snippet)
     policy = project_policy(load_project(tmp_path))

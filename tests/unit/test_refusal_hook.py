@@ -1,5 +1,5 @@
 """The start-up hook's excepthook: an uncaught refusal, however wrapped, is one `kernlock: error:` line in place of
-the traceback; `KERNLOCK_VERBOSE=1` adds the traceback (the README's "Exit codes" paragraph)."""
+the traceback; `KERNLOCK_VERBOSE=1` adds the traceback (docs/reference/cli.md, "Exit codes and errors")."""
 
 from __future__ import annotations
 
