@@ -4,14 +4,21 @@ a non-zero exit, never a traceback, a hang or a file changed that the command do
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import kernlock
-from helpers import cli, make_project
+from helpers import CPU, cli, make_project
 from kernlock.errors import LockfileError
 from kernlock.runtime.apply import release
+from kernlock.testing.hub import TestHub
 
 
 @pytest.fixture(autouse=True)
@@ -70,3 +77,96 @@ def test_a_deeply_nested_json_shaped_lock_is_one_line_and_exit_2(tmp_path: Path,
     with pytest.raises(LockfileError, match="not a kernlock lock"):
         kernlock.apply()
     assert (project / "kernels.lock").read_bytes() == before
+
+
+# ---------------------------------------------------------------- the project mutex in a team's shared checkout
+
+needs_second_user = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
+                                       reason="needs root and setpriv to act as two members of a group")
+ALICE, BOB, TEAM = 61011, 61012, 61010  # two members of the project's group (setpriv needs no passwd entry)
+HOLD = ("import sys, time; from pathlib import Path; from kernlock.store.mutex import ProjectLock\n"
+        "with ProjectLock(Path('.')):\n    print('held', flush=True); sys.stdin.read()\n")
+
+
+@pytest.fixture
+def team_project() -> Iterator[Path]:
+    """A project directory every member of TEAM can write (setgid 2775), outside the private pytest tree."""
+    top = Path(tempfile.mkdtemp(prefix="kernlock-team-"))
+    top.chmod(0o755)
+    project = make_project(top / "p")
+    for uid in (ALICE, BOB):
+        (top / str(uid)).mkdir(mode=0o700)
+        os.chown(top / str(uid), uid, TEAM)
+    os.chown(project, 0, TEAM)
+    project.chmod(0o2775)
+    os.chown(project / "pyproject.toml", 0, TEAM)
+    (project / "pyproject.toml").chmod(0o664)
+    try:
+        yield project
+    finally:
+        shutil.rmtree(top)
+
+
+def _as(uid: int, project: Path, *command: str) -> list[str]:
+    return ["setpriv", f"--reuid={uid}", f"--regid={TEAM}", "--clear-groups", *command]
+
+
+def _env(uid: int, project: Path) -> dict[str, str]:
+    home = project.parent / str(uid)
+    return {**os.environ, "HOME": str(home), "KERNLOCK_STATE_DIR": str(home / "state"),
+            "KERNLOCK_CACHE_DIR": str(home / "cache"), "HF_HUB_CACHE": str(home / "hub"), "KERNLOCK_LOCK_TIMEOUT": "2"}
+
+
+def _python(uid: int, project: Path, code: str, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(_as(uid, project, sys.executable, "-c", "import os; os.umask(0o002)\n" + code), cwd=project,
+                          env=_env(uid, project), capture_output=True, text=True, timeout=60, **kwargs)
+
+
+@needs_second_user
+def test_another_members_held_project_lock_is_waited_on_and_its_pid_never_offered_to_kill(team_project: Path) -> None:
+    project = team_project
+    bob = subprocess.Popen(_as(BOB, project, sys.executable, "-c", "import os; os.umask(0o002)\n" + HOLD), cwd=project,
+                           env=_env(BOB, project), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert bob.stdout is not None and bob.stdout.readline() == "held\n"
+        started = time.monotonic()
+        alice = subprocess.run(_as(ALICE, project, sys.executable, "-m", "kernlock", "lock"), cwd=project,
+                               env=_env(ALICE, project), capture_output=True, text=True, timeout=60)
+        line = _one_line(alice.stderr)  # before the fix: Bob's 0600 file was skipped, and Alice wrote the lock
+        assert alice.returncode == 1 and time.monotonic() - started >= 2, alice
+        assert f"another user's kernlock (uid {BOB}, which says it is pid " in line and "fix: wait for it" in line, line
+        assert "kill" not in line
+        assert not (project / "kernels.lock").exists()
+    finally:
+        bob.communicate("", timeout=60)
+    code = "from pathlib import Path; from kernlock.store.mutex import ProjectLock\nwith ProjectLock(Path('.')): print('locked')"
+    assert _python(ALICE, project, code).stdout == "locked\n"  # released: Alice takes it
+
+
+@needs_second_user
+def test_another_members_unreadable_project_lock_file_is_waited_on_not_skipped(team_project: Path) -> None:
+    left = team_project / ".kernlock.lock"
+    left.write_text("4242\n")  # left by Bob, private to him (as kernlock made it before)
+    os.chown(left, BOB, TEAM)
+    left.chmod(0o600)
+    code = ("from pathlib import Path; from kernlock.store.mutex import ProjectLock\n"
+            "from kernlock.errors import KernlockError\n"
+            "try:\n    with ProjectLock(Path('.'), timeout=1): print('locked')\n"
+            "except KernlockError as error: print(error)")
+    refused = _python(ALICE, team_project, code).stdout.strip()
+    assert refused.startswith(f"{left} belongs to another user (uid {BOB}) and cannot be opened"), refused
+    fix = refused.split("fix: ", 1)[1]
+    assert f"remove it (rm {left})" in fix and "kill" not in refused
+    assert subprocess.run(_as(ALICE, team_project, "rm", str(left)), cwd=team_project).returncode == 0  # the fix
+    assert _python(ALICE, team_project, code).stdout == "locked\n"
+
+
+def test_a_project_lock_file_that_is_a_directory_is_one_line_and_exit_2(hub: TestHub, tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p", kernels=["kernels-community/activation@v1"], targets=[CPU])
+    (project / ".kernlock.lock").mkdir()
+    refused = cli("lock", cwd=project)  # was: IsADirectoryError
+    line = _one_line(refused.output)
+    assert refused.exit_code == 2 and f"{project}/.kernlock.lock is a directory, not kernlock's lock file" in line, line
+    assert f"fix: remove it (rmdir {project}/.kernlock.lock)" in line
+    (project / ".kernlock.lock").rmdir()  # the fix
+    assert cli("lock", cwd=project).exit_code == 0
