@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import kernlock
-from helpers import CPU, cli, make_project
+from helpers import ACTIVATION, CPU, UNIVERSAL, LockedProjectFactory, cli, make_project
 from kernlock.errors import LockfileError
 from kernlock.runtime.apply import release
 from kernlock.testing.hub import TestHub
@@ -170,3 +170,41 @@ def test_a_project_lock_file_that_is_a_directory_is_one_line_and_exit_2(hub: Tes
     assert f"fix: remove it (rmdir {project}/.kernlock.lock)" in line
     (project / ".kernlock.lock").rmdir()  # the fix
     assert cli("lock", cwd=project).exit_code == 0
+
+
+# ---------------------------------------------------------------- project files that are links into another project
+
+
+@pytest.mark.parametrize("linked", ["kernels.lock", "pyproject.toml"])
+def test_a_project_file_linked_into_another_project_is_never_written_through(
+        locked_project: LockedProjectFactory, tmp_path: Path, linked: str) -> None:
+    other = locked_project([ACTIVATION], [CPU], root=tmp_path / "other").path
+    before = {name: (other / name).read_bytes() for name in ("kernels.lock", "pyproject.toml")}
+    here = make_project(tmp_path / "here", kernels=[ACTIVATION], targets=[CPU])
+    if linked == "kernels.lock":
+        (here / "kernels.lock").symlink_to("../other/kernels.lock")  # as a cloned repo would commit it
+    else:
+        (here / "pyproject.toml").unlink()
+        (here / "pyproject.toml").symlink_to("../other/pyproject.toml")
+    refused = cli("lock", f"{UNIVERSAL}@v1", cwd=here)  # before the fix: the other project's file was replaced
+    line = _one_line(refused.output)
+    assert refused.exit_code == 2, line
+    assert f"refusing to write through {here / linked}: it is a symlink to {other / linked}, outside the project" in line
+    assert {name: (other / name).read_bytes() for name in before} == before
+    fix = line.split("fix: ", 1)[1]
+    copy = fix.split("`")[1]
+    assert copy == f"cp --remove-destination {other / linked} {here / linked}"
+    subprocess.run(copy, shell=True, check=True)  # the fix, as printed
+    assert cli("lock", f"{UNIVERSAL}@v1", cwd=here).exit_code == 0
+    assert {name: (other / name).read_bytes() for name in before} == before
+    assert UNIVERSAL in (here / "kernels.lock").read_text()
+
+
+def test_a_lock_linked_within_the_project_is_still_written_through(locked_project: LockedProjectFactory,
+                                                                   tmp_path: Path) -> None:
+    project = locked_project([ACTIVATION], [CPU]).path
+    (project / "locks").mkdir()
+    (project / "kernels.lock").rename(project / "locks" / "kernels.lock")
+    (project / "kernels.lock").symlink_to("locks/kernels.lock")
+    assert cli("lock", f"{UNIVERSAL}@v1", cwd=project).exit_code == 0
+    assert (project / "kernels.lock").is_symlink() and UNIVERSAL in (project / "locks" / "kernels.lock").read_text()
