@@ -208,3 +208,38 @@ def test_a_lock_linked_within_the_project_is_still_written_through(locked_projec
     (project / "kernels.lock").symlink_to("locks/kernels.lock")
     assert cli("lock", f"{UNIVERSAL}@v1", cwd=project).exit_code == 0
     assert (project / "kernels.lock").is_symlink() and UNIVERSAL in (project / "locks" / "kernels.lock").read_text()
+
+
+# ---------------------------------------------------------------- a download lock someone holds
+
+
+def test_a_held_download_lock_ends_sync_and_a_cold_apply_by_the_hub_deadline(
+        locked_project: LockedProjectFactory, monkeypatch) -> None:
+    from kernlock.store.hub_cache import _file_lock_name, hub_cache_dir, repo_folder
+
+    project, lock = locked_project([f"{ACTIVATION}@v1"], [CPU])
+    [kernel] = lock.kernels
+    variant = kernel.variant_for(lock.targets[0])
+    locks = hub_cache_dir() / ".locks" / repo_folder(kernel.repo)
+    locks.mkdir(parents=True, exist_ok=True)
+    names = [_file_lock_name(kernel.commit, variant.name, f.path) for f in variant.files]
+    holder = subprocess.Popen(  # holds every per-file lock of the variant, as a stopped download would
+        [sys.executable, "-c", "import sys\nfrom filelock import FileLock\n"
+         "held = [FileLock(p, mode=0o664) for p in sys.argv[1:]]\nfor h in held: h.acquire()\n"
+         "print('held', flush=True); sys.stdin.read()", *(str(locks / n) for n in names)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        env = {"KERNLOCK_HUB_DEADLINE": "2"}
+        load = f"import kernels, kernlock; kernlock.apply(); kernels.get_kernel({kernel.repo!r}, version=1)"
+        for command in (["-m", "kernlock", "sync"], ["-c", load]):
+            started = time.monotonic()
+            ended = subprocess.run([sys.executable, *command], cwd=project, env={**os.environ, **env},
+                                   capture_output=True, text=True, timeout=60)  # before the fix: waited forever
+            assert time.monotonic() - started < 30 and ended.returncode != 0, ended
+            assert "has held the download lock" in ended.stderr and "for over 2 s ($KERNLOCK_HUB_DEADLINE)" in ended.stderr
+            if command[0] == "-m":
+                assert "fix: wait for it and run the command again" in _one_line(ended.stderr)
+    finally:
+        holder.communicate("", timeout=60)
+    assert cli("sync", cwd=project).exit_code == 0  # released: the same sync works

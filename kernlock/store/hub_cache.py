@@ -20,8 +20,9 @@ import stat
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from kernlock import settings
@@ -274,17 +275,38 @@ def _install_file(hub: "Hub", kernel: LockedKernel, variant: str, locked: Locked
     downloaded again from byte 0, once. Other `.incomplete` files are removed under the lock.
     Returns the file's key when this call downloaded and verified it, else None.
     """
-    from huggingface_hub.utils import WeakFileLock
-
     storage = cache / repo_folder(kernel.repo)
     link = storage / "snapshots" / kernel.commit / "build" / variant / locked.path
     locks = cache / ".locks" / repo_folder(kernel.repo)
     os.close(open_below(cache, ".locks", repo_folder(kernel.repo)))  # created here, and never a link
-    # One process per file asks the Hub; the others wait here and find it in place.
-    with WeakFileLock(locks / _file_lock_name(kernel.commit, variant, locked.path)):
+    # One process per file asks the Hub; the others wait here (bounded) and find it in place.
+    with download_lock(locks / _file_lock_name(kernel.commit, variant, locked.path)):
         if link.is_file() and not force:
             return None
         return _fetch_blob_and_link(hub, kernel, variant, locked, storage, link, locks, force)
+
+
+@contextmanager
+def download_lock(path: Path) -> Iterator[None]:
+    """huggingface_hub's lock on `path` (the one `hf_hub_download` takes), waited on for at most
+    `KERNLOCK_HUB_DEADLINE` seconds: a process that holds it longer (stopped, or a lock held on purpose) ends the
+    wait with one line, never a hang."""
+    from filelock import Timeout
+    from huggingface_hub.utils import WeakFileLock
+
+    from kernlock.hub.transport import hub_deadline
+
+    waited = hub_deadline()
+    with ExitStack() as held:
+        try:
+            held.enter_context(WeakFileLock(path, timeout=waited))
+        except Timeout:
+            raise HubError(
+                f"another process (a kernlock, kernels or hf_hub_download of the same file) has held the download "
+                f"lock {path} for over {waited:g} s (${settings.DEADLINE_ENV}); nothing was downloaded",
+                fix=f"wait for it and run the command again, stop that process, or raise ${settings.DEADLINE_ENV}",
+            ) from None
+        yield
 
 
 def _file_lock_name(commit: str, variant: str, path: str) -> str:
@@ -298,7 +320,6 @@ def _file_lock_name(commit: str, variant: str, path: str) -> str:
 def _fetch_blob_and_link(hub: "Hub", kernel: LockedKernel, variant: str, locked: LockedFile, storage: Path, link: Path,
                          locks: Path, force: bool) -> FileKey | None:
     from huggingface_hub.errors import RevisionNotFoundError
-    from huggingface_hub.utils import WeakFileLock
 
     from kernlock.hub.transport import hub_deadline
 
@@ -319,7 +340,7 @@ def _fetch_blob_and_link(hub: "Hub", kernel: LockedKernel, variant: str, locked:
     blob = storage / "blobs" / remote.etag
     key: FileKey | None = None
     with opened_below(storage.parent, storage.name, "blobs") as blobs_fd, \
-            WeakFileLock(locks / f"{remote.etag}.lock"):
+            download_lock(locks / f"{remote.etag}.lock"):
         partial = _resumable_partial(blobs_fd, blob.parent, remote.etag)
         downloaded = force or not blob.is_file()
         if downloaded:
