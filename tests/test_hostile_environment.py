@@ -243,3 +243,33 @@ def test_a_held_download_lock_ends_sync_and_a_cold_apply_by_the_hub_deadline(
     finally:
         holder.communicate("", timeout=60)
     assert cli("sync", cwd=project).exit_code == 0  # released: the same sync works
+
+
+# ---------------------------------------------------------------- a Hub whose listing never ends
+
+
+@pytest.mark.parametrize("page", [[], "one entry"])
+def test_a_listing_that_never_ends_is_refused_by_pages_and_time(hub: TestHub, tmp_path: Path, monkeypatch,
+                                                                 page: object) -> None:
+    import kernlock.hub.client as client
+
+    project = make_project(tmp_path / "p", kernels=[f"{UNIVERSAL}@v1"], targets=[CPU])
+    entry = {"type": "directory", "path": "build/x", "oid": "0" * 40, "size": 0}  # skipped: not a file
+    hub.add_fault("pages", match="/tree/", times=10**6, body=[] if page == [] else [entry])
+    if page != []:
+        monkeypatch.setattr(client, "MAX_PAGES", 40)  # the real bound, 1 000 pages, is reached the same way
+    started = time.monotonic()
+    refused = cli("lock", cwd=project)  # before the fix: paged until killed
+    line = _one_line(refused.output)
+    assert refused.exit_code == 1 and "did not end after" in line and "fix: check HF_ENDPOINT" in line, line
+    assert time.monotonic() - started < 60 and hub.fired["pages"] <= 41
+    assert not (project / "kernels.lock").exists()
+    hub._faults.clear()
+    monkeypatch.setenv("KERNLOCK_HUB_DEADLINE", "1")  # and by time, whatever the pages hold
+    hub.add_fault("pages", match="/tree/", times=10**6, body=[entry])
+    hub.latency = 0.1
+    started, pages = time.monotonic(), hub.fired["pages"]
+    timed = cli("lock", cwd=project)
+    line = _one_line(timed.output)  # the listing as a whole ends by the deadline: between pages, or in the last one
+    assert timed.exit_code == 1 and ("did not end within 1 s" in line or "within 1 s, KERNLOCK_HUB_DEADLINE" in line)
+    assert time.monotonic() - started < 10 and hub.fired["pages"] - pages < 20, line
