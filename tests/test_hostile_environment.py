@@ -273,3 +273,47 @@ def test_a_listing_that_never_ends_is_refused_by_pages_and_time(hub: TestHub, tm
     line = _one_line(timed.output)  # the listing as a whole ends by the deadline: between pages, or in the last one
     assert timed.exit_code == 1 and ("did not end within 1 s" in line or "within 1 s, KERNLOCK_HUB_DEADLINE" in line)
     assert time.monotonic() - started < 10 and hub.fired["pages"] - pages < 20, line
+
+
+# ---------------------------------------------------------------- directories kernlock cannot use
+
+
+@pytest.mark.parametrize("state", ["/dev/null", "/dev/null/state", "missing-parent-file"])
+def test_an_unusable_state_directory_is_one_line_and_exit_2(hub: TestHub, tmp_path: Path, monkeypatch,
+                                                            state: str) -> None:
+    project = make_project(tmp_path / "p", kernels=[f"{UNIVERSAL}@v1"], targets=[CPU])
+    if state == "missing-parent-file":
+        (tmp_path / "file").write_text("")
+        state = str(tmp_path / "file" / "deeper" / "state")
+    monkeypatch.setenv("KERNLOCK_STATE_DIR", state)
+    refused = cli("lock", cwd=project)  # was: NotADirectoryError
+    line = _one_line(refused.output)
+    assert refused.exit_code == 2 and f"kernlock's state directory {state} cannot be used (Not a directory" in line
+    assert "fix: set $KERNLOCK_STATE_DIR to a directory of your own" in line
+    assert not (project / "kernels.lock").exists() and not (project / ".kernlock.lock").exists()
+    monkeypatch.setenv("KERNLOCK_STATE_DIR", str(tmp_path / "state"))  # the fix
+    assert cli("lock", cwd=project).exit_code == 0
+
+
+@needs_second_user
+def test_a_state_directory_without_access_is_one_line_and_exit_2(team_project: Path) -> None:
+    closed = team_project.parent / "closed"
+    closed.mkdir(mode=0o700)  # root's: Alice may not enter it
+    env = {**_env(ALICE, team_project), "KERNLOCK_STATE_DIR": str(closed / "state")}
+    os.chown(team_project / "pyproject.toml", ALICE, TEAM)
+    refused = subprocess.run(_as(ALICE, team_project, sys.executable, "-m", "kernlock", "remove", "x/y"),
+                             cwd=team_project, env=env, capture_output=True, text=True, timeout=60)
+    line = _one_line(refused.stderr)
+    assert refused.returncode == 2 and f"state directory {closed}/state cannot be used (Permission denied" in line, line
+
+
+def test_vendor_into_a_directory_that_cannot_be_made_is_one_line_and_exit_2(locked_project: LockedProjectFactory,
+                                                                           tmp_path: Path) -> None:
+    project = locked_project([f"{UNIVERSAL}@v1"], [CPU]).path
+    (tmp_path / "file").write_text("")
+    for out in (tmp_path / "file" / "vendor", Path("/proc/kernlock-vendor")):  # a file in the way; no write access
+        refused = cli("vendor", str(out), cwd=project)  # was: a traceback
+        line = _one_line(refused.output)
+        assert refused.exit_code == 2 and f"cannot create the vendor directory {out} (" in line, line
+        assert "nothing was written; fix: vendor into a directory you can write" in line
+    assert cli("vendor", str(tmp_path / "vendor"), cwd=project).exit_code == 0

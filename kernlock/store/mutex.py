@@ -56,6 +56,15 @@ def _open_state_dir(directory: Path, parent_fd: int | None = None) -> int:
             f"kernlock's state directory {state_dir()} is {error}; "
             f"set ${STATE_DIR_ENV} to a directory only you can write"
         ) from None
+    except OSError as error:  # not a directory (/dev/null), no access to it or its parent, a read-only disk
+        raise _unusable_state_dir(error) from None
+
+
+def _unusable_state_dir(error: OSError) -> UsageError:
+    where = f": {error.filename}" if error.filename and str(error.filename) != str(state_dir()) else ""
+    return UsageError(f"kernlock's state directory {state_dir()} cannot be used ({error.strerror}{where})",
+                      fix=f"set ${STATE_DIR_ENV} to a directory of your own that you can create and write, "
+                          "or unset it (the default is ~/.local/state/kernlock)")
 
 
 def _wait(fd: int, deadline: float, timed_out: str, timeout: float) -> None:
@@ -273,6 +282,8 @@ class ProjectLock:
             os.close(base_fd)
         try:
             fd = os.open(self.name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+        except OSError as error:
+            raise _unusable_state_dir(error) from None
         finally:
             os.close(dir_fd)
         _wait(fd, deadline, f"updating the project {self.root}", self.timeout)
