@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import kernlock
-from helpers import ACTIVATION, CPU, UNIVERSAL, LockedProjectFactory, cli, make_project
+from helpers import ACTIVATION, CPU, UNIVERSAL, LockedProjectFactory, cli, make_project, run_kernlock
 from kernlock.errors import LockfileError
 from kernlock.runtime.apply import release
 from kernlock.testing.hub import TestHub
@@ -317,3 +317,28 @@ def test_vendor_into_a_directory_that_cannot_be_made_is_one_line_and_exit_2(lock
         assert refused.exit_code == 2 and f"cannot create the vendor directory {out} (" in line, line
         assert "nothing was written; fix: vendor into a directory you can write" in line
     assert cli("vendor", str(tmp_path / "vendor"), cwd=project).exit_code == 0
+
+
+# ---------------------------------------------------------------- low: settings, exit codes and messages
+
+
+@pytest.mark.parametrize("name", ["HF_HUB_DOWNLOAD_TIMEOUT", "HF_HUB_ETAG_TIMEOUT"])
+def test_a_hub_timeout_huggingface_hub_cannot_read_is_one_line_and_exit_2(locked_project: LockedProjectFactory,
+                                                                           name: str) -> None:
+    project = locked_project([f"{UNIVERSAL}@v1"], [CPU]).path
+    for command in (["sync"], ["lock", "--upgrade"], ["verify", "--remote"], ["run", "--", "true"]):
+        refused = run_kernlock(*command, cwd=project, env={name: "abc"})  # was: a ValueError traceback
+        line = _one_line(refused.stderr)
+        assert refused.returncode == 2 and f"${name}='abc' is not a whole number of seconds" in line, (command, line)
+        assert "fix: set it to e.g. 10 or unset it" in line
+    assert run_kernlock("sync", cwd=project, env={name: "30"}).returncode == 0
+
+
+def test_outdated_with_the_hub_unreachable_is_not_up_to_date(hub: TestHub, locked_project: LockedProjectFactory) -> None:
+    project = locked_project([f"{UNIVERSAL}@v1"], [CPU]).path
+    hub.stop()
+    for args in ([], ["--json"]):
+        checked = run_kernlock("outdated", *args, cwd=project, env={"KERNLOCK_HUB_DEADLINE": "2"})
+        line = _one_line(checked.stderr)  # was: exit 0, an error only in the table's STATUS column
+        assert checked.returncode == 1 and "1 of 1 locked kernels could not be checked (" in line, (args, line)
+        assert "cannot reach the Hub" in line and "fix: check the network, HF_ENDPOINT and HF_TOKEN" in line
