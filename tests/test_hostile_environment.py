@@ -342,3 +342,18 @@ def test_outdated_with_the_hub_unreachable_is_not_up_to_date(hub: TestHub, locke
         line = _one_line(checked.stderr)  # was: exit 0, an error only in the table's STATUS column
         assert checked.returncode == 1 and "1 of 1 locked kernels could not be checked (" in line, (args, line)
         assert "cannot reach the Hub" in line and "fix: check the network, HF_ENDPOINT and HF_TOKEN" in line
+
+
+@pytest.mark.parametrize("module", ["kernels", "transformers"])
+def test_the_stop_for_a_python_without_kernlock_names_the_import_it_stopped(tmp_path: Path, module: str) -> None:
+    import kernlock.runtime
+
+    startup = Path(kernlock.runtime.__file__).parent / "_startup"
+    (tmp_path / "kernlock").mkdir()
+    (tmp_path / "kernlock" / "__init__.py").write_text("raise ImportError('not in this environment')\n")
+    stopped = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True, timeout=60,
+                             env={**os.environ, "PYTHONPATH": f"{startup}:{tmp_path}", "KERNLOCK_APPLY": "1"})
+    line = _one_line(stopped.stderr)
+    assert stopped.returncode == 1 and "cannot import kernlock (not in this environment)" in line, line
+    assert f"so the import of {module} is stopped: it would load Hub kernels without the lock; install kernlock" in line
+    assert "kernels would load kernels" not in line
