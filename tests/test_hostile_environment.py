@@ -357,3 +357,17 @@ def test_the_stop_for_a_python_without_kernlock_names_the_import_it_stopped(tmp_
     assert stopped.returncode == 1 and "cannot import kernlock (not in this environment)" in line, line
     assert f"so the import of {module} is stopped: it would load Hub kernels without the lock; install kernlock" in line
     assert "kernels would load kernels" not in line
+
+
+def test_verify_remote_is_bounded_by_one_hub_deadline_as_a_whole(hub: TestHub, locked_project: LockedProjectFactory,
+                                                                  monkeypatch) -> None:
+    project, lock = locked_project([f"{ACTIVATION}@v1", f"{UNIVERSAL}@v1"], [CPU])
+    fetched = sum(1 for k in lock.kernels for v in k.variants for f in v.files)
+    assert fetched >= 4
+    hub.add_fault("stall", match=r"/resolve/", times=10**6)  # every file fetch hangs
+    started = time.monotonic()
+    checked = run_kernlock("verify", "--remote", cwd=project, env={"KERNLOCK_HUB_DEADLINE": "2"}, timeout=300)
+    took = time.monotonic() - started  # before the fix: about 2 s per fetched file
+    assert checked.returncode == 1 and took < 8, (took, checked.stdout)  # one deadline, and start-up
+    assert "the remote check did not finish within 2 s ($KERNLOCK_HUB_DEADLINE)" in checked.stdout, checked.stdout
+    assert "fix: check the network and HF_ENDPOINT, or raise $KERNLOCK_HUB_DEADLINE" in checked.stdout
