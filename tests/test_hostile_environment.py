@@ -371,3 +371,25 @@ def test_verify_remote_is_bounded_by_one_hub_deadline_as_a_whole(hub: TestHub, l
     assert checked.returncode == 1 and took < 8, (took, checked.stdout)  # one deadline, and start-up
     assert "the remote check did not finish within 2 s ($KERNLOCK_HUB_DEADLINE)" in checked.stdout, checked.stdout
     assert "fix: check the network and HF_ENDPOINT, or raise $KERNLOCK_HUB_DEADLINE" in checked.stdout
+
+
+def test_a_lock_that_cannot_be_written_leaves_pyproject_as_it_was(locked_project: LockedProjectFactory,
+                                                                  monkeypatch) -> None:
+    import errno
+
+    import kernlock.store.atomic as atomic
+
+    project = locked_project([f"{ACTIVATION}@v1"], [CPU]).path
+    before = {name: (project / name).read_bytes() for name in ("pyproject.toml", "kernels.lock")}
+    replace = atomic._replace
+
+    def full_for_the_lock(target: Path, payload: bytes) -> None:
+        if target.name == "kernels.lock":  # the disk has room for pyproject.toml's few bytes, not for the lock
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        replace(target, payload)
+
+    monkeypatch.setattr(atomic, "_replace", full_for_the_lock)
+    refused = cli("lock", f"{UNIVERSAL}@v1", cwd=project)
+    line = _one_line(refused.output)
+    assert refused.exit_code == 1 and "kernels.lock (No space left on device); it is unchanged" in line, line
+    assert {name: (project / name).read_bytes() for name in before} == before  # was: pyproject kept the new spec

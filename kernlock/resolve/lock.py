@@ -393,12 +393,22 @@ def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, tar
             "models": [m for m in models if m not in project.models],
             "trust": [r for r in trust if r not in project.trust],
         }
-        if any(additions.values()) or removals:
+        edited = any(additions.values()) or bool(removals)
+        before = project.pyproject.read_bytes() if edited and project.pyproject.is_file() else None
+        if edited:
             _edit_pyproject(project, additions, removals)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if migration is not None:
-            migration.preserve()
-        written = write_lockfile(result, path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if migration is not None:
+                migration.preserve()
+            written = write_lockfile(result, path)
+        except BaseException:  # as uv does: pyproject.toml never keeps a spec whose lock was not written
+            if edited:
+                try:
+                    _restore_pyproject(project.pyproject, before)
+                except (OSError, KernlockError):
+                    pass  # the disk refuses that too: the lock's own error is the one to say
+            raise
     return LockResult(
         lockfile=result,
         path=path,
@@ -411,6 +421,14 @@ def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, tar
         changes=changes,
         changed=changed,
     )
+
+
+def _restore_pyproject(path: Path, before: bytes | None) -> None:
+    """Put `pyproject.toml` back as it was before this lock edited it (None: it did not exist)."""
+    if before is None:
+        path.unlink(missing_ok=True)
+    else:
+        atomic_write(path, before)
 
 
 def _names(lock: Lockfile | None) -> set[str]:
