@@ -262,7 +262,7 @@ def variant_problems(kernel: LockedKernel, variant: LockedVariant, root: Path, s
 
 
 def _install_file(hub: "Hub", kernel: LockedKernel, variant: str, locked: LockedFile, cache: Path,
-                  force: bool) -> FileKey | None:
+                  force: bool, fetched: list[int] | None = None) -> FileKey | None:
     """Download one locked file into the Hub cache as `hf_hub_download` would, verified before it is linked.
 
     Same blob name (the ETag: sha256 for LFS files, else the git blob id), same lock file
@@ -283,7 +283,7 @@ def _install_file(hub: "Hub", kernel: LockedKernel, variant: str, locked: Locked
     with download_lock(locks / _file_lock_name(kernel.commit, variant, locked.path)):
         if link.is_file() and not force:
             return None
-        return _fetch_blob_and_link(hub, kernel, variant, locked, storage, link, locks, force)
+        return _fetch_blob_and_link(hub, kernel, variant, locked, storage, link, locks, force, fetched)
 
 
 @contextmanager
@@ -318,7 +318,7 @@ def _file_lock_name(commit: str, variant: str, path: str) -> str:
 
 
 def _fetch_blob_and_link(hub: "Hub", kernel: LockedKernel, variant: str, locked: LockedFile, storage: Path, link: Path,
-                         locks: Path, force: bool) -> FileKey | None:
+                         locks: Path, force: bool, fetched: list[int] | None = None) -> FileKey | None:
     from huggingface_hub.errors import RevisionNotFoundError
 
     from kernlock.hub.transport import hub_deadline
@@ -360,6 +360,8 @@ def _fetch_blob_and_link(hub: "Hub", kernel: LockedKernel, variant: str, locked:
                         f"`kernlock lock -P {kernel.repo}` if the repository was rewritten"
                     )
                 key = _publish(temp, blob, locked.sha256)
+                if fetched is not None:
+                    fetched.append(locked.size - resumed)  # list.append: safe from the pool's threads
             except KeyboardInterrupt:
                 kept = temp.resumable()
                 raise
@@ -468,9 +470,10 @@ def commit_gone(kernel: LockedKernel) -> str:
 
 
 def download_variant(kernel: LockedKernel, variant: LockedVariant, cache: Path, files: list[LockedFile] | None = None,
-                     force: bool = False) -> dict[str, FileKey]:
+                     force: bool = False, fetched: list[int] | None = None) -> dict[str, FileKey]:
     """Fetch locked files of one variant into the Hub cache (only those files, at the locked commit); the keys of
-    those this call downloaded, each verified against the lock as its bytes arrived (for `check_variant`)."""
+    those this call downloaded, each verified against the lock as its bytes arrived (for `check_variant`).
+    `fetched` gets the bytes each download really transferred (a resumed one: only what it added)."""
     from kernlock.hub.client import Hub
 
     wanted = list(variant.files if files is None else files)
@@ -478,7 +481,8 @@ def download_variant(kernel: LockedKernel, variant: LockedVariant, cache: Path, 
         return {}
     hub = Hub()
     with ThreadPoolExecutor(max_workers=min(8, len(wanted))) as pool:
-        keys = list(pool.map(lambda locked: _install_file(hub, kernel, variant.name, locked, cache, force), wanted))
+        keys = list(pool.map(lambda locked: _install_file(hub, kernel, variant.name, locked, cache, force, fetched),
+                             wanted))
     return {locked.path: key for locked, key in zip(wanted, keys) if key is not None}
 
 
