@@ -393,3 +393,18 @@ def test_a_lock_that_cannot_be_written_leaves_pyproject_as_it_was(locked_project
     line = _one_line(refused.output)
     assert refused.exit_code == 1 and "kernels.lock (No space left on device); it is unchanged" in line, line
     assert {name: (project / name).read_bytes() for name in before} == before  # was: pyproject kept the new spec
+
+
+def test_kernlock_run_refuses_an_allowlisted_entry_the_project_no_longer_trusts(
+        locked_project: LockedProjectFactory) -> None:
+    from helpers import UNTRUSTED
+
+    project, lock = locked_project([f"{UNTRUSTED}@v1"], extra=f'trust = ["{UNTRUSTED}"]\n')
+    assert lock.kernels[0].trust == "allowlist"
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace(f'trust = ["{UNTRUSTED}"]', "trust = []"))
+    ran = run_kernlock("run", "--", sys.executable, "-c", "print('the command ran')", cwd=project)
+    line = _one_line(ran.stderr)  # was: the command ran, its processes applying the lock as named (no trust check)
+    assert ran.returncode != 0 and "the command ran" not in ran.stdout, ran
+    assert f'{UNTRUSTED}@v1 is locked as trust = "allowlist" but {pyproject} [tool.kernlock] trust does not list' in line
+    assert f"fix: review it and add '{UNTRUSTED}' to [tool.kernlock] trust" in line

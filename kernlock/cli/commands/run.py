@@ -70,6 +70,10 @@ def run_command(lockfile: str | None, locked: bool, lenient: bool, vendor: str |
     except LockfileError as error:
         fail(str(error), error.exit_code)  # a lock that cannot be read: exit 2, as every command
     path = workspace.lockfile.resolve()
+    if workspace.discovered and workspace.has_sources:  # as apply(): a named lock is trusted by naming it
+        from kernlock.check.freshness import require_trusted
+
+        require_trusted(workspace, lock)  # the command's processes get a named lock and never read the project
     if locked:
         from kernlock.check.freshness import require_fresh
 
