@@ -55,7 +55,7 @@ def test_a_lock_path_naming_a_device_is_refused_without_reading_it(tmp_path: Pat
 
 
 def test_a_lock_file_larger_than_any_lock_is_refused_unread(tmp_path: Path, monkeypatch) -> None:
-    from kernlock.store.lockfile_io import LOCK_SIZE_LIMIT
+    from kernlock.store.lock_bytes import LOCK_SIZE_LIMIT
 
     project = make_project(tmp_path / "p")
     with (project / "kernels.lock").open("wb") as sparse:

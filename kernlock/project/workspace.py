@@ -34,7 +34,8 @@ from kernlock.errors import (
     UnsafeLockfileError,
 )
 from kernlock.model.lockfile import LOCK_FILENAME, LOCK_VERSION, Lockfile
-from kernlock.store.lockfile_io import directory_error, load_lockfile, not_regular_error
+from kernlock.store.lock_bytes import directory_error, not_regular_error
+from kernlock.store.lockfile_io import load_lockfile
 from kernlock.project.config import Project, find_project_root, load_project, refuse_shared_new_project, unsafe_reason
 from kernlock import settings
 from kernlock.settings import LOCKFILE_ENV, TARGET_ENV, UPGRADE_FIX, VENDOR_ENV, text

@@ -102,7 +102,7 @@ def _pin_text(pin: KernelsPin) -> str:
 def migration_for(path: Path, migrate: bool) -> Migration | None:
     """The migration of `path` if it holds kernels' JSON lock; without `migrate`, refuse with the fix."""
     from kernlock.errors import LockfileError
-    from kernlock.store.lockfile_io import read_lock_bytes
+    from kernlock.store.lock_bytes import read_lock_bytes
 
     try:
         data = read_lock_bytes(path)  # a device or a huge file is not read whole here either
