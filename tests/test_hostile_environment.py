@@ -408,3 +408,23 @@ def test_kernlock_run_refuses_an_allowlisted_entry_the_project_no_longer_trusts(
     assert ran.returncode != 0 and "the command ran" not in ran.stdout, ran
     assert f'{UNTRUSTED}@v1 is locked as trust = "allowlist" but {pyproject} [tool.kernlock] trust does not list' in line
     assert f"fix: review it and add '{UNTRUSTED}' to [tool.kernlock] trust" in line
+
+
+def test_a_kernlock_target_that_is_not_this_machine_is_said_by_apply_and_verify(
+        locked_project: LockedProjectFactory) -> None:
+    from helpers import CUDA_X86
+
+    project = locked_project([f"{UNIVERSAL}@v1"], [CPU, CUDA_X86]).path
+    forged = {"KERNLOCK_TARGET": CUDA_X86}
+    note = f"$KERNLOCK_TARGET={CUDA_X86} stands in for this machine ({CPU}): the builds locked for {CUDA_X86} load here"
+    applied = subprocess.run([sys.executable, "-c", "import kernlock; kernlock.apply(); print('applied')"], cwd=project,
+                             env={**os.environ, **forged}, capture_output=True, text=True, timeout=120)
+    assert applied.returncode == 0 and applied.stdout.split() == ["applied"], applied.stderr
+    assert f"kernlock: warning: {note}" in applied.stderr  # was: nothing said
+    verified = run_kernlock("verify", cwd=project, env=forged)
+    assert verified.returncode == 0 and note in verified.stdout, verified.stdout
+    for quiet in ({"KERNLOCK_TARGET": CPU}, {}):  # this machine's own target, or none: nothing to say
+        same = subprocess.run([sys.executable, "-c", "import kernlock; kernlock.apply()"], cwd=project,
+                              env={**{k: v for k, v in os.environ.items() if k != "KERNLOCK_TARGET"}, **quiet},
+                              capture_output=True, text=True, timeout=120)
+        assert same.returncode == 0 and "stands in for this machine" not in same.stderr, same.stderr
