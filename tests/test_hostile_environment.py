@@ -428,3 +428,31 @@ def test_a_kernlock_target_that_is_not_this_machine_is_said_by_apply_and_verify(
                               env={**{k: v for k, v in os.environ.items() if k != "KERNLOCK_TARGET"}, **quiet},
                               capture_output=True, text=True, timeout=120)
         assert same.returncode == 0 and "stands in for this machine" not in same.stderr, same.stderr
+
+
+@pytest.mark.parametrize("how", ["another user's", "group-writable"])
+def test_a_sigstore_trusted_root_someone_else_controls_is_refused(hub: TestHub, tmp_path: Path, monkeypatch,
+                                                                 how: str) -> None:
+    from kernlock.check.signatures import TRUSTED_ROOT_ENV
+
+    if how == "another user's" and os.geteuid() != 0:
+        pytest.skip("needs root to give the root file to another user")
+    theirs = tmp_path / "shared" / "trusted_root.json"
+    theirs.parent.mkdir()
+    shutil.copy(os.environ[TRUSTED_ROOT_ENV], theirs)  # the test Sigstore's root, as a teammate's copy
+    if how == "another user's":
+        os.chown(theirs, 65534, 65534)
+    else:
+        theirs.chmod(0o664)
+    monkeypatch.setenv(TRUSTED_ROOT_ENV, str(theirs))
+    project = make_project(tmp_path / "p", ["kernels-community/signed@v1"], targets=[CPU])
+    refused = cli("lock", cwd=project)  # was: locked, that root's signatures recorded as kernels-community's
+    line = _one_line(refused.output)
+    assert refused.exit_code == 1 and f"refusing the Sigstore trusted root {theirs} (named by ${TRUSTED_ROOT_ENV})" in line
+    assert not (project / "kernels.lock").exists()
+    fix = line.split("fix: ", 1)[1]
+    install = fix.split("`")[1]
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    subprocess.run(install, shell=True, check=True, env=os.environ)  # the fix, as printed
+    monkeypatch.setenv(TRUSTED_ROOT_ENV, str(tmp_path / "home" / ".config" / "kernlock" / "trusted_root.json"))
+    assert cli("lock", cwd=project).exit_code == 0
