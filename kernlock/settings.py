@@ -78,6 +78,22 @@ def seconds(name: str, default: float, *, zero: bool = False) -> float:
     return value
 
 
+HUB_INT_ENVS = ("HF_HUB_ETAG_TIMEOUT", "HF_HUB_DOWNLOAD_TIMEOUT")  # huggingface_hub reads them with int() at import
+
+
+def check_hub_environment() -> None:
+    """Refuse (`UsageError`) a huggingface_hub setting its import would die on (`HF_HUB_DOWNLOAD_TIMEOUT=abc` is a
+    `ValueError` traceback from deep in `huggingface_hub.constants`), before anything imports it."""
+    for name in HUB_INT_ENVS:
+        raw = os.environ.get(name)
+        if raw is None:
+            continue
+        try:
+            int(raw)
+        except ValueError:
+            raise _usage(name, raw, "a whole number of seconds (huggingface_hub reads it with int())", "10") from None
+
+
 def path(name: str) -> Path | None:
     """`$name` as a path (`~` expanded); None when unset or empty."""
     from pathlib import Path

@@ -196,3 +196,21 @@ def test_a_partial_others_could_write_is_not_resumed(hub: TestHub, locked_projec
     assert [r for _, r, _ in _cdn_gets(hub)] == [None] and hub.cdn_bytes_sent == locked.size
     assert sha256_file(variant_dir(kernel, variant.name) / locked.path) == locked.sha256
     assert not list(_blobs(kernel).glob("*incomplete*"))
+
+
+def test_bytes_fetched_after_a_resume_counts_only_what_was_transferred(hub: TestHub,
+                                                                       locked_project: LockedProjectFactory) -> None:
+    import json
+
+    from helpers import cli
+
+    project = locked_project([FA2_V4])
+    kernel = project.lock.kernels[0]
+    variant = kernel.variant_for(project.lock.targets[0])
+    assert variant is not None
+    locked = max((f for f in variant.files if f.path.endswith(".so")), key=lambda f: f.size)
+    after = locked.size // 2
+    _leave_partial(hub, kernel, variant, locked, after)
+    synced = cli("sync", "--json", cwd=project.path)  # was: every missing file counted whole, the resumed half included
+    assert synced.exit_code == 0, synced.output
+    assert json.loads(synced.output)["bytes"] == sum(f.size for f in variant.files) - after

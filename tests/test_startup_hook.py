@@ -101,3 +101,36 @@ def test_two_kernlock_startup_dirs_on_pythonpath_chain_once(project: Path, tmp_p
                project, **{**hook, "PYTHONPATH": path})
     assert proc.returncode == 0 and proc.stdout.split() == ["applied", "x"], proc.stderr[-2000:]
     assert "RecursionError" not in proc.stderr
+
+
+@pytest.mark.parametrize("how", ["console script", "env -S console script", "python3.11-dbg"])
+def test_kernlock_run_refuses_a_hook_skipping_python_not_named_python(project: Path, tmp_path: Path, how: str) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    if how == "python3.11-dbg":
+        tool = bin_dir / "python3.11-dbg"
+        tool.symlink_to(sys.executable)
+        command = [str(tool), "-E", "-c", APPLIED]
+    else:
+        tool = bin_dir / "train-tool"
+        shebang = f"#!{sys.executable} -I" if how == "console script" else f"#!/usr/bin/env -S {sys.executable} -I"
+        tool.write_text(f"{shebang}\n{APPLIED}\n")
+        tool.chmod(0o755)
+        command = [str(tool)]
+    proc = run([sys.executable, "-m", "kernlock", "run", "--", *command], project)  # was: ran UNLOCKED, no word
+    assert proc.returncode == 2 and "applied" not in proc.stdout and "UNLOCKED" not in proc.stdout, proc
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith("kernlock: error: ") and "skips Python's start-up hook" in line, line
+    shown = f"`{tool} -E`" if how == "python3.11-dbg" else f"`{tool}` (its #! line runs Python with -I)"
+    assert shown in line and "drop the option, or call kernlock.apply()" in line, line
+
+
+def test_a_child_console_script_that_skips_the_hook_is_named_in_one_warning(project: Path, tmp_path: Path) -> None:
+    tool = tmp_path / "train-tool"
+    tool.write_text(f"#!{sys.executable} -I\nprint('tool ran')\n")
+    tool.chmod(0o755)
+    how = f"child = subprocess.run([{str(tool)!r}], capture_output=True, text=True)"
+    proc = kernlock_run(launched(how), project)
+    assert proc.returncode == 0 and proc.result["child"] == ["tool", "ran"], proc.stderr
+    warnings = [line for line in proc.stderr.splitlines() if line.startswith("kernlock: warning: ")]
+    assert len(warnings) == 1 and "-I" in warnings[0] and "not locked" in warnings[0], proc.stderr

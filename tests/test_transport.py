@@ -164,15 +164,14 @@ def test_a_second_user_reads_a_cache_root_filled(hub: TestHub, locked_project: L
 
 
 def test_symlinked_lock_and_pyproject_are_updated_through_the_link_keeping_modes(hub: TestHub, tmp_path: Path) -> None:
-    real = tmp_path / "real"
+    linked = tmp_path / "linked"
+    real = linked / "files"  # links within the project (one out of it is refused: test_hostile_environment)
     project = make_project(real, kernels=[f"{FA2}@v2"], targets=[CPU])
     assert cli("lock", cwd=project).exit_code == 0
     (real / "pyproject.toml").chmod(0o664)
     (real / "kernels.lock").chmod(0o640)
-    linked = tmp_path / "linked"
-    linked.mkdir()
     for name in ("pyproject.toml", "kernels.lock"):
-        (linked / name).symlink_to(project / name)
+        (linked / name).symlink_to(f"files/{name}")
     result = cli("lock", "kernels-community/activation@v1", cwd=linked)
     assert result.exit_code == 0, result.output
     assert all((linked / name).is_symlink() for name in ("pyproject.toml", "kernels.lock"))

@@ -20,6 +20,26 @@ if TYPE_CHECKING:  # apply() imports this module; only verify builds reports
     from kernlock.check.report import CheckResult
 
 
+def simulated_target_note() -> str | None:
+    """When `$KERNLOCK_TARGET` stands in for a machine it is not (a forged or stale value), the line that says so:
+    the lock's builds for that target load here, and this machine may not run them. None when unset or it matches."""
+    from kernlock.errors import TargetError
+    from kernlock.model.target import current_target, parse_target
+    from kernlock.settings import TARGET_ENV, text
+
+    simulated = text(TARGET_ENV)
+    if not simulated:
+        return None
+    try:
+        named, detected = parse_target(simulated), current_target()
+    except TargetError:  # a bad value is refused where it is used; no torch here: nothing to compare with
+        return None
+    if named == detected:
+        return None
+    return (f"${TARGET_ENV}={simulated} stands in for this machine ({detected}): the builds locked for {named} load "
+            f"here, and this machine may not run them; unset {TARGET_ENV} to load this machine's")
+
+
 def builds(variant_names: Iterable[str], target: Target) -> bool:
     """Whether kernels would load one of `variant_names` on `target`."""
     from kernlock.compat.kernels import target_decisions

@@ -57,10 +57,14 @@ def fetch_refs(repos: Iterable[str], hub: Hub) -> dict[str, list[Ref] | str]:
     from concurrent.futures import ThreadPoolExecutor
 
     from kernlock.errors import HubError
+    from kernlock.hub.transport import current_deadline, overall_deadline
+
+    deadline = current_deadline()  # a whole check's deadline holds in the workers too
 
     def one(repo: str) -> list[Ref] | str:
         try:
-            return hub.refs(repo)
+            with overall_deadline(deadline):
+                return hub.refs(repo)
         except HubError as error:
             return str(error)
 
@@ -159,16 +163,50 @@ def check_remote(lock: Lockfile, result: CheckResult, hub: Hub | None = None, tr
     the Sigstore root (`trusted_root`, else the default of `kernlock.check.signatures`) and name the
     locked signer.
     """
+    import time
+
+    from kernlock.hub.transport import hub_deadline, overall_deadline
+
     hub = _default_hub(hub)
-    statuses = kernel_statuses(lock, hub)
-    for status in statuses:
+    limit = hub_deadline()
+    deadline = time.monotonic() + limit  # the whole check, however many files: one request's deadline
+    with overall_deadline(deadline):
+        statuses = kernel_statuses(lock, hub)
+        _check_statuses(statuses, result, hub, trusted_root, deadline, limit)
+    result.summary = plural(len({s.kernel.repo for s in statuses}), "repo")
+
+
+class _OutOfTime(Exception):
+    """The whole remote check's deadline passed (with the problems found in the entry being checked)."""
+
+    def __init__(self, problems: list[str] | None = None) -> None:
+        super().__init__()
+        self.problems = problems or []
+
+
+def _check_statuses(statuses: list[KernelStatus], result: CheckResult, hub: Hub, trusted_root: Path | None,
+                    deadline: float, limit: float) -> None:
+    import time
+
+    from kernlock.settings import DEADLINE_ENV
+
+    for done, status in enumerate(statuses):
         kernel = status.kernel
         fix = f"kernlock lock -P {kernel.repo}"
         if status.error is not None:
             result.problem(status.error, "check the network, HF_ENDPOINT and HF_TOKEN", kernel=kernel.spec)
             continue
         try:
-            problems = remote_problems(kernel, hub, trusted_root)
+            if time.monotonic() >= deadline:
+                raise _OutOfTime
+            problems = remote_problems(kernel, hub, trusted_root, deadline)
+        except _OutOfTime as stopped:
+            for problem in stopped.problems:
+                result.problem(f"{kernel.spec}: {problem}", fix, kernel=kernel.spec)
+            result.problem(f"the remote check did not finish within {limit:g} s (${DEADLINE_ENV}); "
+                           f"{len(statuses) - done} of {len(statuses)} entries were not checked, from {kernel.spec} on",
+                           f"check the network and HF_ENDPOINT, or raise ${DEADLINE_ENV}", kernel=kernel.spec)
+            return
         except CommitGone:
             gone = True
             repin = f"name a revision the Hub has in the spec of {kernel.spec}, then run kernlock lock"
@@ -186,16 +224,18 @@ def check_remote(lock: Lockfile, result: CheckResult, hub: Hub | None = None, tr
                                 f"to {status.current[:12]}; `{fix}` to take it")
         elif status.ref_gone and not gone:
             result.notes.append(f"{kernel.spec}: ref {kernel.ref} no longer exists on the Hub (the locked commit does)")
-    result.summary = plural(len({s.kernel.repo for s in statuses}), "repo")
 
 
 class CommitGone(Exception):
     """The Hub answers 404 for a locked commit."""
 
 
-def remote_problems(kernel: LockedKernel, hub: Hub, trusted_root: Path | None = None) -> list[str]:
-    """How a lock entry disagrees with the Hub: files and hashes, signers, aliases, trust; `CommitGone` if the commit is."""
+def remote_problems(kernel: LockedKernel, hub: Hub, trusted_root: Path | None = None,
+                    deadline: float | None = None) -> list[str]:
+    """How a lock entry disagrees with the Hub: files and hashes, signers, aliases, trust; `CommitGone` if the commit
+    is; `_OutOfTime` once `deadline` (the whole check's) has passed."""
     import hashlib
+    import time
 
     from huggingface_hub.errors import RevisionNotFoundError
 
@@ -219,6 +259,8 @@ def remote_problems(kernel: LockedKernel, hub: Hub, trusted_root: Path | None = 
         fetched = {}
         for locked in variant.files:
             entry = listed[locked.path]
+            if deadline is not None and time.monotonic() >= deadline:
+                raise _OutOfTime(problems)  # what was found so far is still said
             try:
                 if entry.lfs_sha256:
                     sha256 = entry.lfs_sha256

@@ -37,10 +37,33 @@ def trusted_root_path(configured: Path | None = None) -> Path:
     """The root to verify against: `configured` ([tool.kernlock] sigstore-trusted-root), else $KERNLOCK_SIGSTORE_TRUSTED_ROOT,
     else the production root."""
     if configured is not None:
-        return configured
+        return _refuse_shared_root(configured, "[tool.kernlock] sigstore-trusted-root")
     if os.environ.get(TRUSTED_ROOT_ENV):
-        return Path(os.environ[TRUSTED_ROOT_ENV])
+        return _refuse_shared_root(Path(os.environ[TRUSTED_ROOT_ENV]), f"${TRUSTED_ROOT_ENV}")
     return production_trusted_root()
+
+
+def _refuse_shared_root(path: Path, named: str) -> Path:
+    """`path`, unless someone else controls it: another user's (not root's), writable by others, or in a directory
+    every user can write. Whoever can change the trusted root decides whose signatures count as a publisher's."""
+    import stat
+
+    from kernlock.project.config import unsafe_reason
+
+    try:
+        mode = path.stat().st_mode
+        reason = unsafe_reason(path)
+    except OSError:
+        return path  # missing or unreadable: `_verifier` says so
+    if reason is None and mode & (stat.S_IWGRP | stat.S_IWOTH):
+        reason = f"it is writable by {'its group' if mode & stat.S_IWGRP else 'every user'}"
+    if reason is None:
+        return path
+    raise SignatureError(
+        f"refusing the Sigstore trusted root {path} (named by {named}): {reason}, so someone else decides whose "
+        "signatures count as a publisher's; nothing was verified against it",
+        fix=f"review it and keep your own copy (`install -D -m 644 {path} ~/.config/kernlock/trusted_root.json`), then "
+            f"point {named} at the copy, or unset it for the production root")
 
 
 @functools.cache

@@ -241,6 +241,11 @@ def verify(
     check_lock_consistency(lock, first)
     first.summary = f"{plural(len(lock.kernels), 'kernel')}, {plural(len(lock.targets), 'target')}"
     checked = workspace.chosen_targets(lock, targets, all_targets)
+    if not targets and not all_targets:
+        from kernlock.check.coverage import simulated_target_note
+
+        if (note := simulated_target_note()) is not None:
+            first.notes.append(note)  # the checks below are for that target, not for this machine
     for name, run in (
         ("fresh", (lambda r: check_fresh(project, lock, r)) if workspace.has_sources else _no_sources),
         ("coverage", lambda r: check_coverage(lock, checked, r)),

@@ -74,7 +74,10 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from kernlock.settings import check_hub_environment
+
         try:
+            check_hub_environment()
             return fn(*args, **kwargs)
         except KernlockError as error:
             if kwargs.get("as_json"):

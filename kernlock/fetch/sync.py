@@ -72,10 +72,10 @@ def sync_variant(kernel: LockedKernel, variant: LockedVariant, cache: Path, repa
     root = variant_dir(kernel, variant.name, cache)
     missing = missing_files(kernel, variant, root)
     just_verified = {}
+    fetched: list[int] = []  # bytes really transferred: a resumed download counts only what it added
     if missing:
-        just_verified = download_variant(kernel, variant, cache, missing)
+        just_verified = download_variant(kernel, variant, cache, missing, fetched=fetched)
         report.downloaded = [f"{kernel.spec} {variant.name}/{f.path}" for f in missing]
-        report.bytes += sum(f.size for f in missing)
     if repair and (inert := sorted(set(extra_files(variant, root, bytecode=True)) - set(extra_files(variant, root)))):
         remove_extra_files(root, inert)  # bytecode caches only: never part of a commit, never read by kernlock
         report.repaired += [f"{kernel.spec} {variant.name}/{path} (removed: bytecode cache)" for path in inert]
@@ -87,15 +87,15 @@ def sync_variant(kernel: LockedKernel, variant: LockedVariant, cache: Path, repa
         bad = [f for f in variant.files if _mismatched(root / f.path, f.sha256, f.size)]
         if bad:
             discard(kernel, variant.name, bad, cache)
-            download_variant(kernel, variant, cache, bad, force=True)
+            download_variant(kernel, variant, cache, bad, force=True, fetched=fetched)
             report.repaired += [f"{kernel.spec} {variant.name}/{f.path}" for f in bad]
-            report.bytes += sum(f.size for f in bad)
         if extra := extra_files(variant, root):  # left in place: they may be part of the commit (see the error)
             held = _held_by_commit(kernel, variant, extra)
             if held:  # the lock is what is wrong: restore it first (what else is unlisted is named on the next run)
                 raise unlisted_files_error(kernel, root, held, in_commit=True) from None
             raise unlisted_files_error(kernel, root, extra, in_commit=None if held is None else False) from None
         check_variant(kernel, variant, root)
+    report.bytes += sum(fetched)
     return report
 
 

@@ -18,6 +18,7 @@ check of the variants and the write of the lock happen under a lock file in DIR
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import tempfile
 import time
@@ -29,7 +30,7 @@ from kernlock import settings
 from kernlock.store.atomic import atomic_write, current_umask
 from kernlock.store.mutex import DEFAULT_TIMEOUT, DirectoryLock
 from kernlock.store.hub_cache import VENDOR_MARKER, check_variant, repair_vendor_command, variant_dir, vendored_variant_dir
-from kernlock.errors import IntegrityError, MissingFilesError
+from kernlock.errors import IntegrityError, MissingFilesError, UsageError, WriteError
 from kernlock.model.lockfile import LOCK_FILENAME, LockedKernel, LockedVariant, Lockfile
 from kernlock.project.workspace import Workspace, open_workspace
 from kernlock.fetch.sync import selected_variants, sync
@@ -68,17 +69,29 @@ def vendor(
     path, lock = workspace.lockfile, workspace.read_lock()
     targets = tuple(targets)
     use_all = all_targets and not targets
+    out = Path(directory)
+    try:  # before anything is downloaded for it
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:  # an unwritable parent, a file in the way, a read-only disk
+        where = f": {error.filename}" if error.filename and str(error.filename) != str(out) else ""
+        raise UsageError(f"cannot create the vendor directory {out} ({error.strerror}{where}); nothing was written",
+                         fix="vendor into a directory you can write (`kernlock vendor DIR`), or have its owner "
+                             f"create it for you (`mkdir -p {shlex.quote(str(out))}`)") from None
     sync(project_dir, targets=targets, all_targets=use_all, lockfile=path)
     from kernlock.store.hub_cache import hub_cache_dir
 
     cache = hub_cache_dir()
-    out = Path(directory)
-    out.mkdir(parents=True, exist_ok=True)
     timeout = settings.seconds(settings.LOCK_TIMEOUT_ENV, DEFAULT_TIMEOUT, zero=True)
     mutex = DirectoryLock(out, timeout, name=VENDOR_LOCK_NAME, what=f"writing the vendor directory {out}", optional=False)
     mutex.acquire(time.monotonic() + timeout)
     try:
         return _vendor_into(out, workspace, path, lock, targets, use_all, cache, repair)
+    except OSError as error:  # a variant directory inside that is not writable, a full disk
+        from kernlock.errors import local_write_problem
+
+        problem = local_write_problem(error, out) or f"cannot write into {out} ({error.strerror}: {error.filename})"
+        raise WriteError(f"vendor: {problem}; the variants already there are unchanged",
+                         fix=f"make {out} writable, or vendor into another directory") from None
     finally:
         mutex.release()
 
@@ -113,12 +126,16 @@ def _copy_variant(kernel: LockedKernel, variant: LockedVariant, source: Path, fi
     """Copy the locked files of a verified variant from `source` to `final` (replacing it), checked before it lands."""
     out = final.parents[2]
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=out))
-    staging.chmod(0o777 & ~current_umask())  # mkdtemp's 0700 would hide the variant from other users
-    for locked in variant.files:
-        destination = staging / locked.path
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source / locked.path, destination)
-    check_variant(kernel, variant, staging)
+    try:
+        staging.chmod(0o777 & ~current_umask())  # mkdtemp's 0700 would hide the variant from other users
+        for locked in variant.files:
+            destination = staging / locked.path
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source / locked.path, destination)
+        check_variant(kernel, variant, staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)  # a failed copy leaves nothing half-written behind
+        raise
     final.parent.mkdir(parents=True, exist_ok=True)
     if final.exists():
         damaged = Path(tempfile.mkdtemp(prefix=".damaged-", dir=out))

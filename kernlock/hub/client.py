@@ -36,6 +36,8 @@ class Partial(Protocol):
 T = TypeVar("T")
 
 MAX_LISTING = 20_000  # entries of one paginated listing: a kernel repo's build/ tree or history is far smaller
+MAX_PAGES = 1_000  # pages of one listing: MAX_LISTING entries at 20 a page (the Hub sends 50 or more)
+MAX_EMPTY_PAGES = 3  # pages in a row with no entry that still link to another: the Hub never sends one
 MAX_GIT_FILE = 16 << 20  # bytes of a file stored in git, not LFS (the Hub refuses git files over 10 MB)
 
 
@@ -155,14 +157,27 @@ class Hub:
         Not `HfApi.list_repo_tree`: its requests have no deadline or size cap and retry on
         their own; here one retry policy and one set of bounds apply to every page.
         """
+        from kernlock.hub.transport import hub_deadline
+
         items: list = []
         next_url: str | None = url
         first = True
         seen: set[str] = set()
+        empty = 0
+        limit = hub_deadline()
+        deadline = time.monotonic() + limit  # the listing as a whole, however many pages: one request's deadline
         while next_url:
             if next_url in seen:
                 raise HubError(f"{repo}: the Hub's listing {redact(url)} links back to a page it already sent "
                                f"({redact(next_url)}); check HF_ENDPOINT")
+            if len(seen) >= MAX_PAGES or empty > MAX_EMPTY_PAGES:
+                why = f"{len(seen)} pages" if len(seen) >= MAX_PAGES else f"{empty} empty pages in a row"
+                raise HubError(f"{repo}: the Hub's listing {redact(url)} did not end after {why}, each linking to "
+                               "another; a kernel repo's listing is far shorter",
+                               fix="check HF_ENDPOINT (a proxy or mirror may be inventing pages)")
+            if time.monotonic() >= deadline:
+                raise HubError(f"{repo}: the Hub's listing {redact(url)} did not end within {limit:g} s "
+                               f"({len(seen)} pages)", fix="check HF_ENDPOINT, or raise $KERNLOCK_HUB_DEADLINE")
             seen.add(next_url)
             def page(deadline: float, u: str = next_url, p: dict[str, str] | None = params if first else None):
                 response = self.transport.api_get(repo, u, deadline, p)
@@ -171,8 +186,9 @@ class Hub:
                     raise HubError(f"{repo}: the Hub answered {redact(u)} with unexpected JSON")
                 return data, response.links.get("next", {}).get("url")
 
-            data, next_url = self._call(repo, page)
+            data, next_url = self._call(repo, page, deadline)
             items.extend(data)
+            empty = 0 if data else empty + 1
             if len(items) > MAX_LISTING:
                 raise HubError(f"{repo}: the Hub's listing {redact(url)} has more than {MAX_LISTING} entries, more than "
                                "kernlock accepts from one kernel repo; check HF_ENDPOINT")

@@ -13,7 +13,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urljoin, urlsplit
 
@@ -57,6 +58,23 @@ def hub_deadline() -> float:
 
 
 _scope = threading.local()  # .deadline: time.monotonic() by which this thread's current Hub call must end
+
+
+def current_deadline() -> float | None:
+    """The deadline this thread's Hub calls end by, if one is set (to carry into worker threads)."""
+    return getattr(_scope, "deadline", None)
+
+
+@contextmanager
+def overall_deadline(deadline: float | None) -> Iterator[None]:
+    """Every Hub call of this thread inside ends by `deadline` (None: no change): a whole check bounded as one
+    request, however many calls it makes."""
+    outer = getattr(_scope, "deadline", None)
+    _scope.deadline = outer if deadline is None else deadline if outer is None else min(outer, deadline)
+    try:
+        yield
+    finally:
+        _scope.deadline = outer
 
 
 def _bounded(timeout: float | None) -> float | None:
@@ -204,8 +222,8 @@ class Transport:
 
         deadline = deadline if deadline is not None else time.monotonic() + hub_deadline()
         _bound_session(get_session())
-        outer = getattr(_scope, "deadline", None)  # a call inside a call keeps the earlier deadline
-        _scope.deadline = deadline if outer is None else min(outer, deadline)
+        outer = getattr(_scope, "deadline", None)  # a call inside a call (or `overall_deadline`) keeps the earlier one
+        deadline = _scope.deadline = deadline if outer is None else min(outer, deadline)
         try:
             delay = BASE_DELAY
             for attempt in range(1, MAX_ATTEMPTS + 1):

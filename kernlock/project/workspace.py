@@ -34,6 +34,7 @@ from kernlock.errors import (
     UnsafeLockfileError,
 )
 from kernlock.model.lockfile import LOCK_FILENAME, LOCK_VERSION, Lockfile
+from kernlock.store.lock_bytes import directory_error, not_regular_error
 from kernlock.store.lockfile_io import load_lockfile
 from kernlock.project.config import Project, find_project_root, load_project, refuse_shared_new_project, unsafe_reason
 from kernlock import settings
@@ -117,7 +118,9 @@ class Workspace:
 def check_lock_path(path: Path, *, discovered: bool) -> None:
     """Refuse a lock path that is not a regular file, or (when discovered) that someone else controls."""
     if path.is_dir():
-        raise LockfileError(f"{path} is a directory, not a lock file; move it away (mv {path} {path}.bak) and run `kernlock lock`")
+        raise directory_error(path)
+    if os.path.exists(path) and not path.is_file():
+        raise not_regular_error(path)
     if not discovered or not path.exists():
         return
     reason = unsafe_reason(path)

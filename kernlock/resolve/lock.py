@@ -301,11 +301,33 @@ def refuse_overwrite(workspace: Workspace, lockfile: str | os.PathLike[str] | No
     problem = foreign_lock_problem(path)
     if problem is not None:
         raise UsageError(f"refusing to write the lock over {path} (named by {how}): {problem}; nothing was written", fix=fix)
+    if workspace.discovered:
+        refuse_link_outside(path, workspace.root, retry)
+    if creating:  # a writer may edit pyproject.toml (`lock SPEC`, `remove`)
+        refuse_link_outside(workspace.project.pyproject, workspace.root, retry)
     parent = path.parent
     if creating and not workspace.discovered and not os.path.lexists(path) and not parent.is_dir():
         raise UsageError(f"refusing to create {path} (named by {how}): its directory {parent} does not exist and kernlock "
                          "makes none for a named lock; nothing was written",
                          fix=f"create it first (`mkdir -p {shlex.quote(str(parent))}`), or {fix}")
+
+
+def refuse_link_outside(path: Path, root: Path, retry: str) -> None:
+    """Refuse to write through `path`, a project file kernlock found (not one the user named), when it is a symlink
+    that resolves outside the project `root`: a committed `kernels.lock -> ../other/kernels.lock` would make a lock
+    here replace another project's file. A link within the project is written through, as before."""
+    import shlex
+
+    if not path.is_symlink():
+        return
+    target, top = os.path.realpath(path), os.path.realpath(root)
+    if target == top or target.startswith(top + os.sep):
+        return
+    raise UsageError(
+        f"refusing to write through {path}: it is a symlink to {target}, outside the project {root}, and writing it "
+        "would replace that file; nothing was written",
+        fix=f"make it a file of the project's own (`cp --remove-destination {shlex.quote(target)} {shlex.quote(str(path))}`) "
+            f"and run `{retry}` again")
 
 
 def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, targets: tuple[str, ...] = (),
@@ -371,12 +393,22 @@ def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, tar
             "models": [m for m in models if m not in project.models],
             "trust": [r for r in trust if r not in project.trust],
         }
-        if any(additions.values()) or removals:
+        edited = any(additions.values()) or bool(removals)
+        before = project.pyproject.read_bytes() if edited and project.pyproject.is_file() else None
+        if edited:
             _edit_pyproject(project, additions, removals)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if migration is not None:
-            migration.preserve()
-        written = write_lockfile(result, path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if migration is not None:
+                migration.preserve()
+            written = write_lockfile(result, path)
+        except BaseException:  # as uv does: pyproject.toml never keeps a spec whose lock was not written
+            if edited:
+                try:
+                    _restore_pyproject(project.pyproject, before)
+                except (OSError, KernlockError):
+                    pass  # the disk refuses that too: the lock's own error is the one to say
+            raise
     return LockResult(
         lockfile=result,
         path=path,
@@ -389,6 +421,14 @@ def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, tar
         changes=changes,
         changed=changed,
     )
+
+
+def _restore_pyproject(path: Path, before: bytes | None) -> None:
+    """Put `pyproject.toml` back as it was before this lock edited it (None: it did not exist)."""
+    if before is None:
+        path.unlink(missing_ok=True)
+    else:
+        atomic_write(path, before)
 
 
 def _names(lock: Lockfile | None) -> set[str]:

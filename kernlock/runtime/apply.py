@@ -461,6 +461,11 @@ def apply(lockfile: str | os.PathLike[str] | None = None, *, strict: bool | None
     from kernlock.check.doctor import require_compatible
 
     require_coverage(lock, environment, path)
+    if target is None and simulated:
+        from kernlock.check.coverage import simulated_target_note
+
+        if (note := simulated_target_note()) is not None:
+            _note_once(note, f"kernlock: warning: {note}")
     for finding in require_compatible(lock, environment):
         _warn_once(finding.message, f"{finding.message}; fix: {finding.fix}")
     require_device_archs(lock, environment)  # only where Torch already initialised the GPU

@@ -110,13 +110,47 @@ def _refusals_in_one_line(previous: Callable[..., object]) -> Callable[..., None
 _guard: dict = {}
 
 
-def hook_skipping_option(argv: "list[str] | tuple[str, ...]") -> "str | None":
-    """The option (`-E`, `-I`, `-S`, or a cluster such as `-BE`) with which a Python command line skips the start-up hook."""
+def _is_python(name: str) -> bool:
+    """Whether a program name is a Python interpreter's: python, python3.11, python3.11-dbg, python3.13t, pypy3."""
+    for stem in ("python", "pypy"):
+        if name.startswith(stem):
+            rest = name[len(stem):].removesuffix("-dbg").removesuffix("-debug").rstrip("dmtu")
+            return not rest or rest.replace(".", "").isdigit()
+    return False
+
+
+def shebang_argv(program: str) -> "list[str] | None":
+    """The interpreter and its options from `program`'s `#!` line (a console script: `#!/usr/bin/python3 -I`,
+    `#!/usr/bin/env -S python3 -E`), or None when it has none or cannot be read."""
+    try:
+        with open(program, "rb") as script:
+            first = script.read(256).split(b"\n", 1)[0]
+    except OSError:
+        return None
+    if not first.startswith(b"#!"):
+        return None
+    parts = os.fsdecode(first[2:]).strip().split(None, 1)
+    if not parts:
+        return None
+    interpreter, argument = parts[0], (parts[1].strip() if len(parts) > 1 else "")
+    if os.path.basename(interpreter) == "env":
+        words = argument.split()
+        words = words[1:] if words[:1] in (["-S"], ["--split-string"]) else [argument] if argument else []
+        return words or None
+    return [interpreter, argument] if argument else [interpreter]  # the kernel passes the rest as one argument
+
+
+def hook_skipping_option(argv: "list[str] | tuple[str, ...]", program: "str | None" = None) -> "str | None":
+    """The option (`-E`, `-I`, `-S`, or a cluster such as `-BE`) with which a Python command line skips the start-up
+    hook; with `program` (the file `argv[0]` runs), also one its `#!` line gives its Python (a console script)."""
     if not argv:
         return None
     name = os.path.basename(os.fsdecode(argv[0]))
-    if not (name.startswith("python") and name[6:].replace(".", "").isdigit() or name == "python"):
-        return None
+    if not _is_python(name):
+        interpreter = shebang_argv(program) if program else None
+        if interpreter is None or not _is_python(os.path.basename(interpreter[0])):
+            return None
+        return hook_skipping_option([*interpreter, os.fsdecode(argv[0])])
     args = [os.fsdecode(arg) for arg in argv[1:]]
     index = 0
     while index < len(args):
@@ -207,7 +241,15 @@ def child_environment(env: "Mapping[str, str]") -> "dict[str, str] | None":
 
 def _warn_if_skipped(argv: object) -> None:
     try:
-        option = hook_skipping_option(list(argv))  # type: ignore[call-overload]
+        args = list(argv)  # type: ignore[call-overload]
+        first = os.fsdecode(args[0]) if args else ""
+        if first and os.sep not in first and not _is_python(first):
+            import shutil  # only on a child's start, and only for a program that may be a console script
+
+            program = shutil.which(first)
+        else:
+            program = first or None
+        option = hook_skipping_option(args, program)
     except (TypeError, ValueError):
         return
     if option is not None and not _guard.get("warned"):

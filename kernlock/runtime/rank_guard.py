@@ -155,6 +155,13 @@ def judge(records: list[RankRecord], world_size: int) -> Verdict:
             commits.setdefault(spec, set()).add(commit)
     split = sorted(spec for spec, seen in commits.items() if len(seen) > 1)
     targets = ", ".join(sorted({r.target for r in records}))
+    local = sorted(spec for spec in split if LOCAL_BUILD in commits[spec])
+    if local:  # LOCAL_KERNELS on some ranks, not a per-target override
+        ranks = _ranges(sorted({r.rank for r in records for k in r.kernels if k[0] in local and k[2] == LOCAL_BUILD}))
+        problem = (f"rank(s) {ranks} load a local build of {', '.join(local)} (LOCAL_KERNELS) while other ranks load "
+                   "the locked commit")
+        fix = "set the same LOCAL_KERNELS on every rank, or unset it on every rank to load the locked commits"
+        return Verdict(False, False, _report(problem, table, fix))
     if split:
         problem = f"ranks bind different commits of {', '.join(split)} (per-target overrides on targets {targets})"
         fix = "run the job on nodes of one target, or drop the override so one commit covers every target"

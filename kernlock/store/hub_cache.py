@@ -20,8 +20,9 @@ import stat
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from kernlock import settings
@@ -261,7 +262,7 @@ def variant_problems(kernel: LockedKernel, variant: LockedVariant, root: Path, s
 
 
 def _install_file(hub: "Hub", kernel: LockedKernel, variant: str, locked: LockedFile, cache: Path,
-                  force: bool) -> FileKey | None:
+                  force: bool, fetched: list[int] | None = None) -> FileKey | None:
     """Download one locked file into the Hub cache as `hf_hub_download` would, verified before it is linked.
 
     Same blob name (the ETag: sha256 for LFS files, else the git blob id), same lock file
@@ -274,17 +275,38 @@ def _install_file(hub: "Hub", kernel: LockedKernel, variant: str, locked: Locked
     downloaded again from byte 0, once. Other `.incomplete` files are removed under the lock.
     Returns the file's key when this call downloaded and verified it, else None.
     """
-    from huggingface_hub.utils import WeakFileLock
-
     storage = cache / repo_folder(kernel.repo)
     link = storage / "snapshots" / kernel.commit / "build" / variant / locked.path
     locks = cache / ".locks" / repo_folder(kernel.repo)
     os.close(open_below(cache, ".locks", repo_folder(kernel.repo)))  # created here, and never a link
-    # One process per file asks the Hub; the others wait here and find it in place.
-    with WeakFileLock(locks / _file_lock_name(kernel.commit, variant, locked.path)):
+    # One process per file asks the Hub; the others wait here (bounded) and find it in place.
+    with download_lock(locks / _file_lock_name(kernel.commit, variant, locked.path)):
         if link.is_file() and not force:
             return None
-        return _fetch_blob_and_link(hub, kernel, variant, locked, storage, link, locks, force)
+        return _fetch_blob_and_link(hub, kernel, variant, locked, storage, link, locks, force, fetched)
+
+
+@contextmanager
+def download_lock(path: Path) -> Iterator[None]:
+    """huggingface_hub's lock on `path` (the one `hf_hub_download` takes), waited on for at most
+    `KERNLOCK_HUB_DEADLINE` seconds: a process that holds it longer (stopped, or a lock held on purpose) ends the
+    wait with one line, never a hang."""
+    from filelock import Timeout
+    from huggingface_hub.utils import WeakFileLock
+
+    from kernlock.hub.transport import hub_deadline
+
+    waited = hub_deadline()
+    with ExitStack() as held:
+        try:
+            held.enter_context(WeakFileLock(path, timeout=waited))
+        except Timeout:
+            raise HubError(
+                f"another process (a kernlock, kernels or hf_hub_download of the same file) has held the download "
+                f"lock {path} for over {waited:g} s (${settings.DEADLINE_ENV}); nothing was downloaded",
+                fix=f"wait for it and run the command again, stop that process, or raise ${settings.DEADLINE_ENV}",
+            ) from None
+        yield
 
 
 def _file_lock_name(commit: str, variant: str, path: str) -> str:
@@ -296,9 +318,8 @@ def _file_lock_name(commit: str, variant: str, path: str) -> str:
 
 
 def _fetch_blob_and_link(hub: "Hub", kernel: LockedKernel, variant: str, locked: LockedFile, storage: Path, link: Path,
-                         locks: Path, force: bool) -> FileKey | None:
+                         locks: Path, force: bool, fetched: list[int] | None = None) -> FileKey | None:
     from huggingface_hub.errors import RevisionNotFoundError
-    from huggingface_hub.utils import WeakFileLock
 
     from kernlock.hub.transport import hub_deadline
 
@@ -319,7 +340,7 @@ def _fetch_blob_and_link(hub: "Hub", kernel: LockedKernel, variant: str, locked:
     blob = storage / "blobs" / remote.etag
     key: FileKey | None = None
     with opened_below(storage.parent, storage.name, "blobs") as blobs_fd, \
-            WeakFileLock(locks / f"{remote.etag}.lock"):
+            download_lock(locks / f"{remote.etag}.lock"):
         partial = _resumable_partial(blobs_fd, blob.parent, remote.etag)
         downloaded = force or not blob.is_file()
         if downloaded:
@@ -339,6 +360,8 @@ def _fetch_blob_and_link(hub: "Hub", kernel: LockedKernel, variant: str, locked:
                         f"`kernlock lock -P {kernel.repo}` if the repository was rewritten"
                     )
                 key = _publish(temp, blob, locked.sha256)
+                if fetched is not None:
+                    fetched.append(locked.size - resumed)  # list.append: safe from the pool's threads
             except KeyboardInterrupt:
                 kept = temp.resumable()
                 raise
@@ -447,9 +470,10 @@ def commit_gone(kernel: LockedKernel) -> str:
 
 
 def download_variant(kernel: LockedKernel, variant: LockedVariant, cache: Path, files: list[LockedFile] | None = None,
-                     force: bool = False) -> dict[str, FileKey]:
+                     force: bool = False, fetched: list[int] | None = None) -> dict[str, FileKey]:
     """Fetch locked files of one variant into the Hub cache (only those files, at the locked commit); the keys of
-    those this call downloaded, each verified against the lock as its bytes arrived (for `check_variant`)."""
+    those this call downloaded, each verified against the lock as its bytes arrived (for `check_variant`).
+    `fetched` gets the bytes each download really transferred (a resumed one: only what it added)."""
     from kernlock.hub.client import Hub
 
     wanted = list(variant.files if files is None else files)
@@ -457,7 +481,8 @@ def download_variant(kernel: LockedKernel, variant: LockedVariant, cache: Path, 
         return {}
     hub = Hub()
     with ThreadPoolExecutor(max_workers=min(8, len(wanted))) as pool:
-        keys = list(pool.map(lambda locked: _install_file(hub, kernel, variant.name, locked, cache, force), wanted))
+        keys = list(pool.map(lambda locked: _install_file(hub, kernel, variant.name, locked, cache, force, fetched),
+                             wanted))
     return {locked.path: key for locked, key in zip(wanted, keys) if key is not None}
 
 

@@ -30,7 +30,7 @@ def looks_like_kernels_lock(data: bytes) -> bool:
         return False
     try:
         entries = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # `[` × 200 000: nested past the decoder's depth, so no kernels lock
         return False
     return isinstance(entries, list) and all(isinstance(e, dict) and {"dependency", "lock"} <= set(e) for e in entries)
 
@@ -101,9 +101,12 @@ def _pin_text(pin: KernelsPin) -> str:
 
 def migration_for(path: Path, migrate: bool) -> Migration | None:
     """The migration of `path` if it holds kernels' JSON lock; without `migrate`, refuse with the fix."""
+    from kernlock.errors import LockfileError
+    from kernlock.store.lock_bytes import read_lock_bytes
+
     try:
-        data = path.read_bytes()
-    except OSError:
+        data = read_lock_bytes(path)  # a device or a huge file is not read whole here either
+    except LockfileError:
         return None
     if not looks_like_kernels_lock(data):
         return None

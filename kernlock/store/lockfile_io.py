@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kernlock.store import tomlio
+from kernlock.store.lock_bytes import read_lock_bytes
 from kernlock.store.atomic import atomic_write
-from kernlock.errors import LockfileError, LockfileNotFoundError
+from kernlock.errors import LockfileError
 from kernlock.model.lockfile import LOCK_FILENAME, Lockfile
 from kernlock.model.lockfile_dict import REGENERATE
 
@@ -89,12 +90,7 @@ def load_lockfile(path: str | os.PathLike[str]) -> Lockfile:
     from kernlock.store.parse_cache import entry_for, load_parsed, store_parsed
 
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise LockfileNotFoundError("no such lock file", source=str(path), fix="create it with `kernlock lock`") from None
-    except OSError as error:
-        raise LockfileError(f"{path}: cannot read the lock file ({error})") from None
+    data = read_lock_bytes(path)
     entry = entry_for(data)
     lock = load_parsed(entry)
     if lock is None:

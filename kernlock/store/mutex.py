@@ -3,12 +3,16 @@
 It lives with the project, as uv's and pip-tools' do: a lock file `.kernlock.lock`
 in the project root, beside `kernels.lock`, so two writers of one checkout wait for
 each other whatever their per-user settings (two CI jobs with different
-`$KERNLOCK_STATE_DIR`s). It is created 0600 (another user can neither open nor
-hold it), opened without following a symlink, and removed on release (the holder
-unlinks it before unlocking; a waiter that wins the lock of an unlinked file tries
-again), so nothing is left in the checkout. A project directory this user cannot
-write (a read-only checkout) gets none: readers never take the lock, and a writer
-of a lock elsewhere (`--lockfile`) or `lock --check` there still works.
+`$KERNLOCK_STATE_DIR`s). It is readable by exactly those who can write the project
+directory (0600; 0640, given to the directory's group, in a group-writable one, as a
+team's setgid 2775 checkout is), since they are the writers it must serialise and
+`flock` needs only a read-only descriptor; it is opened without following a symlink,
+and removed on release (the holder unlinks it before unlocking; a waiter that wins
+the lock of an unlinked file tries again), so nothing is left in the checkout. A lock
+file this user cannot open in a directory this user can write (another user's 0600
+one) is waited on as held, never skipped. A project directory this user cannot write
+(a read-only checkout) gets none: readers never take the lock, and a writer of a lock
+elsewhere (`--lockfile`) or `lock --check` there still works.
 
 A second lock file in a private per-user state directory (`$KERNLOCK_STATE_DIR`,
 else `$XDG_STATE_HOME/kernlock`, else `~/.local/state/kernlock`), created 0700 and
@@ -52,10 +56,23 @@ def _open_state_dir(directory: Path, parent_fd: int | None = None) -> int:
             f"kernlock's state directory {state_dir()} is {error}; "
             f"set ${STATE_DIR_ENV} to a directory only you can write"
         ) from None
+    except OSError as error:  # not a directory (/dev/null), no access to it or its parent, a read-only disk
+        raise _unusable_state_dir(error) from None
+
+
+def _unusable_state_dir(error: OSError) -> UsageError:
+    where = f": {error.filename}" if error.filename and str(error.filename) != str(state_dir()) else ""
+    return UsageError(f"kernlock's state directory {state_dir()} cannot be used ({error.strerror}{where})",
+                      fix=f"set ${STATE_DIR_ENV} to a directory of your own that you can create and write, "
+                          "or unset it (the default is ~/.local/state/kernlock)")
 
 
 def _wait(fd: int, deadline: float, timed_out: str, timeout: float) -> None:
-    """Take the exclusive lock on `fd`, or raise `LockTimeoutError` naming the holder's pid at `deadline`."""
+    """Take the exclusive lock on `fd`, or raise `LockTimeoutError` naming the holder's pid at `deadline`.
+
+    The pid is what the lock file's owner wrote: `kill` is offered only when that owner is this user, never for a pid
+    another user wrote (it could name any process, one of this user's own included).
+    """
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -63,7 +80,13 @@ def _wait(fd: int, deadline: float, timed_out: str, timeout: float) -> None:
         except BlockingIOError:
             if time.monotonic() >= deadline:
                 holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+                owner = os.fstat(fd).st_uid
                 os.close(fd)
+                if owner != os.geteuid():
+                    said = f", which says it is pid {holder}" if holder.isdigit() else ""
+                    raise LockTimeoutError(
+                        f"another user's kernlock ({_user(owner)}{said}) has been {timed_out} for over {timeout:g} s",
+                        fix=f"wait for it, ask {_user(owner)} to stop it, or raise ${LOCK_TIMEOUT_ENV}") from None
                 who = f"pid {holder}" if holder.isdigit() else "an unknown process"
                 stop = f", or stop it (kill {holder})" if holder.isdigit() else ""
                 raise LockTimeoutError(
@@ -71,6 +94,26 @@ def _wait(fd: int, deadline: float, timed_out: str, timeout: float) -> None:
                     f"{timeout:g} s; wait for it{stop}, or raise ${LOCK_TIMEOUT_ENV}"
                 ) from None
             time.sleep(0.05)
+
+
+def _user(uid: int) -> str:
+    """`uid 1001 (alice)`, or `uid 1001` when it has no name."""
+    try:
+        import pwd
+
+        return f"uid {uid} ({pwd.getpwuid(uid).pw_name})"
+    except (ImportError, KeyError):
+        return f"uid {uid}"
+
+
+def _shared_mode(directory: Path) -> int:
+    """The lock file's mode: readable by everyone who can write `directory` (whoever can write the project can race
+    this user's writes, and `flock` needs only a read-only descriptor), by no one else."""
+    try:
+        mode = os.stat(directory).st_mode
+    except OSError:
+        return 0o600
+    return 0o600 | (0o040 if mode & stat.S_IWGRP else 0) | (0o004 if mode & stat.S_IWOTH else 0)
 
 
 def _mark(fd: int) -> None:
@@ -115,26 +158,67 @@ class DirectoryLock:
                 fd = os.open(self.path, flags | _FILE_FLAGS, 0o600)
             except OSError as error:
                 if error.errno == errno.ELOOP:
-                    raise UsageError(f"{self.path} is a symlink, not kernlock's lock file; remove it") from None
+                    raise UsageError(f"{self.path} is a symlink, not kernlock's lock file",
+                                     fix=f"remove it (rm {self.path})") from None
+                if error.errno == errno.EISDIR:
+                    raise UsageError(f"{self.path} is a directory, not kernlock's lock file",
+                                     fix=f"remove it (rmdir {self.path}), or move it away") from None
                 if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS) or (
                         flags == os.O_RDONLY and error.errno == errno.ENOENT):
                     continue
                 raise
             self._owned = bool(flags & os.O_RDWR)
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            status = os.fstat(fd)
+            if not stat.S_ISREG(status.st_mode):
                 os.close(fd)
-                raise UsageError(f"{self.path} is not a regular file, not kernlock's lock file; remove it")
+                raise UsageError(f"{self.path} is not a regular file, not kernlock's lock file",
+                                 fix=f"remove it (rm {self.path})")
+            if self._owned and status.st_uid == os.geteuid():
+                self._share(fd, status)
             return fd
         if not self.optional:
             raise UsageError(f"cannot create the lock file {self.path}; make {self.path.parent} writable")
         return None
+
+    def _share(self, fd: int, status: os.stat_result) -> None:
+        """Let everyone who can write the directory open (so wait on) this user's lock file; the umask is not asked."""
+        mode = _shared_mode(self.path.parent)
+        try:
+            if mode & 0o040:
+                group = os.stat(self.path.parent).st_gid
+                if status.st_gid != group:
+                    os.fchown(fd, -1, group)  # a member of the directory's group may give the file to it
+            if stat.S_IMODE(status.st_mode) != mode:
+                os.fchmod(fd, mode)
+        except OSError:
+            pass  # not a member of the directory's group: its members cannot open the file, as before
+
+    def _unopenable(self) -> int | None:
+        """The owner of a lock file this user cannot open in a directory this user can write, else None.
+
+        Such a file (another user's, 0600) is held or was left by that user: proceeding without it would let two
+        writers of the project race, so it is waited on as a held lock."""
+        try:
+            owner = os.stat(self.path, follow_symlinks=False).st_uid
+        except OSError:
+            return None
+        return owner if os.access(self.path.parent, os.W_OK) else None
 
     def acquire(self, deadline: float) -> DirectoryLock:
         """Take the lock (waiting until `deadline`); without a lock file this user may create, take none."""
         while True:
             fd = self._open()
             if fd is None:
-                return self
+                owner = self._unopenable()
+                if owner is None:
+                    return self
+                if time.monotonic() >= deadline:
+                    raise LockTimeoutError(
+                        f"{self.path} belongs to another user ({_user(owner)}) and cannot be opened, so kernlock cannot "
+                        f"tell whether a kernlock of theirs is {self.what}; waited {self.timeout:g} s for it to go",
+                        fix=f"wait for it, or, when no kernlock of {_user(owner)} runs, remove it (rm {self.path})")
+                time.sleep(0.05)
+                continue
             _wait(fd, deadline, self.what, self.timeout)
             try:
                 now = os.stat(self.path, follow_symlinks=False)
@@ -198,6 +282,8 @@ class ProjectLock:
             os.close(base_fd)
         try:
             fd = os.open(self.name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+        except OSError as error:
+            raise _unusable_state_dir(error) from None
         finally:
             os.close(dir_fd)
         _wait(fd, deadline, f"updating the project {self.root}", self.timeout)

@@ -8,13 +8,14 @@ import socket
 import struct
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 FAULT_KINDS = (
-    "status", "reset", "truncate", "corrupt", "delay", "respond", "stall", "slowloris", "drip-headers", "endless",
+    "status", "reset", "truncate", "corrupt", "delay", "respond", "stall", "slowloris", "drip-headers", "endless", "pages",
 )
 
 
@@ -186,6 +187,11 @@ class Handler(BaseHTTPRequestHandler):
             body = payload.encode() if isinstance(payload, str) else payload
             response = Response(int(fault.params.get("status", 200)), body, {
                 "Content-Type": "application/json", **fault.params.get("headers", {})})
+        elif fault is not None and fault.kind == "pages":
+            body = json.dumps(fault.params.get("body", [])).encode()
+            cursor = f"{self._path}?cursor={uuid.uuid4().hex}"  # a fresh next page every time: a listing never ending
+            response = Response(200, body, {"Content-Type": "application/json",
+                                            "Link": f'<http://{self.headers.get("Host")}{cursor}>; rel="next"'})
         elif fault is not None and fault.kind == "corrupt" and body:
             middle = len(body) // 2
             body = body[:middle] + bytes(b ^ 0xFF for b in body[middle : middle + 16]) + body[middle + 16 :]

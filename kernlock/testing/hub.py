@@ -206,6 +206,7 @@ class TestHub:
         never answer), ``slowloris`` (headers, then one byte every ``interval`` = 0.2 s),
         ``drip-headers`` (the status line, then header bytes one every ``interval``, for
         ``seconds`` or never ending), ``endless`` (the headers without ``Content-Length``, then a body that never
+        ends), ``pages`` (a listing page of ``body`` = ``[]`` linking to a fresh next page: pagination that never
         ends). The last four hold the connection until the client leaves or the Hub stops.
         """
         if kind not in FAULT_KINDS:

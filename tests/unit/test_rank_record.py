@@ -46,7 +46,7 @@ def test_a_bad_timeout_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path) ->
         check_ranks(store=None, rank=0, world_size=2)
 
 
-def test_a_rank_loading_a_local_build_of_a_locked_kernel_is_a_mismatch(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+def test_a_rank_loading_a_local_build_is_a_mismatch_blamed_on_local_kernels(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     from types import SimpleNamespace
 
     from kernlock.runtime.rank_guard import judge, rank_record
@@ -62,5 +62,7 @@ def test_a_rank_loading_a_local_build_of_a_locked_kernel_is_a_mismatch(monkeypat
     monkeypatch.setenv("LOCAL_KERNELS", f"org/k={tmp_path / 'build'}")
     local_rank = rank_record(1, lock, path, "torch-cpu")
     verdict = judge([hub_rank, local_rank], 2)
-    assert not verdict.ok and "ranks bind different commits of org/k@v1" in verdict.table
+    assert not verdict.ok and "rank(s) 1 load a local build of org/k@v1 (LOCAL_KERNELS) while other ranks" in verdict.table
+    assert "per-target overrides" not in verdict.table  # was: blamed overrides the project does not have
+    assert "fix: set the same LOCAL_KERNELS on every rank" in verdict.table
     assert f"local build {tmp_path / 'build'}" in verdict.table, verdict.table

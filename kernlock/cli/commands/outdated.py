@@ -50,6 +50,12 @@ def outdated_command(lockfile: str | None, project_dir: str, as_json: bool, show
         ], indent=2))
     else:
         _print_table(statuses, show_all, advised)
+    failed = [s for s in statuses if s.error]
+    if failed:  # not checked is not up to date: never exit 0 when the Hub could not be asked
+        from kernlock.cli.options import fail
+
+        fail(f"{len(failed)} of {len(statuses)} locked kernels could not be checked ({failed[0].error}); "
+             "fix: check the network, HF_ENDPOINT and HF_TOKEN, then run `kernlock outdated` again", 1)
     if exit_code and any(_actions(s) or advised.get(s.kernel.identity) for s in statuses):
         sys.exit(1)
 

@@ -70,6 +70,10 @@ def run_command(lockfile: str | None, locked: bool, lenient: bool, vendor: str |
     except LockfileError as error:
         fail(str(error), error.exit_code)  # a lock that cannot be read: exit 2, as every command
     path = workspace.lockfile.resolve()
+    if workspace.discovered and workspace.has_sources:  # as apply(): a named lock is trusted by naming it
+        from kernlock.check.freshness import require_trusted
+
+        require_trusted(workspace, lock)  # the command's processes get a named lock and never read the project
     if locked:
         from kernlock.check.freshness import require_fresh
 
@@ -90,9 +94,11 @@ def run_command(lockfile: str | None, locked: bool, lenient: bool, vendor: str |
         return fail(f"command not found: {command[0]}", 127)
     from kernlock.runtime.autoapply import hook_skipping_option
 
-    option = hook_skipping_option(command)
+    option = hook_skipping_option(command, program)  # a Python named so, or a console script whose #! gives one
     if option is not None:
-        fail(f"`{command[0]} {option}` skips Python's start-up hook (sitecustomize on PYTHONPATH), so kernlock run "
+        shown = f"`{command[0]} {option}`" if hook_skipping_option(command) else \
+            f"`{command[0]}` (its #! line runs Python with {option})"
+        fail(f"{shown} skips Python's start-up hook (sitecustomize on PYTHONPATH), so kernlock run "
              f"cannot apply the lock in it; drop the option, or call kernlock.apply() at the top of its script", 2)
         return
     from kernlock.settings import RUN_PYTHON_ENV

@@ -54,7 +54,8 @@ def _arm() -> None:
     except ImportError as error:
         sys.meta_path.insert(0, _Refuse(
             f"kernlock run applies the lock in every Python process, but {sys.executable} cannot import kernlock "
-            f"({error}), so {{module}} would load kernels without the lock; {_install_fix()}"))
+            f"({error}), so the import of {{module}} is stopped: it would load Hub kernels without the lock; "
+            f"{_install_fix()}"))
         return
     try:
         requested = apply_requested()
