@@ -54,6 +54,7 @@ class Run:
         self.hub = None
         self.steps: list[dict] = []
         self.started = time.monotonic()
+        self.only = set(args.only.split(",")) if args.only else None  # steps to run (lock always comes first)
 
     def log(self, text: str) -> None:
         print(text, flush=True)
@@ -255,7 +256,8 @@ class Run:
         for name, fn in (("lock", self.s_lock), ("declared", self.s_declared), ("to-cuda", self.s_to_cuda),
                          ("baseline", self.s_baseline), ("undeclared", self.s_undeclared),
                          ("explicit", self.s_explicit), ("trl", self.s_trl), ("triton-source", self.s_triton_source)):
-            self.step(name, fn)
+            if self.only is None or name in self.only:
+                self.step(name, fn)
         if self.hub is not None:
             self.hub.stop()
         self.log("\n== summary (model path)")
@@ -270,6 +272,7 @@ class Run:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default=os.environ.get("OUT") or "/tmp/kernlock-model-path")
+    parser.add_argument("--only", help="comma-separated steps to run (lock is needed by every other step)")
     return Run(parser.parse_args()).main()
 
 
