@@ -68,15 +68,14 @@ class SourceOnlyLoader(importlib.machinery.SourceFileLoader):
 class VerifiedExtensionLoader(importlib.machinery.ExtensionFileLoader):
     """Loads an extension module of a verified variant only when it is a locked file with the locked hash.
 
-    The file is opened once (never through a link), hashed from that descriptor, and that same open file is
-    what `dlopen` loads (`/proc/self/fd/N` on Linux): a file swapped or added after the check never runs, not
-    even its constructors.
+    The file is opened once, hashed from that descriptor, and that same open file is what `dlopen` loads
+    (`/proc/self/fd/N` on Linux): a file swapped or added after the check never runs, not even its constructors.
     """
 
     def create_module(self, spec: Any) -> ModuleType:
         import hashlib
 
-        fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))  # the Hub cache links files to blobs
         try:
             digest = hashlib.sha256()
             while chunk := os.read(fd, 1 << 20):
