@@ -8,6 +8,7 @@ capability lookup answers 9.0. The real GPU path is gpu/model_path.py.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -212,3 +213,37 @@ def test_models_must_be_a_list_of_strings(tmp_path: Path, value: object) -> None
     project = make_project(tmp_path / "p", kernels=[FA2], extra=f"\nmodels = {json.dumps(value)}")
     result = cli("lock", cwd=project)
     assert result.exit_code == 2 and "[tool.kernlock] models must be a list of strings" in result.output
+
+
+def test_the_default_kernelize_lines_fix_locks_the_model_and_then_the_lock_serves_it(hub: TestHub, tmp_path: Path) -> None:
+    """The fix the fallback line prints, run as printed: it records the model and adds its kernels, nothing else;
+    on the GPU target the same kernelize then loads them from the lock (no fallback line)."""
+    project = _project(tmp_path / "p", [CPU, CUDA_130], models="")
+    assert cli("lock", cwd=project).exit_code == 0
+    before_lock = load_lockfile(project / "kernels.lock")
+    before_pyproject = (project / "pyproject.toml").read_text()
+    done = python(FALLBACK_SCRIPT.split("explicit = []")[0] + "tiny.result(same=same)\n", project)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [line, *_] = [line for line in done.stderr.splitlines() if line.startswith("kernlock: Transformers kernelizes")]
+    fix = line.split("fix: `", 1)[1].split("`", 1)[0]
+    assert fix == "kernlock lock --model model"
+    ran = subprocess.run(fix.split(), cwd=project, capture_output=True, text=True,
+                         env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    import difflib
+
+    changed = [line for line in difflib.ndiff(before_pyproject.splitlines(), (project / "pyproject.toml").read_text()
+                                              .splitlines()) if line[:1] in "+-"]
+    assert changed == ['+ models = ["model"]'], changed  # the model recorded, nothing else
+    after = load_lockfile(project / "kernels.lock")
+    assert [k for k in after.kernels if not k.used_by] == list(before_lock.kernels)  # flash-attn2 untouched
+    assert {k.spec for k in after.kernels if k.used_by} == {f"{LIGER}@v4", f"{ROTARY}@v2", f"{ACTIVATION}@v1"}
+    assert [m.name for m in after.models] == ["./model"]
+    script = FALLBACK_SCRIPT.split("explicit = []")[0].replace(
+        'reference = AutoModelForCausalLM.from_pretrained("model", use_kernels=False)',
+        'reference = AutoModelForCausalLM.from_pretrained("model", use_kernels=False)\n'
+        "import kernels._internals.validate as validate\n"
+        "validate.ArchValidator.validate_metadata = lambda self, **kw: None  # no GPU to ask\n") + "tiny.result(same=same)\n"
+    served = python(script, project, KERNLOCK_TARGET=CUDA_130)
+    assert served.returncode == 0 and served.result["same"] is True, served.stdout + served.stderr
+    assert "kernlock: Transformers kernelizes" not in served.stderr

@@ -164,22 +164,25 @@ def _transformers_default(repo: str, version: int, target: Target | None) -> boo
     return False
 
 
-def _warn_once(key: str, message: str) -> None:
+def _first_time(key: str) -> bool:
+    """Whether `key` is said for the first time in this process (then it is remembered)."""
     with _STATE.mutex:
         if key in _STATE.warned:
-            return
+            return False
         _STATE.warned.add(key)
-    logger.warning(message)
+        return True
+
+
+def _warn_once(key: str, message: str) -> None:
+    if _first_time(key):
+        logger.warning(message)
 
 
 def _note_once(key: str, message: str) -> None:
     """Print `message` on stderr once per process (and log it), whatever logging the program configured."""
-    with _STATE.mutex:
-        if key in _STATE.warned:
-            return
-        _STATE.warned.add(key)
-    print(message, file=sys.stderr, flush=True)
-    logger.info(message)
+    if _first_time(key):
+        print(message, file=sys.stderr, flush=True)
+        logger.info(message)
 
 
 def _unlocked(repo: str, what: str, version: int | None = None, revision: str | None = None) -> None:
