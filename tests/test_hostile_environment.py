@@ -262,7 +262,7 @@ def test_a_listing_that_never_ends_is_refused_by_pages_and_time(hub: TestHub, tm
     refused = cli("lock", cwd=project)  # before the fix: paged until killed
     line = _one_line(refused.output)
     assert refused.exit_code == 1 and "did not end after" in line and "fix: check HF_ENDPOINT" in line, line
-    assert time.monotonic() - started < 60 and hub.fired["pages"] <= 41
+    assert time.monotonic() - started < 60 and 0 < hub.fired["pages"] <= 41  # the fault fired, and was cut short
     assert not (project / "kernels.lock").exists()
     hub._faults.clear()
     monkeypatch.setenv("KERNLOCK_HUB_DEADLINE", "1")  # and by time, whatever the pages hold
@@ -272,7 +272,7 @@ def test_a_listing_that_never_ends_is_refused_by_pages_and_time(hub: TestHub, tm
     timed = cli("lock", cwd=project)
     line = _one_line(timed.output)  # the listing as a whole ends by the deadline: between pages, or in the last one
     assert timed.exit_code == 1 and ("did not end within 1 s" in line or "within 1 s, KERNLOCK_HUB_DEADLINE" in line)
-    assert time.monotonic() - started < 10 and hub.fired["pages"] - pages < 20, line
+    assert time.monotonic() - started < 10 and 0 < hub.fired["pages"] - pages < 20, line
 
 
 # ---------------------------------------------------------------- directories kernlock cannot use
