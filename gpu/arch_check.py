@@ -15,6 +15,10 @@ With the test Hub in this process (`kernlock.testing.hub.TestHub` over `fixtures
   opt-out       `get_kernel(..., check_arch=False)` under apply(): kernels' own opt-out loads the build and its
                 pure-Python `add` runs on CUDA tensors
   unlocked      plain kernels (no kernlock) on the same Hub: kernels' own RuntimeError, for comparison
+  zip           a project locking `kernels-community/zipped@v1` (kernels 0.19's ZIP build layout): under
+                apply() the build loads from the lock (its module file inside the archive) and its `add` runs
+                on CUDA tensors; `verify --cache` passes; a flipped byte in the cached archive is then refused
+                (IntegrityError) before any member is imported
 
 Prints `RESULT {json}` last (also written to $OUT/arch_check.json); exit 1 when a step failed. On a GPU of
 capability 10.x the build is supported: `load` and `apply` then report that nothing was refused.
@@ -38,6 +42,7 @@ PYTHON = sys.executable
 TARGET = "torch2.11-cxx11-cu130-x86_64-linux"
 VARIANT = "torch211-cxx11-cu130-x86_64-linux"
 SM100 = "kernels-community/sm100-only"
+ZIPPED = "kernels-community/zipped"
 _CLEAN = ("HF_TOKEN", "HF_HUB_OFFLINE", "HF_HUB_CACHE", "KERNELS_CACHE", "LOCAL_KERNELS", "KERNLOCK_LOCKFILE",
           "KERNLOCK_APPLY", "KERNLOCK_TARGET", "USE_HUB_KERNELS", "HF_ENDPOINT", "HF_HOME")
 
@@ -48,8 +53,7 @@ import json, sys, traceback
 mode = sys.argv[1]
 out = {"mode": mode, "stage": "import"}
 try:
-    import torch
-    out["device"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    import torch  # the device is named only at the end: get_device_name would initialise CUDA before apply()
     import kernels
     if mode != "unlocked":
         import kernlock
@@ -57,6 +61,7 @@ try:
         out["stage"] = "cuda-init"
         torch.cuda.init()
         out["capability"] = "%d.%d" % torch.cuda.get_device_capability()
+    out["cuda_initialised_before_apply"] = torch.cuda.is_initialized()
     if mode != "unlocked":
         out["stage"] = "apply"
         kernlock.apply()
@@ -76,9 +81,35 @@ except BaseException as error:
         out.setdefault("capability", "%d.%d" % torch.cuda.get_device_capability())
     except Exception:
         pass
+try:
+    out["device"] = torch.cuda.get_device_name(0)
+except Exception:
+    pass
 out["kernel_imported"] = any("sm100_only" in name for name in sys.modules)
 print("RESULT " + json.dumps(out))
 '''.replace("@@REPO@@", SM100)
+
+ZIP_CHILD = r'''
+import json, sys, traceback
+out = {"stage": "import"}
+try:
+    import torch, kernels, kernlock
+    out["stage"] = "apply"
+    kernlock.apply()
+    out["stage"] = "get_kernel"
+    module = kernels.get_kernel("@@REPO@@", version=1)
+    out["stage"] = "run"
+    a = torch.arange(4.0, device="cuda")
+    result = module.add(a, a)
+    out.update(ok=True, sum=float(result.sum()), on=str(result.device), file=module.__file__,
+               identity=module.KERNEL_IDENTITY)
+except BaseException as error:
+    out.update(ok=False, raised=type(error).__name__, message=str(error), lines=len(str(error).splitlines()),
+               traceback=traceback.format_exc()[-3000:])
+out["member_ran"] = any(name.startswith("_zipped_") and hasattr(module, "add")
+                        for name, module in list(sys.modules.items()))
+print("RESULT " + json.dumps(out, default=str))
+'''.replace("@@REPO@@", ZIPPED)
 
 
 class Run:
@@ -99,9 +130,9 @@ class Run:
             env["HF_ENDPOINT"] = self.hub.url
         return env
 
-    def run(self, argv: list[str], timeout: float = 300, **extra: str) -> dict:
+    def run(self, argv: list[str], timeout: float = 300, cwd: Path | None = None, **extra: str) -> dict:
         started = time.perf_counter()
-        proc = subprocess.run(argv, cwd=self.project, env=self.env(**extra), capture_output=True, text=True,
+        proc = subprocess.run(argv, cwd=cwd or self.project, env=self.env(**extra), capture_output=True, text=True,
                               timeout=timeout)
         found = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
         got = json.loads(found[-1][len("RESULT "):]) if found else {}
@@ -201,16 +232,60 @@ class Run:
         got = self.child("unlocked")
         return [], f"plain kernels: {got.get('raised')} in {got.get('stage')}: {str(got.get('message'))[:300]}", got
 
+    def s_zip(self):
+        """A ZIP-layout build locked for this target loads from the lock and runs on CUDA; a flipped byte in its
+        cached archive is then refused before any member is imported."""
+        from kernlock.store.hub_cache import variant_dir
+        from kernlock.store.lockfile_io import load_lockfile
+
+        project = self.work / "zip-project"
+        project.mkdir()
+        (project / "pyproject.toml").write_text(
+            f'[project]\nname = "zip-check"\nversion = "0"\n\n[tool.kernlock]\nkernels = ["{ZIPPED}@v1"]\n'
+            f'targets = ["{TARGET}"]\n')
+        locked = self.run([PYTHON, "-m", "kernlock", "lock"], cwd=project)
+        if locked["returncode"] != 0:
+            return [f"lock exit {locked['returncode']}: {locked['stderr'][-400:]}"], "", locked
+        [entry] = load_lockfile(project / "kernels.lock").kernels
+        variant = entry.variant_for(TARGET)
+        [archive] = [f.path for f in variant.files if f.path.endswith(".zip")]
+        loaded = self.run([PYTHON, "-c", ZIP_CHILD], cwd=project)
+        problems = []
+        identity = loaded.get("identity") or {}
+        if not (loaded.get("ok") and loaded.get("sum") == 12.0 and loaded.get("on", "").startswith("cuda")
+                and identity.get("commit") == entry.commit and identity.get("variant") == variant.name
+                and str(loaded.get("file", "")).endswith(f"{archive}/__init__.py")):
+            problems.append(f"load: {loaded.get('raised')} in {loaded.get('stage')}: {loaded.get('message')} {identity}")
+        verify = self.run([PYTHON, "-m", "kernlock", "verify", "--cache", "--target", TARGET], cwd=project,
+                          HF_HUB_OFFLINE="1")
+        if verify["returncode"] != 0:
+            problems.append(f"verify --cache after the load: exit {verify['returncode']}: {verify['stdout'][-300:]}")
+        cached = (variant_dir(entry, variant.name, self.work / "hf-home" / "hub") / archive).resolve()
+        data = bytearray(cached.read_bytes())
+        data[len(data) // 2] ^= 0x01
+        cached.chmod(0o644)
+        cached.write_bytes(bytes(data))
+        tampered = self.run([PYTHON, "-c", ZIP_CHILD], cwd=project)
+        if tampered.get("ok") or tampered.get("raised") != "IntegrityError" or archive not in str(tampered.get("message")):
+            problems.append(f"tampered archive not refused: {tampered.get('raised')}: {tampered.get('message')}")
+        if tampered.get("member_ran"):
+            problems.append("a member of the tampered archive was imported")
+        return problems, f"{variant.name} at {entry.commit[:12]}: add on {loaded.get('on')} = {loaded.get('sum')} " \
+                         f"from {str(loaded.get('file'))[-60:]}; verify --cache exit {verify['returncode']}; " \
+                         f"tampered: {tampered.get('raised')}: {str(tampered.get('message'))[:200]}", \
+            {"lock": locked, "load": loaded, "verify": verify, "tampered": tampered}
+
     def main(self) -> int:
         for name, fn in (("lock", self.s_lock), ("verify", self.s_verify), ("load", self.s_load),
-                         ("apply", self.s_apply), ("opt-out", self.s_opt_out), ("unlocked", self.s_unlocked)):
+                         ("apply", self.s_apply), ("opt-out", self.s_opt_out), ("unlocked", self.s_unlocked),
+                         ("zip", self.s_zip)):
             if name != "lock" and not self.lock_commit:
                 break
             self.step(name, fn)
         if self.hub is not None:
             self.hub.stop()
         failed = [s["step"] for s in self.steps if s["status"] != "PASS"]
-        summary = {"result": "FAIL" if failed or len(self.steps) < 6 else "PASS", "failed": failed,
+        summary = {"result": "FAIL" if failed or len(self.steps) < 7 else "PASS", "failed": failed,
                    "steps": {s["step"]: f"{s['status']}: {s['figures'][:500]}" for s in self.steps}}
         print("RESULT " + json.dumps(summary), flush=True)
         shutil.rmtree(self.work, ignore_errors=True)

@@ -17,7 +17,8 @@ with `save_pretrained`, each step in fresh processes (gpu/model_child.py):
               0 Hub requests for them
   explicit    `use_kernels=True` written in the call, with the same lock: refused (UnlockedKernelError)
   trl         `kernlock run -- trl sft` (no --use_cpu) in the declared project, warm cache: trains,
-              0 Hub requests, the layer kernels bound to the lock
+              0 Hub requests (TRL's own telemetry POST, not a kernel load, is counted apart), the layer
+              kernels bound to the lock
   triton-source  (issue 36) the verified flash-attn2 source rewritten on disk after the import: Triton's first
               launch compiles the verified source, and the output matches SDPA
 """
@@ -227,14 +228,18 @@ class Run:
         problems = []
         if got["returncode"] != 0:
             problems.append(f"exit {got['returncode']}: {got['stderr'][-600:]}")
-        if got["hub_paths"]:
-            problems.append(f"Hub requests with a warm cache: {got['hub_paths'][:5]}")
+        # TRL posts its own usage telemetry to the Hub (`/api/telemetry/trl/...`, huggingface_hub's
+        # send_telemetry; HF_HUB_DISABLE_TELEMETRY=1 silences it): not a kernel load, counted apart.
+        telemetry = [p for p in got["hub_paths"] if p.startswith("/api/telemetry/")]
+        other = [p for p in got["hub_paths"] if p not in telemetry]
+        if other:
+            problems.append(f"Hub requests with a warm cache: {other[:5]}")
         for repo in (*LAYER_REPOS, FA2):
             if f"kernlock: {repo} (version " not in got["stderr"] or locked[repo][0] not in got["stderr"]:
                 problems.append(f"{repo} not bound to {locked[repo][0][:12]}")
         losses = [line for line in (got["stdout"] + got["stderr"]).splitlines() if "'loss'" in line]
-        return problems, f"exit {got['returncode']}, {len(got['hub_paths'])} Hub requests, " \
-                         f"{len(losses)} logged steps, {got['wall_s']} s", {**got, "loss_lines": losses}
+        return problems, f"exit {got['returncode']}, {len(other)} Hub requests (+{len(telemetry)} TRL telemetry " \
+                         f"{telemetry}), {len(losses)} logged steps, {got['wall_s']} s", {**got, "loss_lines": losses}
 
     def s_triton_source(self):
         """Issue 36: a verified kernel file rewritten after the import; Triton's first launch compiles the verified
