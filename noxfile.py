@@ -75,11 +75,11 @@ TRL_TESTS = ["test_trl_sft_cli_trains_through_the_locked_kernel"]  # `kernlock r
 TRANSFORMERS_TESTS = ["test_apply_before_or_after_importing_transformers", "test_doctor_kernels_outside_transformers_window"]
 
 PROBE = (
-    "import json; from kernlock.check.doctor import diagnose; "
+    "import json; from kernlock._internal.check.doctor import diagnose; "
     "print(json.dumps([[f.message, f.fix] for f in diagnose([], 'cpu') if f.blocking]))"
 )
 VERSIONS = (
-    "import json, platform; from kernlock.model.target import installed_version; "
+    "import json, platform; from kernlock._internal.model.target import installed_version; "
     "print(json.dumps({'python': platform.python_version(), "
     "**{p: installed_version(p) for p in ('kernels', 'transformers', 'huggingface_hub', 'torch', 'trl')}}))"
 )

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from benchmarks.harness import PYTHON, Result, Target, Workspace, child_env, kinds, lock_project, median, running_hub
-from kernlock.store.lockfile_io import load_lockfile
+from kernlock._internal.store.lockfile_io import load_lockfile
 from kernlock.testing.hub import RATE_LIMITS, TestHub
 
 NAME = "cluster"
@@ -35,8 +35,8 @@ GUARD_RANKS = 4
 LOCKED_CHILD = """
 import json, time
 start = time.perf_counter()
-from kernlock.store.hub_cache import ensure_variant
-from kernlock.runtime.apply import active_lock, apply
+from kernlock._internal.store.hub_cache import ensure_variant
+from kernlock._internal.runtime.apply import active_lock, apply
 applied = apply()
 for entry in active_lock().kernels:
     ensure_variant(entry, entry.variant_for(applied.target))
@@ -53,7 +53,7 @@ start = time.perf_counter()
 import kernels
 from kernels._internals import backends, hf_hub, resolver, variants
 from packaging.version import Version
-from kernlock.model.target import current_target
+from kernlock._internal.model.target import current_target
 torch_version = Version(".".join(map(str, current_target().torch)))
 backends._backend = backends.CPU
 hf_hub.has_torch = False
@@ -80,7 +80,7 @@ GUARD_CHILD = """
 import json, os, sys, time
 import torch.distributed as dist
 import kernlock
-import kernlock.runtime.rank_guard as guard
+import kernlock._internal.runtime.rank_guard as guard
 kernlock.apply()
 spent = []
 original = guard.check_ranks

@@ -20,11 +20,11 @@ from benchmarks.harness import (
     Result, Target, Workspace, bench_targets, kernel_module, kernel_repo, median, ratio, synthetic_lock, timeit_median,
     timeit_times,
 )
-from kernlock.store import hub_cache as cache
-from kernlock.model.target import parse_target
-from kernlock.model.lockfile import LockedFile, LockedVariant
-from kernlock.store.lockfile_io import load_lockfile, write_lockfile
-from kernlock.check.coverage import require_coverage
+from kernlock._internal.store import hub_cache as cache
+from kernlock._internal.model.target import parse_target
+from kernlock._internal.model.lockfile import LockedFile, LockedVariant
+from kernlock._internal.store.lockfile_io import load_lockfile, write_lockfile
+from kernlock._internal.check.coverage import require_coverage
 
 NAME = "scaling"
 SIZES = (10, 100, 1000)

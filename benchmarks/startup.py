@@ -13,7 +13,7 @@ from __future__ import annotations
 from benchmarks.harness import (
     PYTHON, Result, Target, Workspace, child_env, lock_project, median, run_child, running_hub, summarize,
 )
-from kernlock.cli.commands.run import run_environment
+from kernlock._internal.cli.commands.run import run_environment
 
 NAME = "startup"
 
@@ -67,13 +67,13 @@ def run(ws: Workspace, quick: bool) -> Result:
 
 
 def _sitecustomize_ms(run) -> float:
-    """Import time of kernlock's start-up hook, from `-X importtime`: `sitecustomize` plus `kernlock.runtime.autoapply`
+    """Import time of kernlock's start-up hook, from `-X importtime`: `sitecustomize` plus `kernlock._internal.runtime.autoapply`
     (summed: where an older kernlock's `.pth` imports the latter first, it is not inside the former; elsewhere
     this counts it twice, an overestimate)."""
     times = {}
     for line in run.stderr.splitlines():
         name = line.rsplit("|", 1)[-1].strip()
-        if line.startswith("import time:") and name in ("sitecustomize", "kernlock.runtime.autoapply"):
+        if line.startswith("import time:") and name in ("sitecustomize", "kernlock._internal.runtime.autoapply"):
             times[name] = int(line.split("|")[1]) / 1000
     if "sitecustomize" not in times:
         raise RuntimeError("the start-up hook did not run (no sitecustomize import)")

@@ -167,7 +167,7 @@ class Run:
     # ------------------------------------------------------------ steps
 
     def s_lock(self):
-        from kernlock.store.lockfile_io import load_lockfile
+        from kernlock._internal.store.lockfile_io import load_lockfile
         from kernlock.testing.fixtures import build_fixture_repos
         from kernlock.testing.hub import TestHub
 
@@ -235,8 +235,8 @@ class Run:
     def s_zip(self):
         """A ZIP-layout build locked for this target loads from the lock and runs on CUDA; a flipped byte in its
         cached archive is then refused before any member is imported."""
-        from kernlock.store.hub_cache import variant_dir
-        from kernlock.store.lockfile_io import load_lockfile
+        from kernlock._internal.store.hub_cache import variant_dir
+        from kernlock._internal.store.lockfile_io import load_lockfile
 
         project = self.work / "zip-project"
         project.mkdir()

@@ -57,7 +57,7 @@ def main() -> int:
     init_ms = (time.perf_counter() - started) * 1000
     rank, world = dist.get_rank(), dist.get_world_size()
     info = {"rank": rank, "world": world, "backend": args.backend, "init_ms": init_ms,
-            "lock_applied": "kernlock.runtime.apply" in sys.modules, "lockfile": os.environ.get("KERNLOCK_LOCKFILE")}
+            "lock_applied": "kernlock._internal.runtime.apply" in sys.modules, "lockfile": os.environ.get("KERNLOCK_LOCKFILE")}
     if args.guard_only:
         emit(**info, stage="init")
         dist.destroy_process_group()

@@ -15,9 +15,9 @@ __version__ = "0.1.0"
 TYPE_CHECKING = False  # not typing's: the start-up hook imports this package in every process, typing costs ~8 ms
 
 if TYPE_CHECKING:  # what type checkers see behind the lazy `__getattr__` below (`X as X`: re-exported)
-    from kernlock.check.verify import verify as verify
-    from kernlock.model.target import current_target as current_target
-    from kernlock.model.target import parse_target as parse_target
+    from kernlock._internal.check.verify import verify as verify
+    from kernlock._internal.model.target import current_target as current_target
+    from kernlock._internal.model.target import parse_target as parse_target
     from kernlock.errors import CompatibilityError as CompatibilityError
     from kernlock.errors import ConfigError as ConfigError
     from kernlock.errors import HubError as HubError
@@ -44,35 +44,35 @@ if TYPE_CHECKING:  # what type checkers see behind the lazy `__getattr__` below 
     from kernlock.errors import UsageError as UsageError
     from kernlock.errors import VariantMismatchError as VariantMismatchError
     from kernlock.errors import WriteError as WriteError
-    from kernlock.model.lockfile import Lockfile as Lockfile
-    from kernlock.store.lockfile_io import load_lockfile as load_lockfile
-    from kernlock.resolve.lock import LockResult as LockResult
-    from kernlock.resolve.lock import lock as lock
-    from kernlock.resolve.lock import remove as remove
-    from kernlock.fetch.sync import sync as sync
-    from kernlock.fetch.vendor import vendor as vendor
-    from kernlock.model.target import Target as Target
-    from kernlock.runtime.apply import Applied as Applied
-    from kernlock.runtime.apply import apply as apply
-    from kernlock.runtime.apply import loaded as loaded
-    from kernlock.model.spec import parse_spec as parse_spec
+    from kernlock._internal.model.lockfile import Lockfile as Lockfile
+    from kernlock._internal.store.lockfile_io import load_lockfile as load_lockfile
+    from kernlock._internal.resolve.lock import LockResult as LockResult
+    from kernlock._internal.resolve.lock import lock as lock
+    from kernlock._internal.resolve.lock import remove as remove
+    from kernlock._internal.fetch.sync import sync as sync
+    from kernlock._internal.fetch.vendor import vendor as vendor
+    from kernlock._internal.model.target import Target as Target
+    from kernlock._internal.runtime.apply import Applied as Applied
+    from kernlock._internal.runtime.apply import apply as apply
+    from kernlock._internal.runtime.apply import loaded as loaded
+    from kernlock._internal.model.spec import parse_spec as parse_spec
 
 _EXPORTS = {
-    "apply": "kernlock.runtime.apply",
-    "Applied": "kernlock.runtime.apply",
-    "remove": "kernlock.resolve.lock",
-    "sync": "kernlock.fetch.sync",
-    "vendor": "kernlock.fetch.vendor",
-    "Target": "kernlock.model.target",
-    "loaded": "kernlock.runtime.apply",
-    "lock": "kernlock.resolve.lock",
-    "LockResult": "kernlock.resolve.lock",
-    "verify": "kernlock.check.verify",
-    "load_lockfile": "kernlock.store.lockfile_io",
-    "Lockfile": "kernlock.model.lockfile",
-    "parse_spec": "kernlock.model.spec",
-    "parse_target": "kernlock.model.target",
-    "current_target": "kernlock.model.target",
+    "apply": "kernlock._internal.runtime.apply",
+    "Applied": "kernlock._internal.runtime.apply",
+    "remove": "kernlock._internal.resolve.lock",
+    "sync": "kernlock._internal.fetch.sync",
+    "vendor": "kernlock._internal.fetch.vendor",
+    "Target": "kernlock._internal.model.target",
+    "loaded": "kernlock._internal.runtime.apply",
+    "lock": "kernlock._internal.resolve.lock",
+    "LockResult": "kernlock._internal.resolve.lock",
+    "verify": "kernlock._internal.check.verify",
+    "load_lockfile": "kernlock._internal.store.lockfile_io",
+    "Lockfile": "kernlock._internal.model.lockfile",
+    "parse_spec": "kernlock._internal.model.spec",
+    "parse_target": "kernlock._internal.model.target",
+    "current_target": "kernlock._internal.model.target",
     "KernlockError": "kernlock.errors",
     "UsageError": "kernlock.errors",
     "SpecError": "kernlock.errors",

@@ -1,5 +1,5 @@
 """`python -m kernlock` runs the command line."""
 
-from kernlock.cli.main import main
+from kernlock._internal.cli.main import main
 
 main()

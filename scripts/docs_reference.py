@@ -4,7 +4,7 @@
 (and `on_page_content`, which blanks the "no default" sentinel mkdocs-click prints for click 8.2):
 
     <!-- generated: env-vars -->     every environment variable kernlock reads: the names and meanings of
-                                     `kernlock/settings.py`, and every other read found in the package's AST
+                                     `kernlock/_internal/settings.py`, and every other read found in the package's AST
     <!-- generated: config-keys -->  every `[tool.kernlock]` key the project reader accepts (`_KNOWN_KEYS`),
                                      with its default as the reader's `config.get(key, default)` gives it
     <!-- generated: python-api -->   `kernlock.__all__`, each name with the first line of its docstring

@@ -13,10 +13,10 @@ from typing import NamedTuple
 import pytest
 from click.testing import CliRunner, Result
 
-from kernlock.cli.main import main
-from kernlock.model.lockfile import Lockfile
-from kernlock.store.lockfile_io import load_lockfile
-from kernlock.check.signatures import TRUSTED_ROOT_ENV
+from kernlock._internal.cli.main import main
+from kernlock._internal.model.lockfile import Lockfile
+from kernlock._internal.store.lockfile_io import load_lockfile
+from kernlock._internal.check.signatures import TRUSTED_ROOT_ENV
 from kernlock.testing.sigstore import TestSigstore
 
 # Targets (CPU is this test machine's).
@@ -140,7 +140,7 @@ def kernels_module(name: str) -> ModuleType:
     """A kernels module by its name in the package (`importer`, `layer.layer`), wherever this kernels keeps it."""
     import importlib
 
-    from kernlock.compat.kernels import module_name
+    from kernlock._internal.compat.kernels import module_name
 
     return importlib.import_module(module_name(name))
 

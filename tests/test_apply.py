@@ -16,7 +16,7 @@ import pytest
 import kernels
 import kernlock
 from helpers import ACTIVATION, CUDA_X86, FA2, UNIVERSAL, LockedProjectFactory, clear_loaded_kernels
-from kernlock.store import hub_cache as cache
+from kernlock._internal.store import hub_cache as cache
 from kernlock.errors import (
     IntegrityError,
     LockfileError,
@@ -25,7 +25,7 @@ from kernlock.errors import (
     NoVariantError,
     UnlockedKernelError,
 )
-from kernlock.runtime.apply import release
+from kernlock._internal.runtime.apply import release
 from kernlock.testing.fixtures import advance_branch, rev_parse
 from kernlock.testing.hub import TestHub
 from scripts.harness import ok, only_locked_files_requested, python, variant_of
@@ -263,7 +263,7 @@ def test_no_variant_for_this_environment_fails_inside_apply(locked_project: Lock
     here = kernlock.current_target()
     assert f"({here})" in message and CUDA_X86 in message and f"kernlock lock --target {here}" in message
     assert len(message.splitlines()) == 1
-    assert kernlock.runtime.apply.active_lock() is None  # nothing was bound
+    assert kernlock._internal.runtime.apply.active_lock() is None  # nothing was bound
 
 
 def test_tampered_cached_file_is_caught_even_with_same_size(locked_project: LockedProjectFactory, monkeypatch) -> None:
@@ -332,4 +332,4 @@ def test_missing_and_malformed_lock(locked_project: LockedProjectFactory, tmp_pa
     path.write_text("version = [\n")
     with pytest.raises(LockfileError):
         kernlock.apply(path)
-    assert kernlock.runtime.apply.active_lock() is None
+    assert kernlock._internal.runtime.apply.active_lock() is None

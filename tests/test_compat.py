@@ -1,6 +1,6 @@
 """Contract tests: the kernels and Transformers internals kernlock relies on still hold.
 
-Each failure names the internal that changed (see `kernlock.compat.kernels`); run
+Each failure names the internal that changed (see `kernlock._internal.compat.kernels`); run
 against every supported kernels line by the matrix (`noxfile.py`).
 """
 
@@ -12,16 +12,16 @@ from pathlib import Path
 import pytest
 
 import kernlock
-from kernlock.compat import kernels as kernels_adapter
-from kernlock.compat.kernels import LINES, KernelsPin, check_internal, internals, line, line_for, target_decisions
-from kernlock.compat.transformers import (
+from kernlock._internal.compat import kernels as kernels_adapter
+from kernlock._internal.compat.kernels import LINES, KernelsPin, check_internal, internals, line, line_for, target_decisions
+from kernlock._internal.compat.transformers import (
     alias_repo,
     default_version,
     installed_transformers,
     kernels_window,
     transformers_hub_kernels,
 )
-from kernlock.model.target import parse_target
+from kernlock._internal.model.target import parse_target
 
 PACKAGE = Path(kernlock.__file__).parent
 
@@ -81,7 +81,7 @@ def _imported_names(node: ast.AST) -> list[str]:
 
 
 def test_only_the_adapters_import_kernels_or_transformers() -> None:
-    """Every other kernlock module reaches kernels and Transformers through `kernlock.compat`."""
+    """Every other kernlock module reaches kernels and Transformers through `kernlock._internal.compat`."""
     offenders = []
     for path in sorted(PACKAGE.rglob("*.py")):
         parts = path.relative_to(PACKAGE).parts
@@ -152,8 +152,8 @@ def test_the_transformers_names_the_default_kernelize_patch_wraps_exist() -> Non
     """runtime.default_kernels wraps these Transformers names; a release that moves one must fail here, not at a run."""
     import importlib
 
-    from kernlock.compat.transformers import kernelize_requests, trainer_callback_class
-    from kernlock.runtime.default_kernels import PATCHED
+    from kernlock._internal.compat.transformers import kernelize_requests, trainer_callback_class
+    from kernlock._internal.runtime.default_kernels import PATCHED
 
     for dotted in PATCHED:
         module_name, _, rest = dotted.partition(".PreTrainedModel.") if ".PreTrainedModel." in dotted else (

@@ -80,7 +80,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_mkdocs_build_strict_passes_and_generates_the_reference(site: Path) -> None:
-    from kernlock import settings
+    from kernlock._internal import settings
 
     cli = (site / "reference" / "cli" / "index.html").read_text(encoding="utf-8")
     for command in ("lock", "verify", "sync", "vendor", "run", "show", "outdated", "explain", "export", "remove"):
@@ -91,7 +91,7 @@ def test_mkdocs_build_strict_passes_and_generates_the_reference(site: Path) -> N
     for name in dir(settings):
         if name.endswith("_ENV"):
             assert f"<code>{getattr(settings, name)}</code>" in env, name
-    assert "<code>KERNLOCK_SIGSTORE_TRUSTED_ROOT</code>" in env and "kernlock.check.signatures" in env
+    assert "<code>KERNLOCK_SIGSTORE_TRUSTED_ROOT</code>" in env and "kernlock._internal.check.signatures" in env
     config = (site / "reference" / "configuration" / "index.html").read_text(encoding="utf-8")
     for key in ("kernels", "targets", "gpu-archs", "require-signatures", "advisories", "use-kernels"):
         assert f"<code>{key}</code>" in config, key

@@ -16,9 +16,9 @@ import pytest
 import kernels
 import kernlock
 from helpers import ACTIVATION, UNIVERSAL, LockedProjectFactory, clear_loaded_kernels
-from kernlock.store import hub_cache as cache
+from kernlock._internal.store import hub_cache as cache
 from kernlock.errors import LocalKernelError, UnlockedKernelError
-from kernlock.runtime.apply import release
+from kernlock._internal.runtime.apply import release
 from kernlock.testing.fixtures import advance_branch
 from kernlock.testing.hub import TestHub
 from scripts.harness import ok, python, variant_of

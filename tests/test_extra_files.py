@@ -14,11 +14,11 @@ import pytest
 import kernels
 import kernlock
 from helpers import FA2, LockedProjectFactory, cli
-from kernlock.store import hub_cache as cache
+from kernlock._internal.store import hub_cache as cache
 from kernlock.errors import IntegrityError
-from kernlock.model.lockfile import LockedKernel, LockedVariant
-from kernlock.runtime.apply import release
-from kernlock.project.workspace import VENDOR_ENV
+from kernlock._internal.model.lockfile import LockedKernel, LockedVariant
+from kernlock._internal.runtime.apply import release
+from kernlock._internal.project.workspace import VENDOR_ENV
 from scripts.harness import python
 
 PLANTED = 'KERNEL_IDENTITY = {"planted": True}\n'

@@ -16,20 +16,20 @@ from unittest import mock
 import pytest
 
 import kernlock
-import kernlock.cli.options
+import kernlock._internal.cli.options
 from helpers import CPU, CUDA_X86, cli, make_project, patch_hub_client
-from kernlock.store import hub_cache as cache
-from kernlock.model.target import current_target
+from kernlock._internal.store import hub_cache as cache
+from kernlock._internal.model.target import current_target
 from kernlock.errors import (
     ConfigError, HubError, IntegrityError, LocalKernelError, LockfileError, LockfileNotFoundError, MissingFilesError,
     NoVariantError, ResolutionError, StaleLockError, TargetError, TrustError, UnlockedKernelError, UnsafeLockfileError,
     UsageError,
 )
-from kernlock.store.lockfile_io import load_lockfile
-from kernlock.runtime.apply import release
+from kernlock._internal.store.lockfile_io import load_lockfile
+from kernlock._internal.runtime.apply import release
 from kernlock.testing.fixtures import rev_parse, rewrite_branch
 from kernlock.testing.hub import TestHub
-from kernlock.project.workspace import VENDOR_ENV
+from kernlock._internal.project.workspace import VENDOR_ENV
 
 FA2 = "kernels-community/flash-attn2"
 TAGGED = "kernels-community/tagged"
@@ -188,7 +188,7 @@ def test_kernlock_run_with_a_python_lacking_kernlock_stops_at_the_kernel_import(
     (tmp_path / "stand-in" / "kernels" / "__init__.py").write_text("print('kernels ran without the lock')\n")
     (packages / "kernels.pth").write_text(str(tmp_path / "stand-in") + "\n")
     here = str(Path(kernlock.__file__).parent.parent)
-    launcher = f"import sys; sys.path.insert(0, {here!r}); from kernlock.cli.main import main; main()"
+    launcher = f"import sys; sys.path.insert(0, {here!r}); from kernlock._internal.cli.main import main; main()"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # kernlock is found by the launcher only
 
     def kernlock_run(code: str) -> subprocess.CompletedProcess:
@@ -207,7 +207,7 @@ def test_kernlock_run_with_a_python_lacking_kernlock_stops_at_the_kernel_import(
     # The fix, as the installation would do it: kernlock and its dependencies (the real kernels) in that environment.
     (packages / "kernels.pth").unlink()
     (packages / "kernlock.pth").write_text(f"{here}\n{site.getsitepackages()[0]}\n")
-    fixed = kernlock_run("import kernels, kernlock.runtime.apply as p; print(p.active_lock() is not None)")
+    fixed = kernlock_run("import kernels, kernlock._internal.runtime.apply as p; print(p.active_lock() is not None)")
     assert fixed.returncode == 0 and fixed.stdout.split() == ["True"], fixed.stderr
 
 
@@ -244,13 +244,13 @@ def failing(*args: str) -> Callable[[], None]:
     """A CLI invocation that raises the `KernlockError` it reported (after checking it was one line)."""
     def attempt() -> None:
         reported: list[BaseException] = []
-        report = kernlock.cli.options.fail
+        report = kernlock._internal.cli.options.fail
 
         def spy(message: str, code: int) -> None:
             reported.append(sys.exc_info()[1])
             report(message, code)
 
-        with mock.patch.object(kernlock.cli.options, "fail", spy):
+        with mock.patch.object(kernlock._internal.cli.options, "fail", spy):
             result = cli(*args)
         if result.exit_code:
             assert reported, result.output

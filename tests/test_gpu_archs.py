@@ -16,9 +16,9 @@ import pytest
 import kernels
 import kernlock
 from helpers import CPU, LockedProjectFactory, clear_loaded_kernels, cli, kernels_module, make_project
-from kernlock.compat.kernels import arch_covers
+from kernlock._internal.compat.kernels import arch_covers
 from kernlock.errors import GpuArchError
-from kernlock.runtime.apply import release
+from kernlock._internal.runtime.apply import release
 from kernlock.testing.fixtures import rev_parse
 from kernlock.testing.hub import TestHub
 
@@ -113,7 +113,7 @@ def test_a_malformed_gpu_archs_declaration_is_a_config_error(tmp_path: Path, bad
 def test_verify_of_gpu_archs_is_offline_and_imports_no_torch(hub: TestHub, tmp_path: Path) -> None:
     project = make_project(tmp_path / "p", kernels=[f"{SM100}@v1"], targets=[CU130, CPU], extra='gpu-archs = ["A100"]\n')
     assert cli("lock", cwd=project).exit_code == 0
-    code = ("import sys, json; from kernlock.check.verify import verify; r = verify('.'); "
+    code = ("import sys, json; from kernlock._internal.check.verify import verify; r = verify('.'); "
             "c = [c for c in r.checks if c.name == 'gpu-archs'][0]; "
             "print(json.dumps([len(c.problems), 'torch' in sys.modules]))")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_ENDPOINT": "http://127.0.0.1:9"}  # nowhere to go
@@ -128,7 +128,7 @@ def test_verify_of_gpu_archs_is_offline_and_imports_no_torch(hub: TestHub, tmp_p
 def test_arch_covers_is_kernels_arch_validator(archs: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
-    from kernlock.compat.kernels import variant_metadata
+    from kernlock._internal.compat.kernels import variant_metadata
 
     metadata = variant_metadata(json.dumps({
         "id": "_x_1", "name": "x-kernel", "version": 1, "license": "MIT", "python-depends": [],

@@ -17,7 +17,7 @@ import pytest
 import kernlock
 from helpers import ACTIVATION, CPU, UNIVERSAL, LockedProjectFactory, cli, make_project, run_kernlock
 from kernlock.errors import LockfileError
-from kernlock.runtime.apply import release
+from kernlock._internal.runtime.apply import release
 from kernlock.testing.hub import TestHub
 
 
@@ -55,7 +55,7 @@ def test_a_lock_path_naming_a_device_is_refused_without_reading_it(tmp_path: Pat
 
 
 def test_a_lock_file_larger_than_any_lock_is_refused_unread(tmp_path: Path, monkeypatch) -> None:
-    from kernlock.store.lock_bytes import LOCK_SIZE_LIMIT
+    from kernlock._internal.store.lock_bytes import LOCK_SIZE_LIMIT
 
     project = make_project(tmp_path / "p")
     with (project / "kernels.lock").open("wb") as sparse:
@@ -84,7 +84,7 @@ def test_a_deeply_nested_json_shaped_lock_is_one_line_and_exit_2(tmp_path: Path,
 needs_second_user = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
                                        reason="needs root and setpriv to act as two members of a group")
 ALICE, BOB, TEAM = 61011, 61012, 61010  # two members of the project's group (setpriv needs no passwd entry)
-HOLD = ("import sys, time; from pathlib import Path; from kernlock.store.mutex import ProjectLock\n"
+HOLD = ("import sys, time; from pathlib import Path; from kernlock._internal.store.mutex import ProjectLock\n"
         "with ProjectLock(Path('.')):\n    print('held', flush=True); sys.stdin.read()\n")
 
 
@@ -139,7 +139,7 @@ def test_another_members_held_project_lock_is_waited_on_and_its_pid_never_offere
         assert not (project / "kernels.lock").exists()
     finally:
         bob.communicate("", timeout=60)
-    code = "from pathlib import Path; from kernlock.store.mutex import ProjectLock\nwith ProjectLock(Path('.')): print('locked')"
+    code = "from pathlib import Path; from kernlock._internal.store.mutex import ProjectLock\nwith ProjectLock(Path('.')): print('locked')"
     assert _python(ALICE, project, code).stdout == "locked\n"  # released: Alice takes it
 
 
@@ -149,7 +149,7 @@ def test_another_members_unreadable_project_lock_file_is_waited_on_not_skipped(t
     left.write_text("4242\n")  # left by Bob, private to him (as kernlock made it before)
     os.chown(left, BOB, TEAM)
     left.chmod(0o600)
-    code = ("from pathlib import Path; from kernlock.store.mutex import ProjectLock\n"
+    code = ("from pathlib import Path; from kernlock._internal.store.mutex import ProjectLock\n"
             "from kernlock.errors import KernlockError\n"
             "try:\n    with ProjectLock(Path('.'), timeout=1): print('locked')\n"
             "except KernlockError as error: print(error)")
@@ -215,7 +215,7 @@ def test_a_lock_linked_within_the_project_is_still_written_through(locked_projec
 
 def test_a_held_download_lock_ends_sync_and_a_cold_apply_by_the_hub_deadline(
         locked_project: LockedProjectFactory, monkeypatch) -> None:
-    from kernlock.store.hub_cache import _file_lock_name, hub_cache_dir, repo_folder
+    from kernlock._internal.store.hub_cache import _file_lock_name, hub_cache_dir, repo_folder
 
     project, lock = locked_project([f"{ACTIVATION}@v1"], [CPU])
     [kernel] = lock.kernels
@@ -251,7 +251,7 @@ def test_a_held_download_lock_ends_sync_and_a_cold_apply_by_the_hub_deadline(
 @pytest.mark.parametrize("page", [[], "one entry"])
 def test_a_listing_that_never_ends_is_refused_by_pages_and_time(hub: TestHub, tmp_path: Path, monkeypatch,
                                                                  page: object) -> None:
-    import kernlock.hub.client as client
+    import kernlock._internal.hub.client as client
 
     project = make_project(tmp_path / "p", kernels=[f"{UNIVERSAL}@v1"], targets=[CPU])
     entry = {"type": "directory", "path": "build/x", "oid": "0" * 40, "size": 0}  # skipped: not a file
@@ -346,9 +346,9 @@ def test_outdated_with_the_hub_unreachable_is_not_up_to_date(hub: TestHub, locke
 
 @pytest.mark.parametrize("module", ["kernels", "transformers"])
 def test_the_stop_for_a_python_without_kernlock_names_the_import_it_stopped(tmp_path: Path, module: str) -> None:
-    import kernlock.runtime
+    import kernlock._internal.runtime
 
-    startup = Path(kernlock.runtime.__file__).parent / "_startup"
+    startup = Path(kernlock._internal.runtime.__file__).parent / "_startup"
     (tmp_path / "kernlock").mkdir()
     (tmp_path / "kernlock" / "__init__.py").write_text("raise ImportError('not in this environment')\n")
     stopped = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True, timeout=60,
@@ -377,7 +377,7 @@ def test_a_lock_that_cannot_be_written_leaves_pyproject_as_it_was(locked_project
                                                                   monkeypatch) -> None:
     import errno
 
-    import kernlock.store.atomic as atomic
+    import kernlock._internal.store.atomic as atomic
 
     project = locked_project([f"{ACTIVATION}@v1"], [CPU]).path
     before = {name: (project / name).read_bytes() for name in ("pyproject.toml", "kernels.lock")}
@@ -433,7 +433,7 @@ def test_a_kernlock_target_that_is_not_this_machine_is_said_by_apply_and_verify(
 @pytest.mark.parametrize("how", ["another user's", "group-writable"])
 def test_a_sigstore_trusted_root_someone_else_controls_is_refused(hub: TestHub, tmp_path: Path, monkeypatch,
                                                                  how: str) -> None:
-    from kernlock.check.signatures import TRUSTED_ROOT_ENV
+    from kernlock._internal.check.signatures import TRUSTED_ROOT_ENV
 
     if how == "another user's" and os.geteuid() != 0:
         pytest.skip("needs root to give the root file to another user")

@@ -11,9 +11,9 @@ from helpers import ARM, CPU, CUDA_130, CUDA_X86, FA2, cli, make_project
 
 from packaging.version import Version
 
-from kernlock.compat.transformers import default_version
-from kernlock.model.target import installed_version, parse_target
-from kernlock.store.lockfile_io import load_lockfile
+from kernlock._internal.compat.transformers import default_version
+from kernlock._internal.model.target import installed_version, parse_target
+from kernlock._internal.store.lockfile_io import load_lockfile
 from kernlock.testing.fixtures import advance_branch, rev_parse
 from kernlock.testing.hub import TestHub
 
@@ -256,7 +256,7 @@ def test_lock_agrees_with_what_kernels_loads(hub: TestHub, tmp_path: Path) -> No
     project = make_project(tmp_path / "p", kernels=list(specs))
     assert cli("lock", cwd=project).exit_code == 0
     lock = lock_of(project)
-    target = str(__import__("kernlock.compat.kernels").compat.kernels.kernels_target())
+    target = str(__import__("kernlock._internal.compat.kernels").compat.kernels.kernels_target())
     for spec, kwargs in specs.items():
         module = kernels.get_kernel(lock.kernel(spec).repo, **kwargs)
         assert module.KERNEL_IDENTITY["variant"] == lock.kernel(spec).variant_for(target).name

@@ -11,8 +11,8 @@ from collections import Counter
 from pathlib import Path
 
 from helpers import CPU, CUDA_X86, FA2, LockedProjectFactory, cli
-from kernlock.store.hub_cache import hub_cache_dir, variant_dir
-from kernlock.store.lockfile_io import load_lockfile
+from kernlock._internal.store.hub_cache import hub_cache_dir, variant_dir
+from kernlock._internal.store.lockfile_io import load_lockfile
 from kernlock.testing.hub import TestHub
 
 KERNELS = [f"{FA2}@v2", "kernels-community/with-dep@v1"]

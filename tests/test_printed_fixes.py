@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from helpers import CPU, FA2, LockedProjectFactory, run_kernlock
-from kernlock.model.lockfile import LockedKernel
-from kernlock.store.lockfile_io import load_lockfile
+from kernlock._internal.model.lockfile import LockedKernel
+from kernlock._internal.store.lockfile_io import load_lockfile
 from kernlock.testing.hub import TestHub
 
 TRAIN = "import kernlock\nkernlock.apply()\n"
@@ -162,7 +162,7 @@ Synced = tuple[Path, LockedKernel, Path, Path]  # project, its one entry, the va
 @pytest.fixture
 def synced(locked_project: LockedProjectFactory) -> Synced:
     """A project locking activation@v1 for this machine, synced into the Hub cache."""
-    from kernlock.store.hub_cache import hub_cache_dir, variant_dir
+    from kernlock._internal.store.hub_cache import hub_cache_dir, variant_dir
 
     project, lock = locked_project([f"{ACT}@v1"], [CPU])
     assert run_kernlock("sync", cwd=project).returncode == 0
@@ -175,7 +175,7 @@ def test_a_file_the_lock_lost_stays_in_the_shared_cache_and_the_printed_fix_rest
 
     import kernlock
     from kernlock.errors import IntegrityError
-    from kernlock.runtime.apply import release
+    from kernlock._internal.runtime.apply import release
     from scripts.harness import python
 
     project, entry, root, cache = synced
@@ -242,9 +242,9 @@ def test_a_version_the_bare_spec_is_not_pinned_at_is_refused_and_the_printed_fix
     import kernels
 
     import kernlock
-    from kernlock.compat import transformers
+    from kernlock._internal.compat import transformers
     from kernlock.errors import UnlockedKernelError
-    from kernlock.runtime.apply import release
+    from kernlock._internal.runtime.apply import release
 
     project, lock = locked_project([FA2], [CPU])
     [bare] = lock.kernels

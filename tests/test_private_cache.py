@@ -14,11 +14,11 @@ import pytest
 import kernels
 import kernlock
 from helpers import FA2, LockedProjectFactory, cli, clear_loaded_kernels
-from kernlock.store import hub_cache as cache
-from kernlock.store import private
+from kernlock._internal.store import hub_cache as cache
+from kernlock._internal.store import private
 from kernlock.errors import IntegrityError
-from kernlock.store.lockfile_io import load_lockfile, write_lockfile
-from kernlock.runtime.apply import release
+from kernlock._internal.store.lockfile_io import load_lockfile, write_lockfile
+from kernlock._internal.runtime.apply import release
 from test_parse_cache import big_lock
 
 ATTACKER = 65534  # nobody

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from helpers import CPU, CUDA_X86, REPO_ROOT, cli, make_project
 
-from kernlock.compat.kernels import line, system_parameters
+from kernlock._internal.compat.kernels import line, system_parameters
 from kernlock.errors import TargetError
-from kernlock.hub.variants import choose_variant
-from kernlock.model.target import current_target, parse_target, running_python
-from kernlock.store.lockfile_io import dumps_lockfile, load_lockfile, parse_lockfile
+from kernlock._internal.hub.variants import choose_variant
+from kernlock._internal.model.target import current_target, parse_target, running_python
+from kernlock._internal.store.lockfile_io import dumps_lockfile, load_lockfile, parse_lockfile
 from kernlock.testing.fixtures import git
 from kernlock.testing.hub import TestHub
 from scripts.harness import load_identities
@@ -149,7 +149,7 @@ def _fixture_builds(repos: dict[str, Path]) -> dict[tuple[str, ...], str]:
 
 
 def _oracle(names: tuple[str, ...], target: str, python: str | None, free_threaded: bool) -> str | None:
-    """kernels' own choice, its parameters built here from the target's parts (not through kernlock.compat)."""
+    """kernels' own choice, its parameters built here from the target's parts (not through kernlock._internal.compat)."""
     from packaging.version import Version
 
     variants_module = sys.modules[f"{line().ROOT}.variants"]

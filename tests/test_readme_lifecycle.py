@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 from helpers import CPU, CUDA_130, CUDA_X86, FA2, REPO_ROOT, markdown_blocks
-from kernlock.model.advisories import parse_advisories
-from kernlock.store import tomlio
-from kernlock.store.lockfile_io import load_lockfile
+from kernlock._internal.model.advisories import parse_advisories
+from kernlock._internal.store import tomlio
+from kernlock._internal.store.lockfile_io import load_lockfile
 from kernlock.testing.fixtures import move_branch, rev_parse
 from kernlock.testing.hub import TestHub
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from helpers import FA2, LockedProjectFactory
-from kernlock.store.partial import validator_path
-from kernlock.model.lockfile import LockedFile, LockedKernel, LockedVariant
-from kernlock.store.hub_cache import download_variant, hub_cache_dir, repo_folder, sha256_file, variant_dir
+from kernlock._internal.store.partial import validator_path
+from kernlock._internal.model.lockfile import LockedFile, LockedKernel, LockedVariant
+from kernlock._internal.store.hub_cache import download_variant, hub_cache_dir, repo_folder, sha256_file, variant_dir
 from kernlock.testing.hub import TestHub
 
 FA2_V4 = f"{FA2}@v4"  # pinned: the same build with or without Transformers' default table (the matrix's kernels-only cells)
@@ -145,9 +145,9 @@ def test_a_sync_hashes_a_downloaded_file_once_and_a_changed_one_again(
 ) -> None:
     """The bytes are hashed as they arrive; the check after `sync` trusts that hash only for the very file that was
     verified (same inode, size, mtime, ctime), so a big variant is read once, and a file swapped in between is not."""
-    import kernlock.store.hub_cache as cache
+    import kernlock._internal.store.hub_cache as cache
     from kernlock.errors import IntegrityError
-    from kernlock.fetch.sync import sync_variant
+    from kernlock._internal.fetch.sync import sync_variant
 
     kernel, variant, _ = _largest(locked_project)
     hashed: list[str] = []
@@ -170,7 +170,7 @@ def test_a_sync_hashes_a_downloaded_file_once_and_a_changed_one_again(
             blob.write_bytes(b"swapped")
         return keys
 
-    monkeypatch.setattr("kernlock.fetch.sync.download_variant", download_then_swap)
+    monkeypatch.setattr("kernlock._internal.fetch.sync.download_variant", download_then_swap)
     cache.discard(kernel, variant.name, list(variant.files), hub_cache_dir())
     with pytest.raises(IntegrityError, match="does not match kernels.lock"):
         sync_variant(kernel, variant, hub_cache_dir(), repair=False)

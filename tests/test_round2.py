@@ -16,14 +16,14 @@ import pytest
 
 import kernels
 import kernlock
-import kernlock.runtime.importguard
+import kernlock._internal.runtime.importguard
 from helpers import ACTIVATION, CPU, UNIVERSAL, UNTRUSTED, LockedProjectFactory, cli, make_project, run_kernlock, clear_loaded_kernels, kernels_module
-from kernlock.store import hub_cache as cache
+from kernlock._internal.store import hub_cache as cache
 from kernlock.errors import IntegrityError, LockfileError, MissingFilesError, TrustError, UnlockedKernelError, UnsafeLockfileError
-from kernlock.runtime.apply import VariantMismatchError, release
+from kernlock._internal.runtime.apply import VariantMismatchError, release
 from kernlock.testing.fixtures import advance_branch, push_build
 from kernlock.testing.hub import TestHub
-from kernlock.project.workspace import VENDOR_ENV
+from kernlock._internal.project.workspace import VENDOR_ENV
 from scripts.harness import child_env, variant_of
 from test_entry_points import locked  # noqa: F401 (a fixture: activation@v1 locked, its branch moved since)
 
@@ -48,7 +48,7 @@ def test_backend_argument_binds_to_the_locked_target_or_is_refused(
     assert advance_branch(hub.repo_path(ACTIVATION), "v1") != entry.commit
     monkeypatch.setattr(kernels_module("backends"), "_backend", lambda: CUDA(version=Version("13.0")))  # a CUDA 13.0 machine
     kernlock.apply(project / "kernels.lock", target=CU130)
-    bound = (entry.commit, entry.variant_for(kernlock.runtime.apply._STATE.target).name)
+    bound = (entry.commit, entry.variant_for(kernlock._internal.runtime.apply._STATE.target).name)
     for backend in (None, "cuda", "cu130"):  # kernels' family name and the variant's own spelling
         clear_loaded_kernels()
         identity = kernels.get_kernel(ACTIVATION, version=1, backend=backend).KERNEL_IDENTITY
@@ -80,13 +80,13 @@ def test_a_variant_path_swapped_before_import_is_refused(locked, tmp_path: Path,
     planted = tmp_path / "planted"
 
     def register_then_swap(kernel, variant, root: Path) -> None:
-        kernlock.runtime.importguard.register(kernel, variant, root)
+        kernlock._internal.runtime.importguard.register(kernel, variant, root)
         shutil.copytree(root, planted)  # another user's copy, whose __init__.py is theirs
         (planted / "__init__.py").write_text("KERNEL_IDENTITY = {'commit': 'planted', 'variant': 'planted'}\n")
         root.rename(root.with_name(root.name + ".verified"))
         root.symlink_to(planted, target_is_directory=True)
 
-    monkeypatch.setattr("kernlock.runtime.apply.register_verified", register_then_swap)
+    monkeypatch.setattr("kernlock._internal.runtime.apply.register_verified", register_then_swap)
     kernlock.apply(project / "kernels.lock")
     with pytest.raises(IntegrityError, match=rf"was verified as .* but now resolves to {planted}; refusing to import it"):
         kernels.get_kernel(ACTIVATION, version=1)
@@ -99,12 +99,12 @@ def test_a_variant_path_that_no_longer_resolves_before_import_is_refused(locked,
     project, _, _ = locked
 
     def register_then_remove(kernel, variant, root: Path) -> None:
-        kernlock.runtime.importguard.register(kernel, variant, root)
+        kernlock._internal.runtime.importguard.register(kernel, variant, root)
         root.rename(tmp_path / "moved-away")
         if gone == "dangling link":
             root.symlink_to(tmp_path / "nowhere", target_is_directory=True)
 
-    monkeypatch.setattr("kernlock.runtime.apply.register_verified", register_then_remove)
+    monkeypatch.setattr("kernlock._internal.runtime.apply.register_verified", register_then_remove)
     kernlock.apply(project / "kernels.lock")
     expected = (MissingFilesError, r"__init__\.py is missing from .*; run `kernlock sync --repair`") if gone == "removed" \
         else (IntegrityError, rf"now resolves to {tmp_path / 'nowhere'}; refusing to import it")

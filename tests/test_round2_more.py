@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-import kernlock.fetch.vendor
+import kernlock._internal.fetch.vendor
 from helpers import CPU, LockedProjectFactory, cli, make_project, run_kernlock
-from kernlock.store.lockfile_io import load_lockfile
-from kernlock.store.mutex import PROJECT_LOCK_NAME
+from kernlock._internal.store.lockfile_io import load_lockfile
+from kernlock._internal.store.mutex import PROJECT_LOCK_NAME
 from kernlock.testing.hub import TestHub
 
 ACTIVATION = "kernels-community/activation@v1"
@@ -51,7 +51,7 @@ def test_concurrent_vendor_into_one_directory_waits_instead_of_failing(
 
     def second_vendor() -> None:
         try:
-            other["report"] = kernlock.fetch.vendor.vendor(out, project)
+            other["report"] = kernlock._internal.fetch.vendor.vendor(out, project)
         except BaseException as error:  # noqa: BLE001 (reported by the assertion below)
             other["error"] = error
 
@@ -65,11 +65,11 @@ def test_concurrent_vendor_into_one_directory_waits_instead_of_failing(
         real_replace(source, destination, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(os, "replace", replace)
-    first = kernlock.fetch.vendor.vendor(out, project)  # was: OSError: [Errno 39] Directory not empty
+    first = kernlock._internal.fetch.vendor.vendor(out, project)  # was: OSError: [Errno 39] Directory not empty
     thread.join(timeout=60)
     assert "error" not in other, other.get("error")
     assert first.variants == other["report"].variants == 1  # type: ignore[attr-defined]
-    assert not (out / kernlock.fetch.vendor.VENDOR_LOCK_NAME).exists()
+    assert not (out / kernlock._internal.fetch.vendor.VENDOR_LOCK_NAME).exists()
     assert not [p.name for p in out.iterdir() if p.name.startswith((".staging-", ".damaged-"))]
     monkeypatch.setattr(os, "replace", real_replace)
     verified = cli("vendor", str(out), cwd=project)  # the directory matches the lock
@@ -110,7 +110,7 @@ def test_a_read_only_project_still_works_for_readers(locked_project: LockedProje
 @pytest.fixture
 def fresh_private(private_kernlock_cache: Path):
     """The private cache directory, with no directory opened by this process yet."""
-    from kernlock.store import private
+    from kernlock._internal.store import private
 
     def forget() -> None:
         for fd, _ in private._opened.values():
@@ -249,7 +249,7 @@ def test_a_lock_file_left_by_a_killed_lock_is_taken_over_and_removed(hub: TestHu
     over (the kernel dropped the dead holder's lock) and removes it, as the README says."""
     project = make_project(tmp_path / "p", targets=[CPU])
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from pathlib import Path; from kernlock.store.mutex import ProjectLock\n"
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; from kernlock._internal.store.mutex import ProjectLock\n"
          "with ProjectLock(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(600)", str(project)],
         stdout=subprocess.PIPE, text=True, env={**os.environ, "KERNLOCK_STATE_DIR": str(tmp_path / "state")})
     assert holder.stdout is not None and holder.stdout.readline() == "held\n"

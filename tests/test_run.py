@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from helpers import ACTIVATION, CUDA_X86, FA2, LockedProjectFactory, make_project
-from kernlock.cli.commands.run import run_environment
+from kernlock._internal.cli.commands.run import run_environment
 from kernlock.testing.fixtures import advance_branch
 from kernlock.testing.hub import TestHub
 from scripts.harness import kernlock_run, only_locked_files_requested, run, variant_of
@@ -68,9 +68,9 @@ def test_a_refusal_inside_trl_sft_is_one_line_first_naming_the_lenient_rerun(
 
 CHILD = (
     "import subprocess\n"
-    "code = 'import kernels, kernlock.runtime.apply as p; print(p.active_lock() is not None, p._STATE.strict)'\n"
+    "code = 'import kernels, kernlock._internal.runtime.apply as p; print(p.active_lock() is not None, p._STATE.strict)'\n"
     "child = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True)\n"
-    "import kernels, kernlock.runtime.apply as p\n"
+    "import kernels, kernlock._internal.runtime.apply as p\n"
     "tiny.result(here=[p.active_lock() is not None, p._STATE.strict], child=child.stdout.split())\n"
 )
 
@@ -106,7 +106,7 @@ def test_no_variant_for_this_environment_stops_before_the_command_runs(locked_pr
     hooked = run([sys.executable, "-c", "import transformers; print('ran')"], project, **hook)
     assert hooked.returncode == 1 and "ran" not in hooked.stdout
     assert hooked.stderr.strip().splitlines() == [line]
-    plain = run([sys.executable, "-c", "import sys; print('kernlock.runtime.apply' in sys.modules)"], project, **hook)
+    plain = run([sys.executable, "-c", "import sys; print('kernlock._internal.runtime.apply' in sys.modules)"], project, **hook)
     assert plain.returncode == 0 and plain.stdout.split() == ["False"], plain.stderr
 
 
@@ -114,8 +114,8 @@ def test_job_script_exports_apply_the_lock_where_kernels_are_imported(locked_pro
     project, _ = locked_project([f"{FA2}@v2"])
     script = (
         f'eval "$({sys.executable} -m kernlock run --export)"\n'
-        f'{sys.executable} -c "import sys; print(\'kernlock.runtime.apply\' in sys.modules)"\n'
-        f'{sys.executable} -c "import kernels, kernlock.runtime.apply as p; print(p.active_lock() is not None)"\n'
+        f'{sys.executable} -c "import sys; print(\'kernlock._internal.runtime.apply\' in sys.modules)"\n'
+        f'{sys.executable} -c "import kernels, kernlock._internal.runtime.apply as p; print(p.active_lock() is not None)"\n'
     )
     proc = run(["bash", "-c", script], project)
     assert proc.returncode == 0 and proc.stdout.split() == ["False", "True"], proc.stderr
@@ -125,7 +125,7 @@ def test_job_script_exports_apply_the_lock_where_kernels_are_imported(locked_pro
 def test_every_true_kernlock_apply_applies_the_lock(locked_project: LockedProjectFactory, value: str) -> None:
     project, _ = locked_project([f"{FA2}@v2"])
     hook = {**run_environment(project / "kernels.lock"), "KERNLOCK_APPLY": value}  # `on` used to apply nothing
-    proc = run([sys.executable, "-c", "import kernels, kernlock.runtime.apply as p; print(p.active_lock() is not None)"],
+    proc = run([sys.executable, "-c", "import kernels, kernlock._internal.runtime.apply as p; print(p.active_lock() is not None)"],
                project, **hook)
     assert proc.returncode == 0 and proc.stdout.split() == ["True"], proc.stderr
 
@@ -138,7 +138,7 @@ def test_an_unknown_kernlock_apply_fails_closed_in_one_line(locked_project: Lock
     [line] = proc.stderr.strip().splitlines()
     assert proc.returncode == 1 and line == ("kernlock: error: $KERNLOCK_APPLY='sure' is not one of 1/true/yes/on or "
                                              "0/false/no/off; fix: set it to e.g. 1 or unset it")
-    off = run([sys.executable, "-c", "import kernels, kernlock.runtime.apply as p; print(p.active_lock() is None)"],
+    off = run([sys.executable, "-c", "import kernels, kernlock._internal.runtime.apply as p; print(p.active_lock() is None)"],
               project, **{**hook, "KERNLOCK_APPLY": "off"})
     assert off.returncode == 0 and off.stdout.split() == ["True"], off.stderr
 
@@ -162,7 +162,7 @@ def test_run_never_borrows_the_lock_of_the_project_kernlock_is_installed_in(
     installed_in, _ = locked_project([f"{FA2}@v2"], root=tmp_path / "team-proj")
     executable = installed_in / ".venv" / "bin" / "kernlock"
     executable.parent.mkdir(parents=True)
-    executable.write_text(f"#!{sys.executable}\nimport sys\nfrom kernlock.cli.main import main\nsys.exit(main())\n")
+    executable.write_text(f"#!{sys.executable}\nimport sys\nfrom kernlock._internal.cli.main import main\nsys.exit(main())\n")
     executable.chmod(0o755)
     unlocked = make_project(tmp_path / "mine", kernels=[f"{FA2}@v2"])
     proc = run([str(executable), "run", "--", sys.executable, "-c", "print('ran')"], unlocked)
@@ -188,7 +188,7 @@ def test_the_start_up_hook_imports_almost_nothing_into_a_process_that_loads_no_k
     hooked = run([sys.executable, "-c", modules], project, **run_environment(project / "kernels.lock"))
     assert plain.returncode == 0 and hooked.returncode == 0, plain.stderr + hooked.stderr
     added = set(hooked.stdout.split()) - set(plain.stdout.split())
-    assert {"kernlock.settings", "kernlock.runtime.autoapply"} <= added, added
-    assert not added & {"pathlib", "re", "fnmatch", "urllib.parse", "kernlock.errors", "kernlock.runtime.apply"}, added
-    assert added <= {"sitecustomize", "_kernlock_startup_chain", "kernlock", "kernlock.settings", "kernlock.runtime", "__future__",
-                     "kernlock.runtime.autoapply", "math", "_posixsubprocess", "_thread"}, added
+    assert {"kernlock._internal.settings", "kernlock._internal.runtime.autoapply"} <= added, added
+    assert not added & {"pathlib", "re", "fnmatch", "urllib.parse", "kernlock.errors", "kernlock._internal.runtime.apply"}, added
+    assert added <= {"sitecustomize", "_kernlock_startup_chain", "kernlock", "kernlock._internal.settings", "kernlock._internal.runtime", "__future__",
+                     "kernlock._internal.runtime.autoapply", "math", "_posixsubprocess", "_thread"}, added

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from helpers import FA2, LockedProjectFactory
-from kernlock.cli.commands.run import run_environment
-from kernlock.runtime.autoapply import STARTUP_DIR
+from kernlock._internal.cli.commands.run import run_environment
+from kernlock._internal.runtime.autoapply import STARTUP_DIR
 from scripts.harness import kernlock_run, run
 
 STARTUP = Path(STARTUP_DIR)
-APPLIED = "import kernels, kernlock.runtime.apply as p; print('applied' if p.active_lock() is not None else 'UNLOCKED')"
+APPLIED = "import kernels, kernlock._internal.runtime.apply as p; print('applied' if p.active_lock() is not None else 'UNLOCKED')"
 
 
 def launched(how: str) -> str:

@@ -8,8 +8,8 @@ import pytest
 import tomllib
 from packaging.requirements import Requirement
 
-from kernlock.check import doctor
-from kernlock.compat.transformers import TransformersInfo
+from kernlock._internal.check import doctor
+from kernlock._internal.compat.transformers import TransformersInfo
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,7 +67,7 @@ def test_pyproject_declares_what_the_doctor_supports() -> None:
 
 
 def test_minver_fix_stays_within_supported_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kernlock.model.lockfile import LockedKernel, LockedVariant
+    from kernlock._internal.model.lockfile import LockedKernel, LockedVariant
 
     monkeypatch.setattr(doctor, "installed_version", {"kernels": "0.17.0"}.get)
     monkeypatch.setattr(doctor, "kernels_window", lambda: ("0.17.0", "0.18"))  # Transformers 5.18/5.19

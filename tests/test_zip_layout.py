@@ -13,9 +13,9 @@ import pytest
 import kernels
 import kernlock
 from helpers import CPU, LockedProjectFactory, clear_loaded_kernels, cli
-from kernlock.compat.kernels import line
+from kernlock._internal.compat.kernels import line
 from kernlock.errors import IntegrityError
-from kernlock.runtime.apply import release
+from kernlock._internal.runtime.apply import release
 from kernlock.testing.hub import TestHub
 
 pytestmark = pytest.mark.skipif(not line().PYTHON_ABI, reason="the zip build layout is new in kernels 0.19")
@@ -69,7 +69,7 @@ def test_a_flipped_byte_in_the_archive_is_refused_before_any_member_is_imported(
         hub: TestHub, locked_project: LockedProjectFactory) -> None:
     project, lock = locked_project([f"{ZIPPED}@v1"], targets=[CPU])
     assert cli("sync", cwd=project).exit_code == 0
-    from kernlock.store.hub_cache import hub_cache_dir, variant_dir
+    from kernlock._internal.store.hub_cache import hub_cache_dir, variant_dir
 
     archive = variant_dir(lock.kernels[0], VARIANT, hub_cache_dir()) / _archive(lock)
     _flip(archive)
@@ -86,7 +86,7 @@ def test_an_archive_replaced_after_the_check_is_refused_when_read(
         hub: TestHub, locked_project: LockedProjectFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """The bytes kernlock imports from are the bytes it hashed: an archive swapped between kernlock's check and
     kernels' `_zip_spec` is refused as it is read."""
-    from kernlock.store import hub_cache
+    from kernlock._internal.store import hub_cache
 
     project, lock = locked_project([f"{ZIPPED}@v1"], targets=[CPU])
     assert cli("sync", cwd=project).exit_code == 0

@@ -64,7 +64,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from kernlock.check.signatures import TRUSTED_ROOT_ENV
+from kernlock._internal.check.signatures import TRUSTED_ROOT_ENV
 from kernlock.testing.fixtures import default_fixtures_dir, ensure_fixture_repos, git
 from kernlock.testing.git_repo import GitRepo, iso_time
 from kernlock.testing.handler import FAULT_KINDS, Fault, Handler, HubError, Response, json_response, ranged

@@ -10,7 +10,7 @@ import pytest
 import kernlock
 import kernlock.errors
 from kernlock.errors import KernlockError, LockfileError, TrustError
-from kernlock.project.local_kernels import LOCAL_KERNELS_ENV, verify_findings
+from kernlock._internal.project.local_kernels import LOCAL_KERNELS_ENV, verify_findings
 
 pytestmark = pytest.mark.unit
 

@@ -1,5 +1,8 @@
 """The layers of kernlock's package tree (issue 26): a package imports only the packages below it.
 
+The layers are the packages of `kernlock._internal` (issue 35: a private inside), plus `errors`,
+`testing` and `__main__` beside the facade at the top.
+
 Counted as the cycle test counts them: every import, also inside functions. The ranks are the
 README's "Architecture" table; `resolve` and `runtime` never import each other, and `check`
 never imports `resolve`, `fetch` or `runtime` (ranks keep it so).
@@ -30,8 +33,11 @@ NEVER = {("resolve", "runtime"), ("runtime", "resolve"), ("resolve", "fetch"), (
 
 
 def layer(module: str) -> str | None:
-    """The top-level package (or module) of `kernlock` that `module` belongs to; None for the facade itself."""
+    """The layer of `kernlock` that `module` belongs to (a package of `kernlock._internal`, or `errors`,
+    `testing`, `__main__` at the top); None for the facade and `kernlock._internal` itself."""
     parts = module.split(".")
+    if parts[1:2] == ["_internal"]:
+        return parts[2] if len(parts) > 2 else None
     return parts[1] if len(parts) > 1 else None
 
 
@@ -57,11 +63,12 @@ def test_no_package_imports_upward() -> None:
 
 
 def test_the_rule_finds_an_upward_import() -> None:
-    graph = {"kernlock.check.verify": {"kernlock.runtime.apply"}, "kernlock.runtime.apply": {"kernlock.resolve.lock"},
-             "kernlock.model.spec": {"kernlock.errors"}}
+    graph = {"kernlock._internal.check.verify": {"kernlock._internal.runtime.apply"},
+             "kernlock._internal.runtime.apply": {"kernlock._internal.resolve.lock"},
+             "kernlock._internal.model.spec": {"kernlock.errors"}}
     assert violations(graph) == [
-        "kernlock.check.verify imports kernlock.runtime.apply (check may not import runtime)",
-        "kernlock.runtime.apply imports kernlock.resolve.lock (runtime may not import resolve)",
+        "kernlock._internal.check.verify imports kernlock._internal.runtime.apply (check may not import runtime)",
+        "kernlock._internal.runtime.apply imports kernlock._internal.resolve.lock (runtime may not import resolve)",
     ]
 
 
@@ -81,3 +88,14 @@ def test_the_facade_exports_exactly_its_typed_names_and_lists_them() -> None:
         assert getattr(kernlock, name) is not None
     with pytest.raises(ModuleNotFoundError):  # no module-path shims: the old 0.1 paths were never released
         importlib.import_module("kernlock.environment")
+
+
+def test_the_package_top_is_the_facade_and_a_private_inside() -> None:
+    """At most 6 public modules at `kernlock/`'s top; everything else lives under `kernlock/_internal/`."""
+    from test_import_cycles import PACKAGE
+
+    public = sorted(p.name for p in PACKAGE.iterdir()
+                    if not p.name.startswith("_") or p.name in {"__init__.py", "__main__.py"})
+    public = [name for name in public if name.endswith(".py") or (PACKAGE / name / "__init__.py").exists()]
+    assert public == ["__init__.py", "__main__.py", "errors.py", "testing"]
+    assert len(public) <= 6

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from kernlock.model.target import Target, parse_target
-from kernlock.settings import UPGRADE_FIX
+from kernlock._internal.model.target import Target, parse_target
+from kernlock._internal.settings import UPGRADE_FIX
 from kernlock.errors import LockfileError, LockfileVersionError
-from kernlock.model.lockfile import (
+from kernlock._internal.model.lockfile import (
     SIGNATURE_FILE,
     LOCK_VERSION,
     LockedFile,
@@ -159,7 +159,7 @@ def test_a_newer_major_is_refused_with_the_upgrade() -> None:
 
 @pytest.mark.parametrize("name", ["-rf", ".hidden", "_x", ".", ".."])
 def test_the_lock_refuses_variant_names_the_resolver_refuses(name: str) -> None:
-    from kernlock.model.ids import is_variant_name
+    from kernlock._internal.model.ids import is_variant_name
 
     assert not is_variant_name(name)
     with pytest.raises(LockfileError, match="is not a build variant name"):

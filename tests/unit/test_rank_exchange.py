@@ -10,8 +10,8 @@ from datetime import timedelta
 import pytest
 from torch.distributed import HashStore
 
-from kernlock.runtime import rank_guard as distributed
-from kernlock.runtime.rank_guard import exchange
+from kernlock._internal.runtime import rank_guard as distributed
+from kernlock._internal.runtime.rank_guard import exchange
 
 
 @pytest.fixture(autouse=True)

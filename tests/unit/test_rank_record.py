@@ -1,5 +1,5 @@
 """Issue 28 item 9: a hostile or version-skewed rank record is one RankMismatchError, a bad timeout one
-usage error naming the variable (issue 26: read by `kernlock.settings`)."""
+usage error naming the variable (issue 26: read by `kernlock._internal.settings`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from kernlock.runtime.rank_guard import TIMEOUT_ENV, RankMismatchError, RankRecord, check_ranks
+from kernlock._internal.runtime.rank_guard import TIMEOUT_ENV, RankMismatchError, RankRecord, check_ranks
 from kernlock.errors import UsageError
 
 pytestmark = pytest.mark.unit
@@ -33,7 +33,7 @@ def test_a_hostile_record_is_a_rank_mismatch(payload: bytes) -> None:
 
 
 def test_a_bad_timeout_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
-    from kernlock.runtime.state import STATE
+    from kernlock._internal.runtime.state import STATE
 
     lock = tmp_path / "kernels.lock"
     lock.write_text("")
@@ -49,7 +49,7 @@ def test_a_bad_timeout_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path) ->
 def test_a_rank_loading_a_local_build_is_a_mismatch_blamed_on_local_kernels(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     from types import SimpleNamespace
 
-    from kernlock.runtime.rank_guard import judge, rank_record
+    from kernlock._internal.runtime.rank_guard import judge, rank_record
 
     variant = SimpleNamespace(name="torch-cpu", files=[])
     lock = SimpleNamespace(kernels=[SimpleNamespace(spec="org/k@v1", repo="org/k", commit="c" * 40,

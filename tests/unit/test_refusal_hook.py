@@ -7,9 +7,9 @@ import subprocess
 
 import pytest
 
-from kernlock import settings
+from kernlock._internal import settings
 from kernlock.errors import UnlockedKernelError
-from kernlock.runtime.autoapply import _refusals_in_one_line
+from kernlock._internal.runtime.autoapply import _refusals_in_one_line
 
 pytestmark = pytest.mark.unit
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from fake_hub import FakeHub
-from kernlock.model.target import parse_target
+from kernlock._internal.model.target import parse_target
 from kernlock.errors import NoVariantError, ResolutionError, TrustError
-from kernlock.model.overrides import parse_overrides
-from kernlock.resolve.resolver import ResolveOptions, Resolver
-from kernlock.model.spec import parse_spec
+from kernlock._internal.model.overrides import parse_overrides
+from kernlock._internal.resolve.resolver import ResolveOptions, Resolver
+from kernlock._internal.model.spec import parse_spec
 
 CPU = parse_target("torch2.13-cxx11-cpu-x86_64-linux")
 CUDA = parse_target("torch2.12-cxx11-cu128-x86_64-linux")
@@ -52,7 +52,7 @@ def test_unknown_revision_names_the_branches_and_tags(hub: FakeHub) -> None:
 
 
 def test_a_missing_version_is_named_once(hub: FakeHub) -> None:
-    from kernlock.model.spec import spec_from_version
+    from kernlock._internal.model.spec import spec_from_version
 
     resolver = Resolver(hub, ResolveOptions(targets=(CPU,)), None, workers=2)
     with pytest.raises(ResolutionError) as raised:
@@ -113,7 +113,7 @@ def test_a_renamed_repo_is_locked_under_its_new_name(hub: FakeHub) -> None:
 
 
 def test_planning_splits_targets_between_the_spec_and_matching_overrides() -> None:
-    from kernlock.resolve.jobs import plan_jobs
+    from kernlock._internal.resolve.jobs import plan_jobs
 
     spec = parse_spec(f"{REPO}@v1")
     [alone] = plan_jobs(spec, (CPU, CUDA), ())
@@ -129,10 +129,10 @@ def test_planning_splits_targets_between_the_spec_and_matching_overrides() -> No
 def test_a_bare_spec_follows_the_resolving_targets_default_and_warns_where_others_differ(
     hub: FakeHub, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import kernlock.resolve.resolver
+    import kernlock._internal.resolve.resolver
 
     defaults = {str(CPU): 1, str(CUDA): 2}
-    monkeypatch.setattr(kernlock.resolve.resolver, "default_version", lambda repo, target: (defaults[str(target)], "stub default"))
+    monkeypatch.setattr(kernlock._internal.resolve.resolver, "default_version", lambda repo, target: (defaults[str(target)], "stub default"))
     lock, resolver = resolve(hub, REPO, targets=(CPU, CUDA), resolving_target=CPU)
     [kernel] = lock.kernels
     assert kernel.commit == hub.branches[REPO]["v1"]

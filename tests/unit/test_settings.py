@@ -1,14 +1,14 @@
-"""Issue 26: every environment variable is read through `kernlock.settings`, with one grammar and one-line errors."""
+"""Issue 26: every environment variable is read through `kernlock._internal.settings`, with one grammar and one-line errors."""
 
 from __future__ import annotations
 
 import pytest
 
-from kernlock import settings
-from kernlock.store import private
+from kernlock._internal import settings
+from kernlock._internal.store import private
 from kernlock.errors import UsageError
-from kernlock.project.local_kernels import allowed
-from kernlock.project.strict import strict_from_env
+from kernlock._internal.project.local_kernels import allowed
+from kernlock._internal.project.strict import strict_from_env
 
 pytestmark = pytest.mark.unit
 

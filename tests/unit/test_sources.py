@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from kernlock.errors import ConfigError, LockfileError, SpecError
-from kernlock.project.config import find_project_root, load_project, project_specs
-from kernlock.project.scan import scan_paths
-from kernlock.project.workspace import LOCKFILE_ENV, check_lock_path, open_workspace
+from kernlock._internal.project.config import find_project_root, load_project, project_specs
+from kernlock._internal.project.scan import scan_paths
+from kernlock._internal.project.workspace import LOCKFILE_ENV, check_lock_path, open_workspace
 
 FA2 = "kernels-community/flash-attn2"
 
@@ -101,7 +101,7 @@ def test_a_lock_path_that_is_a_directory_is_refused(tmp_path: Path) -> None:
 ])
 def test_mixed_variants_are_allowed_by_config_or_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                              config: str | None, environment: str, allowed: bool) -> None:
-    from kernlock.runtime.rank_guard import MIXED_ENV, mixed_variants_allowed
+    from kernlock._internal.runtime.rank_guard import MIXED_ENV, mixed_variants_allowed
 
     if config is not None:
         (tmp_path / "pyproject.toml").write_text("[tool.kernlock]\n" + config)
@@ -111,7 +111,7 @@ def test_mixed_variants_are_allowed_by_config_or_environment(tmp_path: Path, mon
 
 def test_mixed_variants_setting_is_read_for_a_configured_lock_in_a_subdirectory(tmp_path: Path,
                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    from kernlock.runtime.rank_guard import MIXED_ENV, mixed_variants_allowed
+    from kernlock._internal.runtime.rank_guard import MIXED_ENV, mixed_variants_allowed
 
     (tmp_path / "pyproject.toml").write_text('[tool.kernlock]\nlockfile = "locks/k.lock"\nallow-mixed-variants = true\n')
     (tmp_path / "locks").mkdir()

@@ -1,0 +1,25 @@
+"""`kernlock remove SPEC…`: drop kernels from the project's sources and re-lock (like `uv remove`)."""
+
+from __future__ import annotations
+
+import click
+
+from kernlock._internal.cli.options import handle_errors, json_option, lock_options
+from kernlock._internal.cli.commands.lock import clear_progress, progress_line, report
+
+
+@click.command("remove")
+@click.argument("specs", nargs=-1, required=True)
+@lock_options
+@json_option("Print a machine-readable summary.")
+@handle_errors
+def remove_command(specs: tuple[str, ...], lockfile: str | None, project_dir: str, as_json: bool) -> None:
+    """Remove SPECS from [tool.kernlock] kernels (or [tool.kernels.dependencies]) and re-lock, keeping other pins."""
+    from kernlock._internal.resolve.lock import remove
+
+    progress = progress_line()
+    try:
+        result = remove(project_dir, specs, lockfile=lockfile, progress=progress)
+    finally:
+        clear_progress(progress)
+    report(result, as_json)

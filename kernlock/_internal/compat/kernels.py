@@ -1,0 +1,637 @@
+"""The version-independent adapter over kernels' internals.
+
+kernlock reuses kernels' variant ranking and backend detection, its resolver
+protocol, its lock types and its `LOCAL_KERNELS` parser, and wraps its loaders
+and load-time validators. Where kernels offers a public name (`Metadata`,
+`VariantAccepted`, `get_kernel_variants`, …) kernlock uses it; the private rest
+is reached here, behind kernlock's own small types (`Decision`, `Target`, plain
+tuples). Where kernels lines differ (0.19 moved every module under
+`kernels._internals`), the line's module (`kernels_017`, `kernels_018`,
+`kernels_019`, chosen once by `line()`) says how. Each name kernlock relies on is
+listed by `internals()`: `broken_internals()` (run by the contract tests against
+every supported kernels) names the one that moved or changed shape.
+
+Nothing here imports kernels or Torch at module import time.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import re
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from types import ModuleType
+from typing import Any, NamedTuple
+
+from kernlock._internal.compat import kernels_017, kernels_018, kernels_019
+from kernlock._internal.model.target import Target, installed_version, system_platform
+
+# ---------------------------------------------------------------- the kernels line
+
+LINES: tuple[ModuleType, ...] = (kernels_017, kernels_018, kernels_019)
+
+
+def line_for(version: str | None) -> ModuleType:
+    """The line module for a kernels version; the newest line for a newer or unknown version."""
+    if version is None:
+        return LINES[-1]
+    release = tuple(int(part) for part in re.findall(r"\d+", version)[:2])
+    chosen = LINES[0]
+    for candidate in LINES:
+        if release >= candidate.FIRST:
+            chosen = candidate
+    return chosen
+
+
+@functools.cache
+def line() -> ModuleType:
+    """The line module of the installed kernels (read from its metadata, without importing it)."""
+    return line_for(installed_version("kernels"))
+
+
+def module_name(name: str, kernels_line: ModuleType | None = None) -> str:
+    """Where kernels module `name` (`variants`, `resolver`, …; `_rust` and the public `kernels` never moved) lives."""
+    if name in ("kernels", "_rust"):
+        return "kernels" if name == "kernels" else "kernels._rust"
+    return f"{(kernels_line or line()).ROOT}.{name}"
+
+
+def _module(name: str) -> ModuleType:
+    return importlib.import_module(module_name(name))
+
+
+def kernels_module(name: str) -> ModuleType:
+    """kernels' module `name` (`layer.repos`, …) where the installed line keeps it; imports it."""
+    return _module(name)
+
+
+# ---------------------------------------------------------------- the contract
+
+
+class Internal(NamedTuple):
+    """A kernels name kernlock relies on: where it lives and what it must accept."""
+
+    module: str
+    name: str
+    parameters: tuple[str, ...] = ()  # keyword parameters a callable must accept
+    attributes: tuple[str, ...] = ()  # attributes a class or value must have
+
+    @property
+    def dotted(self) -> str:
+        return f"{self.module}.{self.name}"
+
+
+# By kernels module, as `module_name` places it; `kernels` is the public API.
+_CONTRACT: tuple[Internal, ...] = (
+    Internal("kernels", "Metadata", attributes=("read_from_file", "from_bytes", "kernel_depends", "digest")),
+    Internal("kernels", "VariantAccepted", attributes=("variant",)),
+    Internal("kernels", "VariantRejected", attributes=("variant", "reason")),
+    Internal("kernels", "get_kernel_variants", ("repo_id", "revision", "version", "backend")),
+    Internal("variants", "parse_variant"),
+    Internal("archs", "_supports_cuda_capability", ("archs", "capability")),  # read by arch_covers
+    Internal("archs", "_check_arch_incompatibility", ("metadata", "variant")),  # ArchValidator: what arch_covers mirrors
+    Internal("variants", "resolve_variants", ("variants", "backend")),
+    Internal("variants", "_resolve_variant_for_system", (
+        "variants", "selected_backend", "cpu", "os", "torch_version", "torch_cxx11_abi", "tvm_ffi_version", "macos_version",
+    )),
+    Internal("variants", "_METAL_MIN_MACOS_VERSION"),
+    Internal("variants", "get_kernel_variants", ("repo_id", "revision", "version", "backend")),
+    Internal("backends", "parse_backend"),
+    Internal("backends", "_select_backend"),
+    Internal("_rust", "KernelDependency", attributes=("repo_id", "version")),
+    Internal("_rust", "KernelVersion", attributes=("Version", "Revision")),
+    Internal("_rust", "KernelLock", attributes=("commit",)),
+    Internal("_rust", "KernelLocks", attributes=("from_json", "to_json", "keys")),
+    Internal("resolver", "LocalKernel", ("variant_path", "metadata", "origin")),
+    Internal("resolver", "RemoteKernel", ("repo_id", "revision", "metadata", "variant")),
+    Internal("resolver", "resolve_local_kernel", ("repo_path", "backend")),
+    Internal("resolver", "SequentialResolver", attributes=("resolvers",)),
+    Internal("resolver", "RepoPathsResolver", attributes=("local_kernels",)),
+    Internal("importer", "_import_from_path", ("variant_path", "deps", "repo_info")),
+    Internal("deps", "resolve_kernel_tree", ("api", "kernel", "backend", "resolver")),
+    Internal("load", "_parse_local_kernel_overrides", ("local_kernels",)),  # mirrored by local_kernel_overrides
+    Internal("locking", "get_locked_kernel_revision", ("repo_id", "lockfile")),
+    Internal("locking", "get_caller_locked_kernel_revision", ("repo_id",)),
+    Internal("validate", "ArchValidator", attributes=("validate_metadata",)),  # wrapped by _patch_validators
+)
+
+
+def internals(kernels_line: ModuleType | None = None) -> tuple[Internal, ...]:
+    """Every kernels name kernlock relies on with `kernels_line` (default: the installed one), by full module path."""
+    kernels_line = kernels_line or line()
+    contract = list(_CONTRACT)
+    if kernels_line.REVISION_LOOKUP is not None:
+        module, name, parameters = kernels_line.REVISION_LOOKUP
+        contract.append(Internal(module, name, parameters))
+    if kernels_line.VALIDATORS is not None:
+        contract += [Internal(kernels_line.VALIDATORS, name, attributes=("validate_kernel",))
+                     for name in ("DigestValidator", "SignatureValidator")]
+    if kernels_line.PYTHON_ABI:  # 0.19+: targets pass their Python version and free-threading too
+        contract = [c._replace(parameters=(*c.parameters, "python_version", "free_threaded"))
+                    if c.name == "_resolve_variant_for_system" else c for c in contract]
+    contract.append(Internal("verify", kernels_line.SIGNING_POLICY))  # read by default_signers
+    return tuple(internal._replace(module=module_name(internal.module, kernels_line)) for internal in contract)
+
+
+def _resolve(internal: Internal) -> Any:
+    return getattr(importlib.import_module(internal.module), internal.name)
+
+
+def _accepted_parameters(value: Any) -> set[str] | None:
+    import inspect
+
+    target = value.__init__ if inspect.isclass(value) else value
+    try:
+        return set(inspect.signature(target).parameters)
+    except (TypeError, ValueError):  # compiled (Rust) callables have no signature
+        return None
+
+
+def check_internal(internal: Internal) -> str | None:
+    """What changed about one internal (`kernels.x.name: ...`), or None when it still holds."""
+    try:
+        value = _resolve(internal)
+    except (ImportError, AttributeError) as error:
+        return f"{internal.dotted}: missing ({error})"
+    accepted = _accepted_parameters(value) if internal.parameters else None
+    if accepted is not None:
+        lacking = [p for p in internal.parameters if p not in accepted]
+        if lacking:
+            return f"{internal.dotted}: no longer accepts {', '.join(lacking)}"
+    fields = getattr(value, "__dataclass_fields__", {})
+    lacking = [a for a in internal.attributes if not hasattr(value, a) and a not in fields]
+    if lacking:
+        return f"{internal.dotted}: has no {', '.join(lacking)}"
+    return None
+
+
+def broken_internals(kernels_line: ModuleType | None = None) -> list[str]:
+    """One line per kernels name that is missing or changed shape; empty when all hold."""
+    return [problem for internal in internals(kernels_line) if (problem := check_internal(internal)) is not None]
+
+
+# ---------------------------------------------------------------- variants
+
+
+class Decision(NamedTuple):
+    """kernels' verdict on one build variant: accepted (ranked first to last) or rejected with a reason."""
+
+    variant: str
+    accepted: bool
+    reason: str = ""
+
+
+def _parsed(names: Iterable[str]) -> list[Any]:
+    parse_variant = _module("variants").parse_variant
+    parsed = []
+    for name in names:
+        try:
+            parsed.append(parse_variant(name))
+        except ValueError:
+            continue  # kernels ignores variants it cannot parse
+    return parsed
+
+
+def _decisions(trace: list[Any]) -> list[Decision]:
+    from kernels import VariantAccepted
+
+    return [
+        Decision(d.variant.variant_str, True) if isinstance(d, VariantAccepted)
+        else Decision(d.variant.variant_str, False, d.reason)
+        for d in trace
+    ]
+
+
+def metal_min_macos() -> str:
+    """The oldest macOS kernels loads Metal builds on."""
+    return str(_module("variants")._METAL_MIN_MACOS_VERSION)
+
+
+def system_parameters(target: Target) -> dict[str, Any]:
+    """`target` as the keyword arguments of kernels' `_resolve_variant_for_system`.
+
+    A Darwin target without a macOS version stands for a macOS new enough for
+    kernels' Metal builds; a target without a tvm-ffi version has no tvm-ffi; a
+    target without a Python version stands for this interpreter (`Target.interpreter`).
+    The Python version and free-threading are passed only to a kernels line that
+    takes them (0.19+, `PYTHON_ABI`): 0.17 and 0.18 have no Python dimension.
+    """
+    from packaging.version import Version
+
+    macos = target.macos or (metal_min_macos() if target.os == "darwin" else None)
+    python: dict[str, Any] = {}
+    if line().PYTHON_ABI:
+        version, free_threaded = target.interpreter
+        python = {"python_version": Version(version), "free_threaded": free_threaded}
+    return {
+        "selected_backend": line().parse_backend(_module("backends").parse_backend, target.backend),
+        "cpu": target.cpu,
+        "os": target.os,
+        "torch_version": Version(target.torch_version),
+        "torch_cxx11_abi": target.cxx11_abi,
+        "tvm_ffi_version": Version(target.tvm_ffi) if target.tvm_ffi else None,
+        "macos_version": Version(macos) if macos else None,
+        **python,
+    }
+
+
+def target_decisions(variant_names: Iterable[str], target: Target) -> list[Decision]:
+    """kernels' ranked verdicts over `variant_names` for `target`: accepted first, best first."""
+    _, trace = _module("variants")._resolve_variant_for_system(variants=_parsed(variant_names), **system_parameters(target))
+    return _decisions(trace)
+
+
+def system_decisions(variant_names: Iterable[str], backend: str | None = None) -> list[Decision]:
+    """kernels' ranked verdicts over `variant_names` for this machine (imports Torch)."""
+    _, trace = _module("variants").resolve_variants(_parsed(variant_names), backend)
+    return _decisions(trace)
+
+
+def system_variant_trace(variant_names: Iterable[str], backend: str | None) -> list[Any]:
+    """kernels' own decision objects for this machine (what `kernels.get_kernel_variants` returns)."""
+    return _module("variants").resolve_variants(_parsed(variant_names), backend)[1]
+
+
+def running_backend() -> str:
+    """The backend kernels selects on this machine (`cpu`, `cu128`, …; imports Torch)."""
+    return _module("backends")._select_backend(None).variant_str
+
+
+def kernels_target() -> Target:
+    """The running environment exactly as kernels detects it (imports Torch)."""
+    import re
+
+    import torch
+
+    cpu, os_name = system_platform()
+    version = re.match(r"(\d+)\.(\d+)", torch.__version__)
+    assert version is not None
+    cxx11 = bool(torch.compiled_with_cxx11_abi()) if os_name == "linux" else None
+    return Target(
+        torch=(int(version.group(1)), int(version.group(2))),
+        backend=running_backend(),
+        cpu=cpu,
+        os=os_name,
+        cxx11_abi=cxx11,
+    )
+
+
+# ---------------------------------------------------------------- kernels' metadata, resolvers and loads
+
+
+def variant_metadata(data: bytes) -> Any:
+    """kernels' parsed `metadata.json` of a build variant."""
+    from kernels import Metadata
+
+    return Metadata.from_bytes(data)
+
+
+def default_signers() -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """kernels' curated signers, from its default signature policy: (GitHub repository, allowed build-signer URIs).
+
+    The line names the policy (0.17: `verify.DEFAULT_POLICIES`, a list; 0.18+: `verify.DEFAULT_POLICY`,
+    sigstore's `AnyOf`); each child is a `GitHubWorkflowPolicy` with `repo_id` and `signer_uris`.
+    Imports sigstore (through kernels): call it only to verify.
+    """
+    policy = getattr(_module("verify"), line().SIGNING_POLICY)
+    children = getattr(policy, "_children", policy)  # sigstore's AnyOf keeps its policies in _children
+    return tuple((child.repo_id, tuple(child.signer_uris)) for child in children)
+
+
+def metadata_digest(metadata: Any) -> tuple[str, dict[str, str]] | None:
+    """A parsed `metadata.json`'s digest: `(algorithm, {relative path: base64 hash})`, or None without one."""
+    digest = metadata.digest
+    if digest is None:
+        return None
+    algorithm = str(digest.algorithm).rsplit(".", 1)[-1].lower()
+    return algorithm, dict(digest.files)
+
+
+def metadata_archs(metadata: Any) -> tuple[str, ...]:
+    """The GPU architectures a parsed `metadata.json` lists (`backend.archs`: `8.0`, `9.0a`, `10.0f+PTX`, `gfx942`)."""
+    return tuple(metadata.backend.archs or ())
+
+
+# ---------------------------------------------------------------- GPU architectures (kernels' ArchValidator)
+
+
+def gpu_family(backend: str) -> str | None:
+    """`cuda` or `rocm` for a target backend whose builds kernels checks against the device's architecture, else None."""
+    if backend.startswith("cu") and backend[2:].isdigit():
+        return "cuda"
+    return "rocm" if backend.startswith("rocm") else None
+
+
+def arch_covers(archs: Iterable[str], family: str, device: str) -> bool:
+    """Whether a build listing `archs` loads on a `family` device of architecture `device`, as kernels'
+    `ArchValidator` decides (`archs._check_arch_incompatibility`).
+
+    CUDA: `device` is a compute capability (`9.0`), matched by kernels' own `_supports_cuda_capability` (suffixes
+    `a`/`f`, `+PTX`; a list in no known format covers everything). ROCm: `device` is a `gfx` name, which must be
+    listed (kernels compares it inline). A build without archs is not checked by kernels, so it covers every device.
+    Pure: imports kernels' `archs` module (no Torch, no device).
+    """
+    archs = list(archs)
+    if not archs:
+        return True
+    if family == "rocm":
+        return device in archs
+    major, _, minor = device.partition(".")
+    return bool(_module("archs")._supports_cuda_capability(archs, (int(major), int(minor or 0))))
+
+
+def device_arch(family: str) -> str | None:
+    """This machine's GPU architecture as kernels' `ArchValidator` reads it (`9.0`, `gfx942`), or None where kernels
+    does not check (no such GPU, or a Torch built for another backend). Imports Torch and initialises the device."""
+    import torch
+
+    if family == "cuda":
+        if torch.version.cuda is None or not torch.cuda.is_available():
+            return None
+        major, minor = torch.cuda.get_device_capability()
+        return f"{major}.{minor}"
+    if family == "rocm":
+        if torch.version.hip is None or not torch.cuda.is_available():
+            return None
+        return str(torch.cuda.get_device_properties(torch.cuda.current_device()).gcnArchName).split(":")[0]
+    return None
+
+
+def kernel_metadata(kernel: Any) -> Any:
+    """The parsed `metadata.json` of a kernels kernel location (`LocalKernel`)."""
+    return kernel.metadata
+
+
+def kernel_request(kernel: Any) -> tuple[str, int | None, str | None]:
+    """`(repo, version, revision)` of the `KernelDependency` kernels asks a resolver for."""
+    return kernel.repo_id, getattr(kernel.version, "version", None), getattr(kernel.version, "revision", None)
+
+
+def locked_kernel(root: Path, repo: str, commit: str, variant: str) -> Any:
+    """kernels' `LocalKernel` for a verified variant directory, remembering its Hub origin."""
+    from kernels import Metadata
+
+    resolver = _module("resolver")
+    metadata = Metadata.read_from_file(root / "metadata.json")
+    origin = resolver.RemoteKernel(repo_id=repo, revision=line().revision(commit), metadata=metadata,
+                                   variant=_module("variants").parse_variant(variant))
+    return resolver.LocalKernel(variant_path=root, metadata=metadata, origin=origin)
+
+
+def local_path_kernel(path: Path, backend: str | None) -> Any:
+    """kernels' `LocalKernel` for a local kernel directory (what `LOCAL_KERNELS` points at)."""
+    return _module("resolver").resolve_local_kernel(path, backend=backend)
+
+
+def local_kernel_overrides(value: str | None) -> dict[str, Path]:
+    """`LOCAL_KERNELS` (`repo=path:repo=path`) as kernels reads it; a bad value raises `ValueError`.
+
+    Mirrors `kernels.load._parse_local_kernel_overrides` without importing kernels
+    (so `kernlock verify` stays cheap); a contract test keeps the two in step.
+    """
+    overrides = {}
+    for entry in (value or "").split(":") if value else []:
+        if "=" not in entry:
+            raise ValueError(f"Invalid LOCAL_KERNELS entry: {entry}. Expected format: repo_id_1=path_1:repo_id_2=path_2")
+        repo, path = entry.split("=", 1)
+        overrides[repo] = Path(path)
+    return overrides
+
+
+def locked_dependency(repo: str, commit: str) -> tuple[Any, Any]:
+    """What kernels' lock readers return: `(KernelLocks, KernelDependency)` pinning `repo` to `commit`."""
+    from kernels._rust import KernelDependency, KernelLock, KernelLocks, KernelVersion
+
+    dependency = KernelDependency(repo_id=repo, version=KernelVersion.Revision(commit))
+    return KernelLocks(locks={dependency: KernelLock(commit=commit)}), dependency
+
+
+def locks_commit(locks: Any, dependency: Any) -> str | None:
+    """The commit a kernels `KernelLocks` records for `dependency`."""
+    lock = locks.get(dependency, None)
+    return str(lock.commit) if lock is not None else None
+
+
+# ---------------------------------------------------------------- kernels' JSON lock
+
+
+class KernelsPin(NamedTuple):
+    """One entry of kernels' JSON lock: a dependency (repo and version or revision) and its commit."""
+
+    repo: str
+    version: int | None
+    revision: str | None
+    commit: str
+
+
+def parse_kernels_lock(text: str) -> list[KernelsPin]:
+    """kernels' `KernelLocks` JSON as pins, in file order; raises `ValueError` if it is not one."""
+    from kernels._rust import KernelLocks
+
+    locks = KernelLocks.from_json(text)
+    pins = []
+    for dependency in locks.keys():
+        repo, version, revision = kernel_request(dependency)
+        pins.append(KernelsPin(repo, version, revision, str(locks.get(dependency).commit)))
+    return pins
+
+
+def kernels_lock_json(pins: Iterable[KernelsPin]) -> str:
+    """kernels' `KernelLocks` JSON for `pins`; the first pin of a dependency wins."""
+    from kernels._rust import KernelDependency, KernelLock, KernelLocks, KernelVersion
+
+    locks: dict[Any, Any] = {}  # KernelDependency -> KernelLock (kernels' Rust classes, untyped)
+    for pin in pins:
+        version = KernelVersion.Version(pin.version) if pin.version is not None else KernelVersion.Revision(pin.revision)
+        locks.setdefault(KernelDependency(repo_id=pin.repo, version=version), KernelLock(commit=pin.commit))
+    return KernelLocks(locks=locks).to_json()
+
+
+# ---------------------------------------------------------------- patching kernels' modules
+
+
+class LockHooks(NamedTuple):
+    """kernlock's answers to kernels, in kernlock's terms; each returns None to let kernels proceed as usual."""
+
+    # (repo, version, revision, backend, the path `get_local_kernel` names for repo or None) -> a kernels kernel
+    # location (from `locked_kernel`/`local_path_kernel`)
+    resolve: Callable[[str, int | None, str | None, str | None, Path | None], Any]
+    # (repo, where kernels was going to read its lock) -> the commit to load
+    locked_commit: Callable[[str, str], str | None]
+    # (repo, version, revision) -> commit, for layer and function repositories (kernels 0.17)
+    commit_for: Callable[[str, int | None, str | None], str | None]
+    # (repo, version, revision) -> the build variant names at the commit to rank
+    variants_for: Callable[[str, int | None, str | None], Iterable[str] | None]
+    # wraps kernels' `_import_from_path(variant_path, deps, repo_info)`, which imports every variant
+    wrap_import: Callable[[Callable[..., ModuleType]], Callable[..., ModuleType]]
+    # variant path -> whether kernlock verified it against the lock (kernels 0.18+ validators then step aside)
+    verified: Callable[[Path], bool]
+    # (parsed metadata.json, variant name) -> None, or raises kernlock's one-line refusal, before kernels'
+    # `ArchValidator` checks the same build against this device (only where kernels checks: `check_arch=True`)
+    check_arch: Callable[[Any, str], None] = lambda metadata, variant: None
+    # (kernels' spec of a "zip"-layout variant, variant path, archive path) -> the spec to import (kernels 0.19)
+    zip_spec: Callable[[Any, Path, str], Any] = lambda spec, variant_path, archive: spec
+
+
+class _LockedResolver:
+    """A kernels resolver that asks the hooks first, then the chain the entry point built."""
+
+    def __init__(self, hooks: LockHooks, inner: Any) -> None:
+        self.hooks, self.inner = hooks, inner
+
+    def resolve(self, *, api: Any, backend: str | None, kernel: Any) -> Any:
+        located = self.hooks.resolve(*kernel_request(kernel), backend, _requested_path(self.inner, kernel.repo_id))
+        if located is not None or self.inner is None:
+            return located
+        return self.inner.resolve(api=api, backend=backend, kernel=kernel)
+
+
+def _requested_path(resolver: Any, repo: str) -> Path | None:
+    """The path `get_local_kernel(path)` asks for as `repo`: its `RepoPathsResolver` in the chain names it."""
+    resolvers = _module("resolver")
+    if isinstance(resolver, resolvers.SequentialResolver):
+        return next((path for inner in resolver.resolvers if (path := _requested_path(inner, repo)) is not None), None)
+    return resolver.local_kernels.get(repo) if isinstance(resolver, resolvers.RepoPathsResolver) else None
+
+
+def _patch_importer(module: ModuleType, hooks: LockHooks) -> None:
+    replace_function(module, "_import_from_path", hooks.wrap_import)
+    if hasattr(module, "_zip_spec"):  # kernels 0.19: the "zip" build layout
+        def make(original: Callable[..., Any]) -> Callable[..., Any]:
+            def _zip_spec(variant_path: Path, metadata: Any) -> Any:
+                spec = original(variant_path, metadata)
+                return hooks.zip_spec(spec, variant_path, str(Path(variant_path) / f"{metadata.id}.zip"))
+            return _zip_spec
+
+        replace_function(module, "_zip_spec", make)
+
+
+def _patch_deps(module: ModuleType, hooks: LockHooks) -> None:
+    # Every load (get_kernel, has_kernel, load_kernel, get_locked_kernel, layer and function
+    # repositories, get_local_kernel, install_kernel) resolves its kernel tree here.
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        def resolve_kernel_tree(api: Any, kernel: Any, backend: str | None, resolver: Any, seen: Any = None) -> Any:
+            if not isinstance(resolver, _LockedResolver):
+                resolver = _LockedResolver(hooks, resolver)
+            return original(api=api, kernel=kernel, backend=backend, resolver=resolver, seen=seen)
+        return resolve_kernel_tree
+
+    replace_function(module, "resolve_kernel_tree", make)
+
+
+def _patch_locking(module: ModuleType, hooks: LockHooks) -> None:
+    # kernels' lock readers (load_kernel, get_locked_kernel, Locked*Repository).
+    def served(repo: str, where: str) -> tuple[Any, Any] | None:
+        commit = hooks.locked_commit(repo, where)
+        return locked_dependency(repo, commit) if commit is not None else None
+
+    def make_file(original: Callable[..., Any]) -> Callable[..., Any]:
+        def get_locked_kernel_revision(repo_id: str, lockfile: Any) -> Any:
+            return served(repo_id, f"kernels lock {lockfile}") or original(repo_id, lockfile)
+        return get_locked_kernel_revision
+
+    def make_caller(original: Callable[..., Any]) -> Callable[..., Any]:
+        def get_caller_locked_kernel_revision(repo_id: str) -> Any:
+            return served(repo_id, "kernels lock in package metadata") or original(repo_id)
+        return get_caller_locked_kernel_revision
+
+    replace_function(module, "get_locked_kernel_revision", make_file)
+    replace_function(module, "get_caller_locked_kernel_revision", make_caller)
+
+
+def _patch_versions(module: ModuleType, hooks: LockHooks) -> None:
+    # Version -> commit lookups of layer and function repositories.
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        def select_revision_or_version(repo_id: str, *, revision: str | None, version: int | None,
+                                       local_files_only: bool) -> str:
+            commit = hooks.commit_for(repo_id, version, revision)
+            if commit is not None:
+                return commit
+            return original(repo_id, revision=revision, version=version, local_files_only=local_files_only)
+        return select_revision_or_version
+
+    replace_function(module, "select_revision_or_version", make)
+
+
+def _patch_variants(module: ModuleType, hooks: LockHooks) -> None:
+    # `get_kernel_variants`: kernels' own ranking over the variants the hooks name.
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        def get_kernel_variants(repo_id: str, *, revision: str | None = None, version: int | None = None,
+                                backend: str | None = None) -> Any:
+            names = hooks.variants_for(repo_id, version, revision)
+            if names is None:
+                return original(repo_id, revision=revision, version=version, backend=backend)
+            return system_variant_trace(names, backend)
+        return get_kernel_variants
+
+    replace_function(module, "get_kernel_variants", make)
+
+
+def _patch_validators(module: ModuleType, hooks: LockHooks) -> None:
+    # kernels' ArchValidator (every line; `check_arch=True`): kernlock refuses a build it served that does not
+    # support this device with its own one line first, then kernels checks as usual (a RuntimeError either way).
+    arch = module.ArchValidator
+    arch_original = arch.validate_metadata
+
+    def validate_metadata(self: Any, *, metadata: Any, variant: str, _original: Callable[..., None] = arch_original) -> None:
+        hooks.check_arch(metadata, variant)
+        _original(self, metadata=metadata, variant=variant)
+
+    functools.update_wrapper(validate_metadata, arch_original)
+    arch.validate_metadata = validate_metadata
+    if line().VALIDATORS is None:  # kernels 0.17: no kernel validators
+        return
+    # kernels 0.18+ checks every loaded variant: its files against the metadata digest (keeping a
+    # receipt in the kernels cache) and its Sigstore bundle (refreshing TUF online). For a variant
+    # kernlock verified, kernlock has checked the same offline from the lock (`kernlock.integrity`),
+    # so these step aside; every other load (local kernels, lenient unlocked loads) keeps them.
+    for name in ("DigestValidator", "SignatureValidator"):
+        validator = getattr(module, name)
+        original = validator.validate_kernel
+
+        def validate_kernel(self: Any, *, kernel: Any, _original: Callable[..., None] = original) -> None:
+            if not hooks.verified(kernel.variant_path):
+                _original(self, kernel=kernel)
+
+        functools.update_wrapper(validate_kernel, original)
+        validator.validate_kernel = validate_kernel
+
+
+def patch_points() -> dict[str, Callable[[ModuleType, LockHooks], None]]:
+    """The kernels modules `kernlock.apply()` wraps, by full name, for the installed kernels line."""
+    kernels_line = line()
+    points: dict[str, Callable[[ModuleType, LockHooks], None]] = {
+        module_name("importer"): _patch_importer,
+        module_name("deps"): _patch_deps,
+        module_name("locking"): _patch_locking,
+        module_name("variants"): _patch_variants,
+    }
+    if kernels_line.REVISION_LOOKUP is not None:
+        points[module_name(kernels_line.REVISION_LOOKUP[0])] = _patch_versions
+    points[module_name("validate")] = _patch_validators  # ArchValidator on every line; 0.18+: Digest and Signature too
+    return points
+
+
+def patch_module(name: str, module: ModuleType, hooks: LockHooks) -> None:
+    """Wrap the functions of kernels module `name` (a key of `patch_points()`) so they ask `hooks` first."""
+    patch_points()[name](module, hooks)
+
+
+def replace_function(module: ModuleType, name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+    """Replace `module.name` with `make(original)`, also where kernels modules imported it by name."""
+    original = getattr(module, name)
+    replacement = make(original)
+    functools.update_wrapper(replacement, original)
+    setattr(module, name, replacement)
+    for other_name, other in list(sys.modules.items()):
+        if (other_name == "kernels" or other_name.startswith("kernels.")) and getattr(other, name, None) is original:
+            setattr(other, name, replacement)
+
+
+def kernels_python_depends(kernels_root: Path) -> dict:
+    """kernels' data file mapping `python-depends` names to pip packages and import names."""
+    import json
+
+    return json.loads((kernels_root / line().PYTHON_DEPENDS).read_text())

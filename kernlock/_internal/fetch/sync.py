@@ -1,0 +1,174 @@
+"""`kernlock sync`: put exactly the locked variants into the Hub cache, verified.
+
+Only the files the lock lists are fetched, at the locked commit, into the
+cache kernels reads (`KERNELS_CACHE`, `HF_HUB_CACHE`, `HF_HOME`). Files already
+present are verified against the lock; `repair` re-downloads those that fail and removes
+bytecode caches, but deletes nothing else from the shared cache: a file the lock does not
+list may be a real part of the commit that plain kernels or another project relies on
+(the lock lost it), so it is reported with the fix the Hub's listing of the commit calls for.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kernlock._internal.store.hub_cache import (
+    check_variant, discard, download_variant, extra_files, hub_cache_dir, local_write_problem, missing_files,
+    remove_extra_files, unlisted_files_error, variant_dir,
+)
+from kernlock._internal.check.coverage import uncovered_problem
+from kernlock._internal.model.target import Target
+from kernlock.errors import IntegrityError, KernlockError, MissingFilesError, NoVariantError, UsageError
+from kernlock._internal.model.lockfile import LockedKernel, LockedVariant, Lockfile
+from kernlock._internal.project.workspace import open_workspace
+
+
+@dataclass
+class SyncReport:
+    """What `sync()` did, per variant."""
+
+    cache: Path
+    downloaded: list[str] = field(default_factory=list)  # "spec variant/path"
+    repaired: list[str] = field(default_factory=list)
+    verified: int = 0
+    variants: int = 0
+    bytes: int = 0
+
+    def to_dict(self) -> dict[str, object]:
+        """The report as JSON (`kernlock sync --json`)."""
+        return {"cache": str(self.cache), "variants": self.variants, "verified": self.verified, "bytes": self.bytes,
+                "downloaded": self.downloaded, "repaired": self.repaired}
+
+
+def selected_variants(lock: Lockfile, targets: Iterable[Target]) -> list[tuple[LockedKernel, LockedVariant]]:
+    """The (kernel, variant) pairs locked for `targets` (from `Workspace.chosen_targets`).
+
+    Each spec key's variant comes from the entry covering the target (an override's, or the spec's own).
+    """
+    chosen = sorted(set(targets), key=str)
+    pairs = []
+    for spec in dict.fromkeys(kernel.spec for kernel in lock.kernels):
+        for target in chosen:
+            kernel = lock.kernel(spec, target)
+            variant = kernel.variant_for(target) if kernel is not None else None
+            if kernel is None or variant is None:
+                default = lock.kernel(spec)
+                assert default is not None  # spec is one of the lock's keys
+                message, fix = uncovered_problem(default, target)
+                raise NoVariantError(message, fix=f"`{fix}`")
+            pair = (kernel, variant)
+            if pair not in pairs:
+                pairs.append(pair)
+    return pairs
+
+
+def sync_variant(kernel: LockedKernel, variant: LockedVariant, cache: Path, repair: bool) -> SyncReport:
+    """Fetch one variant's missing files and verify all of them (re-fetching bad ones with `repair`)."""
+    report = SyncReport(cache=cache, variants=1, verified=len(variant.files))
+    root = variant_dir(kernel, variant.name, cache)
+    missing = missing_files(kernel, variant, root)
+    just_verified = {}
+    fetched: list[int] = []  # bytes really transferred: a resumed download counts only what it added
+    if missing:
+        just_verified = download_variant(kernel, variant, cache, missing, fetched=fetched)
+        report.downloaded = [f"{kernel.spec} {variant.name}/{f.path}" for f in missing]
+    if repair and (inert := sorted(set(extra_files(variant, root, bytecode=True)) - set(extra_files(variant, root)))):
+        remove_extra_files(root, inert)  # bytecode caches only: never part of a commit, never read by kernlock
+        report.repaired += [f"{kernel.spec} {variant.name}/{path} (removed: bytecode cache)" for path in inert]
+    try:
+        check_variant(kernel, variant, root, just_verified=just_verified)
+    except IntegrityError:
+        if not repair:
+            raise
+        bad = [f for f in variant.files if _mismatched(root / f.path, f.sha256, f.size)]
+        if bad:
+            discard(kernel, variant.name, bad, cache)
+            download_variant(kernel, variant, cache, bad, force=True, fetched=fetched)
+            report.repaired += [f"{kernel.spec} {variant.name}/{f.path}" for f in bad]
+        if extra := extra_files(variant, root):  # left in place: they may be part of the commit (see the error)
+            held = _held_by_commit(kernel, variant, extra)
+            if held:  # the lock is what is wrong: restore it first (what else is unlisted is named on the next run)
+                raise unlisted_files_error(kernel, root, held, in_commit=True) from None
+            raise unlisted_files_error(kernel, root, extra, in_commit=None if held is None else False) from None
+        check_variant(kernel, variant, root)
+    report.bytes += sum(fetched)
+    return report
+
+
+def _held_by_commit(kernel: LockedKernel, variant: LockedVariant, extra: list[str]) -> list[str] | None:
+    """Which of `extra` (entries of a variant directory the lock does not list) the Hub lists at the locked commit;
+    None when the Hub cannot say."""
+    from kernlock._internal.hub.client import Hub
+
+    try:
+        listed = {f.path for f in Hub().tree(kernel.repo, kernel.commit)}
+    except KernlockError:
+        return None
+    prefix = f"build/{variant.name}/"
+    return [path for path in extra
+            if (prefix + path in listed if not path.endswith("/") else any(p.startswith(prefix + path) for p in listed))]
+
+
+def _mismatched(path: Path, sha256: str, size: int) -> bool:
+    from kernlock._internal.store.hub_cache import sha256_file
+
+    try:
+        return path.stat().st_size != size or sha256_file(path) != sha256
+    except FileNotFoundError:
+        return True
+
+
+def sync(
+    project_dir: str | os.PathLike[str] = ".",
+    *,
+    targets: Iterable[str] = (),
+    all_targets: bool = False,
+    repair: bool = False,
+    lockfile: str | os.PathLike[str] | None = None,
+    locked: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> SyncReport:
+    """Download and verify the locked variants for `targets` (default: this environment).
+
+    `locked` first requires the lock to be fresh against the project's sources.
+    """
+    workspace = open_workspace(project_dir, lockfile)
+    path, lock = workspace.lockfile, workspace.read_lock()
+    if locked:
+        from kernlock._internal.check.freshness import require_fresh
+
+        require_fresh(workspace, lock)
+    pairs = selected_variants(lock, workspace.chosen_targets(lock, targets, all_targets))
+    if not pairs:
+        raise UsageError(f"{path} locks no kernels; run `kernlock lock` first")
+    cache = hub_cache_dir()
+    report = SyncReport(cache=cache)
+    done = 0
+    with ThreadPoolExecutor(max_workers=min(8, len(pairs))) as pool:
+        futures = [pool.submit(sync_variant, k, v, cache, repair) for k, v in pairs]
+        for future in futures:
+            try:
+                part = future.result()
+            except KernlockError:
+                raise
+            except Exception as error:
+                local = local_write_problem(error, cache)
+                if local is not None:
+                    raise MissingFilesError(f"cannot store the locked files: {local}") from None
+                raise MissingFilesError(
+                    f"cannot download locked files ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}); "
+                    "check HF_ENDPOINT, your network and HF_TOKEN, then re-run `kernlock sync`"
+                ) from None
+            report.downloaded += part.downloaded
+            report.repaired += part.repaired
+            report.verified += part.verified
+            report.variants += part.variants
+            report.bytes += part.bytes
+            done += 1
+            if progress:
+                progress(done, len(pairs))
+    return report

@@ -1,0 +1,146 @@
+"""`kernlock vendor DIR`: a self-contained copy of the locked variants, for air-gapped clusters.
+
+Layout::
+
+    DIR/kernels.lock                                  the lock, copied
+    DIR/.kernlock-vendor                              marker
+    DIR/kernels--org--repo/<commit>/<variant>/...     the locked files (plain copies)
+
+Point a run at it with `KERNLOCK_VENDOR_DIR=DIR` (or `kernlock run --vendor
+DIR`): `kernlock.apply()` then reads the lock and every kernel from DIR, with
+no Hub and no Hub cache.
+
+Two `kernlock vendor` runs into one directory wait for each other: the copy and
+check of the variants and the write of the lock happen under a lock file in DIR
+(`.kernlock-vendor.lock`, removed on release; `$KERNLOCK_LOCK_TIMEOUT`).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernlock._internal import settings
+from kernlock._internal.store.atomic import atomic_write, current_umask
+from kernlock._internal.store.mutex import DEFAULT_TIMEOUT, DirectoryLock
+from kernlock._internal.store.hub_cache import VENDOR_MARKER, check_variant, repair_vendor_command, variant_dir, vendored_variant_dir
+from kernlock.errors import IntegrityError, MissingFilesError, UsageError, WriteError
+from kernlock._internal.model.lockfile import LOCK_FILENAME, LockedKernel, LockedVariant, Lockfile
+from kernlock._internal.project.workspace import Workspace, open_workspace
+from kernlock._internal.fetch.sync import selected_variants, sync
+
+
+@dataclass(frozen=True)
+class VendorReport:
+    """What `vendor()` wrote."""
+
+    directory: Path
+    variants: int
+    files: int
+    bytes: int
+    repaired: int = 0  # variants copied again because they did not match the lock
+
+    def to_dict(self) -> dict[str, object]:
+        """The report as JSON (`kernlock vendor --json`)."""
+        return {"directory": str(self.directory), "variants": self.variants, "files": self.files, "bytes": self.bytes,
+                "repaired": self.repaired}
+
+
+def vendor(
+    directory: str | os.PathLike[str],
+    project_dir: str | os.PathLike[str] = ".",
+    *,
+    targets: Iterable[str] = (),
+    all_targets: bool = True,
+    lockfile: str | os.PathLike[str] | None = None,
+    repair: bool = False,
+) -> VendorReport:
+    """Export the locked variants for `targets` (default: every locked target) into `directory`.
+
+    A variant already there must match the lock; with `repair`, one that does not is copied again.
+    """
+    workspace = open_workspace(project_dir, lockfile, readers=False)  # the project's lock, not $KERNLOCK_VENDOR_DIR's
+    path, lock = workspace.lockfile, workspace.read_lock()
+    targets = tuple(targets)
+    use_all = all_targets and not targets
+    out = Path(directory)
+    try:  # before anything is downloaded for it
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:  # an unwritable parent, a file in the way, a read-only disk
+        where = f": {error.filename}" if error.filename and str(error.filename) != str(out) else ""
+        raise UsageError(f"cannot create the vendor directory {out} ({error.strerror}{where}); nothing was written",
+                         fix="vendor into a directory you can write (`kernlock vendor DIR`), or have its owner "
+                             f"create it for you (`mkdir -p {shlex.quote(str(out))}`)") from None
+    sync(project_dir, targets=targets, all_targets=use_all, lockfile=path)
+    from kernlock._internal.store.hub_cache import hub_cache_dir
+
+    cache = hub_cache_dir()
+    timeout = settings.seconds(settings.LOCK_TIMEOUT_ENV, DEFAULT_TIMEOUT, zero=True)
+    mutex = DirectoryLock(out, timeout, name=VENDOR_LOCK_NAME, what=f"writing the vendor directory {out}", optional=False)
+    mutex.acquire(time.monotonic() + timeout)
+    try:
+        return _vendor_into(out, workspace, path, lock, targets, use_all, cache, repair)
+    except OSError as error:  # a variant directory inside that is not writable, a full disk
+        from kernlock.errors import local_write_problem
+
+        problem = local_write_problem(error, out) or f"cannot write into {out} ({error.strerror}: {error.filename})"
+        raise WriteError(f"vendor: {problem}; the variants already there are unchanged",
+                         fix=f"make {out} writable, or vendor into another directory") from None
+    finally:
+        mutex.release()
+
+
+VENDOR_LOCK_NAME = ".kernlock-vendor.lock"  # held while a vendor run writes the directory
+
+
+def _vendor_into(out: Path, workspace: Workspace, path: Path, lock: Lockfile, targets: tuple[str, ...],
+                 use_all: bool, cache: Path, repair: bool) -> VendorReport:
+    files = size = repaired = 0
+    pairs = selected_variants(lock, workspace.chosen_targets(lock, targets, use_all))
+    for kernel, variant in pairs:
+        final = vendored_variant_dir(kernel, variant.name, out)
+        if final.exists():
+            try:
+                check_variant(kernel, variant, final, repair=repair_vendor_command(out))
+            except (IntegrityError, MissingFilesError):
+                if not repair:
+                    raise
+                _copy_variant(kernel, variant, variant_dir(kernel, variant.name, cache), final)
+                repaired += 1
+        else:
+            _copy_variant(kernel, variant, variant_dir(kernel, variant.name, cache), final)
+        files += len(variant.files)
+        size += sum(f.size for f in variant.files)
+    atomic_write(out / LOCK_FILENAME, path.read_bytes())  # a run reading the vendor dir sees the old lock or the new one
+    atomic_write(out / VENDOR_MARKER, "kernlock vendor directory: set KERNLOCK_VENDOR_DIR to this directory\n")
+    return VendorReport(directory=out, variants=len(pairs), files=files, bytes=size, repaired=repaired)
+
+
+def _copy_variant(kernel: LockedKernel, variant: LockedVariant, source: Path, final: Path) -> None:
+    """Copy the locked files of a verified variant from `source` to `final` (replacing it), checked before it lands."""
+    out = final.parents[2]
+    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=out))
+    try:
+        staging.chmod(0o777 & ~current_umask())  # mkdtemp's 0700 would hide the variant from other users
+        for locked in variant.files:
+            destination = staging / locked.path
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source / locked.path, destination)
+        check_variant(kernel, variant, staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)  # a failed copy leaves nothing half-written behind
+        raise
+    final.parent.mkdir(parents=True, exist_ok=True)
+    if final.exists():
+        damaged = Path(tempfile.mkdtemp(prefix=".damaged-", dir=out))
+        os.replace(final, damaged / final.name)
+        os.replace(staging, final)
+        shutil.rmtree(damaged)
+    else:
+        os.replace(staging, final)

@@ -1,0 +1,73 @@
+"""Where a project's advisories come from: `[tool.kernlock] advisories`, files (relative to the project) or URLs.
+
+    [tool.kernlock]
+    advisories = ["advisories.toml", "https://example.org/kernels-advisories.toml"]
+
+A URL is fetched on each use with kernlock's Hub transport (its timeouts, deadline, size
+bound and retries; no Hub token is sent), so `verify` reads a local file offline and a URL
+only where the network is there. The file format is `kernlock._internal.model.advisories`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kernlock.errors import ConfigError, KernlockError
+from kernlock._internal.model.advisories import Advisory, parse_advisories
+
+MAX_BYTES = 1 << 20  # one advisory file: a few hundred entries at most
+FIX = "fix or remove it in [tool.kernlock] advisories"
+
+
+def is_url(source: str) -> bool:
+    return source.startswith(("https://", "http://"))
+
+
+def load_advisories(root: Path, sources: tuple[str, ...]) -> tuple[Advisory, ...]:
+    """Every advisory of every source, in order; an unreadable or invalid source is an error naming it."""
+    from kernlock._internal.store import tomlio
+
+    advisories: list[Advisory] = []
+    for source in sources:
+        text = _fetch(source) if is_url(source) else _read(root, source)
+        try:
+            data = tomlio.loads(text)
+        except ValueError as error:
+            raise ConfigError(f"advisories {source}: not valid TOML ({error})", fix=FIX) from None
+        try:
+            found = parse_advisories(data, source)
+        except ConfigError as error:
+            raise ConfigError(error.message, fix=error.fix or f"correct {source} (the format: README, Advisories) "
+                              "or remove it from [tool.kernlock] advisories") from None
+        seen = {a.id: a.source for a in advisories}
+        clash = next((a for a in found if a.id in seen), None)
+        if clash is not None:
+            raise ConfigError(f"advisory {clash.id} is declared in {seen[clash.id]} and in {source}", fix=FIX)
+        advisories.extend(found)
+    return tuple(advisories)
+
+
+def _read(root: Path, source: str) -> str:
+    path = root / source
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"advisories {source}: no such file ({path})", fix=FIX) from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"advisories {source}: cannot be read ({error})", fix=FIX) from None
+
+
+def _fetch(url: str) -> str:
+    from kernlock._internal.hub.transport import Transport, etag_timeout
+
+    transport = Transport(token=False)  # a third-party URL never gets the Hub token
+    try:
+        response = transport.call(url, lambda deadline: transport.request(
+            url, deadline, timeout=etag_timeout(), limit=MAX_BYTES, follow=True))
+    except KernlockError as error:
+        raise KernlockError(f"advisories {url}: cannot be fetched ({error.message})",
+                            fix="check the URL and the network, or point [tool.kernlock] advisories at a local copy") from None
+    try:
+        return response.content.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"advisories {url}: not UTF-8 text", fix=FIX) from None

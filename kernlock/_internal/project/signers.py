@@ -1,0 +1,120 @@
+"""Which signers a project accepts, and the check of a verified signature's identity against them.
+
+    [tool.kernlock]
+    require-signatures = false     # true: refuse unsigned variants and signers no entry allows
+    sigstore-trusted-root = "..."  # another trusted_root.json (also $KERNLOCK_SIGSTORE_TRUSTED_ROOT)
+
+    [tool.kernlock.signers]        # Hub repo, or fnmatch glob, -> allowed build-signer URIs (workflow@ref)
+    "my-org/*" = ["https://github.com/my-org/kernels/.github/workflows/build.yaml@refs/heads/main"]
+
+The entry for a repo is the most specific that matches (the exact repo, else the longest glob);
+repos no entry matches get kernels' own default policy when they are `kernels-community/*` (its
+curated signers, read from kernels through the adapter), else no identity check. A GitHub workflow
+URI also fixes the issuer (GitHub Actions) and the source repository (the workflow's own: a fork, or
+another repository calling the workflow, is refused), as kernels' `GitHubWorkflowPolicy` does. An
+empty list verifies the signature and checks no identity. Pure data: nothing here imports sigstore.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+from kernlock.errors import SignatureError
+from kernlock._internal.model.lockfile import SIGNATURE_FILE, Signature
+
+if TYPE_CHECKING:
+    from kernlock._internal.project.config import Project
+
+GITHUB_ISSUER = "https://token.actions.githubusercontent.com"
+DEFAULT_REPOS = "kernels-community/*"  # the Hub repos kernels' default policy is for (its curated publisher)
+
+
+class Allowed(NamedTuple):
+    """The signers allowed for a repo, and the rule they come from (for messages)."""
+
+    signers: tuple[str, ...]
+    rule: str
+
+
+def workflow_repository(signer: str) -> str | None:
+    """`https://github.com/<org>/<repo>` of a GitHub workflow URI, None for any other URI."""
+    parts = signer.split("/")
+    if signer.startswith("https://github.com/") and len(parts) > 6 and parts[5] == ".github":
+        return "/".join(parts[:5])
+    return None
+
+
+@dataclass(frozen=True)
+class SigningPolicy:
+    """A project's signature settings (`[tool.kernlock]` require-signatures, sigstore-trusted-root, signers)."""
+
+    require: bool = False
+    signers: tuple[tuple[str, tuple[str, ...]], ...] = ()  # pattern -> URIs, as written
+    trusted_root: Path | None = None
+
+    def allowed(self, repo: str) -> Allowed | None:
+        """The entry that applies to `repo`: its most specific match, else kernels' default for its repos, else None."""
+        matches = [(pattern, uris) for pattern, uris in self.signers if fnmatch.fnmatchcase(repo, pattern)]
+        if matches:
+            pattern, uris = max(matches, key=lambda m: (m[0] == repo, len(m[0])))
+            return Allowed(uris, f"[tool.kernlock.signers] {json.dumps(pattern)}")
+        if fnmatch.fnmatchcase(repo, DEFAULT_REPOS):
+            from kernlock._internal.compat.kernels import default_signers
+
+            uris = tuple(uri for _, signers in default_signers() for uri in signers)
+            return Allowed(uris, f"kernels' default policy for {DEFAULT_REPOS}")
+        return None
+
+    def check(self, repo: str, variant: str, signature: Signature | None) -> None:
+        """Raise `SignatureError` when `signature` (None: unsigned) is not acceptable for `repo`'s `variant`."""
+        where = f"{repo} {variant}"
+        if signature is None:
+            if self.require:
+                raise SignatureError(
+                    f"{where}: unsigned (no {SIGNATURE_FILE}), and [tool.kernlock] require-signatures = true; "
+                    "lock a signed revision, or set require-signatures = false in pyproject.toml")
+            return
+        allowed = self.allowed(repo)
+        found = signature.build_signer
+        if allowed is None:
+            if self.require:
+                raise SignatureError(
+                    f"{where}: signed by {found}, but no [tool.kernlock.signers] entry matches {repo} and "
+                    f"require-signatures = true; if you trust that signer, add {_entry(repo, (found,))} under "
+                    "[tool.kernlock.signers] in pyproject.toml and re-run `kernlock lock`")
+            return
+        if not allowed.signers:
+            return
+        if found not in allowed.signers:
+            raise SignatureError(
+                f"{where}: signed by {found}, expected {' or '.join(allowed.signers)} ({allowed.rule}); if you trust "
+                f"that signer, add {_entry(repo, (*allowed.signers, found))} under [tool.kernlock.signers] in "
+                f"pyproject.toml and re-run `kernlock lock`; otherwise lock a revision an allowed signer signed")
+        repository = workflow_repository(found)
+        if repository is None:
+            return
+        if signature.issuer != GITHUB_ISSUER:
+            raise SignatureError(
+                f"{where}: signed by {found} through OIDC issuer {signature.issuer}, expected {GITHUB_ISSUER} "
+                f"({allowed.rule}); a GitHub workflow can only sign through GitHub Actions: lock a revision "
+                "an allowed signer signed")
+        if signature.source_repository != repository:
+            raise SignatureError(
+                f"{where}: signed by {found} running in {signature.source_repository}, expected it to run in "
+                f"{repository} ({allowed.rule}); a fork, or another repository calling the workflow, signed it: "
+                "lock a revision an allowed signer signed")
+
+
+def project_policy(project: Project) -> SigningPolicy:
+    """The signing policy `project`'s pyproject.toml declares."""
+    return SigningPolicy(require=project.require_signatures, signers=project.signers,
+                         trusted_root=project.sigstore_trusted_root)
+
+
+def _entry(repo: str, signers: tuple[str, ...]) -> str:
+    """A `[tool.kernlock.signers]` line allowing `signers` for `repo`."""
+    return f"{json.dumps(repo)} = [{', '.join(json.dumps(s) for s in dict.fromkeys(signers))}]"

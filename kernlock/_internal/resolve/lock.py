@@ -1,0 +1,505 @@
+"""`kernlock lock` and `kernlock remove` as library calls: sources → resolver → atomic `kernels.lock`."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from kernlock._internal.model.target import parse_target
+from kernlock._internal.store.atomic import atomic_write
+from kernlock.errors import KernlockError, StaleLockError, TrustError, UsageError
+from kernlock._internal.hub.client import Hub
+from kernlock._internal.store.kernels_lock import migration_for
+from kernlock._internal.model.lockfile import LOCK_FILENAME, LockedKernel, Lockfile, format_for
+from kernlock._internal.model.target_pins import is_target_pin
+from kernlock._internal.store.lockfile_io import dumps_lockfile, write_lockfile
+from kernlock._internal.project.config import Project, collect_specs, project_targets, resolving_target
+from kernlock._internal.project.advisory_sources import load_advisories
+from kernlock._internal.project.models import project_models
+from kernlock._internal.resolve.models import model_kernels
+from kernlock._internal.resolve.resolver import ResolveOptions, Resolver
+from kernlock._internal.project.signers import project_policy
+from kernlock._internal.model.spec import parse_spec
+from kernlock._internal.project.workspace import Workspace, exclusive_workspace
+
+
+class Change(NamedTuple):
+    """One lock entry whose commit (or signer) a re-lock changed, and why (`reason`, one of `REASONS`)."""
+
+    spec: str
+    override: str | None  # the targets an override entry applies to (`backend=cu128`), None for the spec's own
+    old: str | None  # the commit before (None: added)
+    new: str | None  # the commit after (None: removed)
+    reason: str
+    signer: tuple[str, str] | None = None  # (before, after) when the entry's signers change (`entry_signers`)
+
+    def describe(self, gap: str = " ") -> str:
+        """`spec [override]{gap}old -> new{gap}(reason[; signer before -> after])`, commits abbreviated (`-` for none)."""
+        name = f"{self.spec} [{self.override}]" if self.override else self.spec
+        signer = f"; signer {self.signer[0]} -> {self.signer[1]}" if self.signer else ""
+        return f"{name}{gap}{(self.old or '-')[:12]} -> {(self.new or '-')[:12]}{gap}({self.reason}{signer})"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The change as JSON (`kernlock lock --json` → `changes`); `signer` only when it changes."""
+        data: dict[str, Any] = self._asdict()
+        if self.signer is None:
+            del data["signer"]
+        else:
+            data["signer"] = dict(zip(("old", "new"), self.signer))
+        return data
+
+
+def entry_signers(kernel: LockedKernel) -> str | None:
+    """Who signed an entry's variants (`build-signer` URIs, or `unsigned`), in one text; None when a signed variant
+    records no signer (a lock from before format 1.1)."""
+    if any(v.signed and v.signature is None for v in kernel.variants):
+        return None
+    return ", ".join(sorted({v.signature.build_signer if v.signature else "unsigned" for v in kernel.variants}))
+
+
+REASONS = ("branch moved", "upgraded", "added", "removed", "override", "re-verified")
+# Besides these, a per-target pin (`kernlock._internal.model.target_pins`) gives its own reason ("build appended at <commit>",
+# an advisory's), and the resolver names a move it made ("moved to <commit>: builds appended, locked variants unchanged").
+
+
+def lock_changes(old: Lockfile | None, new: Lockfile,
+                 reasons: Mapping[tuple[str, str], str] | None = None) -> tuple[Change, ...]:
+    """The entries (by identity: spec and override) whose commit or signers differ between `old` and `new`;
+    `reasons` (the resolver's, by identity) says why where the two locks cannot."""
+    before = {k.identity: k for k in old.kernels} if old else {}
+    after = {k.identity: k for k in new.kernels}
+    changes = []
+    for identity in sorted(before.keys() | after.keys()):
+        was, now = before.get(identity), after.get(identity)
+        old_signer, new_signer = (entry_signers(was), entry_signers(now)) if was and now else (None, None)
+        signer = (old_signer, new_signer) if old_signer is not None and new_signer is not None \
+            and old_signer != new_signer else None
+        if was is None or now is None or was.commit != now.commit or signer:
+            reason = (reasons or {}).get(identity) if now is not None and (was is None or was.commit != now.commit) else None
+            changes.append(Change(identity[0], identity[1] or None, was.commit if was else None, now.commit if now else None,
+                                  reason or _reason(was, now), signer))
+    return tuple(changes)
+
+
+def _reason(was: LockedKernel | None, now: LockedKernel | None) -> str:
+    """Why an entry changed: an override's doing, a new or dropped spec, another version, or its branch moving."""
+    if was is None or now is None:
+        entry = was or now
+        assert entry is not None  # lock_changes passes at least one
+        if is_target_pin(entry.override) and now is not None:
+            assert entry.override is not None
+            return entry.override.reason
+        return "override" if entry.override else "added" if was is None else "removed"
+    if was.override != now.override:
+        return now.override.reason if is_target_pin(now.override) and now.override is not None else "override"
+    if was.commit == now.commit:
+        return "re-verified"  # the same commit, another signer than the old lock records (it was edited)
+    return "upgraded" if (was.ref, was.version) != (now.ref, now.version) else "branch moved"
+
+
+@dataclass(frozen=True)
+class LockResult:
+    """What `lock()` produced: the lock, where it went, and what changed.
+
+    `added`/`removed`/`updated` are spec keys; `changes` has one line per changed entry;
+    `changed` is whether the lock's bytes differ (or would, when nothing was written).
+    """
+
+    lockfile: Lockfile
+    path: Path
+    written: bool
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+    updated: tuple[str, ...]
+    warnings: tuple[str, ...] = ()
+    migrated: str | None = None  # what a kernels JSON lock was converted to, in one line
+    changes: tuple[Change, ...] = ()
+    changed: bool = False
+
+
+def _relative_to(root: Path, path: str) -> str:
+    """`path` (given relative to the working directory) as written in `[tool.kernlock]`: relative to `root`."""
+    absolute = Path(path).resolve()
+    try:
+        return absolute.relative_to(root).as_posix() or "."
+    except ValueError:
+        return os.path.relpath(absolute, root)
+
+
+def lock_arguments(specs: Iterable[str] = (), *, targets: Iterable[str] = (), scan: Iterable[str] = (),
+                   models: Iterable[str] = (), trust: Iterable[str] = (), upgrade: bool = False, upgrade_kernels: Iterable[str] = (),
+                   all_variants: bool = False, lockfile: str | os.PathLike[str] | None = None,
+                   project_dir: str | os.PathLike[str] = ".") -> str:
+    """The arguments of `kernlock lock` that repeat a `lock()` call, as shell text."""
+    import shlex
+
+    options = [(option, str(value)) for option, values in (
+        ("--target", targets), ("--scan", scan), ("--model", models), ("--trust", trust), ("-P", upgrade_kernels),
+        ("--lockfile", [lockfile] if lockfile is not None else []),
+        ("--project", [project_dir] if str(project_dir) != "." else []),
+    ) for value in values]
+    flags = [flag for flag, on in (("--upgrade", upgrade), ("--all-variants", all_variants)) if on]
+    return shlex.join([*specs, *flags, *(part for option in options for part in option)])
+
+
+def _edit_pyproject(project: Project, additions: dict[str, list[str]], removals: dict[str, list[str]] | None = None) -> None:
+    """Record command-line specs, targets, scan paths and trusted repos in `[tool.kernlock]` (like `uv add`),
+    and drop removed ones (like `uv remove`); `removals` may name `kernels`, `dependencies` and the
+    `overrides` of repos nothing declares any more."""
+    import tomlkit
+
+    path = project.pyproject
+    doc = tomlkit.parse(path.read_text(encoding="utf-8")) if path.exists() else tomlkit.document()
+    tool = doc.setdefault("tool", tomlkit.table(is_super_table=True))
+    config = tool.setdefault("kernlock", tomlkit.table())
+    for key, values in additions.items():
+        if not values:
+            continue
+        array = config.setdefault(key, tomlkit.array())
+        for value in values:
+            if value not in array:
+                array.append(value)
+    removals = removals or {}
+    for value in removals.get("kernels", ()):
+        config["kernels"].remove(value)
+    for repo in removals.get("dependencies", ()):
+        del tool["kernels"]["dependencies"][repo]
+    overrides = config.get("overrides")
+    for repo in removals.get("overrides", ()):
+        if overrides is not None and repo in overrides:
+            del overrides[repo]
+    if overrides is not None and not overrides and removals.get("overrides"):
+        del config["overrides"]
+    if "kernels" in config and not config["kernels"] and removals.get("kernels"):
+        del config["kernels"]  # no `kernels = []` left behind, as `uv remove` leaves no empty table
+    atomic_write(path, tomlkit.dumps(doc))
+
+
+def lock(
+    project_dir: str | os.PathLike[str] = ".",
+    specs: Iterable[str] = (),
+    *,
+    targets: Iterable[str] = (),
+    scan: Iterable[str] = (),
+    models: Iterable[str] = (),
+    upgrade: bool = False,
+    upgrade_kernels: Iterable[str] = (),
+    all_variants: bool = False,
+    trust: Iterable[str] = (),
+    lockfile: str | os.PathLike[str] | None = None,
+    write: bool = True,
+    check: bool = False,
+    migrate: bool = False,
+    progress: Callable[[str], None] | None = None,
+    hub: Hub | None = None,
+) -> LockResult:
+    """Resolve the project's kernel specs and write `kernels.lock` (and record new sources in `pyproject.toml`).
+
+    Existing pins are kept unless `upgrade` (all) or `upgrade_kernels` (those
+    repos) asks otherwise; a re-lock that changes nothing leaves the lock's bytes
+    as they are. `write=False` writes nothing; `check` also writes nothing and raises
+    `StaleLockError` when the lock would change. A kernels JSON lock at the path is
+    converted only with `migrate` (its commits become pins; see
+    `kernlock._internal.store.kernels_lock`). On any error the previous lock is left untouched.
+    """
+    specs, targets, scan, models, trust, upgrade_kernels = (
+        tuple(v) for v in (specs, targets, scan, models, trust, upgrade_kernels))
+    rerun = lock_arguments(specs, targets=targets, scan=scan, models=models, trust=trust, upgrade=upgrade,
+                           upgrade_kernels=upgrade_kernels, all_variants=all_variants, lockfile=lockfile,
+                           project_dir=project_dir)
+    retry = "kernlock lock" + (" " + rest if (rest := lock_arguments(
+        specs, targets=targets, scan=scan, models=models, trust=trust, upgrade=upgrade, upgrade_kernels=upgrade_kernels,
+        all_variants=all_variants, project_dir=project_dir)) else "")
+    with exclusive_workspace(project_dir, lockfile) as workspace:
+        refuse_overwrite(workspace, lockfile, retry, creating=write and not check)
+        result = _relock(workspace, workspace.project, list(specs), targets=targets, scan=scan, models=models,
+                         upgrade=upgrade,
+                         upgrade_kernels=upgrade_kernels, all_variants=all_variants, trust=trust,
+                         write=write and not check, migrate=migrate, progress=progress, hub=hub, rerun=rerun)
+    if check and result.changed:
+        what = ", ".join(change.describe() for change in result.changes) or "its content would be rewritten"
+        raise StaleLockError(f"{result.path} is out of date: {what}; run `kernlock lock{' ' + rerun if rerun else ''}`")
+    return result
+
+
+def remove(
+    project_dir: str | os.PathLike[str] = ".",
+    specs: Iterable[str] = (),
+    *,
+    lockfile: str | os.PathLike[str] | None = None,
+    progress: Callable[[str], None] | None = None,
+    hub: Hub | None = None,
+) -> LockResult:
+    """Drop specs from `[tool.kernlock] kernels` / `[tool.kernels.dependencies]` and re-lock, keeping other pins.
+
+    A spec matches by its text or its lock identity (`org/repo@v1`), or, when only one
+    declared spec names the repo, by `org/repo`. Nothing is written unless the re-lock succeeds.
+    """
+    import shlex
+
+    retry = shlex.join(["kernlock", "remove", *specs, *(["--project", str(project_dir)] if str(project_dir) != "." else [])])
+    with exclusive_workspace(project_dir, lockfile) as workspace:
+        refuse_overwrite(workspace, lockfile, retry)
+        project = workspace.project
+        kernels, dependencies = list(project.kernels), dict(project.kernel_dependencies)
+        removals: dict[str, list[str]] = {"kernels": [], "dependencies": []}
+        for text in specs:
+            wanted = parse_spec(text)
+            declared = [k for k in kernels if k == text or parse_spec(k).key in (wanted.key, text)]
+            if not declared and wanted.key == wanted.repo:
+                declared = [k for k in kernels if parse_spec(k).repo == wanted.repo]
+            if len(declared) > 1:
+                raise UsageError(f"{text} matches {', '.join(declared)} in [tool.kernlock] kernels; name one of them")
+            if declared:
+                kernels.remove(declared[0])
+                removals["kernels"].append(declared[0])
+            elif wanted.repo in dependencies:
+                del dependencies[wanted.repo]
+                removals["dependencies"].append(wanted.repo)
+            else:
+                named = ", ".join([*kernels, *dependencies]) or "none"
+                raise UsageError(
+                    f"{text} is not declared in {project.pyproject.name} (declared: {named}); "
+                    "specs found by [tool.kernlock] scan are removed from the scanned files"
+                )
+        still = {parse_spec(k).repo for k in kernels} | set(dependencies)
+        gone = {parse_spec(k).repo for k in removals["kernels"]} | set(removals["dependencies"])
+        removals["overrides"] = sorted(gone - still)  # an override of a repo nothing declares any more is dropped
+        overrides = tuple(rule for rule in project.overrides if rule.repo not in removals["overrides"])
+        edited = replace(project, kernels=tuple(kernels), kernel_dependencies=tuple(dependencies.items()),
+                         overrides=overrides)
+        return _relock(workspace, edited, [], removals=removals, progress=progress, hub=hub)
+
+
+def refuse_overwrite(workspace: Workspace, lockfile: str | os.PathLike[str] | None, retry: str, *,
+                     creating: bool = True) -> None:
+    """Refuse a lock path that is an existing file other than a lock (`pyproject.toml`, `train.py`: never written
+    over), or, when `creating`, a named lock whose directory does not exist (no directories are made for it).
+
+    `lockfile` is the path as the caller named it (None: `$KERNLOCK_LOCKFILE` or the project's); `retry` is the
+    command to run again, without it, in the fix.
+    """
+    import shlex
+
+    from kernlock._internal.settings import LOCKFILE_ENV
+    from kernlock._internal.store.lockfile_io import foreign_lock_problem
+
+    path = workspace.lockfile
+    if workspace.discovered:
+        configured = workspace.project.lockfile_name != LOCK_FILENAME
+        how = f"[tool.kernlock] lockfile of {workspace.project.pyproject.name}" if configured else "default"
+        fix = (f"set [tool.kernlock] lockfile in {workspace.project.pyproject} to a new file such as \"{LOCK_FILENAME}\""
+               if configured else
+               f"move it away (`mv {shlex.quote(str(path))} {shlex.quote(str(path) + '.bak')}`) and run `{retry}` again")
+    elif lockfile is not None:
+        how, fix = f"--lockfile {lockfile}", f"leave out --lockfile to write the project's lock: `{retry}`"
+    else:
+        how, fix = f"${LOCKFILE_ENV}", f"unset {LOCKFILE_ENV} to write the project's lock: `env -u {LOCKFILE_ENV} {retry}`"
+    problem = foreign_lock_problem(path)
+    if problem is not None:
+        raise UsageError(f"refusing to write the lock over {path} (named by {how}): {problem}; nothing was written", fix=fix)
+    if workspace.discovered:
+        refuse_link_outside(path, workspace.root, retry)
+    if creating:  # a writer may edit pyproject.toml (`lock SPEC`, `remove`)
+        refuse_link_outside(workspace.project.pyproject, workspace.root, retry)
+    parent = path.parent
+    if creating and not workspace.discovered and not os.path.lexists(path) and not parent.is_dir():
+        raise UsageError(f"refusing to create {path} (named by {how}): its directory {parent} does not exist and kernlock "
+                         "makes none for a named lock; nothing was written",
+                         fix=f"create it first (`mkdir -p {shlex.quote(str(parent))}`), or {fix}")
+
+
+def refuse_link_outside(path: Path, root: Path, retry: str) -> None:
+    """Refuse to write through `path`, a project file kernlock found (not one the user named), when it is a symlink
+    that resolves outside the project `root`: a committed `kernels.lock -> ../other/kernels.lock` would make a lock
+    here replace another project's file. A link within the project is written through, as before."""
+    import shlex
+
+    if not path.is_symlink():
+        return
+    target, top = os.path.realpath(path), os.path.realpath(root)
+    if target == top or target.startswith(top + os.sep):
+        return
+    raise UsageError(
+        f"refusing to write through {path}: it is a symlink to {target}, outside the project {root}, and writing it "
+        "would replace that file; nothing was written",
+        fix=f"make it a file of the project's own (`cp --remove-destination {shlex.quote(target)} {shlex.quote(str(path))}`) "
+            f"and run `{retry}` again")
+
+
+def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, targets: tuple[str, ...] = (),
+            scan: tuple[str, ...] = (), models: tuple[str, ...] = (), upgrade: bool = False, upgrade_kernels: tuple[str, ...] = (),
+            all_variants: bool = False, trust: tuple[str, ...] = (), write: bool = True, migrate: bool = False,
+            removals: dict[str, list[str]] | None = None, progress: Callable[[str], None] | None = None,
+            hub: Hub | None = None, rerun: str = "") -> LockResult:
+    """Resolve `project`'s sources plus `cli_specs` and write the lock and the pyproject edits (lock held).
+
+    `rerun` is the `kernlock lock` arguments of this call, repeated in a refusal's fix.
+    """
+    path = workspace.lockfile
+    migration = migration_for(path, migrate)
+    previous = migration.as_previous_lock() if migration is not None else workspace.previous_lock(upgrade)
+    target_list = project_targets(project, targets)
+    resolving = resolving_target(target_list)
+    skipped: list[str] = []
+    all_specs = collect_specs(project, cli_specs, scan, resolving, skipped)
+    declared = replace(project, models=(*project.models, *(m for m in models if m not in project.models)))
+    model_specs, model_records = model_kernels(project_models(declared, scan), target_list, workspace.root)
+    all_specs += model_specs
+    if not all_specs and not model_records and not removals:
+        raise KernlockError(
+            "no kernel specs found: pass one (kernlock lock org/repo), list them in [tool.kernlock] kernels, "
+            "or point [tool.kernlock] scan at your training code"
+        )
+    _refuse_unknown_upgrades(upgrade_kernels, {s.repo for s in all_specs} | _names(previous), rerun)
+    options = ResolveOptions(
+        targets=target_list,
+        all_variants=all_variants,
+        trust_allowlist=frozenset((*project.trust, *trust)),
+        upgrade_all=upgrade,
+        upgrade=frozenset(upgrade_kernels),
+        resolving_target=resolving,
+        overrides=project.overrides,
+        signing=project_policy(project),
+        advisories=load_advisories(workspace.root, project.advisories),
+    )
+    resolver = Resolver(hub or Hub(), options, previous, progress)
+    try:
+        result = resolver.resolve(all_specs)
+    except TrustError as error:
+        if not rerun:
+            raise
+        raise TrustError.untrusted(error.repo, rerun) from None
+    result = replace(result, models=model_records, version=format_for(result.kernels, model_records))
+    _refuse_unknown_overrides(project, {s.repo for s in all_specs} | _names(result))
+    existing = _existing_text(path) if migration is None else None
+    if previous is not None and existing is not None:
+        kept = replace(result, resolved_with=previous.resolved_with)  # no pin change, no `[resolved-with]` churn
+        if dumps_lockfile(kept) == existing:
+            result = kept
+    changed = existing is None or dumps_lockfile(result) != existing
+    changes = lock_changes(previous, result, resolver.reasons)
+    old, new = ({k.spec for k in lock.kernels} if lock else set() for lock in (previous, result))
+    written = False
+    if write:
+        configured = {str(parse_target(t)) for t in project.targets}
+        additions = {
+            "kernels": [s for s in cli_specs if s not in project.kernels],
+            "targets": [str(t) for t in target_list if str(t) not in configured] if targets else [],
+            "scan": [p for p in (_relative_to(workspace.root, p) for p in scan) if p not in project.scan],
+            "models": [m for m in models if m not in project.models],
+            "trust": [r for r in trust if r not in project.trust],
+        }
+        edited = any(additions.values()) or bool(removals)
+        before = project.pyproject.read_bytes() if edited and project.pyproject.is_file() else None
+        if edited:
+            _edit_pyproject(project, additions, removals)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if migration is not None:
+                migration.preserve()
+            written = write_lockfile(result, path)
+        except BaseException:  # as uv does: pyproject.toml never keeps a spec whose lock was not written
+            if edited:
+                try:
+                    _restore_pyproject(project.pyproject, before)
+                except (OSError, KernlockError):
+                    pass  # the disk refuses that too: the lock's own error is the one to say
+            raise
+    return LockResult(
+        lockfile=result,
+        path=path,
+        written=written,
+        added=tuple(sorted(new - old)),
+        removed=tuple(sorted(old - new)),
+        updated=tuple(sorted({c.spec for c in changes if c.old and c.new})),
+        warnings=(*skipped, *resolver.warnings, *_doctor_warnings(), *_dirty_warnings(result)),
+        migrated=migration.summary(result) if migration is not None else None,
+        changes=changes,
+        changed=changed,
+    )
+
+
+def _restore_pyproject(path: Path, before: bytes | None) -> None:
+    """Put `pyproject.toml` back as it was before this lock edited it (None: it did not exist)."""
+    if before is None:
+        path.unlink(missing_ok=True)
+    else:
+        atomic_write(path, before)
+
+
+def _names(lock: Lockfile | None) -> set[str]:
+    """Every repo name a lock's entries answer to (canonical names and aliases)."""
+    return {name for kernel in (lock.kernels if lock else ()) for name in kernel.names()}
+
+
+def _refuse_unknown_upgrades(upgrade_kernels: tuple[str, ...], known: set[str], rerun: str) -> None:
+    """`-P REPO` naming no kernel of the project (a typo would otherwise re-resolve nothing and say "unchanged")."""
+    import shlex
+
+    from kernlock._internal.project.suggest import close_repo, known_list
+
+    for name in upgrade_kernels:
+        if name in known:
+            continue
+        match = close_repo(name, known)
+        words = shlex.split(rerun)
+        fixed = [match if match and word == name and index and words[index - 1] == "-P" else word
+                 for index, word in enumerate(words)]
+        raise UsageError(
+            f"-P {name}: no kernel of this project is named so (it has {known_list(known)}); nothing was changed"
+            + (f"; did you mean {match}?" if match else ""),
+            fix=f"`kernlock lock {shlex.join(fixed)}`" if match else "name a repo `kernlock show` lists",
+        )
+
+
+def _refuse_unknown_overrides(project: Project, known: set[str]) -> None:
+    """An override keyed to a repo nothing declares or depends on (a typo would otherwise be ignored)."""
+    from kernlock._internal.project.suggest import close_repo, known_list
+
+    for rule in project.overrides:
+        if rule.repo in known:
+            continue
+        match = close_repo(rule.repo, known)
+        raise UsageError(
+            f"{project.pyproject}: [tool.kernlock.overrides.\"{rule.repo}\"] names no kernel of the project "
+            f"(it has {known_list(known)}); nothing was changed" + (f"; did you mean {match}?" if match else ""),
+            fix=f"key the override by {match!r} in {project.pyproject.name}" if match else
+                f"declare {rule.repo} in [tool.kernlock] kernels, or remove its override",
+        )
+
+
+def _doctor_warnings() -> list[str]:
+    """A warning when the stack that resolved the lock is one the compatibility doctor rejects."""
+    from kernlock._internal.check.doctor import installed_stack_finding
+
+    finding = installed_stack_finding()
+    if finding is None:
+        return []
+    return [f"locked from an environment the compatibility doctor rejects (`kernlock verify` fails here): "
+            f"{finding.message}; fix: {finding.fix}"]
+
+
+def _dirty_warnings(lock: Lockfile) -> list[str]:
+    """kernels' `DirtyValidator` warning at every load of a build from a dirty tree, given once when locking it."""
+    warnings = []
+    for kernel in lock.kernels:
+        for variant in kernel.variants:
+            if variant.provenance is not None and variant.provenance.dirty:
+                sources = [name for name, dirty in (("kernel source", variant.provenance.source_dirty),
+                                                    ("kernel-builder", variant.provenance.builder_dirty)) if dirty]
+                warnings.append(f"{kernel.spec} {variant.name} was built from a dirty git tree ({' and '.join(sources)} "
+                                "had uncommitted changes): its recorded revision does not fully identify its sources "
+                                "(`kernlock show --provenance`)")
+    return warnings
+
+
+def _existing_text(path: Path) -> str | None:
+    """The lock file's text as it is, or None when there is none (or it is not text)."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except (FileNotFoundError, UnicodeDecodeError):
+        return None

@@ -1,0 +1,67 @@
+"""Declared models → the layer kernels Transformers' default kernelize binds for them, as specs and lock records.
+
+Each model is built on the meta device and kernelized once per device type of the
+lock's targets and per mode (`kernlock._internal.compat.model_kernels`). A kernel it binds
+becomes a spec restricted to those device types (a CPU target needs none of them),
+noting which model layers use it; the model itself becomes a `[[model]]` record
+with the Transformers release and kernelize mapping that decided, so `verify` can
+tell, without importing Transformers, when an upgrade makes the lock stale.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import replace
+from pathlib import Path
+
+from kernlock._internal.compat.model_kernels import LayerKernel, discover, mapping_digest
+from kernlock._internal.compat.transformers import installed_transformers
+from kernlock.errors import ModelError
+from kernlock._internal.model.devices import device_type
+from kernlock._internal.model.lockfile import LockedModel
+from kernlock._internal.model.spec import KernelSpec, Origin, parse_spec
+from kernlock._internal.model.target import Target
+from kernlock._internal.project.scan import ModelRef
+
+
+def _spec_text(kernel: LayerKernel) -> str:
+    return f"{kernel.repo}@v{kernel.version}" if kernel.version is not None else f"{kernel.repo}@{kernel.revision}"
+
+
+def _bindings(kernels: Iterable[LayerKernel]) -> list[tuple[str, str, str, str]]:
+    """`(spec text, layer, device type, modes)`, one per layer and device type, sorted."""
+    modes: dict[tuple[str, str, str], set[str]] = defaultdict(set)
+    for kernel in kernels:
+        modes[(_spec_text(kernel), kernel.layer, kernel.device)].add(kernel.mode)
+    return [(spec, layer, device, ", ".join(sorted(used))) for (spec, layer, device), used in sorted(modes.items())]
+
+
+def model_kernels(models: Iterable[ModelRef], targets: Iterable[Target],
+                  root: Path) -> tuple[list[KernelSpec], tuple[LockedModel, ...]]:
+    """The specs Transformers' default kernelize loads for `models` on `targets`, and each model's record
+    (none without a GPU target)."""
+    models = list(models)
+    devices = sorted({d for target in targets if (d := device_type(target.backend)) is not None})
+    if not models or not devices:
+        return [], ()  # Transformers kernelizes nothing on a CPU: no GPU target, nothing to find
+    info = installed_transformers()
+    digest = mapping_digest(info.root) if info.root is not None else None
+    if info.version is None or digest is None:
+        raise ModelError(f"[tool.kernlock] models needs Transformers to find what it kernelizes "
+                         f"({models[0].name}); it is not installed here",
+                         fix="pip install 'kernlock[transformers]' (or the Transformers your jobs run) and lock again")
+    specs: dict[str, KernelSpec] = {}
+    records = []
+    for ref in models:
+        found = discover(ref.name, devices, root)
+        bindings = _bindings(found.kernels)
+        for text, layer, device, modes in bindings:
+            spec = specs.get(text) or parse_spec(text, Origin(f"model {ref.name}"))
+            specs[text] = replace(spec, devices=tuple(sorted({*spec.devices, device})),
+                                  used_by=tuple(sorted({*spec.used_by, f"{ref.name}: {layer} ({device}: {modes})"})))
+        records.append(LockedModel(
+            name=ref.name, model_class=found.model_class, transformers=info.version, kernel_mapping=digest,
+            layers=tuple(f"{layer} -> {text} ({device}: {modes})" for text, layer, device, modes in bindings),
+        ))
+    return list(specs.values()), tuple(records)

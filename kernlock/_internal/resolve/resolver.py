@@ -1,0 +1,545 @@
+"""Resolution: kernel specs → commits, build variants per target, file hashes.
+
+Variant choice (`kernlock._internal.hub.variants`) reuses kernels' own parsing and ranking,
+evaluated for each target instead of the running machine, so the lock predicts
+exactly what kernels will load. Hub requests run concurrently through `kernlock._internal.hub.client`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+
+from kernlock._internal.compat.transformers import default_version
+from kernlock._internal.model.ids import is_git_sha
+from kernlock._internal.model.target import Target
+from kernlock.errors import NoVariantError, ResolutionError, SignatureError, TrustError
+from kernlock._internal.store.kernels_lock import MIGRATED
+from kernlock._internal.hub.client import Hub, Ref, TreeFile
+from kernlock._internal.model.lockfile import (
+    SIGNATURE_FILE,
+    LockedFile,
+    LockedKernel,
+    LockedVariant,
+    Lockfile,
+    Signature,
+    format_for,
+)
+from kernlock._internal.store.metadata import digest_mismatches, read_variant_metadata
+from kernlock._internal.model.overrides import OverrideRule
+from kernlock._internal.model.advisories import Advisory
+from kernlock._internal.project.signers import SigningPolicy
+from kernlock._internal.model.spec import KernelSpec, looks_like_sha, version_of_branch
+from kernlock._internal.model.target_pins import is_target_pin, pinned_target, target_pin
+from kernlock._internal.resolve.jobs import Job, plan_jobs
+from kernlock._internal.hub.variants import choose_variant, group_variants, python_choices
+
+
+
+@dataclass(frozen=True)
+class ResolveOptions:
+    """What to lock beyond the specs themselves."""
+
+    targets: tuple[Target, ...]
+    all_variants: bool = False
+    trust_allowlist: frozenset[str] = frozenset()
+    upgrade_all: bool = False
+    upgrade: frozenset[str] = frozenset()  # repos to re-resolve
+    resolving_target: Target | None = None  # whose Transformers defaults apply to bare specs
+    overrides: tuple[OverrideRule, ...] = ()
+    signing: SigningPolicy = SigningPolicy()
+    advisories: tuple[Advisory, ...] = ()  # known-bad builds: never locked where another build will do
+
+    def upgrading(self, repo: str) -> bool:
+        """Whether an existing pin of `repo` must be re-resolved."""
+        return self.upgrade_all or repo in self.upgrade
+
+
+class Resolver:
+    """Resolves specs against a Hub, reusing pins from a previous lock."""
+
+    def __init__(self, hub: Hub, options: ResolveOptions, previous: Lockfile | None = None,
+                 progress: Callable[[str], None] | None = None, workers: int = 16):
+        self.hub = hub
+        self.options = options
+        self.previous = previous
+        self.progress = progress or (lambda message: None)
+        self.workers = workers
+        self.warnings: list[str] = []
+        self.reasons: dict[tuple[str, str], str] = {}  # entry identity -> why its commit changed, where `lock_changes` cannot tell
+        self._histories: dict[tuple[str, str], list[str]] = {}
+        self._files = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kernlock-file")
+
+    # ---------------------------------------------------------------- public
+
+    def resolve(self, specs: list[KernelSpec]) -> Lockfile:
+        """Resolve every spec (and transitive kernel dependencies) into a lock."""
+        try:
+            return self._resolve(specs)
+        finally:
+            self._files.shutdown(wait=True, cancel_futures=True)
+
+    def _resolve(self, specs: list[KernelSpec]) -> Lockfile:
+        jobs: dict[tuple[str, str], Job] = {}
+        for spec in specs:
+            for job in plan_jobs(spec, self.options.targets, self.options.overrides):
+                merged = jobs.setdefault(job.identity, job)
+                if merged is not job:
+                    merged.merge(job)
+                merged.requested.add(spec.alias or spec.key)
+        self._carry_target_pins(jobs)
+        inputs = tuple(sorted({spec.key for spec in specs if not spec.used_by}))  # found specs follow their model
+        resolved: dict[tuple[str, str], LockedKernel] = {}
+        pending = list(jobs.values())
+        with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="kernlock-kernel") as pool:
+            while pending:
+                results = list(pool.map(self._resolve_one, pending))
+                for entries, _ in results:
+                    for entry in entries:
+                        resolved[entry.identity] = entry
+                follow: dict[tuple[str, str], Job] = {}
+                for (entries, deps), job in zip(results, pending):
+                    kernel = entries[0]
+                    for dep in deps:
+                        done = [k for identity, k in resolved.items() if identity[0] == dep.key]
+                        if done:
+                            for existing in done:
+                                resolved[existing.identity] = replace(
+                                    existing, dependency_of=tuple(sorted({*existing.dependency_of, kernel.spec}))
+                                )
+                            continue
+                        for dep_job in plan_jobs(dep, job.targets, self.options.overrides):
+                            dep_job.devices = job.devices  # needed wherever its dependant is
+                            merged = follow.setdefault(dep_job.identity, dep_job)
+                            if merged is not dep_job:
+                                merged.merge(dep_job)
+                            merged.requested.add(dep.key)
+                            merged.dependency_of.add(kernel.spec)
+                pending = list(follow.values())
+        kernels = tuple(resolved[identity] for identity in sorted(resolved))
+        _refuse_dependency_cycles(kernels)
+        return Lockfile(
+            version=format_for(kernels),
+            targets=tuple(sorted(set(self.options.targets), key=str)),
+            inputs=inputs,
+            kernels=kernels,
+            resolved_with=_resolving_context(self.options.resolving_target),
+        )
+
+    def _carry_target_pins(self, jobs: dict[tuple[str, str], Job]) -> None:
+        """Keep the previous lock's per-target pins (`kernlock._internal.model.target_pins`) of specs not being upgraded:
+        their targets become jobs of their own, which `_previous` matches."""
+        if self.previous is None:
+            return
+        for job in list(jobs.values()):
+            if job.override is not None or self.options.upgrading(job.spec.repo):
+                continue
+            for entry in self.previous.entries(job.key):
+                if not is_target_pin(entry.override) or self.options.upgrading(entry.repo):
+                    continue
+                assert entry.override is not None
+                target = next((t for t in job.targets if str(t) == pinned_target(entry.override)), None)
+                if target is None:
+                    continue
+                job.targets = tuple(t for t in job.targets if t != target)
+                pin = Job(key=job.key, spec=job.spec, targets=(target,), override=entry.override,
+                           requested=set(job.requested), devices=job.devices, used_by=set(job.used_by))
+                jobs[pin.identity] = pin
+            if not job.targets:
+                del jobs[job.identity]
+
+    def history(self, repo: str, branch: str) -> list[str]:
+        """A branch's commits, newest first (none when the Hub has no such branch); asked once per resolution."""
+        key = (repo, branch)
+        if key not in self._histories:
+            try:
+                self._histories[key] = self.hub.commits(repo, branch)
+            except ResolutionError:
+                self._histories[key] = []
+        return self._histories[key]
+
+    # ---------------------------------------------------------------- one entry
+
+    def _previous(self, job: Job) -> LockedKernel | None:
+        """The old lock's entry for this job, if it still pins the same thing."""
+        if self.previous is None or self.options.upgrading(job.spec.repo):
+            return None
+        for entry in self.previous.entries(job.key):
+            if entry.identity == job.identity and (entry.override is None or entry.override == job.override):
+                if self.options.upgrading(entry.repo):
+                    return None
+                return entry
+        return None
+
+    def _resolve_one(self, job: Job) -> tuple[list[LockedKernel], list[KernelSpec]]:
+        """The job's entry (first) and any per-target pins it needed, and the kernel dependencies to resolve next."""
+        previous = self._previous(job)
+        if previous is not None:
+            self.progress(f"{job.key}: keeping {previous.commit[:12]}")
+            made = self._extend_previous(previous, job)
+        else:
+            self.progress(f"{job.key}: resolving")
+            made = [(self._resolve_fresh(job), job)]
+        if self.options.advisories:
+            from kernlock._internal.resolve.advised import screen
+
+            made = screen(self, made)
+        kernels = [
+            replace(
+                kernel,
+                override=owner.override,
+                requested=tuple(sorted(owner.requested)),
+                dependency_of=tuple(sorted(owner.dependency_of)),
+                devices=owner.devices,
+                used_by=tuple(sorted(owner.used_by)),
+            )
+            for kernel, owner in made
+        ]
+        deps = list({d: _dep_spec(d) for kernel in kernels for d in kernel.depends}.values())
+        return kernels, deps
+
+    def _extend_previous(self, previous: LockedKernel, job: Job) -> list[tuple[LockedKernel, Job]]:
+        """Keep a pinned commit; add variants only for targets the old lock lacked.
+
+        A new target the commit has no build for takes a build appended to the entry's branch since
+        (`kernlock._internal.resolve.appended`): the entry moves where its locked variants are unchanged, else that
+        target alone is pinned to the commit with its build.
+        """
+        missing = [t for t in job.targets if previous.variant_for(t) is None]
+        if missing and previous.ref is not None and not previous.resolution.startswith(MIGRATED):  # a migrated pin
+            # is kept as kernels' lock wrote it (`_lock_commit` names a bad one)
+            names = sorted(group_variants(previous.repo, previous.commit, self.hub.tree(previous.repo, previous.commit)))
+            unbuilt = [t for t in missing if choose_variant(names, t)[0] is None]
+            if unbuilt:
+                appended = self._append(previous, job, unbuilt)
+                if appended is not None:
+                    return appended
+        return [(self._keep_or_relock(previous, job), job)]
+
+    def _append(self, previous: LockedKernel, job: Job, unbuilt: list[Target]) -> list[tuple[LockedKernel, Job]] | None:
+        """Lock `unbuilt` targets at builds appended to the entry's branch after its commit (None: there are none)."""
+        from kernlock._internal.resolve.appended import find_appended
+
+        plan = find_appended(self.hub, previous, unbuilt)
+        if plan is None:
+            return None
+        named = ", ".join(map(str, unbuilt))
+        if plan.move_to is not None:
+            moved = self._lock_commit(
+                job, repo=previous.repo, commit=plan.move_to, ref=previous.ref, version=previous.version,
+                resolution=f"{previous.resolution}; moved to {plan.move_to[:12]}: builds appended for {named}, "
+                           "locked variants unchanged",
+            )
+            before = {v.name: v.files for v in previous.variants}
+            if all(before.get(v.name, v.files) == v.files for v in moved.variants):  # the promise, by sha256
+                self.reasons[job.identity] = f"moved to {plan.move_to[:12]}: builds appended, locked variants unchanged"
+                return [(replace(moved, aliases=previous.aliases), job)]
+            plan = replace(plan, move_to=None, pins={t: plan.move_to for t in unbuilt},
+                           kept_at={t: "a locked variant's files differ there" for t in unbuilt})
+        made: list[tuple[LockedKernel, Job]] = []
+        for target, commit in sorted(plan.pins.items()):
+            reason = f"build appended at {commit[:12]}"
+            pin_job = Job(key=job.key, spec=job.spec, targets=(target,), override=target_pin(target, commit, reason),
+                           requested=set(job.requested), dependency_of=set(job.dependency_of), devices=job.devices,
+                           used_by=set(job.used_by))
+            kernel = self._lock_commit(
+                pin_job, repo=previous.repo, commit=commit, ref=previous.ref, version=previous.version,
+                resolution=f"{previous.ref}: {previous.commit[:12]} has no build for {target}; {reason} "
+                           f"({plan.kept_at[target]}, so the other targets keep {previous.commit[:12]})",
+            )
+            made.append((replace(kernel, aliases=previous.aliases), pin_job))
+        rest = replace(job, targets=tuple(t for t in job.targets if t not in plan.pins))
+        if not rest.targets:
+            return made
+        return [(self._keep_or_relock(previous, rest), rest), *made]
+
+    def _keep_or_relock(self, previous: LockedKernel, job: Job) -> LockedKernel:
+        """The previous entry for the job's targets: kept as it is when complete, else locked again at its commit."""
+        wanted = set(job.targets)
+        have = {t for v in previous.variants for t in v.targets}
+        complete = wanted <= have and (not self.options.all_variants or {v.name for v in previous.variants} >= set(previous.build_variants))
+        verified = all(v.signature is not None or not v.signed for v in previous.variants)  # a 1.0 lock: verify now
+        if complete and verified and (previous.trust != "allowlist" or previous.repo in self.options.trust_allowlist):
+            variants = tuple(
+                replace(v, targets=tuple(t for t in v.targets if t in wanted))
+                for v in previous.variants
+                if self.options.all_variants or any(t in wanted for t in v.targets)
+            )
+            for variant in variants:  # the recorded signer against today's policy: no network, no sigstore
+                self.options.signing.check(previous.repo, variant.name, variant.signature)
+            return replace(previous, variants=variants)
+        fresh = self._lock_commit(
+            job, repo=previous.repo, commit=previous.commit, ref=previous.ref,
+            version=previous.version, resolution=previous.resolution,
+        )
+        return replace(fresh, aliases=previous.aliases)
+
+    def _resolve_fresh(self, job: Job) -> LockedKernel:
+        spec = job.spec
+        refs = self.hub.refs(spec.repo)
+        canonical = self.hub.canonical_repo(spec.repo)
+        ref, version, commit, resolution = self._pick_commit(spec, refs, job)
+        if job.override is not None:
+            resolution = f"override for {job.override.when}: {resolution}"
+        kernel = self._lock_commit(
+            job, repo=canonical, commit=commit, ref=ref, version=version, resolution=resolution, refs=refs,
+        )
+        if canonical != spec.repo:
+            self.warnings.append(f"{spec.repo} was renamed to {canonical} on the Hub; locked under both names (update the spec)")
+            kernel = replace(kernel, aliases=(spec.repo,))
+        return kernel
+
+    def _pick_commit(self, spec: KernelSpec, refs: list[Ref], job: Job) -> tuple[str | None, int | None, str, str]:
+        branches = {r.name: r for r in refs if r.kind == "branch"}
+        tags = {r.name: r for r in refs if r.kind == "tag"}
+        if spec.floating or spec.version is not None:
+            if spec.version is not None:
+                version, why = spec.version, f"version {spec.version}"
+            else:
+                target = self.options.resolving_target or job.targets[0]
+                version, why = default_version(spec.repo, target)
+                others = sorted(str(t) for t in job.targets if default_version(spec.repo, t)[0] != version)
+                if others:
+                    self.warnings.append(
+                        f"{spec.key}: this Transformers release would default to another version on {', '.join(others)}; "
+                        f"the lock pins v{version} for every target (pin {spec.repo}@v<N>, or add an override)"
+                    )
+            branch = branches.get(f"v{version}")
+            if branch is None:
+                available = sorted(v for v in (version_of_branch(b) for b in branches) if v is not None)
+                raise ResolutionError(
+                    f"{spec.key}: version {version}{'' if why == f'version {version}' else f' ({why})'} has no branch v{version} on the Hub; "
+                    f"available versions: {', '.join(map(str, available)) or 'none'}; pin one with {spec.repo}@v<N>"
+                )
+            return branch.name, version, branch.commit, f"{why} → branch {branch.name}"
+        revision = spec.revision or ""
+        if revision in branches:
+            return revision, version_of_branch(revision), branches[revision].commit, f"branch {revision}"
+        if revision in tags:
+            return revision, None, tags[revision].commit, f"tag {revision}"
+        if is_git_sha(revision):
+            return None, None, revision, "commit"
+        if looks_like_sha(revision):
+            return None, None, self._expand_short_sha(spec, revision, refs), f"commit {revision}"
+        raise ResolutionError(
+            f"{spec.key}: no branch or tag {revision!r} on the Hub; branches: {', '.join(sorted(branches)) or 'none'}"
+            + (f"; tags: {', '.join(sorted(tags))}" if tags else "")
+        )
+
+    def _expand_short_sha(self, spec: KernelSpec, prefix: str, refs: list[Ref]) -> str:
+        candidates: set[str] = set()
+        for ref in refs:
+            if ref.kind == "branch":
+                candidates.update(c for c in self.hub.commits(spec.repo, ref.name) if c.startswith(prefix))
+            elif ref.commit.startswith(prefix):
+                candidates.add(ref.commit)
+        if not candidates:
+            raise ResolutionError(f"{spec.key}: no commit starting with {prefix!r} on any branch or tag")
+        if len(candidates) > 1:
+            raise ResolutionError(
+                f"{spec.key}: short SHA {prefix!r} is ambiguous ({', '.join(sorted(c[:12] for c in candidates))}); use more characters"
+            )
+        return candidates.pop()
+
+    def _trust(self, repo: str) -> str:
+        if repo in self.options.trust_allowlist:
+            return "allowlist"
+        if self.hub.publisher_trusted(repo.split("/", 1)[0]):
+            return "trusted-publisher"
+        raise TrustError.untrusted(repo)
+
+    def _lock_commit(self, job: Job, *, repo: str, commit: str, ref: str | None, version: int | None,
+                     resolution: str, refs: list[Ref] | None = None) -> LockedKernel:
+        spec_key = job.key
+        trust = self._trust(repo)
+        try:
+            listing = self.hub.tree(repo, commit)
+        except ResolutionError as error:
+            if "revision not found" in str(error) and resolution.startswith(MIGRATED):  # the pin, not the Hub, is wrong
+                raise ResolutionError(
+                    f"{spec_key}: kernels' JSON lock pins {repo} to commit {commit[:12]}, which the Hub does not have "
+                    f"({commit}); nothing was written",
+                    fix="correct or remove that pin in the JSON lock, then run `kernlock lock --migrate` again",
+                ) from None
+            if ref is None or "revision not found" not in str(error):
+                raise
+            raise ResolutionError(
+                f"{spec_key}: {ref} points at commit {commit[:12]}, which the Hub cannot list; "
+                "the repository looks broken: try again later or pin another revision"
+            ) from None
+        grouped = group_variants(repo, commit, listing)
+        names = sorted(grouped)
+        chosen: dict[str, set[Target]] = {}
+        for target in job.targets:
+            variant, reasons = choose_variant(names, target)
+            if variant is None:
+                raise NoVariantError(self._no_variant_message(spec_key, repo, commit, target, reasons, refs))
+            chosen.setdefault(variant, set()).add(target)
+            if target.python is None:
+                self._warn_python_dependent(spec_key, names, target, variant)
+        if self.options.all_variants:
+            for name in names:
+                chosen.setdefault(name, set())
+        variants = []
+        depends: set[str] = set()
+        for name in sorted(chosen):
+            files, raw, bundle, contents = self._hash_variant(repo, commit, name, grouped[name])
+            signature = self._signature(repo, name, files, raw, bundle)  # before parsing the metadata, as kernels does
+            metadata = read_variant_metadata(repo, name, raw)
+            digest = metadata.digest_algorithm
+            if signature is not None:
+                _check_signed_digest(repo, name, metadata.digest, files, metadata.digest_algorithm, contents.get)
+            elif metadata.digest is not None:
+                mismatched = digest_mismatches(metadata.digest, files, metadata.digest_algorithm or "sha256", contents.get)
+                if mismatched:  # kernels 0.18+ refuses to load such a variant
+                    raise ResolutionError(
+                        f"{spec_key} {name}: metadata.json's digest disagrees with the files at {commit[:12]} "
+                        f"({', '.join(mismatched[:3])}), so kernels would refuse to load it; the commit mixes builds: "
+                        f"pin another revision (`kernlock lock {repo}@<commit>`) or ask the publisher to rebuild"
+                    )
+            variants.append(LockedVariant(
+                name=name, targets=tuple(sorted(chosen[name], key=str)), files=files, archs=metadata.archs,
+                kernels_minver=metadata.kernels_minver, python_depends=metadata.python_depends,
+                digest=digest, provenance=metadata.provenance, signed=any(f.path == SIGNATURE_FILE for f in files),
+                signature=signature,
+            ))
+            depends.update(metadata.depends)
+        return LockedKernel(
+            spec=spec_key, repo=repo, commit=commit, resolution=resolution, trust=trust,
+            version=version, ref=ref, depends=tuple(sorted(depends)),
+            build_variants=tuple(names), variants=tuple(variants),
+        )
+
+    def _warn_python_dependent(self, spec_key: str, names: list[str], target: Target, variant: str) -> None:
+        """A target without a Python part locks this interpreter's build: say so where another Python gets another."""
+        choices = python_choices(names, target)
+        if len(set(choices.values())) > 1:
+            python = target.interpreter[0]
+            self.warnings.append(
+                f"{spec_key}: on {target} kernels loads a build that depends on the Python version; locked {variant} "
+                f"for this interpreter (Python {python}); name the Python in the target for the others, "
+                f"e.g. {target}-cp{python.replace('.', '')}")
+
+    def _signature(self, repo: str, variant: str, files: tuple[LockedFile, ...], metadata: bytes | None,
+                   bundle: bytes | None) -> Signature | None:
+        """Verify a variant's bundle over its metadata.json (pinned trust root, no network) and check its signer."""
+        signing = self.options.signing
+        if not any(f.path == SIGNATURE_FILE for f in files):
+            signing.check(repo, variant, None)
+            return None
+        if metadata is None or bundle is None:
+            raise SignatureError(f"{repo} {variant}: ships {SIGNATURE_FILE} but {'metadata.json' if metadata is None else 'it'} "
+                                 "is not a small git file kernlock can read; it cannot be verified: lock another revision")
+        from kernlock._internal.check.signatures import trusted_root_path, verify_bundle
+
+        try:
+            signature = verify_bundle(metadata, bundle, trusted_root_path(signing.trusted_root))
+        except SignatureError as error:
+            raise SignatureError(f"{repo} {variant}: {error}; do not lock this build: lock another revision, or, "
+                                 "for a private Sigstore, set [tool.kernlock] sigstore-trusted-root") from None
+        signing.check(repo, variant, signature)
+        return signature
+
+    def _hash_variant(self, repo: str, commit: str, variant: str,
+                      files: list[TreeFile]) -> tuple[tuple[LockedFile, ...], bytes | None, bytes | None, dict[str, bytes]]:
+        """The variant's locked files, its metadata.json and bundle, and the bytes of its small (non-LFS) files by path."""
+        prefix = f"build/{variant}/"
+        small = [f for f in files if f.lfs_sha256 is None]
+        contents = dict(zip(
+            (f.path for f in small),
+            self._files.map(lambda f: self.hub.fetch(repo, commit, f.path, f.blob_id, f.size), small),
+        ))
+        locked = []
+        for entry in files:
+            digest = entry.lfs_sha256 or hashlib.sha256(contents[entry.path]).hexdigest()
+            locked.append(LockedFile(path=entry.path[len(prefix):], sha256=digest, size=entry.size))
+        return (tuple(sorted(locked, key=lambda f: f.path)), contents.get(prefix + "metadata.json"),
+                contents.get(prefix + SIGNATURE_FILE), {path[len(prefix):]: data for path, data in contents.items()})
+
+    def _no_variant_message(self, spec_key: str, repo: str, commit: str, target: Target, reasons: list[str],
+                            refs: list[Ref] | None) -> str:
+        hint, fix = "", "Fix: drop that target, or pin a version that has a build for it"
+        for ref in sorted(refs or [], key=lambda r: -(version_of_branch(r.name) or -1)):
+            if version_of_branch(ref.name) is None or ref.commit == commit:
+                continue
+            try:
+                names = {f.path.split("/")[1] for f in self.hub.tree(repo, ref.commit) if f.path.count("/") >= 2}
+            except ResolutionError:
+                continue
+            variant, _ = choose_variant(names, target)
+            if variant is not None:
+                hint = f" {repo}@{ref.name} has {variant} for it."
+                fix = f"Fix: pin {repo}@{ref.name} in its spec and run `kernlock lock`, or drop that target"
+                break
+        listing = "; ".join(reasons) or "the commit has no build variants"
+        return f"{spec_key} ({commit[:12]}) has no build variant for target {target}: {listing}.{hint} {fix}"
+
+
+def _check_signed_digest(repo: str, variant: str, digest: dict[str, str] | None, files: tuple[LockedFile, ...],
+                         algorithm: str | None = "sha256", read: Callable[[str], bytes | None] | None = None) -> None:
+    """A signed metadata.json's digest must name every other file of the variant with its hash (kernels' check)."""
+    if digest is None:
+        raise SignatureError(f"{repo} {variant}: its signed metadata.json has no digest of the variant's files, so the "
+                             "signature covers none of them; lock another revision")
+    covered = {"metadata.json", SIGNATURE_FILE, *digest}
+    wrong = [*digest_mismatches(digest, files, algorithm or "sha256", read), *(f.path for f in files if f.path not in covered)]
+    if wrong:
+        raise SignatureError(f"{repo} {variant}: the files disagree with the digest in its signed metadata.json "
+                             f"({', '.join(sorted(wrong)[:3])}{'…' if len(wrong) > 3 else ''}); the commit may mix builds "
+                             "or have been tampered with: lock another revision")
+
+
+def _refuse_dependency_cycles(kernels: tuple[LockedKernel, ...]) -> None:
+    """Refuse a lock whose `kernel-depends` reach a kernel from itself: kernels fails every load of it (cyclic dependency)."""
+    graph: dict[str, set[str]] = {}
+    commits: dict[str, str] = {}
+    for kernel in kernels:
+        graph.setdefault(kernel.repo, set()).update(_dep_spec(d).repo for d in kernel.depends)
+        commits[kernel.repo] = kernel.commit
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(repo: str, path: list[str]) -> list[str] | None:
+        state[repo] = 1
+        for dep in sorted(graph.get(repo, ())):
+            if state.get(dep) == 1:
+                return [*path[path.index(dep):], dep] if dep in path else [*path, dep]
+            if dep not in state and (cycle := visit(dep, [*path, dep])) is not None:
+                return cycle
+        state[repo] = 2
+        return None
+
+    for repo in sorted(graph):
+        if repo not in state and (cycle := visit(repo, [repo])) is not None:
+            named = " -> ".join(cycle)
+            first = cycle[0]
+            raise ResolutionError(
+                f"kernel-depends form a cycle: {named} (in metadata.json at {first}@{commits[first][:12]}), "
+                f"so kernels would refuse every load of it (cyclic dependency); nothing was written",
+                fix=f"pin a revision without the cycle (`kernlock lock {first}@<commit>`) or ask the publisher to fix "
+                    f"kernel-depends",
+            )
+
+
+def _dep_spec(key: str) -> KernelSpec:
+    from kernlock._internal.model.spec import parse_spec, spec_from_version
+
+    spec = parse_spec(key)
+    number = version_of_branch(spec.revision or "")
+    return spec_from_version(spec.repo, number) if number is not None else spec
+
+
+def _resolving_context(target: Target | None) -> dict[str, str]:
+    """Versions of the tools that shaped this resolution (no timestamps, so no diff churn)."""
+    import importlib.metadata
+
+    context = {}
+    for name in ("kernlock", "kernels", "transformers"):
+        try:
+            context[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    if target is not None:
+        context["torch"] = target.torch_version
+    return context

@@ -1,0 +1,138 @@
+"""A build variant's `metadata.json`: dependencies, requirements, digest and provenance, read with kernels' parser."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kernlock._internal.compat.kernels import kernel_request, metadata_archs, metadata_digest, variant_metadata
+from kernlock.errors import ResolutionError
+from kernlock._internal.model.lockfile import LockedFile, Provenance
+
+MAX_METADATA_BYTES = 1 << 20
+# The digest algorithms kernels' `Digest` has (`DigestAlgorithm`), each base64 of the file's hashlib digest.
+CHECKED_DIGESTS = ("sha256", "sha512")
+
+
+@dataclass(frozen=True)
+class VariantMetadata:
+    """What kernlock records from a variant's `metadata.json`."""
+
+    depends: tuple[str, ...] = ()
+    archs: tuple[str, ...] = ()  # `backend.archs` of a CUDA/ROCm build, as listed
+    kernels_minver: str | None = None
+    python_depends: tuple[str, ...] = ()
+    digest: dict[str, str] | None = None  # relative path -> base64 hash, when the metadata carries a checkable one
+    digest_algorithm: str | None = None  # its algorithm, one of CHECKED_DIGESTS
+    provenance: Provenance | None = None
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def read_variant_metadata(repo: str, variant: str, metadata: bytes | None) -> VariantMetadata:
+    """Parse a variant's metadata.json with kernels' own parser (size-limited)."""
+    if metadata is None:
+        return VariantMetadata()
+    if len(metadata) > MAX_METADATA_BYTES:
+        raise ResolutionError(f"{repo} {variant}: metadata.json is {len(metadata)} bytes, more than {MAX_METADATA_BYTES}")
+    try:
+        parsed = variant_metadata(metadata)
+    except Exception as error:
+        message = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ResolutionError(f"{repo} {variant}: metadata.json is not valid kernel metadata ({message})") from None
+    keys = set()
+    for dep in parsed.kernel_depends:
+        repo, version, revision = kernel_request(dep)
+        keys.add(f"{repo}@v{version}" if version is not None else f"{repo}@{revision}")
+    found = metadata_digest(parsed)
+    digest = found[1] if found is not None and found[0] in CHECKED_DIGESTS else None
+    provenance = None
+    if parsed.provenance is not None:
+        builder = parsed.provenance.kernel_builder
+        source = parsed.provenance.kernel
+        provenance = Provenance(
+            builder_version=builder.version,
+            builder_commit=_text(builder.git.commit) if builder.git else None,  # an `Oid` from kernels 0.18
+            builder_dirty=builder.git.dirty if builder.git else None,
+            source_commit=_text(source.commit) if source else None,
+            source_dirty=source.dirty if source else None,
+        )
+    return VariantMetadata(
+        depends=tuple(sorted(keys)),
+        archs=metadata_archs(parsed),
+        kernels_minver=str(parsed.kernels_minver) if parsed.kernels_minver is not None else None,
+        python_depends=tuple(parsed.python_depends),
+        digest=digest,
+        digest_algorithm=found[0] if digest is not None and found is not None else None,
+        provenance=provenance,
+    )
+
+
+# Files a variant's digest leaves out (kernels' `Digest.hash_variant`): the metadata, its signature, bytecode.
+UNDIGESTED = ("metadata.json", "metadata.json.sigstore")
+
+
+def digest_mismatches(digest: dict[str, str], files: tuple[LockedFile, ...], algorithm: str = "sha256",
+                      read: Callable[[str], bytes | None] | None = None) -> list[str]:
+    """Files on which a metadata digest (base64 of `algorithm`) and the locked files disagree, either way.
+
+    A file the digest lists with another hash or that is not locked, and a locked
+    file the digest does not list, both count: kernels 0.18+ refuses to load either.
+    A sha256 digest is compared with the locked hashes; another algorithm (sha512) with
+    the hash of each file's bytes that `read(path)` returns. A file it cannot read (an LFS
+    file when locking) is compared by path only here, and is hashed where it is loaded.
+    """
+    import base64
+    import hashlib
+
+    by_path = {f.path: f.sha256 for f in files if f.path not in UNDIGESTED and "__pycache__" not in f.path.split("/")}
+    mismatched = []
+    for path, encoded in sorted(digest.items()):
+        try:
+            expected = base64.b64decode(encoded, validate=True)
+        except ValueError:
+            mismatched.append(path)
+            continue
+        if algorithm == "sha256":
+            if by_path.get(path) != expected.hex():
+                mismatched.append(path)
+        elif path not in by_path:
+            mismatched.append(path)
+        elif read is not None and (content := read(path)) is not None and hashlib.new(algorithm, content).digest() != expected:
+            mismatched.append(path)
+    return mismatched + sorted(set(by_path) - set(digest))
+
+
+def digest_problem(metadata: Any, files: tuple[LockedFile, ...], root: Path | None = None) -> str | None:
+    """Why a parsed `metadata.json`'s digest disagrees with the locked files, or None when it agrees (or is absent).
+
+    `root`: the verified variant directory, whose files a sha512 digest is checked against.
+    """
+    found = metadata_digest(metadata)
+    if found is None:
+        return None
+    algorithm, digest = found
+    if algorithm not in CHECKED_DIGESTS:
+        return f"its metadata digest uses {algorithm}, which this kernlock cannot check"
+    read = (lambda path: (root / path).read_bytes()) if root is not None and algorithm != "sha256" else None
+    mismatched = digest_mismatches(digest, files, algorithm, read)
+    if not mismatched:
+        return None
+    more = f" and {len(mismatched) - 3} more" if len(mismatched) > 3 else ""
+    return f"metadata.json's digest disagrees with the files ({', '.join(mismatched[:3])}{more})"
+
+
+def cached_digest_problem(directory: Path, files: tuple[LockedFile, ...]) -> str | None:
+    """`digest_problem` for a variant directory whose files match the lock: its own metadata.json's digest against them.
+
+    What a lock cannot check without downloading (a sha512 digest of LFS files), checked where the files are.
+    """
+    try:
+        metadata = variant_metadata((directory / "metadata.json").read_bytes())
+    except (OSError, ValueError) as error:
+        return f"its metadata.json cannot be read ({error})"
+    return digest_problem(metadata, files, directory)
