@@ -190,5 +190,5 @@ def test_the_start_up_hook_imports_almost_nothing_into_a_process_that_loads_no_k
     added = set(hooked.stdout.split()) - set(plain.stdout.split())
     assert {"kernlock._internal.settings", "kernlock._internal.runtime.autoapply"} <= added, added
     assert not added & {"pathlib", "re", "fnmatch", "urllib.parse", "kernlock.errors", "kernlock._internal.runtime.apply"}, added
-    assert added <= {"sitecustomize", "_kernlock_startup_chain", "kernlock", "kernlock._internal.settings", "kernlock._internal.runtime", "__future__",
+    assert added <= {"sitecustomize", "_kernlock_startup_chain", "kernlock", "kernlock._internal", "kernlock._internal.settings", "kernlock._internal.runtime", "__future__",
                      "kernlock._internal.runtime.autoapply", "math", "_posixsubprocess", "_thread"}, added
