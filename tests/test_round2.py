@@ -235,7 +235,7 @@ def test_a_full_disk_while_writing_the_lock_is_one_line_and_the_lock_stays(hub: 
         disk, "size=1m")
     assert "rc=1" in done.stdout and "intact" in done.stdout and (source / "kernels.lock").read_bytes() == before
     [line] = done.stderr.strip().splitlines()
-    assert f"cannot write {disk}/kernels.lock (No space left on device); it is unchanged; free space" in line
+    assert f"cannot write {disk}/kernels.lock (No space left on device); it is unchanged; fix: free space" in line
 
 
 @pytest.mark.parametrize("disk", ["full", "read-only"])
