@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,8 @@ pytestmark = pytest.mark.unit
 PACKAGE = Path(kernlock.errors.__file__).resolve().parent
 ERRORS = {name for name, value in vars(kernlock.errors).items()
           if inspect.isclass(value) and issubclass(value, KernlockError)}
+HINT = re.compile(r"`kernlock [^`]*`|; (?:run|re-run|set|pass|install|create|make|fix|pin|lock|use) ")
+"""A fix in the problem's words: a quoted `kernlock …` command, or `; run …`-style advice after the problem."""
 ERROR_MODULES = {"kernlock.errors", "kernlock"}  # the home of the errors and the facade that re-exports them
 
 
@@ -86,7 +89,7 @@ def violations() -> list[str]:
                 found.append(f"{where}:{call.lineno}: {error}(...) passes fix={fix.value!r}; give a fix or NO_FIX")
             problem = call.args[0] if call.args else next(
                 (keyword.value for keyword in call.keywords if keyword.arg == "problem"), None)
-            if any("fix:" in text for text in _texts(problem)):
+            if any("fix:" in text or HINT.search(text) for text in _texts(problem)):
                 found.append(f"{where}:{call.lineno}: {error}(...) writes its fix into the problem text")
     return found
 

@@ -205,4 +205,4 @@ def require_fresh(workspace: Workspace, lock: Lockfile) -> None:
         first = result.problems[0]
         more = f" (and {len(result.problems) - 1} more)" if len(result.problems) > 1 else ""
         raise StaleLockError(f"{workspace.lockfile} is stale: {first.message}{more}",
-                             fix=f"`{first.fix or 'kernlock lock'}`")
+                             fix=f"run `{first.fix or 'kernlock lock'}`")

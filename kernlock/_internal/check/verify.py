@@ -138,8 +138,8 @@ def check_cache(lock: Lockfile, targets: list[Target], result: CheckResult) -> N
                 result.problem(f"{kernel.spec}: {len(missing)} of {len(variant.files)} file(s) of {variant.name} "
                                f"are not in the cache ({names})", "kernlock sync --repair" if problems else "kernlock sync",
                                path=str(directory), **context)
-            for problem in problems:  # verify's fix is the one command that repairs the Hub cache it checked
-                result.problem(problem.message, "kernlock sync --repair", path=str(directory), **context)
+            for problem in problems:
+                result.problem(problem.message, problem.fix, path=str(directory), **context)
             digest = None
             if not missing and not problems and variant.digest not in (None, "sha256"):  # sha256: checked when locked
                 from kernlock._internal.store.metadata import cached_digest_problem
