@@ -84,7 +84,8 @@ class Workspace:
             if not self.lockfile.is_file():
                 raise
             raise type(error)(f"{error.problem} (the existing pins cannot be kept, so nothing was written)",
-                              key_path=error.key_path, source=error.source, fix=error.fix or NO_FIX) from None
+                              key_path=error.key_path, source=error.source,
+                              fix=error.fix or NO_FIX) from None  # NO_FIX: the re-raised error's own, never a new one
         if lock.newer_format:
             raise LockfileVersionError(
                 f"{self.lockfile} was written by a newer kernlock (lock format {lock.version}; this one writes "
