@@ -8,8 +8,10 @@ prints without a traceback, exiting with the error's `exit_code`; `verify` and
 
 from __future__ import annotations
 
+import enum
 import os
 import re
+from typing import Any, Final
 
 # Compiled on first use (through `re`'s cache), not at import: every `apply()` imports this module.
 _URL_CREDENTIALS = r"(?<=://)[^/\s@]+@"
@@ -26,22 +28,64 @@ def redact(text: str) -> str:
     return re.sub(_HF_TOKEN, "hf_***", re.sub(_SECRET_PARAMS, r"\1***", text))
 
 
+class _NoFix(enum.Enum):
+    NO_FIX = "NO_FIX"
+
+    def __repr__(self) -> str:
+        return "NO_FIX"
+
+
+NO_FIX: Final = _NoFix.NO_FIX
+"""The `fix=` of an error the user can do nothing about: written at the call site, with a comment saying why.
+
+Every error takes `fix` as a required keyword (a test reads every construction in `kernlock/`), so that
+a missing fix is a decision, never a default. `error.fix` is then None.
+"""
+
+Fix = str | _NoFix
+"""What `fix=` takes: the action that removes the problem (a command, a setting, an edit), or `NO_FIX`."""
+
+
+def _restore(cls: type[KernlockError], args: tuple[Any, ...], state: dict[str, Any]) -> KernlockError:
+    """Unpickle an error without calling its constructor (whose keywords are required)."""
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
+
 class KernlockError(Exception):
-    """Base class of kernlock's errors; their messages never show credentials (see `redact`)."""
+    """Base class of kernlock's errors; their messages never show credentials (see `redact`).
+
+    `problem` says what is wrong and `fix` what to do about it, kept apart as pip's
+    `DiagnosticPipError` keeps `context` and `hint_stmt` and uv prints `hint:` under its error.
+    """
 
     exit_code = 1
 
-    def __init__(self, problem: str = "", *, fix: str | None = None) -> None:
+    def __init__(self, problem: str, *, fix: Fix) -> None:
         super().__init__(problem)
-        self.fix = fix
+        self.fix: str | None = None if fix is NO_FIX else fix
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Errors cross process boundaries (ranks, pools) intact, whatever their constructor requires.
+        return _restore, (type(self), self.args, self.__dict__)
 
     @property
     def message(self) -> str:
         """The problem alone, without the fix."""
         return redact(super().__str__())
 
+    @property
+    def fix_text(self) -> str | None:
+        """The fix, with credentials redacted (None when there is none)."""
+        return redact(self.fix) if self.fix else None
+
     def __str__(self) -> str:
-        return f"{self.message}; fix: {redact(self.fix)}" if self.fix else self.message
+        if not self.fix:
+            return self.message
+        message = self.message
+        return f"{message}\nfix: {self.fix_text}" if "\n" in message else f"{message}; fix: {self.fix_text}"
 
 
 class UsageError(KernlockError):
@@ -78,20 +122,23 @@ class WriteError(KernlockError):
     """A file kernlock replaces could not be written (disk full, read-only); the old file is unchanged."""
 
 
-def local_write_problem(error: BaseException, cache: os.PathLike[str] | str) -> str | None:
-    """What a failure to write into `cache` (the Hub cache) means when it is this machine's disk, not the Hub; else None."""
+def local_write_problem(error: BaseException, cache: os.PathLike[str] | str) -> tuple[str, str] | None:
+    """(problem, fix) of a failure to write into `cache` (the Hub cache) when it is this machine's disk, not the Hub;
+    else None."""
     import errno
 
     if not isinstance(error, OSError) or error.errno is None:
         return None
     where = error.filename or cache
     if error.errno in (errno.ENOSPC, errno.EDQUOT):
-        return f"the disk holding {where} is full ({error.strerror}); free space, or point HF_HUB_CACHE at another disk"
+        return (f"the disk holding {where} is full ({error.strerror})",
+                "free space, or point HF_HUB_CACHE at another disk")
     if error.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-        return (f"the cache {cache} is not writable ({error.strerror}: {where}); run `kernlock sync` as a user who "
-                "can write it, or point HF_HUB_CACHE at a writable directory")
+        return (f"the cache {cache} is not writable ({error.strerror}: {where})",
+                "run `kernlock sync` as a user who can write it, or point HF_HUB_CACHE at a writable directory")
     if error.errno == errno.ENAMETOOLONG:
-        return f"a file name in the cache {cache} is too long for its file system ({where})"
+        return (f"a file name in the cache {cache} is too long for its file system ({where})",
+                "point HF_HUB_CACHE at a directory on a file system that allows longer names")
     return None
 
 
@@ -106,7 +153,7 @@ class LockfileError(KernlockError):
     exit_code = 2
 
     def __init__(self, problem: str, *, key_path: tuple[str | int, ...] = (), source: str | None = None,
-                 fix: str | None = None):
+                 fix: Fix):
         self.problem, self.key_path, self.source = problem, tuple(key_path), source
         location = ": ".join(part for part in (source, self.key) if part)
         super().__init__(f"{location + ': ' if location else ''}{problem}", fix=fix)
@@ -124,11 +171,12 @@ class LockfileError(KernlockError):
 
     def under(self, *keys: str | int) -> LockfileError:
         """The same error, located inside `keys` (a parent prefixes its key to a nested error)."""
-        return type(self)(self.problem, key_path=(*keys, *self.key_path), source=self.source, fix=self.fix)
+        return type(self)(self.problem, key_path=(*keys, *self.key_path), source=self.source, fix=self.fix or NO_FIX)  # NO_FIX: only
+        # where the error it copies had none (a copy keeps its fix, never invents one)
 
     def in_file(self, source: str) -> LockfileError:
         """The same error, naming the file (or `file:line`) it was found in."""
-        return type(self)(self.problem, key_path=self.key_path, source=source, fix=self.fix)
+        return type(self)(self.problem, key_path=self.key_path, source=source, fix=self.fix or NO_FIX)  # as in `under`
 
 
 class LockfileVersionError(LockfileError):
@@ -158,7 +206,7 @@ class HubError(ResolutionError):
 class TrustError(ResolutionError):
     """A kernel's publisher is not trusted and the project does not allow it (`repo`)."""
 
-    def __init__(self, problem: str, *, repo: str, fix: str | None = None):
+    def __init__(self, problem: str, *, repo: str, fix: Fix):
         super().__init__(problem, fix=fix)
         self.repo = repo
 

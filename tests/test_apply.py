@@ -116,7 +116,7 @@ def test_apply_before_or_after_importing_transformers(hub: TestHub, locked_proje
     if before:  # strict: Transformers wraps the error in ValueError; kernlock's message survives
         kind, message = result["unlocked"]
         assert kind == "ValueError"
-        assert f"kernel {FA2} (revision v3) is not in {project / 'kernels.lock'}; lock it with `kernlock lock {FA2}@v3`" in message
+        assert f"kernel {FA2} (revision v3) is not in {project / 'kernels.lock'}; fix: lock it with `kernlock lock {FA2}@v3`" in message
     else:  # lenient: an unlocked kernel loads as usual (the v3 branch head), with a warning
         [unlocked] = result["unlocked"]
         assert unlocked["commit"] == rev_parse(hub.repo_path(FA2), "v3")

@@ -58,7 +58,8 @@ def test_kernels_json_lock_is_refused_then_migrated_with_its_commits_kept(
 
     refused = cli("lock", cwd=project)
     assert refused.exit_code == 2
-    assert "holds kernels' own JSON lock, not kernlock's; convert it with `kernlock lock --migrate`" in refused.output
+    assert "holds kernels' own JSON lock, not kernlock's" in refused.output
+    assert "fix: convert it with `kernlock lock --migrate`" in refused.output
     assert lockfile.read_bytes() == original and not (project / "kernels.lock.json").exists()
     verify = cli("verify", cwd=project)
     assert verify.exit_code == 2 and "kernlock lock --migrate" in verify.output

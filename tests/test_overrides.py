@@ -53,7 +53,7 @@ def test_a_bad_override_is_a_one_line_usage_error(hub: TestHub, tmp_path: Path) 
     assert result.exit_code == 2 and not (project / "kernels.lock").exists()
     assert result.output.strip().splitlines() == [
         f'kernlock: error: {project / "pyproject.toml"}: [tool.kernlock.overrides."{FA2}"][0]: '
-        "give a reason (it is shown by kernlock show and explain)"
+        "the override has no reason; fix: give a reason (it is shown by kernlock show and explain)"
     ]
 
 
@@ -94,7 +94,7 @@ def test_an_override_keyed_by_a_spec_is_a_one_line_config_error(locked_project: 
         assert result.exit_code == 2, result.output
         assert result.output.strip().splitlines() == [
             f'kernlock: error: {project / "pyproject.toml"}: [tool.kernlock.overrides."{FA2}@v2"]: '
-            f'the key must be a repo (org/repo), not a spec; key it [tool.kernlock.overrides."{FA2}"] '
+            f'the key must be a repo (org/repo), not a spec; fix: key it [tool.kernlock.overrides."{FA2}"] '
             "(the override's version or revision is its pin)"
         ]
 

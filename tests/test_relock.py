@@ -57,9 +57,9 @@ def test_check_fails_when_a_relock_would_change_the_lock_and_writes_nothing(
     assert stale.exit_code == 1
     [line] = stale.output.strip().splitlines()
     assert line == (f"kernlock: error: {project / 'kernels.lock'} is out of date: {TAGGED}@dev "
-                    f"{lock.kernels[0].commit[:12]} -> {moved[:12]} (branch moved); run `kernlock lock -P {TAGGED}`")
+                    f"{lock.kernels[0].commit[:12]} -> {moved[:12]} (branch moved); fix: run `kernlock lock -P {TAGGED}`")
     added = cli("lock", "--check", f"{ACTIVATION}@v1", cwd=project)
-    assert added.exit_code == 1 and "(added); run `kernlock lock kernels-community/activation@v1`" in added.output
+    assert added.exit_code == 1 and "(added); fix: run `kernlock lock kernels-community/activation@v1`" in added.output
     assert (project / "kernels.lock").read_bytes() == before and (project / "pyproject.toml").read_bytes() == sources
     fixed = cli("lock", "-P", TAGGED, cwd=project)  # the fix it names
     assert fixed.exit_code == 0, fixed.output

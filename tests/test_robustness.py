@@ -51,7 +51,7 @@ def test_persistent_faults_fail_clearly_and_keep_the_old_lock(hub: TestHub,
     hub.add_fault("status", match="/refs", times=100, code=429, retry_after=0.05)
     result = cli("lock", "--upgrade", cwd=project)
     assert result.exit_code == 1
-    assert result.output.strip() == f"kernlock: error: {FA2}: the Hub answered HTTP 429; try again later"
+    assert result.output.strip() == f"kernlock: error: {FA2}: the Hub answered HTTP 429; fix: try again later"
     assert hub.requests["refs"] == hub.fired["status"] == 4  # bounded
     assert (project / "kernels.lock").read_bytes() == before
 

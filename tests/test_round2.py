@@ -106,7 +106,7 @@ def test_a_variant_path_that_no_longer_resolves_before_import_is_refused(locked,
 
     monkeypatch.setattr("kernlock._internal.runtime.apply.register_verified", register_then_remove)
     kernlock.apply(project / "kernels.lock")
-    expected = (MissingFilesError, r"__init__\.py is missing from .*; run `kernlock sync --repair`") if gone == "removed" \
+    expected = (MissingFilesError, r"__init__\.py is missing from .*; fix: run `kernlock sync --repair`") if gone == "removed" \
         else (IntegrityError, rf"now resolves to {tmp_path / 'nowhere'}; refusing to import it")
     with pytest.raises(expected[0], match=expected[1]):
         kernels.get_kernel(ACTIVATION, version=1)
@@ -184,7 +184,7 @@ def test_export_into_a_fifo_a_pipe_or_a_missing_directory_never_hangs(locked, tm
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     nobody = run_kernlock("export", "-o", str(fifo), cwd=project, timeout=30)  # no reader: refused at once
-    assert nobody.returncode == 2 and "no process is reading it; start the reader first" in nobody.stderr
+    assert nobody.returncode == 2 and "no process is reading it; fix: start the reader first" in nobody.stderr
     reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE, text=True)
     try:
         assert run_kernlock("export", "-o", str(fifo), cwd=project, timeout=60).returncode == 0
@@ -195,7 +195,7 @@ def test_export_into_a_fifo_a_pipe_or_a_missing_directory_never_hangs(locked, tm
                            capture_output=True, text=True, timeout=60, env=child_env())
     assert piped.returncode == 0 and entry.commit in piped.stdout, piped.stderr
     missing = cli("export", "-o", str(tmp_path / "no" / "such" / "kernels.lock.json"), cwd=project)
-    assert missing.exit_code == 2 and f"{tmp_path}/no/such is not a directory; nothing was written; create it" in missing.output
+    assert missing.exit_code == 2 and f"{tmp_path}/no/such is not a directory; nothing was written; fix: create it" in missing.output
 
 
 def test_a_locked_file_with_a_long_relative_path_syncs_and_applies(hub: TestHub, locked_project: LockedProjectFactory,
@@ -235,7 +235,7 @@ def test_a_full_disk_while_writing_the_lock_is_one_line_and_the_lock_stays(hub: 
         disk, "size=1m")
     assert "rc=1" in done.stdout and "intact" in done.stdout and (source / "kernels.lock").read_bytes() == before
     [line] = done.stderr.strip().splitlines()
-    assert f"cannot write {disk}/kernels.lock (No space left on device); it is unchanged; free space" in line
+    assert f"cannot write {disk}/kernels.lock (No space left on device); it is unchanged; fix: free space" in line
 
 
 @pytest.mark.parametrize("disk", ["full", "read-only"])
@@ -248,7 +248,7 @@ def test_a_full_or_read_only_cache_does_not_blame_the_network(locked, tmp_path: 
     assert done.returncode == 1, done.stderr
     [line] = done.stderr.strip().splitlines()
     assert "network" not in line and "HF_ENDPOINT" not in line, line
-    expected = "is full (No space left on device); free space" if disk == "full" else "is not writable (Read-only file system"
+    expected = "is full (No space left on device); fix: free space" if disk == "full" else "is not writable (Read-only file system"
     assert expected in line, line
 
 
@@ -293,7 +293,7 @@ def test_a_project_marker_planted_by_another_user_above_a_checkout_is_refused(tm
     for args in (["lock"], ["verify"]):
         result = cli(*args, cwd=checkout)
         assert result.exit_code == 2, result.output
-        assert f"refusing {shared} as the project ({marker}): it is owned by uid 65534, not by you (uid 0); make {checkout} " \
+        assert f"refusing {shared} as the project ({marker}): it is owned by uid 65534, not by you (uid 0); fix: make {checkout} " \
                "a project of its own" in result.output
     (checkout / ".git").mkdir()  # the fix it names
     assert "refusing" not in cli("verify", cwd=checkout).output

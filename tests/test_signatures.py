@@ -135,7 +135,7 @@ def test_unsigned_variants_are_recorded_unsigned_or_refused(hub: TestHub, tmp_pa
     result = lock(strict)
     assert result.exit_code == 1
     assert (f"kernlock: error: {SIGNED} {CPU_VARIANT}: unsigned (no metadata.json.sigstore), and [tool.kernlock] "
-            "require-signatures = true; lock a signed revision, or set require-signatures = false") in result.output
+            "require-signatures = true; fix: lock a signed revision, or set require-signatures = false") in result.output
     assert not (strict / "kernels.lock").exists()
     pyproject = strict / "pyproject.toml"
     pyproject.write_text(pyproject.read_text().replace(f"{SIGNED}@unsigned", f"{SIGNED}@v1"))  # "lock a signed revision"

@@ -289,7 +289,7 @@ def test_a_lock_that_is_a_directory_is_a_one_line_error(hub: TestHub, tmp_path: 
     for args in (("lock",), ("show",)):
         line = one_line_error(run_kernlock(*args, cwd=project))
         assert "kernels.lock is a directory" in line
-    fix = line.split("; ")[-1]
+    fix = line.split("; fix: ")[-1]
     assert fix.startswith("move it away (mv ")
     os.rename(project / "kernels.lock", project / "kernels.lock.bak")  # the fix
     assert cli("lock", cwd=project).exit_code == 0

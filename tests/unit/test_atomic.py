@@ -32,7 +32,7 @@ def test_a_failed_write_leaves_the_old_bytes_and_no_temporary(tmp_path: Path, mo
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", broken_replace)
-    with pytest.raises(WriteError, match=rf"cannot write {path} \(No space left on device\); it is unchanged; free space"):
+    with pytest.raises(WriteError, match=rf"cannot write {path} \(No space left on device\); it is unchanged; fix: free space"):
         atomic_write(path, b"new")
     assert fired == [path]
     assert path.read_bytes() == b"old"

@@ -9,7 +9,8 @@ import pytest
 
 import kernlock
 import kernlock.errors
-from kernlock.errors import KernlockError, LockfileError, TrustError
+from kernlock._internal.cli.options import error_json
+from kernlock.errors import NO_FIX, KernlockError, LockfileError, TrustError
 from kernlock._internal.project.local_kernels import LOCAL_KERNELS_ENV, verify_findings
 
 pytestmark = pytest.mark.unit
@@ -26,9 +27,33 @@ def test_the_fix_is_data_and_rendered_once() -> None:
     error = KernlockError("no variant for cpu", fix="kernlock lock --target cpu")
     assert (error.message, error.fix) == ("no variant for cpu", "kernlock lock --target cpu")
     assert str(error) == "no variant for cpu; fix: kernlock lock --target cpu"
-    assert str(KernlockError("plain")) == "plain" and KernlockError("plain").fix is None
+    assert str(KernlockError("plain", fix=NO_FIX)) == "plain" and KernlockError("plain", fix=NO_FIX).fix is None
     copied = pickle.loads(pickle.dumps(error))  # crosses process boundaries (ranks, pools) intact
     assert (copied.message, copied.fix) == (error.message, error.fix)
+    trusted = pickle.loads(pickle.dumps(TrustError.untrusted("org/k")))  # keyword-only constructors too
+    assert (trusted.repo, trusted.fix) == ("org/k", TrustError.untrusted("org/k").fix)
+
+
+def test_the_fix_is_a_required_keyword() -> None:
+    with pytest.raises(TypeError):
+        KernlockError("no fix given")  # type: ignore[call-arg]
+
+
+def test_a_multi_line_problem_has_its_fix_on_a_line_of_its_own() -> None:
+    assert str(KernlockError("ranks disagree:\n  table", fix="run one build")) == "ranks disagree:\n  table\nfix: run one build"
+
+
+def test_json_errors_carry_the_problem_and_the_fix_apart() -> None:
+    import json
+
+    body = json.loads(error_json(KernlockError("no variant for cpu", fix="kernlock lock --target cpu")))["error"]
+    assert (body["problem"], body["fix"]) == ("no variant for cpu", "kernlock lock --target cpu")
+    assert body["message"] == "no variant for cpu; fix: kernlock lock --target cpu" and body["exit_code"] == 1
+    assert json.loads(error_json(KernlockError("interrupted", fix=NO_FIX)))["error"]["fix"] is None
+    located = json.loads(error_json(LockfileError("bad", key_path=("kernel", 0), source="kernels.lock", fix="undo")))
+    assert located["error"] | {"message": None} == {
+        "type": "LockfileError", "problem": "bad", "fix": "undo", "message": None, "exit_code": 2,
+        "source": "kernels.lock", "key_path": ["kernel", 0]}
 
 
 def test_a_lockfile_error_keeps_its_location_apart_from_the_fix() -> None:

@@ -85,7 +85,7 @@ def test_the_lock_path_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 
 def test_a_lock_path_that_is_a_directory_is_refused(tmp_path: Path) -> None:
     (tmp_path / "kernels.lock").mkdir()
-    with pytest.raises(LockfileError, match=r"is a directory, not a lock file; move it away"):
+    with pytest.raises(LockfileError, match=r"is a directory, not a lock file; fix: move it away"):
         check_lock_path(tmp_path / "kernels.lock", discovered=False)
     os.rmdir(tmp_path / "kernels.lock")
     check_lock_path(tmp_path / "kernels.lock", discovered=True)  # absent: nothing to refuse

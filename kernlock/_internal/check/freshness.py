@@ -38,7 +38,8 @@ def _project_specs(project: Project, lock: Lockfile) -> list[KernelSpec]:
         return found
     target = _resolving_target(project, lock)
     if target is None:
-        raise TargetError("cannot expand flash_attention_N without a target; declare [tool.kernlock] targets")
+        raise TargetError("cannot expand flash_attention_N without a target",
+                          fix="declare the targets in [tool.kernlock] targets of pyproject.toml")
     return expand_aliases(found, target)
 
 
@@ -196,11 +197,12 @@ def require_fresh(workspace: Workspace, lock: Lockfile) -> None:
     and `kernlock run` with a named lock open a workspace without reading them.
     """
     if not workspace.has_sources:
-        raise UsageError(f"--locked compares the lock with a pyproject.toml and {workspace.root} has none; "
-                         "run it in the project directory (or drop --locked)")
+        raise UsageError(f"--locked compares the lock with a pyproject.toml and {workspace.root} has none",
+                         fix="run it in the project directory (or drop --locked)")
     result = CheckResult("fresh")
     check_fresh(load_project(workspace.root), lock, result)
     if result.problems:
         first = result.problems[0]
         more = f" (and {len(result.problems) - 1} more)" if len(result.problems) > 1 else ""
-        raise StaleLockError(f"{workspace.lockfile} is stale: {first.message}{more}; run `{first.fix or 'kernlock lock'}`")
+        raise StaleLockError(f"{workspace.lockfile} is stale: {first.message}{more}",
+                             fix=f"run `{first.fix or 'kernlock lock'}`")

@@ -21,6 +21,9 @@ TRUSTED_ROOT_ENV = "KERNLOCK_SIGSTORE_TRUSTED_ROOT"
 _PRODUCTION = ("_store", "https%3A%2F%2Ftuf-repo-cdn.sigstore.dev", "trusted_root.json")
 _FULCIO = "1.3.6.1.4.1.57264.1."
 _ISSUER_V1, _ISSUER_V2, _BUILD_SIGNER, _SOURCE_REPOSITORY, _SOURCE_COMMIT = 1, 8, 9, 12, 13
+ANOTHER_REVISION = ("do not lock this build: lock another revision, or, for a private Sigstore, set [tool.kernlock] "
+                    "sigstore-trusted-root")
+"""The fix of a bundle that does not verify (a tampered or mixed build, or one signed under another root)."""
 
 
 def production_trusted_root() -> Path:
@@ -29,7 +32,8 @@ def production_trusted_root() -> Path:
 
     spec = importlib.util.find_spec("sigstore")
     if spec is None or spec.origin is None:
-        raise SignatureError("sigstore is not installed; install it (pip install 'sigstore>=4,<5') to verify signatures")
+        raise SignatureError("sigstore is not installed, and verifying signatures needs it",
+                             fix="`pip install 'sigstore>=4,<5'`")
     return Path(spec.origin).parent.joinpath(*_PRODUCTION)
 
 
@@ -74,8 +78,9 @@ def _verifier(path: str) -> Any:
     try:
         return Verifier(trusted_root=TrustedRoot.from_file(path))
     except (OSError, ValueError) as error:
-        raise SignatureError(f"cannot read the Sigstore trusted root {path} ({error}); fix [tool.kernlock] "
-                             f"sigstore-trusted-root or ${TRUSTED_ROOT_ENV}, or unset them to use the production root") from None
+        raise SignatureError(f"cannot read the Sigstore trusted root {path} ({error})",
+                             fix=f"correct [tool.kernlock] sigstore-trusted-root or ${TRUSTED_ROOT_ENV}, or unset them "
+                                 "to use the production root") from None
 
 
 def _extension(certificate: Any, number: int, der: bool) -> str | None:
@@ -99,7 +104,7 @@ def certificate_identity(certificate: Any) -> tuple[str, str, str | None, str | 
 
     v1, v2 = _extension(certificate, _ISSUER_V1, False), _extension(certificate, _ISSUER_V2, True)
     if v1 is not None and v2 is not None and v1 != v2:
-        raise SignatureError(f"the certificate's OIDC issuer extensions disagree ({v1} and {v2})")
+        raise SignatureError(f"the certificate's OIDC issuer extensions disagree ({v1} and {v2})", fix=ANOTHER_REVISION)
     signer = _extension(certificate, _BUILD_SIGNER, True)
     if signer is None:
         try:
@@ -131,13 +136,14 @@ def verify_bundle(metadata: bytes, bundle: bytes, trusted_root: Path) -> Signatu
     try:
         parsed = Bundle.from_json(bundle)
     except SigstoreError as error:
-        raise SignatureError(f"the bundle is not a valid Sigstore bundle ({_first_line(error)})") from None
+        raise SignatureError(f"the bundle is not a valid Sigstore bundle ({_first_line(error)})",
+                             fix=ANOTHER_REVISION) from None
     issuer, signer, repository, commit = certificate_identity(parsed.signing_certificate)
     try:
         verifier.verify_artifact(metadata, parsed, _Recorder())
     except SigstoreError as error:
         raise SignatureError(f"the signature does not verify against the Sigstore trusted root {trusted_root} "
-                             f"({_first_line(error)}; the certificate claims {signer})") from None
+                             f"({_first_line(error)}; the certificate claims {signer})", fix=ANOTHER_REVISION) from None
     entry = parsed.log_entry._inner
     return Signature(issuer=issuer, build_signer=signer, source_repository=repository, source_commit=commit,
                      log_index=int(entry.log_index), integrated_time=int(entry.integrated_time or 0))
@@ -162,7 +168,8 @@ def recheck(repo: str, variant: LockedVariant, metadata: bytes, bundle: bytes, t
     try:
         found = verify_bundle(metadata, bundle, trusted_root)
     except SignatureError as error:
-        return f"{where}: {error}", root_fix(trusted_root)
+        return f"{where}: {error.message}", (
+            error.fix if error.fix and error.fix != ANOTHER_REVISION else root_fix(trusted_root))
     if found != recorded:
         return (f"{where}: the bundle names {found.build_signer} (log index {found.log_index}, integrated "
                 f"{found.integrated_time}), but the lock records {recorded.build_signer} (log index "

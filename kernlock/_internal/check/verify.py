@@ -49,7 +49,7 @@ from kernlock._internal.check.advisories import check_advisories
 from kernlock._internal.check.coverage import check_coverage
 from kernlock._internal.check.gpu_archs import check_gpu_archs
 from kernlock._internal.model.target import Target, current_target
-from kernlock.errors import LockfileError, LockfileNotFoundError, LockfileVersionError, TargetError
+from kernlock.errors import LockfileError, LockfileNotFoundError, TargetError
 from kernlock._internal.check.freshness import check_fresh
 from kernlock._internal.model.lockfile import Lockfile
 from kernlock._internal.check.remote import check_remote
@@ -139,7 +139,7 @@ def check_cache(lock: Lockfile, targets: list[Target], result: CheckResult) -> N
                                f"are not in the cache ({names})", "kernlock sync --repair" if problems else "kernlock sync",
                                path=str(directory), **context)
             for problem in problems:
-                result.problem(problem.message, problem.fix or "kernlock sync --repair", path=str(directory), **context)
+                result.problem(problem.message, problem.fix, path=str(directory), **context)
             digest = None
             if not missing and not problems and variant.digest not in (None, "sha256"):  # sha256: checked when locked
                 from kernlock._internal.store.metadata import cached_digest_problem
@@ -172,7 +172,7 @@ def check_signatures(lock: Lockfile, targets: list[Target], result: CheckResult,
             if variant.signature is not None or not variant.signed:  # a signed one without a signer: recheck says so
                 policy.check(kernel.repo, variant.name, variant.signature)
         except SignatureError as error:
-            result.problem(str(error), None, **context)  # the message ends with its fix
+            result.problem(error.message, error.fix, **context)
         if not variant.signed:
             continue
         directory = cache.variant_dir(kernel, variant.name, root)
@@ -230,12 +230,11 @@ def verify(
     try:
         lock = workspace.read_lock()
     except LockfileNotFoundError as error:
-        first.problem(error.message, error.fix or "kernlock lock")
+        first.problem(error.message, error.fix)
         report.unreadable = True
         return report
     except LockfileError as error:
-        default = None if isinstance(error, LockfileVersionError) else "kernlock lock --upgrade"
-        first.problem(error.message, error.fix or default, key_path=list(error.key_path) or None)
+        first.problem(error.message, error.fix, key_path=list(error.key_path) or None)
         report.unreadable = True
         return report
     check_lock_consistency(lock, first)

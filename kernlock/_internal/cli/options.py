@@ -53,18 +53,21 @@ def fail(message: str, code: int) -> None:
 def error_json(error: KernlockError) -> str:
     """A command's error as `--json` prints it: ``{"ok": false, "error": {...}}``.
 
-    ``error`` holds ``type`` (the exception class, e.g. ``LockfileNotFoundError``), ``message``
-    (the one line the text form prints after ``kernlock: error:``) and ``exit_code``; a lock
-    error adds ``problem``, ``fix``, ``source`` and ``key_path`` where it has them.
+    ``error`` holds ``type`` (the exception class, e.g. ``LockfileNotFoundError``), ``problem``
+    (what is wrong), ``fix`` (what to do about it, or null where nothing can be done), ``message``
+    (the one line the text form prints after ``kernlock: error:``, problem and fix together) and
+    ``exit_code``, as pip's `DiagnosticPipError` keeps its context and hint apart. A lock error's
+    ``problem`` is without its location, which it adds as ``source`` and ``key_path`` where it has them.
     """
     import json
 
-    from kernlock.errors import LockfileError
+    from kernlock.errors import LockfileError, redact
 
-    body: dict[str, Any] = {"type": type(error).__name__, "message": str(error), "exit_code": error.exit_code}
+    body: dict[str, Any] = {"type": type(error).__name__, "problem": error.message, "fix": error.fix_text,
+                            "message": str(error), "exit_code": error.exit_code}
     if isinstance(error, LockfileError):
-        body.update({key: value for key, value in (("problem", error.problem), ("fix", error.fix),
-                                                     ("source", error.source), ("key_path", list(error.key_path)))
+        body["problem"] = redact(error.problem)
+        body.update({key: value for key, value in (("source", error.source), ("key_path", list(error.key_path)))
                      if value})
     return json.dumps({"ok": False, "error": body}, indent=2, ensure_ascii=False)
 

@@ -144,7 +144,7 @@ def sync(
         require_fresh(workspace, lock)
     pairs = selected_variants(lock, workspace.chosen_targets(lock, targets, all_targets))
     if not pairs:
-        raise UsageError(f"{path} locks no kernels; run `kernlock lock` first")
+        raise UsageError(f"{path} locks no kernels", fix="run `kernlock lock` first")
     cache = hub_cache_dir()
     report = SyncReport(cache=cache)
     done = 0
@@ -158,10 +158,10 @@ def sync(
             except Exception as error:
                 local = local_write_problem(error, cache)
                 if local is not None:
-                    raise MissingFilesError(f"cannot store the locked files: {local}") from None
+                    raise MissingFilesError(f"cannot store the locked files: {local[0]}", fix=local[1]) from None
                 raise MissingFilesError(
-                    f"cannot download locked files ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}); "
-                    "check HF_ENDPOINT, your network and HF_TOKEN, then re-run `kernlock sync`"
+                    f"cannot download locked files ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})",
+                    fix="check HF_ENDPOINT, your network and HF_TOKEN, then re-run `kernlock sync`",
                 ) from None
             report.downloaded += part.downloaded
             report.repaired += part.repaired

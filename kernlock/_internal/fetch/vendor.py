@@ -89,7 +89,8 @@ def vendor(
     except OSError as error:  # a variant directory inside that is not writable, a full disk
         from kernlock.errors import local_write_problem
 
-        problem = local_write_problem(error, out) or f"cannot write into {out} ({error.strerror}: {error.filename})"
+        local = local_write_problem(error, out)
+        problem = local[0] if local else f"cannot write into {out} ({error.strerror}: {error.filename})"
         raise WriteError(f"vendor: {problem}; the variants already there are unchanged",
                          fix=f"make {out} writable, or vendor into another directory") from None
     finally:

@@ -19,8 +19,7 @@ from urllib.parse import urlsplit
 
 from kernlock.errors import HubError, WriteError, local_write_problem, redact
 from kernlock._internal.model.ids import is_git_sha, is_sha256
-from kernlock._internal.hub.transport import Stop, Transport, download_timeout, etag_timeout, http_status
-
+from kernlock._internal.hub.transport import CHECK_ENDPOINT, Stop, Transport, download_timeout, etag_timeout, http_status
 
 
 class Partial(Protocol):
@@ -94,28 +93,27 @@ class Hub:
         try:
             return self.transport.call(repo, fn, deadline)
         except HubError as error:
-            message = self._not_a_kernel(repo, error.__cause__)
-            if message is None:
+            if not self._not_a_kernel(repo, error.__cause__):
                 raise
-            raise HubError(message) from error.__cause__
+            raise HubError(f"{repo} is a model repository, not a kernel repository",
+                           fix="name the kernel repo to load instead (e.g. kernels-community/flash-attn2)") from error.__cause__
 
-    def _not_a_kernel(self, repo: str, error: BaseException | None) -> str | None:
-        """When the Hub has no kernel repo `repo` but a model repo of that name, say so (else None).
+    def _not_a_kernel(self, repo: str, error: BaseException | None) -> bool:
+        """Whether the Hub has no kernel repo `repo` but a model repo of that name.
 
         The Hub answers 404 for the kernel endpoints of a model repo; `/api/models/<repo>` tells them apart.
         """
         from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
 
         if not isinstance(error, RepositoryNotFoundError):
-            return None
+            return False
         try:
             self.api.model_info(repo, timeout=etag_timeout())
         except GatedRepoError:
             pass
         except Exception:
-            return None
-        return (f"{repo} is a model repository, not a kernel repository; name the kernel repo to load instead "
-                "(e.g. kernels-community/flash-attn2)")
+            return False
+        return True
 
     def refs(self, repo: str) -> list[Ref]:
         """Branches and tags of a kernel repo (following a rename redirect, see `canonical_repo`)."""
@@ -136,10 +134,11 @@ class Hub:
             for kind, key in (("branch", "branches"), ("tag", "tags")):
                 refs.extend(Ref(str(item["name"]), kind, item["targetCommit"]) for item in data.get(key) or [])
         except (AttributeError, KeyError, TypeError):
-            raise HubError(f"{repo}: the Hub answered the refs request with unexpected JSON") from None
+            raise HubError(f"{repo}: the Hub answered the refs request with unexpected JSON", fix=CHECK_ENDPOINT) from None
         for ref in refs:
             if not isinstance(ref.commit, str) or not is_git_sha(ref.commit):
-                raise HubError(f"{repo}: the Hub reported {ref.kind} {ref.name!r} at {ref.commit!r}, which is not a commit SHA")
+                raise HubError(f"{repo}: the Hub reported {ref.kind} {ref.name!r} at {ref.commit!r}, which is not a commit SHA",
+                               fix=CHECK_ENDPOINT)
         return refs
 
     def canonical_repo(self, repo: str) -> str:
@@ -169,7 +168,7 @@ class Hub:
         while next_url:
             if next_url in seen:
                 raise HubError(f"{repo}: the Hub's listing {redact(url)} links back to a page it already sent "
-                               f"({redact(next_url)}); check HF_ENDPOINT")
+                               f"({redact(next_url)})", fix=CHECK_ENDPOINT)
             if len(seen) >= MAX_PAGES or empty > MAX_EMPTY_PAGES:
                 why = f"{len(seen)} pages" if len(seen) >= MAX_PAGES else f"{empty} empty pages in a row"
                 raise HubError(f"{repo}: the Hub's listing {redact(url)} did not end after {why}, each linking to "
@@ -183,7 +182,7 @@ class Hub:
                 response = self.transport.api_get(repo, u, deadline, p)
                 data = response.json()
                 if not isinstance(data, list):
-                    raise HubError(f"{repo}: the Hub answered {redact(u)} with unexpected JSON")
+                    raise HubError(f"{repo}: the Hub answered {redact(u)} with unexpected JSON", fix=CHECK_ENDPOINT)
                 return data, response.links.get("next", {}).get("url")
 
             data, next_url = self._call(repo, page, deadline)
@@ -191,7 +190,7 @@ class Hub:
             empty = 0 if data else empty + 1
             if len(items) > MAX_LISTING:
                 raise HubError(f"{repo}: the Hub's listing {redact(url)} has more than {MAX_LISTING} entries, more than "
-                               "kernlock accepts from one kernel repo; check HF_ENDPOINT")
+                               "kernlock accepts from one kernel repo", fix=CHECK_ENDPOINT)
             first = False
         return items
 
@@ -219,15 +218,16 @@ class Hub:
                     lfs_sha256=str(lfs["oid"]) if lfs else None,
                 )
             except (KeyError, TypeError, ValueError):
-                raise HubError(f"{repo}: the Hub listed a malformed tree entry at {commit[:12]}") from None
+                raise HubError(f"{repo}: the Hub listed a malformed tree entry at {commit[:12]}", fix=CHECK_ENDPOINT) from None
             if (
                 item.size < 0 or not is_git_sha(item.blob_id)
                 or (item.lfs_sha256 is not None and not is_sha256(item.lfs_sha256))
             ):
-                raise HubError(f"{repo}: the Hub listed {item.path!r} at {commit[:12]} with an invalid size or hash")
+                raise HubError(f"{repo}: the Hub listed {item.path!r} at {commit[:12]} with an invalid size or hash",
+                               fix=CHECK_ENDPOINT)
             if item.path in seen:  # else the lock model refuses the entry as a hand edit of the lock
-                raise HubError(f"{repo}: the Hub listed {item.path!r} at {commit[:12]} more than once; "
-                               "check HF_ENDPOINT (a proxy or mirror may be repeating pages)")
+                raise HubError(f"{repo}: the Hub listed {item.path!r} at {commit[:12]} more than once",
+                               fix="check HF_ENDPOINT (a proxy or mirror may be repeating pages)")
             seen.add(item.path)
             files.append(item)
         return files
@@ -240,7 +240,7 @@ class Hub:
         if size > MAX_GIT_FILE:
             raise HubError(f"{repo}: the Hub lists {path} at {commit[:12]} as a {size}-byte file stored in git (not LFS); "
                            f"kernlock reads at most {MAX_GIT_FILE} bytes of such a file (the Hub stores larger ones in "
-                           "LFS); check HF_ENDPOINT")
+                           "LFS)", fix=CHECK_ENDPOINT)
 
         def fetch(deadline: float) -> bytes:
             data = self.transport.request(url, deadline, timeout=download_timeout(), limit=size, follow=True).content
@@ -336,7 +336,7 @@ class Hub:
                 local = local_write_problem(error, partial.path.parent)
                 if local is None:
                     raise
-                raise WriteError(local) from None
+                raise WriteError(local[0], fix=local[1]) from None
 
         self._call(repo, fetch, deadline)
         return resumed, digest.hexdigest()
@@ -357,7 +357,8 @@ class Hub:
             response = self.transport.api_get(org, f"{self.api.endpoint}/api/organizations/{org}/overview", deadline)
             overview = response.json()
             if not isinstance(overview, dict):
-                raise HubError(f"{org}: the Hub answered the organization overview with unexpected JSON")
+                raise HubError(f"{org}: the Hub answered the organization overview with unexpected JSON",
+                               fix=CHECK_ENDPOINT)
             return bool(overview.get("trustedKernelPublisher", False))
 
         try:

@@ -172,8 +172,12 @@ def _is_transient(error: BaseException) -> bool:
     return isinstance(error, _transport_errors()) or http_status(error) in RETRY_STATUS
 
 
-def describe(error: BaseException, repo: str) -> str:
-    """A one-line description of a Hub failure for `repo`, with the fix where there is one."""
+CHECK_ENDPOINT = "check HF_ENDPOINT (it must name the Hugging Face Hub or a faithful mirror of it)"
+"""The fix of a Hub answer no Hub gives: the endpoint, a proxy or a mirror is answering instead."""
+
+
+def describe(error: BaseException, repo: str) -> tuple[str, str]:
+    """A Hub failure for `repo`: the problem in one line, and its fix."""
     from huggingface_hub.errors import (
         GatedRepoError,
         RemoteEntryNotFoundError,
@@ -183,24 +187,28 @@ def describe(error: BaseException, repo: str) -> str:
 
     status = http_status(error)
     if isinstance(error, GatedRepoError) or status in (401, 403):
-        return (
-            f"{repo}: access denied (HTTP {status}); the repo is gated or private: "
-            "log in with `hf auth login` or set HF_TOKEN to a token with access"
-        )
+        return (f"{repo}: access denied (HTTP {status}); the repo is gated or private",
+                "log in with `hf auth login` or set HF_TOKEN to a token with access")
     if isinstance(error, RepositoryNotFoundError):
-        return f"{repo}: repository not found on the Hub; check the spelling (or authenticate if it is private)"
+        return (f"{repo}: repository not found on the Hub",
+                "check the spelling (or authenticate if it is private)")
     if isinstance(error, RevisionNotFoundError):
-        return f"{repo}: revision not found on the Hub"
+        return f"{repo}: revision not found on the Hub", "check the revision; the publisher may have deleted it"
     if isinstance(error, RemoteEntryNotFoundError):
-        return f"{repo}: file not found on the Hub"
+        return f"{repo}: file not found on the Hub", "check the revision; the publisher may have rewritten it"
     if status is not None:
-        return f"{repo}: the Hub answered HTTP {status}; try again later"
+        return f"{repo}: the Hub answered HTTP {status}", "try again later"
     detail = str(error).splitlines()[0] if str(error) else ""
-    return redact(f"{repo}: cannot reach the Hub ({type(error).__name__}: {detail})")
+    return (redact(f"{repo}: cannot reach the Hub ({type(error).__name__}: {detail})"),
+            "check your network, HF_ENDPOINT and your proxy, then try again")
 
 
 class Stop(Exception):
-    """A failure not worth retrying (a body over its size, a deadline passed); carries the final message."""
+    """A failure not worth retrying (a body over its size, a deadline passed); carries the final message and its fix."""
+
+    def __init__(self, message: str, fix: str = CHECK_ENDPOINT) -> None:
+        super().__init__(message)
+        self.fix = fix
 
 
 class Transport:
@@ -230,12 +238,13 @@ class Transport:
                 try:
                     return fn(deadline)
                 except Stop as error:
-                    raise HubError(f"{repo}: {error}") from None
+                    raise HubError(f"{repo}: {error}", fix=error.fix) from None
                 except KernlockError:
                     raise
                 except Exception as error:
                     if attempt == MAX_ATTEMPTS or not _is_transient(error):
-                        raise HubError(describe(error, repo)) from error
+                        problem, fix = describe(error, repo)
+                        raise HubError(problem, fix=fix) from error
                     wait = self.wait(repo, error, delay, deadline)
                     self._sleep(wait)
                     delay *= 2
@@ -257,17 +266,18 @@ class Transport:
             bound = min(seconds(RATE_LIMIT_WAIT_ENV, DEFAULT_RATE_LIMIT_WAIT), left)
             if wait > bound:
                 raise HubError(
-                    f"{repo}: {why} for another {wait:.0f} s; re-run after that (logged-in users, with "
-                    f"HF_TOKEN, get a larger quota), or allow a longer wait with {RATE_LIMIT_WAIT_ENV}"
+                    f"{repo}: {why} for another {wait:.0f} s",
+                    fix=f"re-run after that (logged-in users, with HF_TOKEN, get a larger quota), or allow a longer "
+                        f"wait with {RATE_LIMIT_WAIT_ENV}",
                 ) from None
             logger.warning("kernlock: %s: %s; waiting %.0f s for the window to reset", repo, why, wait)
             return wait
         retry_after = _retry_after(error)
         wait = retry_after if retry_after is not None else backoff
         if wait > left:
-            raise HubError(
-                f"{describe(error, repo)} (gave up: no answer within {hub_deadline():.0f} s, {DEADLINE_ENV})"
-            ) from None
+            problem, fix = describe(error, repo)
+            raise HubError(f"{problem} (gave up: no answer within {hub_deadline():.0f} s, {DEADLINE_ENV})",
+                           fix=f"{fix}, or allow a longer wait with {DEADLINE_ENV}") from None
         if wait >= 1:
             logger.warning("kernlock: %s: the Hub answered HTTP %s; retrying in %.0f s", repo, http_status(error), wait)
         return wait
@@ -315,7 +325,8 @@ class Transport:
                     raise Stop(f"{redact(str(response.url))} sent more than the {cap} bytes expected; nothing was kept")
                 if time.monotonic() > deadline:
                     raise Stop(f"{redact(str(response.url))} did not finish within {hub_deadline():.0f} s "
-                                f"({DEADLINE_ENV}); nothing was kept")
+                                f"({DEADLINE_ENV}); nothing was kept",
+                                fix=f"try again on a faster network, or allow longer with {DEADLINE_ENV}")
                 (sink if ok and sink is not None else chunks.append)(chunk)
             # The bytes are decoded already: drop the headers that would have them decoded twice.
             kept = [(k, v) for k, v in response.headers.multi_items()
@@ -336,7 +347,7 @@ class Transport:
             if urlsplit(target).netloc != urlsplit(str(response.url)).netloc:
                 raise Stop(
                     f"{redact(str(response.url))} redirects to {redact(target)}, on another host; kernlock does not "
-                    "follow it nor take it for a repo rename: check HF_ENDPOINT and your proxy"
+                    "follow it nor take it for a repo rename", fix="check HF_ENDPOINT and your proxy"
                 )
             url, params = target, None
         raise Stop(f"{redact(url)}: more than {MAX_REDIRECTS} redirects")

@@ -36,6 +36,8 @@ from kernlock.errors import ConfigError
 from kernlock._internal.model.ids import is_sha256
 
 _KEYS = {"id", "aliases", "repo", "summary", "details", "references", "affected", "fix"}
+FORMAT_FIX = "correct the advisory file (the format: README, Advisories)"
+"""The fix of every malformed advisory; `kernlock._internal.project.advisory_sources` names the file and the way out."""
 _AFFECTED_KEYS = {"branch", "introduced", "fixed", "commits", "variants", "sha256"}
 _FIX_KEYS = {"version", "revision", "commit"}
 _HEX = set("0123456789abcdef")
@@ -122,22 +124,22 @@ class Advisory:
 def parse_advisories(data: Any, source: str) -> tuple[Advisory, ...]:
     """The `[[advisory]]` tables of one advisory file (parsed TOML), validated; `ConfigError` names the bad key."""
     if not isinstance(data, dict) or set(data) - {"advisory"}:
-        raise ConfigError(f"{source}: an advisory file holds only [[advisory]] tables")
+        raise ConfigError(f"{source}: an advisory file holds only [[advisory]] tables", fix=FORMAT_FIX)
     entries = data.get("advisory", [])
     if not isinstance(entries, list):
-        raise ConfigError(f"{source}: advisory must be an array of tables ([[advisory]])")
+        raise ConfigError(f"{source}: advisory must be an array of tables ([[advisory]])", fix=FORMAT_FIX)
     advisories = [_advisory(entry, f"{source}: advisory[{index}]", source) for index, entry in enumerate(entries)]
     ids = [a.id for a in advisories]
     duplicate = next((i for i in ids if ids.count(i) > 1), None)
     if duplicate is not None:
-        raise ConfigError(f"{source}: advisory id {duplicate!r} appears twice; give each advisory its own id")
+        raise ConfigError(f"{source}: advisory id {duplicate!r} appears twice; give each advisory its own id", fix=FORMAT_FIX)
     return tuple(advisories)
 
 
 def _strings(entry: dict[str, Any], key: str, where: str) -> tuple[str, ...]:
     value = entry.get(key, [])
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise ConfigError(f"{where}.{key} must be a list of strings")
+        raise ConfigError(f"{where}.{key} must be a list of strings", fix=FORMAT_FIX)
     return tuple(value)
 
 
@@ -146,13 +148,13 @@ def _text(entry: dict[str, Any], key: str, where: str, required: bool = False) -
     if value is None and not required:
         return None
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{where}: give {key} as a non-empty string")
+        raise ConfigError(f"{where}: give {key} as a non-empty string", fix=FORMAT_FIX)
     return value.strip()
 
 
 def _commit(value: str | None, key: str, where: str) -> str | None:
     if value is not None and not (7 <= len(value) <= 40 and set(value) <= _HEX):
-        raise ConfigError(f"{where}.{key}: {value!r} is not a commit SHA (7 to 40 lower-case hex characters)")
+        raise ConfigError(f"{where}.{key}: {value!r} is not a commit SHA (7 to 40 lower-case hex characters)", fix=FORMAT_FIX)
     return value
 
 
@@ -160,34 +162,36 @@ def _advisory(entry: Any, where: str, source: str) -> Advisory:
     from kernlock._internal.model.spec import parse_spec
 
     if not isinstance(entry, dict):
-        raise ConfigError(f"{where} must be a table")
+        raise ConfigError(f"{where} must be a table", fix=FORMAT_FIX)
     unknown = sorted(set(entry) - _KEYS)
     if unknown:
-        raise ConfigError(f"{where}: unknown key {unknown[0]!r}; known keys: {', '.join(sorted(_KEYS))}")
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r}; known keys: {', '.join(sorted(_KEYS))}", fix=FORMAT_FIX)
     advisory_id, repo = _text(entry, "id", where, True), _text(entry, "repo", where, True)
     summary = _text(entry, "summary", where, True)
     assert advisory_id is not None and repo is not None and summary is not None
     if parse_spec(repo).text != repo or "/" not in repo:
-        raise ConfigError(f"{where}: repo = {repo!r} must be a kernel repo (org/repo), not a spec")
+        raise ConfigError(f"{where}: repo = {repo!r} must be a kernel repo (org/repo), not a spec", fix=FORMAT_FIX)
     where = f"{where} ({advisory_id})"
     affected = entry.get("affected")
     if not isinstance(affected, dict) or not affected:
         raise ConfigError(f"{where}: say which builds it affects in [advisory.affected] "
-                          "(branch, commits, variants or sha256)")
+                          "(branch, commits, variants or sha256)", fix=FORMAT_FIX)
     unknown = sorted(set(affected) - _AFFECTED_KEYS)
     if unknown:
-        raise ConfigError(f"{where}.affected: unknown key {unknown[0]!r}; known keys: {', '.join(sorted(_AFFECTED_KEYS))}")
+        raise ConfigError(f"{where}.affected: unknown key {unknown[0]!r}; known keys: {', '.join(sorted(_AFFECTED_KEYS))}",
+                          fix=FORMAT_FIX)
     branch = _text(affected, "branch", f"{where}.affected")
     commits = tuple(c for c in _strings(affected, "commits", f"{where}.affected") if _commit(c, "commits", where))
     if branch and commits:
-        raise ConfigError(f"{where}.affected: give a branch (with introduced/fixed) or a list of commits, not both")
+        raise ConfigError(f"{where}.affected: give a branch (with introduced/fixed) or a list of commits, not both",
+                          fix=FORMAT_FIX)
     bounds = {key: _commit(_text(affected, key, f"{where}.affected"), key, f"{where}.affected")
               for key in ("introduced", "fixed")}
     if any(bounds.values()) and not branch:
-        raise ConfigError(f"{where}.affected: introduced and fixed bound a branch's history; name the branch")
+        raise ConfigError(f"{where}.affected: introduced and fixed bound a branch's history; name the branch", fix=FORMAT_FIX)
     hashes = _strings(affected, "sha256", f"{where}.affected")
     if not all(is_sha256(h) for h in hashes):
-        raise ConfigError(f"{where}.affected.sha256: expected 64 lower-case hex characters each")
+        raise ConfigError(f"{where}.affected.sha256: expected 64 lower-case hex characters each", fix=FORMAT_FIX)
     fix = _fix(entry.get("fix"), where)
     return Advisory(
         id=advisory_id, repo=repo, summary=summary, source=source, aliases=_strings(entry, "aliases", where),
@@ -201,10 +205,10 @@ def _fix(table: Any, where: str) -> Fix | None:
     if table is None:
         return None
     if not isinstance(table, dict) or len(table) != 1 or set(table) - _FIX_KEYS:
-        raise ConfigError(f"{where}.fix: give exactly one of version, revision or commit")
+        raise ConfigError(f"{where} [advisory.fix] must name exactly one of version, revision or commit", fix=FORMAT_FIX)
     version = table.get("version")
     if "version" in table and (isinstance(version, bool) or not isinstance(version, int) or version < 0):
-        raise ConfigError(f"{where}.fix.version must be a non-negative integer")
+        raise ConfigError(f"{where}.fix.version must be a non-negative integer", fix=FORMAT_FIX)
     revision = _text(table, "revision", f"{where}.fix")
     commit = _commit(_text(table, "commit", f"{where}.fix"), "commit", f"{where}.fix")
     return Fix(version=version, revision=revision, commit=commit)

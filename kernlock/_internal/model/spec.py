@@ -85,8 +85,8 @@ class KernelSpec:
 def _fail(text: str, problem: str, origin: Origin | None) -> SpecError:
     where = f" ({origin})" if origin else ""
     return SpecError(
-        f"invalid kernel spec {text!r}{where}: {problem}; "
-        "expected org/repo, org/repo@<branch|tag|sha>, org/repo:func or flash_attention_2"
+        f"invalid kernel spec {text!r}{where}: {problem}",
+        fix="write it as org/repo, org/repo@<branch|tag|sha>, org/repo:func or flash_attention_2",
     )
 
 

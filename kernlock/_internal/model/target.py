@@ -98,14 +98,14 @@ def parse_target(text: str) -> Target:
     if not match:
         raise TargetError(
             f"invalid target {text!r}: expected torch<major>.<minor>[-cxx11|-cxx98]-<backend>-<cpu>-<os>"
-            "[-tvm-ffi<major>.<minor>][-macos<version>][-cp<major><minor>[t]], "
-            "e.g. torch2.13-cxx11-cpu-x86_64-linux or torch2.9-cxx11-cu128-x86_64-linux "
-            "(with a Python: torch2.13-cxx11-cpu-x86_64-linux-cp311)"
+            "[-tvm-ffi<major>.<minor>][-macos<version>][-cp<major><minor>[t]]",
+            fix="write it in that form, e.g. torch2.13-cxx11-cpu-x86_64-linux or torch2.9-cxx11-cu128-x86_64-linux "
+                "(with a Python: torch2.13-cxx11-cpu-x86_64-linux-cp311)",
         )
     python = f"{match['py_major']}.{int(match['py_minor'])}" if match["py_major"] else None
     if match["py_t"] and (python is None or (int(match["py_major"]), int(match["py_minor"])) < (3, 13)):
-        raise TargetError(f"invalid target {text!r}: free-threaded Python starts at 3.13 (cp313t); "
-                          "drop the `t` or name 3.13 or later")
+        raise TargetError(f"invalid target {text!r}: free-threaded Python starts at 3.13 (cp313t)",
+                          fix="drop the `t` or name 3.13 or later")
     os_name = match["os"]
     abi = match["abi"]
     cxx11 = None if os_name != "linux" else abi != "cxx98"
@@ -198,12 +198,12 @@ def current_target() -> Target:
     """
     version = installed_version("torch")
     if version is None:
-        raise TargetError(
-            "torch is not installed, so there is no current environment; pass --target explicitly"
-        )
+        raise TargetError("torch is not installed, so there is no current environment",
+                          fix="pass --target explicitly (or declare [tool.kernlock] targets)")
     numbers = re.match(r"(\d+)\.(\d+)", version)
     if not numbers:
-        raise TargetError(f"cannot read the installed torch version {version!r}; pass --target explicitly")
+        raise TargetError(f"cannot read the installed torch version {version!r}",
+                          fix="pass --target explicitly (or declare [tool.kernlock] targets)")
     cpu, os_name = system_platform()
     torch = (int(numbers.group(1)), int(numbers.group(2)))
     # Torch wheels switched to the C++11 ABI in 2.7; earlier PyPI wheels used the old ABI.

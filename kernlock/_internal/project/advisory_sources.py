@@ -37,7 +37,7 @@ def load_advisories(root: Path, sources: tuple[str, ...]) -> tuple[Advisory, ...
         try:
             found = parse_advisories(data, source)
         except ConfigError as error:
-            raise ConfigError(error.message, fix=error.fix or f"correct {source} (the format: README, Advisories) "
+            raise ConfigError(error.message, fix=f"correct {source} (the format: README, Advisories) "
                               "or remove it from [tool.kernlock] advisories") from None
         seen = {a.id: a.source for a in advisories}
         clash = next((a for a in found if a.id in seen), None)

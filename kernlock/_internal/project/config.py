@@ -109,8 +109,8 @@ def refuse_shared_new_project(root: Path) -> None:
         return
     raise ConfigError(
         f"refusing to start a project in {root}: every user can write to it, and its pyproject.toml and kernels.lock "
-        "would become the project of every directory below it; run kernlock in a directory of your own "
-        "(mkdir my-project && cd my-project)"
+        "would become the project of every directory below it",
+        fix="run kernlock in a directory of your own (mkdir my-project && cd my-project)",
     )
 
 
@@ -131,8 +131,8 @@ def find_project_root(start: Path) -> Path:
             reason = unsafe_reason(marker)
             if reason is not None:
                 raise ConfigError(
-                    f"refusing {directory} as the project ({marker}): {reason}; "
-                    f"make {start} a project of its own (add a pyproject.toml or run `git init` there)"
+                    f"refusing {directory} as the project ({marker}): {reason}",
+                    fix=f"make {start} a project of its own (add a pyproject.toml or run `git init` there)",
                 )
         return directory
     return start
@@ -140,7 +140,8 @@ def find_project_root(start: Path) -> Path:
 
 def _string_list(value: Any, key: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"{PYPROJECT}: [tool.kernlock] {key} must be a list of strings")
+        raise ConfigError(f"{PYPROJECT}: [tool.kernlock] {key} must be a list of strings",
+                          fix=f'write it as {key} = ["...", ...]')
     return tuple(value)
 
 
@@ -160,40 +161,47 @@ def load_project(root: Path | str = ".") -> Project:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as error:
-        raise ConfigError(f"{path}: not valid UTF-8 (byte {error.start}); save it as UTF-8") from None
+        raise ConfigError(f"{path}: not valid UTF-8 (byte {error.start})", fix="save it as UTF-8") from None
     except OSError as error:
-        raise ConfigError(f"{path}: cannot be read ({error.strerror}); fix its permissions") from None
+        raise ConfigError(f"{path}: cannot be read ({error.strerror})", fix="make it readable (check its permissions)") from None
     try:
         data = tomlio.loads(text)
     except ValueError as error:
-        raise ConfigError(f"{path}: not valid TOML ({error}); fix the syntax") from None
+        raise ConfigError(f"{path}: not valid TOML ({error})", fix="correct the TOML syntax there") from None
     tool = data.get("tool", {})
     config = tool.get("kernlock", {})
     if not isinstance(config, dict):
-        raise ConfigError(f"{path}: [tool.kernlock] must be a table")
+        raise ConfigError(f"{path}: [tool.kernlock] must be a table", fix="write its keys under a [tool.kernlock] header")
     unknown = sorted(set(config) - _KNOWN_KEYS)
     if unknown:
-        raise ConfigError(f"{path}: unknown key [tool.kernlock] {unknown[0]}; known keys: {', '.join(sorted(_KNOWN_KEYS))}")
+        raise ConfigError(f"{path}: unknown key [tool.kernlock] {unknown[0]}",
+                          fix=f"correct or remove it; known keys: {', '.join(sorted(_KNOWN_KEYS))}")
     deps = tool.get("kernels", {}).get("dependencies", {})
     if not isinstance(deps, dict):
-        raise ConfigError(f"{path}: [tool.kernels.dependencies] must be a table of \"org/repo\" = <version>")
+        raise ConfigError(f"{path}: [tool.kernels.dependencies] is not a table",
+                          fix='write it as a table of "org/repo" = <version>')
     use_kernels = config.get("use-kernels", False)
     if isinstance(use_kernels, list):
         use_kernels = _string_list(use_kernels, "use-kernels")
     elif not isinstance(use_kernels, bool):
-        raise ConfigError(f"{path}: [tool.kernlock] use-kernels must be true, false or a list of repos")
+        raise ConfigError(f"{path}: [tool.kernlock] use-kernels must be true, false or a list of repos",
+                          fix='write use-kernels = true, or use-kernels = ["org/repo", ...]')
     lockfile = config.get("lockfile", LOCK_FILENAME)
     allow_mixed = config.get("allow-mixed-variants", False)
     if not isinstance(allow_mixed, bool):
-        raise ConfigError(f"{path}: [tool.kernlock] allow-mixed-variants must be true or false")
+        raise ConfigError(f"{path}: [tool.kernlock] allow-mixed-variants must be true or false",
+                          fix="write allow-mixed-variants = true (or false)")
     if not isinstance(lockfile, str) or not lockfile:
-        raise ConfigError(f"{path}: [tool.kernlock] lockfile must be a file name")
+        raise ConfigError(f"{path}: [tool.kernlock] lockfile must be a file name",
+                          fix='write lockfile = "kernels.lock" (or another path), or remove the key')
     require_signatures = config.get("require-signatures", False)
     if not isinstance(require_signatures, bool):
-        raise ConfigError(f"{path}: [tool.kernlock] require-signatures must be true or false")
+        raise ConfigError(f"{path}: [tool.kernlock] require-signatures must be true or false",
+                          fix="write require-signatures = true (or false)")
     trusted_root = config.get("sigstore-trusted-root")
     if trusted_root is not None and (not isinstance(trusted_root, str) or not trusted_root):
-        raise ConfigError(f"{path}: [tool.kernlock] sigstore-trusted-root must be the path of a trusted_root.json")
+        raise ConfigError(f"{path}: [tool.kernlock] sigstore-trusted-root must be the path of a trusted_root.json",
+                          fix='write sigstore-trusted-root = "path/to/trusted_root.json", or remove the key')
     kernels = _string_list(config.get("kernels", []), "kernels")
     lines = {spec: line for spec in kernels if (line := _line_of(text, f'"{spec}"')) is not None}
     lines.update({repo: line for repo in deps if (line := _line_of(text, f'"{repo}"')) is not None})
@@ -223,16 +231,18 @@ def load_project(root: Path | str = ".") -> Project:
 def _signers(table: Any, path: Path) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """`[tool.kernlock.signers]`: repo (or glob) -> list of build-signer URIs."""
     if not isinstance(table, dict):
-        raise ConfigError(f"{path}: [tool.kernlock.signers] must be a table of \"org/repo\" = [\"<workflow URI>@<ref>\", ...]")
+        raise ConfigError(f"{path}: [tool.kernlock.signers] is not a table",
+                          fix='write it as a table of "org/repo" = ["<workflow URI>@<ref>", ...]')
     entries = []
     for pattern, uris in table.items():
         if pattern.count("/") != 1 or not all(pattern.split("/")):
-            raise ConfigError(f"{path}: [tool.kernlock.signers] {pattern!r} is not a repo or glob like \"org/repo\" or \"org/*\"")
+            raise ConfigError(f"{path}: [tool.kernlock.signers] {pattern!r} is not a repo or a glob of repos",
+                              fix='key it "org/repo" or "org/*"')
         signers = _string_list(uris, f"signers.{pattern!r}")
         bad = [uri for uri in signers if not uri.startswith("https://") or "@" not in uri]
         if bad:
-            raise ConfigError(f"{path}: [tool.kernlock.signers] {pattern!r}: {bad[0]!r} is not a build-signer URI "
-                              "(https://github.com/<org>/<repo>/.github/workflows/<file>@<ref>)")
+            raise ConfigError(f"{path}: [tool.kernlock.signers] {pattern!r}: {bad[0]!r} is not a build-signer URI",
+                              fix="write it as https://github.com/<org>/<repo>/.github/workflows/<file>@<ref>")
         entries.append((pattern, signers))
     return tuple(entries)
 
@@ -280,7 +290,7 @@ def project_specs(project: Project, scan_paths: tuple[str, ...] = (), skipped: l
     paths = [*(project.root / p for p in project.scan), *(Path(p) for p in scan_paths)]
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
-        raise UsageError(f"scan path {missing[0]} does not exist; fix [tool.kernlock] scan or --scan")
+        raise UsageError(f"scan path {missing[0]} does not exist", fix="correct [tool.kernlock] scan or --scan")
     specs.extend(scan(paths, skipped))
     if project.use_kernels:
         specs.extend(_use_kernels_specs(project.use_kernels))

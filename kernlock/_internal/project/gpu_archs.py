@@ -51,12 +51,14 @@ class GpuArch(NamedTuple):
 
 def _arch(value: Any, where: str) -> GpuArch:
     if not isinstance(value, str):
-        raise ConfigError(f"{where}: {value!r} is not a GPU architecture (a string like \"9.0\", \"gfx942\" or \"H100\")")
+        raise ConfigError(f"{where}: {value!r} is not a GPU architecture",
+                          fix='write it as a string like "9.0", "gfx942" or "H100"')
     arch = GPU_NAMES.get(value.upper(), value)
     if not (_CUDA.fullmatch(arch) or _ROCM.fullmatch(arch)):
         raise ConfigError(
-            f"{where}: {value!r} is not a GPU architecture: write a CUDA compute capability like \"9.0\" (a device has no "
-            f"a/f/+PTX suffix; builds do), a ROCm name like \"gfx942\", or a GPU name ({', '.join(sorted(GPU_NAMES))})")
+            f"{where}: {value!r} is not a GPU architecture",
+            fix=f'write a CUDA compute capability like "9.0" (a device has no a/f/+PTX suffix; builds do), a ROCm name '
+                f'like "gfx942", or a GPU name ({", ".join(sorted(GPU_NAMES))})')
     return GpuArch(arch, value)
 
 
@@ -67,11 +69,13 @@ def parse_gpu_archs(value: Any, source: str) -> tuple[tuple[str, tuple[GpuArch, 
     where = f"{source}: [tool.kernlock] gpu-archs"
     table = {"*": value} if isinstance(value, list) else value
     if not isinstance(table, dict):
-        raise ConfigError(f"{where} must be a list of architectures, or a table of target (or glob) = [architectures]")
+        raise ConfigError(f"{where} is neither a list nor a table",
+                          fix="write a list of architectures, or a table of target (or glob) = [architectures]")
     pairs = []
     for pattern, archs in table.items():
         if not isinstance(archs, list) or not archs:
-            raise ConfigError(f"{where}: {pattern!r} must name a non-empty list of architectures, like [\"8.0\", \"9.0\"]")
+            raise ConfigError(f"{where}: {pattern!r} names no list of architectures",
+                              fix='give it a non-empty list, like ["8.0", "9.0"]')
         pairs.append((pattern, tuple(dict.fromkeys(_arch(a, f"{where} {pattern!r}") for a in archs))))
     return tuple(pairs)
 

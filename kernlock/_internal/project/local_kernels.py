@@ -35,12 +35,10 @@ def overrides() -> dict[str, Path]:
                             fix=f"{LOCAL_KERNELS_ENV}=org/repo=/path[:org/repo=/path]") from None
 
 
-def refusal(what: str) -> str:
-    """How to get past a strict refusal of `what` (a local kernel)."""
-    return (
-        f"{what}, which kernlock cannot check against the lock; set {ALLOW_LOCAL_ENV}=1 to allow local kernels "
-        f"(or unset {LOCAL_KERNELS_ENV}, {lenient_hint()})"
-    )
+def refusal(what: str) -> tuple[str, str]:
+    """The strict refusal of `what` (a local kernel), and how to get past it."""
+    return (f"{what}, which kernlock cannot check against the lock",
+            f"set {ALLOW_LOCAL_ENV}=1 to allow local kernels (or unset {LOCAL_KERNELS_ENV}, {lenient_hint()})")
 
 
 def verify_findings(repos: set[str], strict: bool) -> list[tuple[bool, str, str]]:

@@ -75,8 +75,8 @@ class SigningPolicy:
         if signature is None:
             if self.require:
                 raise SignatureError(
-                    f"{where}: unsigned (no {SIGNATURE_FILE}), and [tool.kernlock] require-signatures = true; "
-                    "lock a signed revision, or set require-signatures = false in pyproject.toml")
+                    f"{where}: unsigned (no {SIGNATURE_FILE}), and [tool.kernlock] require-signatures = true",
+                    fix="lock a signed revision, or set require-signatures = false in pyproject.toml")
             return
         allowed = self.allowed(repo)
         found = signature.build_signer
@@ -84,29 +84,31 @@ class SigningPolicy:
             if self.require:
                 raise SignatureError(
                     f"{where}: signed by {found}, but no [tool.kernlock.signers] entry matches {repo} and "
-                    f"require-signatures = true; if you trust that signer, add {_entry(repo, (found,))} under "
-                    "[tool.kernlock.signers] in pyproject.toml and re-run `kernlock lock`")
+                    "require-signatures = true",
+                    fix=f"if you trust that signer, add {_entry(repo, (found,))} under [tool.kernlock.signers] in "
+                        "pyproject.toml and re-run `kernlock lock`")
             return
         if not allowed.signers:
             return
         if found not in allowed.signers:
             raise SignatureError(
-                f"{where}: signed by {found}, expected {' or '.join(allowed.signers)} ({allowed.rule}); if you trust "
-                f"that signer, add {_entry(repo, (*allowed.signers, found))} under [tool.kernlock.signers] in "
-                f"pyproject.toml and re-run `kernlock lock`; otherwise lock a revision an allowed signer signed")
+                f"{where}: signed by {found}, expected {' or '.join(allowed.signers)} ({allowed.rule})",
+                fix=f"if you trust that signer, add {_entry(repo, (*allowed.signers, found))} under "
+                    "[tool.kernlock.signers] in pyproject.toml and re-run `kernlock lock`; otherwise lock a revision "
+                    "an allowed signer signed")
         repository = workflow_repository(found)
         if repository is None:
             return
         if signature.issuer != GITHUB_ISSUER:
             raise SignatureError(
                 f"{where}: signed by {found} through OIDC issuer {signature.issuer}, expected {GITHUB_ISSUER} "
-                f"({allowed.rule}); a GitHub workflow can only sign through GitHub Actions: lock a revision "
-                "an allowed signer signed")
+                f"({allowed.rule}); a GitHub workflow can only sign through GitHub Actions",
+                fix="lock a revision an allowed signer signed")
         if signature.source_repository != repository:
             raise SignatureError(
                 f"{where}: signed by {found} running in {signature.source_repository}, expected it to run in "
-                f"{repository} ({allowed.rule}); a fork, or another repository calling the workflow, signed it: "
-                "lock a revision an allowed signer signed")
+                f"{repository} ({allowed.rule}); a fork, or another repository calling the workflow, signed it",
+                fix="lock a revision an allowed signer signed")
 
 
 def project_policy(project: Project) -> SigningPolicy:

@@ -29,6 +29,7 @@ from kernlock.errors import (
     ConfigError,
     LockfileError,
     LockfileNotFoundError,
+    NO_FIX,
     LockfileVersionError,
     TargetError,
     UnsafeLockfileError,
@@ -83,12 +84,13 @@ class Workspace:
             if not self.lockfile.is_file():
                 raise
             raise type(error)(f"{error.problem} (the existing pins cannot be kept, so nothing was written)",
-                              key_path=error.key_path, source=error.source, fix=error.fix) from None
+                              key_path=error.key_path, source=error.source,
+                              fix=error.fix or NO_FIX) from None  # NO_FIX: the re-raised error's own, never a new one
         if lock.newer_format:
             raise LockfileVersionError(
                 f"{self.lockfile} was written by a newer kernlock (lock format {lock.version}; this one writes "
-                f"{LOCK_VERSION}) and rewriting it would drop what this one does not know; "
-                + UPGRADE_FIX
+                f"{LOCK_VERSION}) and rewriting it would drop what this one does not know",
+                fix=UPGRADE_FIX,
             )
         return lock
 
@@ -111,7 +113,8 @@ class Workspace:
             try:
                 chosen.add(current_target())
             except TargetError as error:
-                raise TargetError(f"{error} or --all-targets") from None
+                raise TargetError(error.message, fix="pass --target explicitly or --all-targets "
+                                                     "(or declare [tool.kernlock] targets)") from None
         return sorted(chosen, key=str)
 
 
@@ -126,7 +129,7 @@ def check_lock_path(path: Path, *, discovered: bool) -> None:
     reason = unsafe_reason(path)
     if reason is not None:
         override = f"if you trust it, name it explicitly (--lockfile {path}, ${LOCKFILE_ENV} or kernlock.apply(lockfile=...))"
-        raise UnsafeLockfileError(f"refusing {path}: {reason}; {override}")
+        raise UnsafeLockfileError(f"refusing {path}: {reason}", fix=override)
 
 
 def configured_lockfile(project: Project) -> Path:
@@ -139,8 +142,8 @@ def configured_lockfile(project: Project) -> Path:
     if os.path.isabs(name) or relative == ".." or relative.startswith(".." + os.sep) or \
             not (folder == root or folder.startswith(root + os.sep)):
         raise ConfigError(
-            f"{project.pyproject}: [tool.kernlock] lockfile = {name!r} lies outside the project {project.root}; "
-            f"use a path inside it, or name it explicitly with --lockfile {name}"
+            f"{project.pyproject}: [tool.kernlock] lockfile = {name!r} lies outside the project {project.root}",
+            fix=f"use a path inside it, or name it explicitly with --lockfile {name}",
         )
     return project.root / relative
 
@@ -168,7 +171,8 @@ def vendored_lockfile(vendor: Path, project_lock: Path | None) -> Path:
     theirs = vendor / LOCK_FILENAME
     if not theirs.is_file():
         raise LockfileNotFoundError(
-            f"${VENDOR_ENV} points at {vendor}, which has no {LOCK_FILENAME}; create it with `kernlock vendor {vendor}`"
+            f"${VENDOR_ENV} points at {vendor}, which has no {LOCK_FILENAME}",
+            fix=f"create it with `kernlock vendor {vendor}`",
         )
     if project_lock is None or not os.path.lexists(project_lock):
         _refuse_shared_vendor_lock(vendor, theirs)
@@ -246,7 +250,7 @@ def applied_workspace(lockfile: str | os.PathLike[str] | None = None, *,
         if not named.is_file():
             check_lock_path(named, discovered=False)
             where = f"${LOCKFILE_ENV} points at {named}, which" if lockfile is None and settings.text(LOCKFILE_ENV) else f"lock file {named}"
-            raise LockfileNotFoundError(f"{where} does not exist; create it with `kernlock lock`")
+            raise LockfileNotFoundError(f"{where} does not exist", fix="create it with `kernlock lock`")
         return Workspace(project=Project(root=find_project_root(Path.cwd())), lockfile=named, discovered=False)
     if scripts is None:
         scripts = sys.argv[:1] if sys.argv and sys.argv[0] not in ("", "-c", "-m") else ()
@@ -264,8 +268,8 @@ def applied_workspace(lockfile: str | os.PathLike[str] | None = None, *,
         return Workspace(project=Project(root=find_project_root(Path.cwd())),
                          lockfile=vendored_lockfile(vendor, None), discovered=True)
     raise LockfileNotFoundError(
-        f"no lock file found (looked for {' and '.join(looked)}; ${LOCKFILE_ENV} is unset); "
-        f"run `kernlock lock` or {naming}"
+        f"no lock file found (looked for {' and '.join(looked)}; ${LOCKFILE_ENV} is unset)",
+        fix=f"run `kernlock lock` or {naming}",
     )
 
 

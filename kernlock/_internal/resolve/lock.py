@@ -221,7 +221,8 @@ def lock(
                          write=write and not check, migrate=migrate, progress=progress, hub=hub, rerun=rerun)
     if check and result.changed:
         what = ", ".join(change.describe() for change in result.changes) or "its content would be rewritten"
-        raise StaleLockError(f"{result.path} is out of date: {what}; run `kernlock lock{' ' + rerun if rerun else ''}`")
+        raise StaleLockError(f"{result.path} is out of date: {what}",
+                             fix=f"run `kernlock lock{' ' + rerun if rerun else ''}`")
     return result
 
 
@@ -252,7 +253,8 @@ def remove(
             if not declared and wanted.key == wanted.repo:
                 declared = [k for k in kernels if parse_spec(k).repo == wanted.repo]
             if len(declared) > 1:
-                raise UsageError(f"{text} matches {', '.join(declared)} in [tool.kernlock] kernels; name one of them")
+                raise UsageError(f"{text} matches {', '.join(declared)} in [tool.kernlock] kernels",
+                                 fix="name one of them")
             if declared:
                 kernels.remove(declared[0])
                 removals["kernels"].append(declared[0])
@@ -262,8 +264,8 @@ def remove(
             else:
                 named = ", ".join([*kernels, *dependencies]) or "none"
                 raise UsageError(
-                    f"{text} is not declared in {project.pyproject.name} (declared: {named}); "
-                    "specs found by [tool.kernlock] scan are removed from the scanned files"
+                    f"{text} is not declared in {project.pyproject.name} (declared: {named})",
+                    fix="name a declared spec; specs found by [tool.kernlock] scan are removed from the scanned files",
                 )
         still = {parse_spec(k).repo for k in kernels} | set(dependencies)
         gone = {parse_spec(k).repo for k in removals["kernels"]} | set(removals["dependencies"])
@@ -351,8 +353,9 @@ def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, tar
     all_specs += model_specs
     if not all_specs and not model_records and not removals:
         raise KernlockError(
-            "no kernel specs found: pass one (kernlock lock org/repo), list them in [tool.kernlock] kernels, "
-            "or point [tool.kernlock] scan at your training code"
+            "no kernel specs found",
+            fix="pass one (kernlock lock org/repo), list them in [tool.kernlock] kernels, "
+                "or point [tool.kernlock] scan at your training code",
         )
     _refuse_unknown_upgrades(upgrade_kernels, {s.repo for s in all_specs} | _names(previous), rerun)
     options = ResolveOptions(

@@ -311,7 +311,8 @@ class Resolver:
                 available = sorted(v for v in (version_of_branch(b) for b in branches) if v is not None)
                 raise ResolutionError(
                     f"{spec.key}: version {version}{'' if why == f'version {version}' else f' ({why})'} has no branch v{version} on the Hub; "
-                    f"available versions: {', '.join(map(str, available)) or 'none'}; pin one with {spec.repo}@v<N>"
+                    f"available versions: {', '.join(map(str, available)) or 'none'}",
+                    fix=f"pin one with {spec.repo}@v<N>",
                 )
             return branch.name, version, branch.commit, f"{why} → branch {branch.name}"
         revision = spec.revision or ""
@@ -325,7 +326,8 @@ class Resolver:
             return None, None, self._expand_short_sha(spec, revision, refs), f"commit {revision}"
         raise ResolutionError(
             f"{spec.key}: no branch or tag {revision!r} on the Hub; branches: {', '.join(sorted(branches)) or 'none'}"
-            + (f"; tags: {', '.join(sorted(tags))}" if tags else "")
+            + (f"; tags: {', '.join(sorted(tags))}" if tags else ""),
+            fix=f"pin one of them ({spec.repo}@<branch or tag>), or a commit ({spec.repo}@<sha>)",
         )
 
     def _expand_short_sha(self, spec: KernelSpec, prefix: str, refs: list[Ref]) -> str:
@@ -336,10 +338,12 @@ class Resolver:
             elif ref.commit.startswith(prefix):
                 candidates.add(ref.commit)
         if not candidates:
-            raise ResolutionError(f"{spec.key}: no commit starting with {prefix!r} on any branch or tag")
+            raise ResolutionError(f"{spec.key}: no commit starting with {prefix!r} on any branch or tag",
+                                  fix=f"check the SHA, or pin the full commit ({spec.repo}@<40-character sha>)")
         if len(candidates) > 1:
             raise ResolutionError(
-                f"{spec.key}: short SHA {prefix!r} is ambiguous ({', '.join(sorted(c[:12] for c in candidates))}); use more characters"
+                f"{spec.key}: short SHA {prefix!r} is ambiguous ({', '.join(sorted(c[:12] for c in candidates))})",
+                fix=f"give more characters of the commit ({spec.repo}@<longer sha>)",
             )
         return candidates.pop()
 
@@ -366,8 +370,8 @@ class Resolver:
             if ref is None or "revision not found" not in str(error):
                 raise
             raise ResolutionError(
-                f"{spec_key}: {ref} points at commit {commit[:12]}, which the Hub cannot list; "
-                "the repository looks broken: try again later or pin another revision"
+                f"{spec_key}: {ref} points at commit {commit[:12]}, which the Hub cannot list; the repository looks broken",
+                fix=f"try again later, or pin another revision ({repo}@<revision>)",
             ) from None
         grouped = group_variants(repo, commit, listing)
         names = sorted(grouped)
@@ -375,7 +379,8 @@ class Resolver:
         for target in job.targets:
             variant, reasons = choose_variant(names, target)
             if variant is None:
-                raise NoVariantError(self._no_variant_message(spec_key, repo, commit, target, reasons, refs))
+                problem, fix = self._no_variant(spec_key, repo, commit, target, reasons, refs)
+                raise NoVariantError(problem, fix=fix)
             chosen.setdefault(variant, set()).add(target)
             if target.python is None:
                 self._warn_python_dependent(spec_key, names, target, variant)
@@ -396,8 +401,8 @@ class Resolver:
                 if mismatched:  # kernels 0.18+ refuses to load such a variant
                     raise ResolutionError(
                         f"{spec_key} {name}: metadata.json's digest disagrees with the files at {commit[:12]} "
-                        f"({', '.join(mismatched[:3])}), so kernels would refuse to load it; the commit mixes builds: "
-                        f"pin another revision (`kernlock lock {repo}@<commit>`) or ask the publisher to rebuild"
+                        f"({', '.join(mismatched[:3])}), so kernels would refuse to load it; the commit mixes builds",
+                        fix=f"pin another revision (`kernlock lock {repo}@<commit>`) or ask the publisher to rebuild",
                     )
             variants.append(LockedVariant(
                 name=name, targets=tuple(sorted(chosen[name], key=str)), files=files, archs=metadata.archs,
@@ -431,14 +436,14 @@ class Resolver:
             return None
         if metadata is None or bundle is None:
             raise SignatureError(f"{repo} {variant}: ships {SIGNATURE_FILE} but {'metadata.json' if metadata is None else 'it'} "
-                                 "is not a small git file kernlock can read; it cannot be verified: lock another revision")
-        from kernlock._internal.check.signatures import trusted_root_path, verify_bundle
+                                 "is not a small git file kernlock can read; it cannot be verified",
+                                 fix=f"lock another revision ({repo}@<revision>)")
+        from kernlock._internal.check.signatures import ANOTHER_REVISION, trusted_root_path, verify_bundle
 
         try:
             signature = verify_bundle(metadata, bundle, trusted_root_path(signing.trusted_root))
         except SignatureError as error:
-            raise SignatureError(f"{repo} {variant}: {error}; do not lock this build: lock another revision, or, "
-                                 "for a private Sigstore, set [tool.kernlock] sigstore-trusted-root") from None
+            raise SignatureError(f"{repo} {variant}: {error.message}", fix=error.fix or ANOTHER_REVISION) from None
         signing.check(repo, variant, signature)
         return signature
 
@@ -458,9 +463,10 @@ class Resolver:
         return (tuple(sorted(locked, key=lambda f: f.path)), contents.get(prefix + "metadata.json"),
                 contents.get(prefix + SIGNATURE_FILE), {path[len(prefix):]: data for path, data in contents.items()})
 
-    def _no_variant_message(self, spec_key: str, repo: str, commit: str, target: Target, reasons: list[str],
-                            refs: list[Ref] | None) -> str:
-        hint, fix = "", "Fix: drop that target, or pin a version that has a build for it"
+    def _no_variant(self, spec_key: str, repo: str, commit: str, target: Target, reasons: list[str],
+                    refs: list[Ref] | None) -> tuple[str, str]:
+        """The problem of a commit without a build for `target`, naming a version that has one; and its fix."""
+        hint, fix = "", "drop that target, or pin a version that has a build for it"
         for ref in sorted(refs or [], key=lambda r: -(version_of_branch(r.name) or -1)):
             if version_of_branch(ref.name) is None or ref.commit == commit:
                 continue
@@ -470,11 +476,11 @@ class Resolver:
                 continue
             variant, _ = choose_variant(names, target)
             if variant is not None:
-                hint = f" {repo}@{ref.name} has {variant} for it."
-                fix = f"Fix: pin {repo}@{ref.name} in its spec and run `kernlock lock`, or drop that target"
+                hint = f"; {repo}@{ref.name} has {variant} for it"
+                fix = f"pin {repo}@{ref.name} in its spec and run `kernlock lock`, or drop that target"
                 break
         listing = "; ".join(reasons) or "the commit has no build variants"
-        return f"{spec_key} ({commit[:12]}) has no build variant for target {target}: {listing}.{hint} {fix}"
+        return f"{spec_key} ({commit[:12]}) has no build variant for target {target}: {listing}{hint}", fix
 
 
 def _check_signed_digest(repo: str, variant: str, digest: dict[str, str] | None, files: tuple[LockedFile, ...],
@@ -482,13 +488,13 @@ def _check_signed_digest(repo: str, variant: str, digest: dict[str, str] | None,
     """A signed metadata.json's digest must name every other file of the variant with its hash (kernels' check)."""
     if digest is None:
         raise SignatureError(f"{repo} {variant}: its signed metadata.json has no digest of the variant's files, so the "
-                             "signature covers none of them; lock another revision")
+                             "signature covers none of them", fix=f"lock another revision ({repo}@<revision>)")
     covered = {"metadata.json", SIGNATURE_FILE, *digest}
     wrong = [*digest_mismatches(digest, files, algorithm or "sha256", read), *(f.path for f in files if f.path not in covered)]
     if wrong:
         raise SignatureError(f"{repo} {variant}: the files disagree with the digest in its signed metadata.json "
                              f"({', '.join(sorted(wrong)[:3])}{'…' if len(wrong) > 3 else ''}); the commit may mix builds "
-                             "or have been tampered with: lock another revision")
+                             "or have been tampered with", fix=f"lock another revision ({repo}@<revision>)")
 
 
 def _refuse_dependency_cycles(kernels: tuple[LockedKernel, ...]) -> None:

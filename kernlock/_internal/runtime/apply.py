@@ -197,10 +197,11 @@ def _unlocked(repo: str, what: str, version: int | None = None, revision: str | 
                    f"fix: `kernlock lock --model {model}` locks what the model loads")
         _note_once(f"default:{spec}", message)
         raise NotLockedDefaultKernel(message)  # kernels' KernelizeFallback.ALL keeps the original forward
-    message = f"kernel {repo} ({what}) is not in {_STATE.path}; lock it with `kernlock lock {spec}` ({lenient_hint()})"
+    error = UnlockedKernelError(f"kernel {repo} ({what}) is not in {_STATE.path}",
+                                fix=f"lock it with `kernlock lock {spec}` ({lenient_hint()})")
     if _STATE.strict:
-        raise UnlockedKernelError(message)
-    _warn_once(f"unlocked:{repo}:{what}", message)
+        raise error
+    _warn_once(f"unlocked:{repo}:{what}", str(error))
 
 
 def _backend_target(entry: LockedKernel, backend: str | None) -> Target:
@@ -241,8 +242,8 @@ def _locked_local_kernel(entry: LockedKernel, target: Target, backend: str | Non
     if preferred_name != variant.name:
         raise VariantMismatchError(
             f"{entry.spec}: kernels would load {preferred_name or 'no variant'} here, "
-            f"but the lock records {variant.name} for {target}; the environment differs from the locked target: "
-            f"run `kernlock lock --target {_STATE.target if _STATE.simulated else kernels_target()}`"
+            f"but the lock records {variant.name} for {target}; the environment differs from the locked target",
+            fix=f"run `kernlock lock --target {_STATE.target if _STATE.simulated else kernels_target()}`",
         )
     from huggingface_hub import constants
 
@@ -252,7 +253,8 @@ def _locked_local_kernel(entry: LockedKernel, target: Target, backend: str | Non
     if problem is not None:  # what kernels 0.18+'s DigestValidator refuses, checked from the lock
         raise IntegrityError(
             f"{entry.spec} {variant.name} at {entry.commit[:12]}: {problem}; refusing to load it, as kernels 0.18+ "
-            f"does; pin another revision (`kernlock lock {entry.repo}@<commit>`) or ask the publisher to rebuild"
+            "does",
+            fix=f"pin another revision (`kernlock lock {entry.repo}@<commit>`) or ask the publisher to rebuild",
         )
     register_verified(entry, variant, root)
     remember(kernel_metadata(located), entry, variant, target)  # kernels' ArchValidator asks check_served
@@ -267,7 +269,8 @@ def _local_kernel(repo: str, path: Path, how: str) -> None:
     commits = sorted({e.commit[:12] for e in _STATE.lock.for_repo(repo)}) if _STATE.lock else []
     instead = f"instead of the locked {', '.join(commits)}" if commits else "(not in the lock)"
     if _STATE.strict and not local_kernels.allowed():
-        raise LocalKernelError(local_kernels.refusal(f"{how} loads {repo} from {path} {instead}"))
+        problem, fix = local_kernels.refusal(f"{how} loads {repo} from {path} {instead}")
+        raise LocalKernelError(problem, fix=fix)
     _warn_once(
         f"local:{repo}:{path}",
         f"kernlock: {how}: loading {repo} from {path} {instead}; its files are not checked against {_STATE.path}",
@@ -475,7 +478,8 @@ def apply(lockfile: str | os.PathLike[str] | None = None, *, strict: bool | None
     overrides = local_kernels.overrides()
     if overrides and strict and not local_kernels.allowed():
         listed = ", ".join(f"{repo}={local}" for repo, local in sorted(overrides.items()))
-        raise LocalKernelError(local_kernels.refusal(f"LOCAL_KERNELS overrides {listed}"))
+        problem, fix = local_kernels.refusal(f"LOCAL_KERNELS overrides {listed}")
+        raise LocalKernelError(problem, fix=fix)
     with _STATE.mutex:
         _STATE.lock, _STATE.path, _STATE.target, _STATE.strict = lock, path, environment, strict
         _STATE.simulated = bool(simulated)

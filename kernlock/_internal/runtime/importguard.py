@@ -116,15 +116,15 @@ def _check_digest(path: str, actual: str) -> None:
     directory, name = os.path.split(path)
     found = _verified_root(directory)
     if found is None:
-        raise IntegrityError(f"{path} no longer lies in a verified kernel variant; refusing to import it; "
-                             f"{_RESTORE}")
+        raise IntegrityError(f"{path} no longer lies in a verified kernel variant; refusing to import it",
+                             fix=_RESTORE)
     root, (kernel, variant) = found
     relative = os.path.relpath(os.path.join(os.path.realpath(directory), name), root).replace(os.sep, "/")
     expected = next((f.sha256 for f in variant.files if f.path == relative), None)
     if expected != actual:
         what = f"expected sha256 {expected}" if expected else "kernels.lock does not list it"
         raise IntegrityError(f"{kernel.spec}: {variant.name}/{relative} changed after it was verified ({what}, "
-                             f"read {actual}); refusing to import it; {_RESTORE}")
+                             f"read {actual}); refusing to import it", fix=_RESTORE)
 
 
 def _verified_root(directory: str) -> tuple[str, tuple[LockedKernel, LockedVariant]] | None:
@@ -280,7 +280,8 @@ def guard_import(original: Callable[..., ModuleType]) -> Callable[..., ModuleTyp
         if handed is not None and os.path.realpath(variant_path) != handed:
             raise IntegrityError(
                 f"{variant_path} was verified as {handed} but now resolves to {os.path.realpath(variant_path)}; "
-                f"refusing to import it; {_RESTORE}"
+                "refusing to import it",
+                fix=_RESTORE,
             )
         if handed is not None:
             kernel, variant = _verified[handed]

@@ -73,7 +73,7 @@ class RankRecord:
                 raise ValueError("a field of the wrong type")
         except (ValueError, KeyError, TypeError, RecursionError) as error:  # UnicodeDecodeError is a ValueError
             raise RankMismatchError(f"a rank sent a record this kernlock cannot read ({type(error).__name__}: "
-                                    f"{str(error)[:80]}); run the same kernlock version on every rank") from None
+                                    f"{str(error)[:80]})", fix="run the same kernlock version on every rank") from None
         return cls(**{**fields, "kernels": kernels})
 
     def binding(self) -> tuple[str, tuple[tuple[str, str, str, str, str], ...]]:
@@ -86,7 +86,9 @@ class Verdict:
 
     ok: bool
     agree: bool
-    table: str
+    table: str  # the report: the problem, the table, then `fix:` on a line of its own
+    problem: str = ""  # the problem and the table, for `RankMismatchError`, which keeps the fix apart
+    fix: str = ""
 
 
 def files_digest(files: Any) -> str:
@@ -141,14 +143,14 @@ def judge(records: list[RankRecord], world_size: int) -> Verdict:
         problem = f"rank(s) {_ranges(missing)} did not report within the time limit"
         fix = ("start every rank under `kernlock run` (or export KERNLOCK_APPLY=1 and KERNLOCK_LOCKFILE in the job "
                f"script) so that every rank applies the lock; ${TIMEOUT_ENV} sets the wait in seconds")
-        return Verdict(False, False, _report(problem, table, fix))
+        return _verdict(problem, table, fix)
     locks = {(r.lock_digest, r.lockfile) for r in records}
     if len({digest for digest, _ in locks}) > 1:
         read = "; ".join(f"{path} ({digest[:12]})" for digest, path in sorted(locks, key=lambda x: x[1]))
         problem = "ranks read different lock files"
         fix = (f"every rank must read the same kernels.lock (read: {read}); put one lock on shared storage and point "
                "KERNLOCK_LOCKFILE at it, or ship a `kernlock vendor` directory (KERNLOCK_VENDOR_DIR)")
-        return Verdict(False, False, _report(problem, table, fix))
+        return _verdict(problem, table, fix)
     commits: dict[str, set[str]] = {}
     for record in records:
         for spec, _, commit, _, _ in record.kernels:
@@ -161,18 +163,22 @@ def judge(records: list[RankRecord], world_size: int) -> Verdict:
         problem = (f"rank(s) {ranks} load a local build of {', '.join(local)} (LOCAL_KERNELS) while other ranks load "
                    "the locked commit")
         fix = "set the same LOCAL_KERNELS on every rank, or unset it on every rank to load the locked commits"
-        return Verdict(False, False, _report(problem, table, fix))
+        return _verdict(problem, table, fix)
     if split:
         problem = f"ranks bind different commits of {', '.join(split)} (per-target overrides on targets {targets})"
         fix = "run the job on nodes of one target, or drop the override so one commit covers every target"
-        return Verdict(False, False, _report(problem, table, fix))
+        return _verdict(problem, table, fix)
     if all(r.mixed_ok for r in records):
         return Verdict(True, False, _report("ranks load different variants of the same commits (allowed: "
                                             "allow-mixed-variants)", table, ""))
     problem = f"ranks load different build variants of the same commits (targets {targets})"
     fix = ("run every rank on the same Torch/CUDA build; if the nodes really need different builds of these commits, "
            f"set `allow-mixed-variants = true` in [tool.kernlock] (or {MIXED_ENV}=1) on every rank")
-    return Verdict(False, False, _report(problem, table, fix))
+    return _verdict(problem, table, fix)
+
+
+def _verdict(problem: str, table: str, fix: str) -> Verdict:
+    return Verdict(False, False, _report(problem, table, fix), problem=f"{problem}:\n{table}", fix=fix)
 
 
 def _report(problem: str, table: str, fix: str) -> str:
@@ -259,7 +265,7 @@ def check_ranks(store: Any, rank: int, world_size: int) -> Verdict | None:
         if rank == 0:
             logger.warning("kernlock: %s", verdict.table)
     else:
-        raise RankMismatchError(verdict.table if rank == 0 else
+        raise RankMismatchError(verdict.problem if rank == 0 else
                                 f"rank {rank} stops: the ranks of this job disagree on kernel builds "
-                                "(rank 0's error shows the table)")
+                                "(rank 0's error shows the table)", fix=verdict.fix)
     return verdict

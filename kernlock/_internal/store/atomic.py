@@ -33,7 +33,7 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str) -> None:
         fix = "free space on its disk and run the command again" if error.errno in (errno.ENOSPC, errno.EDQUOT) \
             else "make its directory writable, or write it elsewhere"
         state = "it is unchanged" if os.path.lexists(path) else "nothing was written"
-        raise WriteError(f"cannot write {path} ({error.strerror or error}); {state}; {fix}") from None
+        raise WriteError(f"cannot write {path} ({error.strerror or error}); {state}", fix=fix) from None
 
 
 def _replace(target: Path, payload: bytes) -> None:

@@ -238,7 +238,7 @@ def variant_problems(kernel: LockedKernel, variant: LockedVariant, root: Path, s
             info = path.stat()
         except FileNotFoundError:
             problems.append(MissingFilesError(
-                f"{kernel.spec}: {variant.name}/{locked.path} is missing from {root}; run `{repair}` to restore it"
+                f"{kernel.spec}: {variant.name}/{locked.path} is missing from {root}", fix=f"run `{repair}` to restore it"
             ))
             continue
         key = file_key(info, locked.sha256)
@@ -249,9 +249,8 @@ def variant_problems(kernel: LockedKernel, variant: LockedVariant, root: Path, s
         if actual != locked.sha256:
             mismatched.append(IntegrityError(
                 f"{kernel.spec}: {variant.name}/{locked.path} does not match kernels.lock "
-                f"(expected sha256 {locked.sha256}, found {actual}); "
-                f"run `{repair}` to restore it, or `kernlock lock -P "
-                f"{kernel.repo}` if the lock is what is wrong"
+                f"(expected sha256 {locked.sha256}, found {actual})",
+                fix=f"run `{repair}` to restore it, or `kernlock lock -P {kernel.repo}` if the lock is what is wrong",
             ))
             continue
         fresh[locked.path] = key
@@ -328,14 +327,15 @@ def _fetch_blob_and_link(hub: "Hub", kernel: LockedKernel, variant: str, locked:
         remote = hub.file_metadata(kernel.repo, kernel.commit, f"build/{variant}/{locked.path}", deadline)
     except HubError as error:
         if isinstance(error.__cause__, RevisionNotFoundError):
-            raise MissingFilesError(commit_gone(kernel)) from None
+            problem, fix = commit_gone(kernel)
+            raise MissingFilesError(problem, fix=fix) from None
         raise
     mismatch = (len(remote.etag) == 64 and remote.etag != locked.sha256) or remote.size not in (None, locked.size)
     if mismatch:
         raise IntegrityError(
             f"{kernel.spec}: the Hub lists {variant}/{locked.path} with sha256 {remote.etag if len(remote.etag) == 64 else '?'} "
-            f"and size {remote.size}, but kernels.lock expects {locked.sha256} and {locked.size}; nothing was downloaded. "
-            f"Re-lock with `kernlock lock -P {kernel.repo}` if the repository was rewritten"
+            f"and size {remote.size}, but kernels.lock expects {locked.sha256} and {locked.size}; nothing was downloaded",
+            fix=f"re-lock with `kernlock lock -P {kernel.repo}` if the repository was rewritten",
         )
     blob = storage / "blobs" / remote.etag
     key: FileKey | None = None
@@ -356,8 +356,8 @@ def _fetch_blob_and_link(hub: "Hub", kernel: LockedKernel, variant: str, locked:
                         continue
                     raise IntegrityError(
                         f"{kernel.spec}: the Hub sent {variant}/{locked.path} with sha256 {actual}, "
-                        f"but kernels.lock expects {locked.sha256}; nothing was kept. Re-run, or re-lock with "
-                        f"`kernlock lock -P {kernel.repo}` if the repository was rewritten"
+                        f"but kernels.lock expects {locked.sha256}; nothing was kept",
+                        fix=f"re-run, or re-lock with `kernlock lock -P {kernel.repo}` if the repository was rewritten",
                     )
                 key = _publish(temp, blob, locked.sha256)
                 if fetched is not None:
@@ -459,14 +459,14 @@ def _resumable_partial(blobs_fd: int, blobs: Path, etag: str) -> Partial | None:
     return Partial(blobs_fd, keep[1], keep[2], blobs / keep[1]) if keep else None
 
 
-def commit_gone(kernel: LockedKernel) -> str:
+def commit_gone(kernel: LockedKernel) -> tuple[str, str]:
     """Why a locked commit the Hub answers 404 for cannot be fetched, and the fix that works."""
     if kernel.ref is not None:
         fix = f"re-lock it to what {kernel.ref} holds now: `kernlock lock -P {kernel.repo}`"
     else:
         fix = "its spec pins that commit: name a revision the Hub has in the spec, then run `kernlock lock`"
     return (f"{kernel.spec}: the locked commit {kernel.commit[:12]} is gone from the Hub (it answers 404 for it: "
-            f"the repo's history was rewritten); {fix}")
+            f"the repo's history was rewritten)", fix)
 
 
 def download_variant(kernel: LockedKernel, variant: LockedVariant, cache: Path, files: list[LockedFile] | None = None,
@@ -528,7 +528,8 @@ def ensure_variant(kernel: LockedKernel, variant: LockedVariant, *, offline: boo
         if missing:
             raise MissingFilesError(
                 f"{kernel.spec}: {variant.name} is not complete in the vendor directory {vendor} "
-                f"(missing {_describe_files(missing)}); run `{repair_vendor_command(vendor)}` with this lock"
+                f"(missing {_describe_files(missing)})",
+                fix=f"run `{repair_vendor_command(vendor)}` with this lock",
             )
         check_variant(kernel, variant, root, stamped=True, repair=repair_vendor_command(vendor))
         return root
@@ -540,7 +541,8 @@ def ensure_variant(kernel: LockedKernel, variant: LockedVariant, *, offline: boo
         if offline:
             raise MissingFilesError(
                 f"{kernel.spec}: {len(missing)} locked file(s) of {variant.name} are not in the cache "
-                f"({_describe_files(missing)}) and the Hub is offline; run `kernlock sync` where the Hub is reachable"
+                f"({_describe_files(missing)}) and the Hub is offline",
+                fix="run `kernlock sync` where the Hub is reachable",
             )
         try:
             just_verified = download_variant(kernel, variant, cache, missing)
@@ -549,12 +551,13 @@ def ensure_variant(kernel: LockedKernel, variant: LockedVariant, *, offline: boo
         except Exception as error:
             local = local_write_problem(error, cache)
             if local is not None:
-                raise MissingFilesError(f"{kernel.spec}: cannot store {variant.name} in the cache: {local}") from None
-            reason = str(error) if isinstance(error, KernlockError) else type(error).__name__
+                raise MissingFilesError(f"{kernel.spec}: cannot store {variant.name} in the cache: {local[0]}",
+                                        fix=local[1]) from None
+            reason = error.message if isinstance(error, KernlockError) else type(error).__name__
             raise MissingFilesError(
                 f"{kernel.spec}: {len(missing)} locked file(s) of {variant.name} are not in the cache "
-                f"({_describe_files(missing)}) and cannot be downloaded ({reason}); "
-                "run `kernlock sync` where the Hub is reachable"
+                f"({_describe_files(missing)}) and cannot be downloaded ({reason})",
+                fix="run `kernlock sync` where the Hub is reachable",
             ) from None
     check_variant(kernel, variant, root, stamped=True, just_verified=just_verified)
     return root

@@ -35,12 +35,14 @@ def looks_like_kernels_lock(data: bytes) -> bool:
     return isinstance(entries, list) and all(isinstance(e, dict) and {"dependency", "lock"} <= set(e) for e in entries)
 
 
-def migrate_hint(path: Path) -> str:
-    """The fix for a kernels JSON lock where kernlock's lock is expected."""
-    return (
-        f"{path} holds kernels' own JSON lock, not kernlock's; convert it with `kernlock lock --migrate` "
-        f"(its commits are kept as pins and the JSON is kept as {path.name}{JSON_SUFFIX})"
-    )
+_ELSEWHERE = "export elsewhere (-o another path), or omit -o to write to standard output"
+
+
+def migrate_hint(path: Path) -> tuple[str, str]:
+    """The problem of a kernels JSON lock where kernlock's lock is expected, and its fix."""
+    return (f"{path} holds kernels' own JSON lock, not kernlock's",
+            f"convert it with `kernlock lock --migrate` (its commits are kept as pins and the JSON is kept as "
+            f"{path.name}{JSON_SUFFIX})")
 
 
 @dataclass(frozen=True)
@@ -73,8 +75,8 @@ class Migration:
             if self.kept_as.read_bytes() == self.original:
                 return
             raise KernlockError(
-                f"cannot keep {self.source}'s kernels JSON lock as {self.kept_as}: that file exists and differs; "
-                "move it away and run `kernlock lock --migrate` again"
+                f"cannot keep {self.source}'s kernels JSON lock as {self.kept_as}: that file exists and differs",
+                fix="move it away and run `kernlock lock --migrate` again",
             )
         atomic_write(self.kept_as, self.original)
 
@@ -111,11 +113,13 @@ def migration_for(path: Path, migrate: bool) -> Migration | None:
     if not looks_like_kernels_lock(data):
         return None
     if not migrate:
-        raise UsageError(migrate_hint(path) + "; nothing was changed")
+        problem, fix = migrate_hint(path)
+        raise UsageError(f"{problem}; nothing was changed", fix=fix)
     try:
         pins = tuple(parse_kernels_lock(data.decode("utf-8")))
     except (ValueError, UnicodeDecodeError) as error:
-        raise UsageError(f"{path}: kernels' JSON lock cannot be read ({error}); fix or remove it, then run kernlock lock") from None
+        raise UsageError(f"{path}: kernels' JSON lock cannot be read ({error})",
+                         fix="correct or remove it, then run `kernlock lock`") from None
     return Migration(source=path, original=data, pins=pins)
 
 
@@ -189,13 +193,13 @@ def export_kernels_json(lock: Lockfile, lockfile: Path, output: Path) -> None:
     except FileNotFoundError:
         mode = None
     except OSError as error:
-        raise UsageError(f"cannot write {output} ({error.strerror}); nothing was written; export elsewhere") from None
+        raise UsageError(f"cannot write {output} ({error.strerror}); nothing was written", fix=_ELSEWHERE) from None
     if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
         _write_stream(output, payload)
         return
     if not output.parent.is_dir():
-        raise UsageError(f"{output.parent} is not a directory; nothing was written; "
-                         f"create it (mkdir -p {output.parent}) or export elsewhere")
+        raise UsageError(f"{output.parent} is not a directory; nothing was written",
+                         fix=f"create it (mkdir -p {output.parent}) or export elsewhere")
     if output.resolve() == lockfile.resolve():
         problem = f"{output} is kernlock's lock"
     elif mode is not None and (stat.S_ISDIR(mode) or not looks_like_kernels_lock(output.read_bytes())):
@@ -203,7 +207,7 @@ def export_kernels_json(lock: Lockfile, lockfile: Path, output: Path) -> None:
     else:
         problem = None
     if problem:
-        raise UsageError(f"{problem}; nothing was written; export elsewhere, e.g. -o {lockfile.name}{JSON_SUFFIX}")
+        raise UsageError(f"{problem}; nothing was written", fix=f"export elsewhere, e.g. -o {lockfile.name}{JSON_SUFFIX}")
     atomic_write(output, payload)
 
 
@@ -216,13 +220,14 @@ def _write_stream(output: Path, payload: bytes) -> None:
         fd = os.open(output, os.O_WRONLY | os.O_NONBLOCK)  # a FIFO with no reader: ENXIO at once, not a hang
     except OSError as error:
         if error.errno == errno.ENXIO:
-            raise UsageError(f"cannot write {output}: no process is reading it; "
-                             "start the reader first, or omit -o to write to standard output") from None
-        raise UsageError(f"cannot write {output} ({error.strerror}); export elsewhere") from None
+            raise UsageError(f"cannot write {output}: no process is reading it",
+                             fix="start the reader first, or omit -o to write to standard output") from None
+        raise UsageError(f"cannot write {output} ({error.strerror})", fix=_ELSEWHERE) from None
     try:
         os.set_blocking(fd, True)
         with os.fdopen(fd, "wb") as stream:
             stream.write(payload)
     except OSError as error:
-        raise UsageError(f"cannot write {output} ({error.strerror})") from None
+        raise UsageError(f"cannot write {output} ({error.strerror})",
+                         fix="check that the reader is still running, or omit -o to write to standard output") from None
 

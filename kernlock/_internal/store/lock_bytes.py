@@ -33,9 +33,13 @@ def not_regular_error(path: Path) -> LockfileError:
                          fix=_not_a_lock_fix(path))
 
 
+_READABLE = "make the lock file readable (check its permissions and its directory's)"
+
+
 def directory_error(path: Path) -> LockfileError:
     """The refusal of a lock path that is a directory."""
-    return LockfileError(f"{path} is a directory, not a lock file; move it away (mv {path} {path}.bak) and run `kernlock lock`")
+    return LockfileError(f"{path} is a directory, not a lock file",
+                         fix=f"move it away (mv {path} {path}.bak) and run `kernlock lock`")
 
 
 def read_lock_bytes(path: str | os.PathLike[str]) -> bytes:
@@ -50,7 +54,7 @@ def read_lock_bytes(path: str | os.PathLike[str]) -> bytes:
     except FileNotFoundError:
         raise LockfileNotFoundError("no such lock file", source=str(path), fix="create it with `kernlock lock`") from None
     except OSError as error:
-        raise LockfileError(f"{path}: cannot read the lock file ({error.strerror})") from None
+        raise LockfileError(f"{path}: cannot read the lock file ({error.strerror})", fix=_READABLE) from None
     try:
         status = os.fstat(fd)
         if stat.S_ISDIR(status.st_mode):
@@ -62,7 +66,7 @@ def read_lock_bytes(path: str | os.PathLike[str]) -> bytes:
         with os.fdopen(os.dup(fd), "rb") as stream:
             data = stream.read(LOCK_SIZE_LIMIT + 1)
     except OSError as error:
-        raise LockfileError(f"{path}: cannot read the lock file ({error.strerror})") from None
+        raise LockfileError(f"{path}: cannot read the lock file ({error.strerror})", fix=_READABLE) from None
     finally:
         os.close(fd)
     if len(data) > LOCK_SIZE_LIMIT:  # grew while read

@@ -38,12 +38,15 @@ def read_variant_metadata(repo: str, variant: str, metadata: bytes | None) -> Va
     if metadata is None:
         return VariantMetadata()
     if len(metadata) > MAX_METADATA_BYTES:
-        raise ResolutionError(f"{repo} {variant}: metadata.json is {len(metadata)} bytes, more than {MAX_METADATA_BYTES}")
+        raise ResolutionError(f"{repo} {variant}: metadata.json is {len(metadata)} bytes, more than {MAX_METADATA_BYTES}",
+                              fix=f"lock another revision ({repo}@<revision>), or ask the publisher to fix its metadata.json")
     try:
         parsed = variant_metadata(metadata)
     except Exception as error:
         message = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ResolutionError(f"{repo} {variant}: metadata.json is not valid kernel metadata ({message})") from None
+        raise ResolutionError(f"{repo} {variant}: metadata.json is not valid kernel metadata ({message})",
+                              fix=f"lock another revision ({repo}@<revision>), or ask the publisher to fix its metadata.json"
+                              ) from None
     keys = set()
     for dep in parsed.kernel_depends:
         repo, version, revision = kernel_request(dep)

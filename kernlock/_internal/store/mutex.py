@@ -52,10 +52,8 @@ def _open_state_dir(directory: Path, parent_fd: int | None = None) -> int:
     try:
         return open_private_dir(directory, parent_fd)
     except NotPrivateError as error:
-        raise UsageError(
-            f"kernlock's state directory {state_dir()} is {error}; "
-            f"set ${STATE_DIR_ENV} to a directory only you can write"
-        ) from None
+        raise UsageError(f"kernlock's state directory {state_dir()} is {error}",
+                         fix=f"set ${STATE_DIR_ENV} to a directory only you can write") from None
     except OSError as error:  # not a directory (/dev/null), no access to it or its parent, a read-only disk
         raise _unusable_state_dir(error) from None
 
@@ -90,8 +88,8 @@ def _wait(fd: int, deadline: float, timed_out: str, timeout: float) -> None:
                 who = f"pid {holder}" if holder.isdigit() else "an unknown process"
                 stop = f", or stop it (kill {holder})" if holder.isdigit() else ""
                 raise LockTimeoutError(
-                    f"another kernlock ({who}) has been {timed_out} for over "
-                    f"{timeout:g} s; wait for it{stop}, or raise ${LOCK_TIMEOUT_ENV}"
+                    f"another kernlock ({who}) has been {timed_out} for over {timeout:g} s",
+                    fix=f"wait for it{stop}, or raise ${LOCK_TIMEOUT_ENV}",
                 ) from None
             time.sleep(0.05)
 
@@ -177,7 +175,7 @@ class DirectoryLock:
                 self._share(fd, status)
             return fd
         if not self.optional:
-            raise UsageError(f"cannot create the lock file {self.path}; make {self.path.parent} writable")
+            raise UsageError(f"cannot create the lock file {self.path}", fix=f"make {self.path.parent} writable")
         return None
 
     def _share(self, fd: int, status: os.stat_result) -> None:

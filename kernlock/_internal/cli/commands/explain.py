@@ -31,7 +31,8 @@ def explain_command(repo: str, targets: tuple[str, ...], lockfile: str | None, p
     lock = open_workspace(project_dir, lockfile).read_lock()
     kernels = [k for k in lock.kernels if repo in (*k.names(), k.spec)]
     if not kernels:
-        raise UsageError(f"{repo} is not in the lock; locked: {', '.join(k.spec for k in lock.kernels) or 'nothing'}")
+        raise UsageError(f"{repo} is not in the lock; locked: {', '.join(k.spec for k in lock.kernels) or 'nothing'}",
+                         fix="name a locked kernel, or lock this one first (`kernlock lock REPO`)")
     chosen_targets = [parse_target(t) for t in targets] or list(lock.targets)
     report: list[dict[str, Any]] = []
     for kernel in kernels:
