@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 from pathlib import Path
 
@@ -256,7 +257,7 @@ def test_lock_agrees_with_what_kernels_loads(hub: TestHub, tmp_path: Path) -> No
     project = make_project(tmp_path / "p", kernels=list(specs))
     assert cli("lock", cwd=project).exit_code == 0
     lock = lock_of(project)
-    target = str(__import__("kernlock._internal.compat.kernels").compat.kernels.kernels_target())
+    target = str(importlib.import_module("kernlock._internal.compat.kernels").kernels_target())
     for spec, kwargs in specs.items():
         module = kernels.get_kernel(lock.kernel(spec).repo, **kwargs)
         assert module.KERNEL_IDENTITY["variant"] == lock.kernel(spec).variant_for(target).name
