@@ -245,6 +245,15 @@ def target_decisions(variant_names: Iterable[str], target: Target) -> list[Decis
     return list(_target_decisions(tuple(variant_names), target, _module("variants")))
 
 
+def warm_variant_ranking() -> None:
+    """Import kernels' variant ranking now (in a thread of its own: the import takes a third of a second); a failure
+    is left for `target_decisions` to report."""
+    try:
+        _module("variants")
+    except Exception:
+        pass
+
+
 @functools.lru_cache(maxsize=4096)
 def _target_decisions(variant_names: tuple[str, ...], target: Target, variants: ModuleType) -> tuple[Decision, ...]:
     _, trace = variants._resolve_variant_for_system(variants=_parsed(variant_names), **system_parameters(target))

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
+from kernlock._internal.compat.kernels import warm_variant_ranking
 from kernlock._internal.compat.transformers import default_version
 from kernlock._internal.model.ids import is_git_sha
 from kernlock._internal.model.target import Target
@@ -85,6 +86,8 @@ class Resolver:
             self._files.shutdown(wait=True, cancel_futures=True)
 
     def _resolve(self, specs: list[KernelSpec]) -> Lockfile:
+        # kernels (its variant ranking) imports while the first Hub requests are under way, not after them
+        threading.Thread(target=warm_variant_ranking, name="kernlock-import", daemon=True).start()
         jobs: dict[tuple[str, str], Job] = {}
         for spec in specs:
             for job in plan_jobs(spec, self.options.targets, self.options.overrides):
