@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import hashlib
+import importlib
 import json
 from pathlib import Path
 

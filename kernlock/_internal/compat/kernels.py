@@ -238,9 +238,26 @@ def system_parameters(target: Target) -> dict[str, Any]:
 
 
 def target_decisions(variant_names: Iterable[str], target: Target) -> list[Decision]:
-    """kernels' ranked verdicts over `variant_names` for `target`: accepted first, best first."""
-    _, trace = _module("variants")._resolve_variant_for_system(variants=_parsed(variant_names), **system_parameters(target))
-    return _decisions(trace)
+    """kernels' ranked verdicts over `variant_names` for `target`: accepted first, best first.
+
+    Remembered per set of names and target (for the kernels module in use): a lock asks the same question for every
+    kernel built with the same variants, and for each Python of a target (`python_choices`)."""
+    return list(_target_decisions(tuple(variant_names), target, _module("variants")))
+
+
+def warm_variant_ranking() -> None:
+    """Import kernels' variant ranking now (in a thread of its own: the import takes a third of a second); a failure
+    is left for `target_decisions` to report."""
+    try:
+        _module("variants")
+    except Exception:
+        pass
+
+
+@functools.lru_cache(maxsize=4096)
+def _target_decisions(variant_names: tuple[str, ...], target: Target, variants: ModuleType) -> tuple[Decision, ...]:
+    _, trace = variants._resolve_variant_for_system(variants=_parsed(variant_names), **system_parameters(target))
+    return tuple(_decisions(trace))
 
 
 def system_decisions(variant_names: Iterable[str], backend: str | None = None) -> list[Decision]:

@@ -79,10 +79,13 @@ class Hub:
     """Hub access for one resolution: memoised, retried, thread-safe."""
 
     def __init__(self, endpoint: str | None = None, token: str | bool | None = None, sleep: Callable[[float], None] = time.sleep):
-        from huggingface_hub import HfApi
+        from huggingface_hub import constants
 
-        self.api = HfApi(endpoint=endpoint, token=token, library_name="kernlock")
-        self.transport = Transport(self.api.token, sleep)
+        # huggingface_hub's endpoint and token, as `HfApi` takes them; `HfApi` itself (a slow import: a quarter of
+        # `kernlock lock`'s start-up) only for the one call that needs it, `_not_a_kernel`
+        self.endpoint = endpoint if endpoint is not None else constants.ENDPOINT
+        self.token = token
+        self.transport = Transport(token, sleep)
         self._lock = threading.Lock()
         self._org_trust: dict[str, bool] = {}
         self._org_locks: dict[str, threading.Lock] = {}
@@ -107,8 +110,10 @@ class Hub:
 
         if not isinstance(error, RepositoryNotFoundError):
             return False
+        from huggingface_hub import HfApi
+
         try:
-            self.api.model_info(repo, timeout=etag_timeout())
+            HfApi(endpoint=self.endpoint, token=self.token, library_name="kernlock").model_info(repo, timeout=etag_timeout())
         except GatedRepoError:
             pass
         except Exception:
@@ -117,7 +122,7 @@ class Hub:
 
     def refs(self, repo: str) -> list[Ref]:
         """Branches and tags of a kernel repo (following a rename redirect, see `canonical_repo`)."""
-        url = f"{self.api.endpoint}/api/kernels/{repo}/refs"
+        url = f"{self.endpoint}/api/kernels/{repo}/refs"
 
         def fetch(deadline: float) -> tuple[dict, str]:
             response = self.transport.api_get(repo, url, deadline)
@@ -198,12 +203,12 @@ class Hub:
         """Commit SHAs reachable from `revision`, newest first."""
         from urllib.parse import quote
 
-        url = f"{self.api.endpoint}/api/kernels/{repo}/commits/{quote(revision, safe='')}"
+        url = f"{self.endpoint}/api/kernels/{repo}/commits/{quote(revision, safe='')}"
         return [str(item.get("id", "")) for item in self._get_pages(repo, url, {})]
 
     def tree(self, repo: str, commit: str, path: str = "build") -> list[TreeFile]:
         """Every file under `path` at `commit`, with sizes, blob ids and LFS hashes."""
-        url = f"{self.api.endpoint}/api/kernels/{repo}/tree/{commit}/{path}"
+        url = f"{self.endpoint}/api/kernels/{repo}/tree/{commit}/{path}"
         files = []
         seen: set[str] = set()
         for entry in self._get_pages(repo, url, {"recursive": "true"}):
@@ -236,7 +241,7 @@ class Hub:
         """Download one small file (at most its listed `size` bytes) and check it against its git blob id."""
         from huggingface_hub import hf_hub_url
 
-        url = hf_hub_url(repo, path, repo_type="kernel", revision=commit, endpoint=self.api.endpoint)
+        url = hf_hub_url(repo, path, repo_type="kernel", revision=commit, endpoint=self.endpoint)
         if size > MAX_GIT_FILE:
             raise HubError(f"{repo}: the Hub lists {path} at {commit[:12]} as a {size}-byte file stored in git (not LFS); "
                            f"kernlock reads at most {MAX_GIT_FILE} bytes of such a file (the Hub stores larger ones in "
@@ -258,10 +263,10 @@ class Hub:
         """
         from huggingface_hub import get_hf_file_metadata, hf_hub_url
 
-        url = hf_hub_url(repo, path, repo_type="kernel", revision=commit, endpoint=self.api.endpoint)
+        url = hf_hub_url(repo, path, repo_type="kernel", revision=commit, endpoint=self.endpoint)
 
         def fetch(deadline: float) -> RemoteFile:
-            meta = get_hf_file_metadata(url, token=self.api.token, library_name="kernlock",
+            meta = get_hf_file_metadata(url, token=self.token, library_name="kernlock",
                                         timeout=min(etag_timeout(), max(0.1, deadline - time.monotonic())))
             if meta.commit_hash not in (None, commit):
                 raise Stop(f"the Hub answered for {path} at commit {meta.commit_hash}, not the locked {commit}")
@@ -354,7 +359,7 @@ class Hub:
                 return self._org_trust[org]
 
         def fetch(deadline: float) -> bool:
-            response = self.transport.api_get(org, f"{self.api.endpoint}/api/organizations/{org}/overview", deadline)
+            response = self.transport.api_get(org, f"{self.endpoint}/api/organizations/{org}/overview", deadline)
             overview = response.json()
             if not isinstance(overview, dict):
                 raise HubError(f"{org}: the Hub answered the organization overview with unexpected JSON",

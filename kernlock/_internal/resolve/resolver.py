@@ -8,10 +8,12 @@ exactly what kernels will load. Hub requests run concurrently through `kernlock.
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
+from kernlock._internal.compat.kernels import warm_variant_ranking
 from kernlock._internal.compat.transformers import default_version
 from kernlock._internal.model.ids import is_git_sha
 from kernlock._internal.model.target import Target
@@ -71,6 +73,8 @@ class Resolver:
         self.reasons: dict[tuple[str, str], str] = {}  # entry identity -> why its commit changed, where `lock_changes` cannot tell
         self._histories: dict[tuple[str, str], list[str]] = {}
         self._files = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kernlock-file")
+        self._blobs: dict[str, tuple[tuple[str, str], Future[bytes]]] = {}  # git blob id -> (repo, path), its bytes
+        self._blobs_lock = threading.Lock()
 
     # ---------------------------------------------------------------- public
 
@@ -82,6 +86,8 @@ class Resolver:
             self._files.shutdown(wait=True, cancel_futures=True)
 
     def _resolve(self, specs: list[KernelSpec]) -> Lockfile:
+        # kernels (its variant ranking) imports while the first Hub requests are under way, not after them
+        threading.Thread(target=warm_variant_ranking, name="kernlock-import", daemon=True).start()
         jobs: dict[tuple[str, str], Job] = {}
         for spec in specs:
             for job in plan_jobs(spec, self.options.targets, self.options.overrides):
@@ -387,6 +393,10 @@ class Resolver:
         if self.options.all_variants:
             for name in names:
                 chosen.setdefault(name, set())
+        for name in chosen:  # every chosen variant's small files at once: one round of requests, not one per variant
+            for entry in grouped[name]:
+                if entry.lfs_sha256 is None:
+                    self._blob(repo, commit, entry)
         variants = []
         depends: set[str] = set()
         for name in sorted(chosen):
@@ -452,16 +462,40 @@ class Resolver:
         """The variant's locked files, its metadata.json and bundle, and the bytes of its small (non-LFS) files by path."""
         prefix = f"build/{variant}/"
         small = [f for f in files if f.lfs_sha256 is None]
-        contents = dict(zip(
-            (f.path for f in small),
-            self._files.map(lambda f: self.hub.fetch(repo, commit, f.path, f.blob_id, f.size), small),
-        ))
+        contents = {f.path: self._blob_bytes(repo, commit, f) for f in small}
         locked = []
         for entry in files:
             digest = entry.lfs_sha256 or hashlib.sha256(contents[entry.path]).hexdigest()
             locked.append(LockedFile(path=entry.path[len(prefix):], sha256=digest, size=entry.size))
         return (tuple(sorted(locked, key=lambda f: f.path)), contents.get(prefix + "metadata.json"),
                 contents.get(prefix + SIGNATURE_FILE), {path[len(prefix):]: data for path, data in contents.items()})
+
+    def _blob(self, repo: str, commit: str, entry: TreeFile) -> Future[bytes]:
+        """The bytes of a small (git, not LFS) file, fetched once per resolution by git blob id: the same blob in
+        several variants, commits or repos is one request. `Hub.fetch` checks the bytes against the blob id, so they
+        are the bytes of every file the Hub lists with that id (as an LFS file's sha256 comes from the listing)."""
+        with self._blobs_lock:
+            known = self._blobs.get(entry.blob_id)
+            if known is None:
+                future = self._files.submit(self.hub.fetch, repo, commit, entry.path, entry.blob_id, entry.size)
+                known = self._blobs[entry.blob_id] = ((repo, entry.path), future)
+            return known[1]
+
+    def _blob_bytes(self, repo: str, commit: str, entry: TreeFile) -> bytes:
+        """`_blob`'s bytes; fetched for this very file where the shared fetch, made for another file, failed (so an
+        error names this repo and file) or where the listing gives this file another size."""
+        future = self._blob(repo, commit, entry)
+        with self._blobs_lock:
+            owner = self._blobs[entry.blob_id][0]
+        try:
+            data = future.result()
+        except Exception:
+            if owner == (repo, entry.path):
+                raise
+            return self.hub.fetch(repo, commit, entry.path, entry.blob_id, entry.size)
+        if len(data) != entry.size:
+            return self.hub.fetch(repo, commit, entry.path, entry.blob_id, entry.size)
+        return data
 
     def _no_variant(self, spec_key: str, repo: str, commit: str, target: Target, reasons: list[str],
                     refs: list[Ref] | None) -> tuple[str, str]:
