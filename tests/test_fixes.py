@@ -1,4 +1,5 @@
-"""Every suggested fix is run: the command an error recommends must succeed (fixes that do not fix, #18)."""
+"""Every suggested fix is run: the command an error recommends must succeed (fixes that do not fix, #18), and
+change no project file it does not name (issue 36: a printed fix run blindly never overwrites or deletes)."""
 
 from __future__ import annotations
 
@@ -328,9 +329,37 @@ def test_the_command_an_error_recommends_fixes_it(case: str, locked: Path, monke
     with pytest.raises(error) as raised:
         attempt()
     assert type(raised.value) is error
-    fixed = cli(*recommended(str(raised.value)))
+    command = recommended(str(raised.value))
+    before = project_files(locked)
+    fixed = cli(*command)
     assert fixed.exit_code == 0, fixed.output
+    after = project_files(locked)
+    assert set(before) <= set(after), f"`kernlock {shlex.join(command)}` deleted {sorted(set(before) - set(after))}"
+    changed = {path for path in after if before.get(path) != after[path]}
+    unnamed = sorted(path for path in changed if not named_by(command, path))
+    assert not unnamed, f"`kernlock {shlex.join(command)}` changed {unnamed}, which it does not name"
     attempt()
+
+
+def project_files(root: Path) -> dict[str, bytes]:
+    """Every file of the project (relative path -> bytes), kernlock's project mutex left out."""
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and p.name != ".kernlock.lock"}
+
+
+RECORDED = ("--target", "--trust", "--model")  # `kernlock lock` records these in [tool.kernlock], as it does specs
+
+
+def named_by(command: list[str], path: str) -> bool:
+    """Whether a printed `kernlock …` fix may change project file `path` (relative): only what its command names."""
+    verb, args = command[0], [a for a in command[1:] if not a.startswith("-")]
+    if verb == "lock":  # the lock; pyproject.toml only where the command adds a spec, target, trust or model
+        records = any(a in command for a in RECORDED) or any(not a.startswith("-") for a in command[1:2])
+        return path == "kernels.lock" or (path == "pyproject.toml" and records)
+    if verb == "vendor":  # the directory it names
+        folder = Path(args[0]).resolve()
+        return (Path.cwd() / path).resolve().is_relative_to(folder)
+    return False  # sync, verify: the shared cache only, never a project file
 
 
 # Fixes that are an edit (a spec, an option, an environment variable): the edit the message describes works.
