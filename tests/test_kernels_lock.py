@@ -79,6 +79,33 @@ def test_kernels_json_lock_is_refused_then_migrated_with_its_commits_kept(
     assert {k.repo: k.commit for k in load_lockfile(lockfile).kernels} == pins
 
 
+def test_a_kernlock_lock_replaced_by_kernels_lock_is_restored_by_the_printed_fix(hub: TestHub, tmp_path: Path) -> None:
+    """`kernels lock .` writes its JSON over kernlock's committed kernels.lock: verify's fix (never `lock --upgrade`,
+    which exits 2 on it) is run as printed and gives back the very lock that was committed."""
+    import subprocess
+
+    from helpers import make_project
+
+    project = make_project(tmp_path / "p", [f"{ACTIVATION}@v1"])
+    assert cli("lock", cwd=project).exit_code == 0
+    lockfile = project / "kernels.lock"
+    committed = lockfile.read_bytes()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=project, check=True)
+    subprocess.run([*git, "commit", "-qm", "locked"], cwd=project, check=True)
+    lock = load_lockfile(lockfile)
+    lockfile.write_text(json.dumps([{"dependency": {"repo-id": k.repo}, "lock": {"commit": k.commit}} for k in lock.kernels]))
+    verify = cli("verify", cwd=project)
+    assert verify.exit_code == 2 and "kernlock lock --upgrade" not in verify.output, verify.output
+    fix = verify.output.split("fix: ", 1)[1]
+    restore = fix.split("`")[1]
+    assert restore == f"git checkout -- {lockfile}"
+    subprocess.run(restore, shell=True, cwd=project, check=True)  # the fix, as printed
+    assert lockfile.read_bytes() == committed
+    assert cli("verify", cwd=project).exit_code == 0
+
+
 def test_export_for_kernels_never_overwrites_kernlocks_lock(kernels_project: Callable[[str], Path]) -> None:
     import kernels
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -175,6 +176,25 @@ def test_run_never_borrows_the_lock_of_the_project_kernlock_is_installed_in(
     script.write_text("import os\nprint(os.environ['KERNLOCK_LOCKFILE'])\n")
     ran = run([str(executable), "run", "--", sys.executable, str(script)], unlocked)
     assert ran.returncode == 0 and ran.stdout.strip() == str(installed_in / "kernels.lock"), ran.stderr
+
+
+def test_chaining_another_sitecustomize_imports_no_importlib_util(locked_project: LockedProjectFactory,
+                                                                  tmp_path: Path) -> None:
+    """Debian's Python has its own sitecustomize, which kernlock's chains to in every process: the chain runs it
+    (once) without importing importlib.util and what it pulls in (contextlib, collections: ~3 ms a process)."""
+    project, _ = locked_project([f"{FA2}@v2"])
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "sitecustomize.py").write_text("import sys\nsys.chained_runs = getattr(sys, 'chained_runs', 0) + 1\n")
+    modules = "import sys; print(sys.chained_runs, ' '.join(sorted(sys.modules)))"
+    plain = run([sys.executable, "-c", modules], project, PYTHONPATH=str(theirs))
+    environment = run_environment(project / "kernels.lock")
+    environment["PYTHONPATH"] = f"{environment['PYTHONPATH']}{os.pathsep}{theirs}"
+    hooked = run([sys.executable, "-c", modules], project, **environment)
+    assert plain.returncode == 0 and hooked.returncode == 0, plain.stderr + hooked.stderr
+    assert plain.stdout.split()[0] == hooked.stdout.split()[0] == "1"  # theirs ran, once
+    added = set(hooked.stdout.split()[1:]) - set(plain.stdout.split()[1:])
+    assert not added & {"importlib.util", "contextlib", "collections", "functools"}, added
 
 
 def test_the_start_up_hook_imports_almost_nothing_into_a_process_that_loads_no_kernel(

@@ -17,7 +17,7 @@ from helpers import CPU, CUDA_X86, RELU, cli, make_project
 from kernlock._internal.model.lockfile import Signature
 from kernlock._internal.store.lockfile_io import load_lockfile
 from kernlock._internal.check.signatures import production_trusted_root, verify_bundle
-from kernlock.testing.fixtures import push_commit
+from kernlock.testing.fixtures import move_branch, push_commit, rev_parse
 from kernlock.testing.hub import TestHub
 from kernlock.testing.sigstore import GITHUB_ISSUER, KERNELS_COMMUNITY_BUILD
 
@@ -142,7 +142,50 @@ def test_unsigned_variants_are_recorded_unsigned_or_refused(hub: TestHub, tmp_pa
     assert lock(strict).exit_code == 0
     pyproject.write_text(pyproject.read_text().replace(f"{SIGNED}@v1", f"{SIGNED}@unsigned")
                          .replace("require-signatures = true", "require-signatures = false"))
-    assert lock(strict).exit_code == 0
+    downgrade = lock(strict)  # the lock now records a signed build of the repo: unsigned is a downgrade, refused
+    assert downgrade.exit_code == 1 and "but the lock being replaced records signed builds" in downgrade.output
+
+
+@pytest.mark.parametrize("policy", ["kernels' default", "an entry"])
+def test_an_unsigned_build_where_signed_ones_are_expected_is_refused(hub: TestHub, tmp_path: Path, policy: str) -> None:
+    """A compromised Hub account moves a signed branch to an unsigned build: with the default policy (kernels' signers
+    for kernels-community/*) the re-lock is refused in one line, nothing written; the printed opt-out works as printed."""
+    extra = "" if policy == "kernels' default" else f'[tool.kernlock.signers]\n"{SIGNED}" = ["{KERNELS_COMMUNITY_BUILD}"]\n'
+    project = make_project(tmp_path / "p", [f"{SIGNED}@v1"], targets=[CPU], extra=extra)
+    assert lock(project).exit_code == 0
+    before = (project / "kernels.lock").read_bytes()
+    repo = hub.repo_path(SIGNED)
+    move_branch(repo, "v1", rev_parse(repo, "refs/heads/unsigned"))
+    for command in (["-P", SIGNED], ["--upgrade"]):
+        refused = lock(project, *command)  # before the fix: exit 0, the unsigned build locked in place of the signed one
+        lines = refused.output.strip().splitlines()
+        assert refused.exit_code == 1 and len(lines) == 1 and "Traceback" not in refused.output, refused.output
+        assert (f"kernlock: error: {SIGNED} {CPU_VARIANT}: unsigned (no metadata.json.sigstore), but the lock being "
+                f"replaced records signed builds of {SIGNED}") in lines[0]
+        assert (project / "kernels.lock").read_bytes() == before
+    fix = lines[0].split("fix: ", 1)[1]
+    entry = fix.split("add ", 1)[1].split(" under [tool.kernlock.signers]")[0]
+    assert entry == f'"{SIGNED}" = []'
+    pyproject = project / "pyproject.toml"
+    text = pyproject.read_text()
+    text = (text.replace(f'"{SIGNED}" = ["{KERNELS_COMMUNITY_BUILD}"]', entry) if extra
+            else text + f"\n[tool.kernlock.signers]\n{entry}\n")
+    pyproject.write_text(text)  # the opt-out, as printed
+    accepted = lock(project, "-P", SIGNED)
+    assert accepted.exit_code == 0, accepted.output
+    [variant] = load_lockfile(project / "kernels.lock").kernels[0].variants
+    assert variant.signature is None
+
+
+def test_an_unsigned_build_beside_signed_ones_of_its_commit_is_refused(hub: TestHub, tmp_path: Path) -> None:
+    """One build of a commit carries no bundle while the others do: refused on a first lock too."""
+    repo = hub.repo_path(SIGNED)
+    cuda = "torch212-cxx11-cu128-x86_64-linux"
+    commit = push_commit(repo, "v1", {f"build/{cuda}/metadata.json.sigstore": None}, "drop one bundle")
+    result = lock(make_project(tmp_path / "p", [f"{SIGNED}@{commit}"], targets=[CUDA_X86]))
+    assert result.exit_code == 1
+    assert (f"{SIGNED} {cuda}: unsigned (no metadata.json.sigstore), but {CPU_VARIANT} of the same commit "
+            f"{commit[:12]} is signed") in result.output
 
 
 def test_a_repo_no_policy_names_is_verified_and_recorded(hub: TestHub, tmp_path: Path) -> None:

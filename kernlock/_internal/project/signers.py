@@ -12,7 +12,9 @@ repos no entry matches get kernels' own default policy when they are `kernels-co
 curated signers, read from kernels through the adapter), else no identity check. A GitHub workflow
 URI also fixes the issuer (GitHub Actions) and the source repository (the workflow's own: a fork, or
 another repository calling the workflow, is refused), as kernels' `GitHubWorkflowPolicy` does. An
-empty list verifies the signature and checks no identity. Pure data: nothing here imports sigstore.
+empty list verifies the signature and checks no identity. Where the policy names a repo's signers, an
+unsigned build is refused when a signature is expected of it (another build of its commit is signed, or
+the lock being replaced records a signed build of the repo); an empty list expects none. Pure data: nothing here imports sigstore.
 """
 
 from __future__ import annotations
@@ -69,14 +71,27 @@ class SigningPolicy:
             return Allowed(uris, f"kernels' default policy for {DEFAULT_REPOS}")
         return None
 
-    def check(self, repo: str, variant: str, signature: Signature | None) -> None:
-        """Raise `SignatureError` when `signature` (None: unsigned) is not acceptable for `repo`'s `variant`."""
+    def check(self, repo: str, variant: str, signature: Signature | None, *, expected: str | None = None) -> None:
+        """Raise `SignatureError` when `signature` (None: unsigned) is not acceptable for `repo`'s `variant`.
+
+        `expected` says why a signature is expected of this build (the commit's other builds are signed, or the
+        lock being replaced records signed builds of the repo): an unsigned build is then refused wherever the
+        policy names the repo's signers, whatever require-signatures says (a signature downgrade)."""
         where = f"{repo} {variant}"
         if signature is None:
             if self.require:
                 raise SignatureError(
                     f"{where}: unsigned (no {SIGNATURE_FILE}), and [tool.kernlock] require-signatures = true",
                     fix="lock a signed revision, or set require-signatures = false in pyproject.toml")
+            allowed = self.allowed(repo) if expected else None
+            if allowed is not None and allowed.signers:
+                raise SignatureError(
+                    f"{where}: unsigned (no {SIGNATURE_FILE}), but {expected}, and {allowed.rule} names its signers: "
+                    "an unsigned build where signed ones are expected may be an upload no allowed workflow made; "
+                    "nothing was written",
+                    fix=f"lock a revision an allowed signer signed (`kernlock lock {repo}@<revision>`); if you accept "
+                        f"unsigned builds of {repo}, add {json.dumps(repo)} = [] under [tool.kernlock.signers] in "
+                        "pyproject.toml and re-run `kernlock lock`")
             return
         allowed = self.allowed(repo)
         found = signature.build_signer

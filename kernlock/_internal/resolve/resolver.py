@@ -399,9 +399,10 @@ class Resolver:
                     self._blob(repo, commit, entry)
         variants = []
         depends: set[str] = set()
+        expected = self._signature_expected(repo, commit, grouped)
         for name in sorted(chosen):
             files, raw, bundle, contents = self._hash_variant(repo, commit, name, grouped[name])
-            signature = self._signature(repo, name, files, raw, bundle)  # before parsing the metadata, as kernels does
+            signature = self._signature(repo, name, files, raw, bundle, expected)  # before parsing the metadata, as kernels does
             metadata = read_variant_metadata(repo, name, raw)
             digest = metadata.digest_algorithm
             if signature is not None:
@@ -437,12 +438,25 @@ class Resolver:
                 f"for this interpreter (Python {python}); name the Python in the target for the others, "
                 f"e.g. {target}-cp{python.replace('.', '')}")
 
+    def _signature_expected(self, repo: str, commit: str, grouped: dict[str, list[TreeFile]]) -> str | None:
+        """Why a signature is expected of every build of `repo` at `commit`, or None: another build of the commit is
+        signed, or the lock being replaced records a signed build of the repo (an unsigned one now is a downgrade)."""
+        signed = sorted(name for name, files in grouped.items()
+                        if any(f.path == f"build/{name}/{SIGNATURE_FILE}" for f in files))
+        if signed:
+            return f"{signed[0]} of the same commit {commit[:12]} is signed"
+        if self.previous is not None:
+            for entry in self.previous.kernels:
+                if entry.repo == repo and any(v.signature is not None for v in entry.variants):
+                    return f"the lock being replaced records signed builds of {repo} ({entry.commit[:12]})"
+        return None
+
     def _signature(self, repo: str, variant: str, files: tuple[LockedFile, ...], metadata: bytes | None,
-                   bundle: bytes | None) -> Signature | None:
+                   bundle: bytes | None, expected: str | None = None) -> Signature | None:
         """Verify a variant's bundle over its metadata.json (pinned trust root, no network) and check its signer."""
         signing = self.options.signing
         if not any(f.path == SIGNATURE_FILE for f in files):
-            signing.check(repo, variant, None)
+            signing.check(repo, variant, None, expected=expected)
             return None
         if metadata is None or bundle is None:
             raise SignatureError(f"{repo} {variant}: ships {SIGNATURE_FILE} but {'metadata.json' if metadata is None else 'it'} "

@@ -89,11 +89,17 @@ def _chain() -> None:
         if os.path.isfile(candidate):
             if _is_kernlock_startup(candidate):
                 continue
-            import importlib.util
+            # importlib.util's own functions, from the import system every process has already loaded: importing
+            # importlib.util pulls in contextlib, collections and functools (~3 ms with Debian's sitecustomize)
+            external = sys.modules.get("_frozen_importlib_external")
+            bootstrap = sys.modules.get("_frozen_importlib")
+            if external is None or bootstrap is None:  # not CPython's import system: the public names
+                import importlib.util
 
-            spec = importlib.util.spec_from_file_location("_kernlock_chained_sitecustomize", candidate)
+                external = bootstrap = importlib.util
+            spec = external.spec_from_file_location("_kernlock_chained_sitecustomize", candidate)
             if spec and spec.loader:
-                spec.loader.exec_module(importlib.util.module_from_spec(spec))
+                spec.loader.exec_module(bootstrap.module_from_spec(spec))
             return
 
 
