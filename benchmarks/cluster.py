@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from benchmarks.harness import PYTHON, Result, Target, Workspace, child_env, kinds, lock_project, median, running_hub
-from kernlock._internal.store.lockfile_io import load_lockfile
+from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.hub import RATE_LIMITS, TestHub
 
 NAME = "cluster"

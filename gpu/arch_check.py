@@ -167,7 +167,7 @@ class Run:
     # ------------------------------------------------------------ steps
 
     def s_lock(self):
-        from kernlock._internal.store.lockfile_io import load_lockfile
+        from kernlock._internal.lockfile.serialize import load_lockfile
         from kernlock.testing.fixtures import build_fixture_repos
         from kernlock.testing.hub import TestHub
 
@@ -236,7 +236,7 @@ class Run:
         """A ZIP-layout build locked for this target loads from the lock and runs on CUDA; a flipped byte in its
         cached archive is then refused before any member is imported."""
         from kernlock._internal.store.hub_cache import variant_dir
-        from kernlock._internal.store.lockfile_io import load_lockfile
+        from kernlock._internal.lockfile.serialize import load_lockfile
 
         project = self.work / "zip-project"
         project.mkdir()

@@ -145,7 +145,7 @@ class Run:
         (self.out / "results.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
 
     def lock(self, project: Path):
-        from kernlock._internal.store.lockfile_io import load_lockfile
+        from kernlock._internal.lockfile.serialize import load_lockfile
 
         return load_lockfile(project / "kernels.lock")
 

@@ -120,7 +120,7 @@ class Run:
             verified = self.run([PYTHON, "-X", "importtime", "-m", "kernlock", "verify"], project)
             heavy = [line for line in verified["stderr"].splitlines()
                      if line.startswith("import time:") and line.split("|")[-1].strip().split(".")[0] in ("torch", "transformers")]
-            from kernlock._internal.store.lockfile_io import load_lockfile
+            from kernlock._internal.lockfile.serialize import load_lockfile
 
             lock = load_lockfile(project / "kernels.lock")
             specs = sorted(k.spec for k in lock.kernels)
@@ -141,7 +141,7 @@ class Run:
         return problems, f"declared: {', '.join(details['declared']['specs'])}; verify imports no torch/transformers", details
 
     def _locked(self, project: str) -> dict[str, tuple[str, str]]:
-        from kernlock._internal.store.lockfile_io import load_lockfile
+        from kernlock._internal.lockfile.serialize import load_lockfile
 
         lock = load_lockfile(self.work / project / "kernels.lock")
         return {k.repo: (k.commit, k.variant_for(TARGET).name) for k in lock.kernels}

@@ -44,8 +44,8 @@ if TYPE_CHECKING:  # what type checkers see behind the lazy `__getattr__` below 
     from kernlock.errors import UsageError as UsageError
     from kernlock.errors import VariantMismatchError as VariantMismatchError
     from kernlock.errors import WriteError as WriteError
-    from kernlock._internal.model.lockfile import Lockfile as Lockfile
-    from kernlock._internal.store.lockfile_io import load_lockfile as load_lockfile
+    from kernlock._internal.lockfile.model import Lockfile as Lockfile
+    from kernlock._internal.lockfile.serialize import load_lockfile as load_lockfile
     from kernlock._internal.resolve.lock import LockResult as LockResult
     from kernlock._internal.resolve.lock import lock as lock
     from kernlock._internal.resolve.lock import remove as remove
@@ -68,8 +68,8 @@ _EXPORTS = {
     "lock": "kernlock._internal.resolve.lock",
     "LockResult": "kernlock._internal.resolve.lock",
     "verify": "kernlock._internal.check.verify",
-    "load_lockfile": "kernlock._internal.store.lockfile_io",
-    "Lockfile": "kernlock._internal.model.lockfile",
+    "load_lockfile": "kernlock._internal.lockfile.serialize",
+    "Lockfile": "kernlock._internal.lockfile.model",
     "parse_spec": "kernlock._internal.model.spec",
     "parse_target": "kernlock._internal.model.target",
     "current_target": "kernlock._internal.model.target",

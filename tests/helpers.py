@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from kernlock._internal.cli.main import main
-from kernlock._internal.model.lockfile import Lockfile
-from kernlock._internal.store.lockfile_io import load_lockfile
+from kernlock._internal.lockfile.model import Lockfile
+from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock._internal.check.signatures import TRUSTED_ROOT_ENV
 from kernlock.testing.sigstore import TestSigstore
 

@@ -25,7 +25,7 @@ from kernlock.errors import (
     NoVariantError, ResolutionError, StaleLockError, TargetError, TrustError, UnlockedKernelError, UnsafeLockfileError,
     UsageError,
 )
-from kernlock._internal.store.lockfile_io import load_lockfile
+from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock._internal.runtime.apply import release
 from kernlock.testing.fixtures import rev_parse, rewrite_branch
 from kernlock.testing.hub import TestHub

@@ -55,7 +55,7 @@ def test_a_lock_path_naming_a_device_is_refused_without_reading_it(tmp_path: Pat
 
 
 def test_a_lock_file_larger_than_any_lock_is_refused_unread(tmp_path: Path, monkeypatch) -> None:
-    from kernlock._internal.store.lock_bytes import LOCK_SIZE_LIMIT
+    from kernlock._internal.lockfile.read_bytes import LOCK_SIZE_LIMIT
 
     project = make_project(tmp_path / "p")
     with (project / "kernels.lock").open("wb") as sparse:
@@ -377,7 +377,7 @@ def test_a_lock_that_cannot_be_written_leaves_pyproject_as_it_was(locked_project
                                                                   monkeypatch) -> None:
     import errno
 
-    import kernlock._internal.store.atomic as atomic
+    import kernlock._internal.fs.atomic as atomic
 
     project = locked_project([f"{ACTIVATION}@v1"], [CPU]).path
     before = {name: (project / name).read_bytes() for name in ("pyproject.toml", "kernels.lock")}

@@ -13,7 +13,7 @@ from packaging.version import Version
 
 from kernlock._internal.compat.transformers import default_version
 from kernlock._internal.model.target import installed_version, parse_target
-from kernlock._internal.store.lockfile_io import load_lockfile
+from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.fixtures import advance_branch, rev_parse
 from kernlock.testing.hub import TestHub
 

@@ -19,7 +19,7 @@ from kernlock._internal.compat.kernels import line, system_parameters
 from kernlock.errors import TargetError
 from kernlock._internal.hub.variants import choose_variant
 from kernlock._internal.model.target import current_target, parse_target, running_python
-from kernlock._internal.store.lockfile_io import dumps_lockfile, load_lockfile, parse_lockfile
+from kernlock._internal.lockfile.serialize import dumps_lockfile, load_lockfile, parse_lockfile
 from kernlock.testing.fixtures import git
 from kernlock.testing.hub import TestHub
 from scripts.harness import load_identities

@@ -9,7 +9,7 @@ import pytest
 
 from helpers import FA2, LockedProjectFactory
 from kernlock._internal.store.partial import validator_path
-from kernlock._internal.model.lockfile import LockedFile, LockedKernel, LockedVariant
+from kernlock._internal.lockfile.model import LockedFile, LockedKernel, LockedVariant
 from kernlock._internal.store.hub_cache import download_variant, hub_cache_dir, repo_folder, sha256_file, variant_dir
 from kernlock.testing.hub import TestHub
 

@@ -13,7 +13,7 @@ import pytest
 
 import kernlock._internal.fetch.vendor
 from helpers import CPU, LockedProjectFactory, cli, make_project, run_kernlock
-from kernlock._internal.store.lockfile_io import load_lockfile
+from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock._internal.store.mutex import PROJECT_LOCK_NAME
 from kernlock.testing.hub import TestHub
 
@@ -110,7 +110,7 @@ def test_a_read_only_project_still_works_for_readers(locked_project: LockedProje
 @pytest.fixture
 def fresh_private(private_kernlock_cache: Path):
     """The private cache directory, with no directory opened by this process yet."""
-    from kernlock._internal.store import private
+    from kernlock._internal.fs import private
 
     def forget() -> None:
         for fd, _ in private._opened.values():

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from helpers import CPU, CUDA_X86, RELU, cli, make_project
-from kernlock._internal.model.lockfile import Signature
-from kernlock._internal.store.lockfile_io import load_lockfile
+from kernlock._internal.lockfile.model import Signature
+from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock._internal.check.signatures import production_trusted_root, verify_bundle
 from kernlock.testing.fixtures import push_commit
 from kernlock.testing.hub import TestHub

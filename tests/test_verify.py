@@ -12,7 +12,7 @@ import pytest
 
 from helpers import ARM, CPU, CUDA_130, CUDA_X86, FA2, LockedProjectFactory, cli
 from kernlock._internal.check.verify import verify
-from kernlock._internal.store.lockfile_io import load_lockfile
+from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.fixtures import advance_branch
 from kernlock.testing.hub import TestHub
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from helpers import CPU, UNTRUSTED, LockedProjectFactory, cli, make_project, run_kernlock
-from kernlock._internal.store.lockfile_io import load_lockfile
+from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.fixtures import advance_branch
 from kernlock.testing.hub import TestHub
 

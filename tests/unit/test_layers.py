@@ -18,8 +18,10 @@ pytestmark = pytest.mark.unit
 
 RANKS: dict[str, float] = {  # lower first; a package may import its own modules and any package of a lower rank
     "errors": 0, "settings": 0.5,  # settings raises errors' UsageError
+    "fs": 0.7,  # atomic writes, TOML, the private per-user directory
     "model": 1,
     "compat": 2,
+    "lockfile": 2.5,  # the lock file: its model, reading/writing, parse cache, kernels' JSON (uses compat)
     "hub": 3,
     "store": 4,
     "project": 5,

@@ -11,7 +11,7 @@ import pytest
 from kernlock._internal.model.target import Target, parse_target
 from kernlock._internal.settings import UPGRADE_FIX
 from kernlock.errors import LockfileError, LockfileVersionError
-from kernlock._internal.model.lockfile import (
+from kernlock._internal.lockfile.model import (
     SIGNATURE_FILE,
     LOCK_VERSION,
     LockedFile,

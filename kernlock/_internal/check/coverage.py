@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from kernlock._internal.model.target import Target
 from kernlock.errors import NoVariantError
-from kernlock._internal.model.lockfile import LOCK_FILENAME, LockedKernel, Lockfile
+from kernlock._internal.lockfile.model import LOCK_FILENAME, LockedKernel, Lockfile
 
 if TYPE_CHECKING:  # apply() imports this module; only verify builds reports
     from kernlock._internal.check.report import CheckResult

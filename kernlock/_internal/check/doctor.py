@@ -31,7 +31,7 @@ from kernlock import __version__
 from kernlock._internal.compat.transformers import installed_transformers, kernels_window
 from kernlock._internal.model.target import Target, installed_version
 from kernlock.errors import CompatibilityError
-from kernlock._internal.model.lockfile import LockedKernel, LockedVariant, Lockfile
+from kernlock._internal.lockfile.model import LockedKernel, LockedVariant, Lockfile
 from kernlock._internal.settings import TRUE
 
 

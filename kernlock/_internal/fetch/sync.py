@@ -23,7 +23,7 @@ from kernlock._internal.store.hub_cache import (
 from kernlock._internal.check.coverage import uncovered_problem
 from kernlock._internal.model.target import Target
 from kernlock.errors import IntegrityError, KernlockError, MissingFilesError, NoVariantError, UsageError
-from kernlock._internal.model.lockfile import LockedKernel, LockedVariant, Lockfile
+from kernlock._internal.lockfile.model import LockedKernel, LockedVariant, Lockfile
 from kernlock._internal.project.workspace import open_workspace
 
 

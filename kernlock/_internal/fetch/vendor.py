@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernlock._internal import settings
-from kernlock._internal.store.atomic import atomic_write, current_umask
+from kernlock._internal.fs.atomic import atomic_write, current_umask
 from kernlock._internal.store.mutex import DEFAULT_TIMEOUT, DirectoryLock
 from kernlock._internal.store.hub_cache import VENDOR_MARKER, check_variant, repair_vendor_command, variant_dir, vendored_variant_dir
 from kernlock.errors import IntegrityError, MissingFilesError, UsageError, WriteError
-from kernlock._internal.model.lockfile import LOCK_FILENAME, LockedKernel, LockedVariant, Lockfile
+from kernlock._internal.lockfile.model import LOCK_FILENAME, LockedKernel, LockedVariant, Lockfile
 from kernlock._internal.project.workspace import Workspace, open_workspace
 from kernlock._internal.fetch.sync import selected_variants, sync
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from kernlock.errors import SignatureError
-from kernlock._internal.model.lockfile import SIGNATURE_FILE, Signature
+from kernlock._internal.lockfile.model import SIGNATURE_FILE, Signature
 
 if TYPE_CHECKING:
     from kernlock._internal.project.config import Project

@@ -33,9 +33,9 @@ from kernlock.errors import (
     TargetError,
     UnsafeLockfileError,
 )
-from kernlock._internal.model.lockfile import LOCK_FILENAME, LOCK_VERSION, Lockfile
-from kernlock._internal.store.lock_bytes import directory_error, not_regular_error
-from kernlock._internal.store.lockfile_io import load_lockfile
+from kernlock._internal.lockfile.model import LOCK_FILENAME, LOCK_VERSION, Lockfile
+from kernlock._internal.lockfile.read_bytes import directory_error, not_regular_error
+from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock._internal.project.config import Project, find_project_root, load_project, refuse_shared_new_project, unsafe_reason
 from kernlock._internal import settings
 from kernlock._internal.settings import LOCKFILE_ENV, TARGET_ENV, UPGRADE_FIX, VENDOR_ENV, text

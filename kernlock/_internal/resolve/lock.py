@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from kernlock._internal.model.target import parse_target
-from kernlock._internal.store.atomic import atomic_write
+from kernlock._internal.fs.atomic import atomic_write
 from kernlock.errors import KernlockError, StaleLockError, TrustError, UsageError
 from kernlock._internal.hub.client import Hub
-from kernlock._internal.store.kernels_lock import migration_for
-from kernlock._internal.model.lockfile import LOCK_FILENAME, LockedKernel, Lockfile, format_for
-from kernlock._internal.model.target_pins import is_target_pin
-from kernlock._internal.store.lockfile_io import dumps_lockfile, write_lockfile
+from kernlock._internal.lockfile.kernels_json import migration_for
+from kernlock._internal.lockfile.model import LOCK_FILENAME, LockedKernel, Lockfile, format_for
+from kernlock._internal.lockfile.target_pins import is_target_pin
+from kernlock._internal.lockfile.serialize import dumps_lockfile, write_lockfile
 from kernlock._internal.project.config import Project, collect_specs, project_targets, resolving_target
 from kernlock._internal.project.advisory_sources import load_advisories
 from kernlock._internal.project.models import project_models
@@ -61,7 +61,7 @@ def entry_signers(kernel: LockedKernel) -> str | None:
 
 
 REASONS = ("branch moved", "upgraded", "added", "removed", "override", "re-verified")
-# Besides these, a per-target pin (`kernlock._internal.model.target_pins`) gives its own reason ("build appended at <commit>",
+# Besides these, a per-target pin (`kernlock._internal.lockfile.target_pins`) gives its own reason ("build appended at <commit>",
 # an advisory's), and the resolver names a move it made ("moved to <commit>: builds appended, locked variants unchanged").
 
 
@@ -203,7 +203,7 @@ def lock(
     as they are. `write=False` writes nothing; `check` also writes nothing and raises
     `StaleLockError` when the lock would change. A kernels JSON lock at the path is
     converted only with `migrate` (its commits become pins; see
-    `kernlock._internal.store.kernels_lock`). On any error the previous lock is left untouched.
+    `kernlock._internal.lockfile.kernels_json`). On any error the previous lock is left untouched.
     """
     specs, targets, scan, models, trust, upgrade_kernels = (
         tuple(v) for v in (specs, targets, scan, models, trust, upgrade_kernels))
@@ -285,7 +285,7 @@ def refuse_overwrite(workspace: Workspace, lockfile: str | os.PathLike[str] | No
     import shlex
 
     from kernlock._internal.settings import LOCKFILE_ENV
-    from kernlock._internal.store.lockfile_io import foreign_lock_problem
+    from kernlock._internal.lockfile.serialize import foreign_lock_problem
 
     path = workspace.lockfile
     if workspace.discovered:

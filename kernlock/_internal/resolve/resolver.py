@@ -16,9 +16,9 @@ from kernlock._internal.compat.transformers import default_version
 from kernlock._internal.model.ids import is_git_sha
 from kernlock._internal.model.target import Target
 from kernlock.errors import NoVariantError, ResolutionError, SignatureError, TrustError
-from kernlock._internal.store.kernels_lock import MIGRATED
+from kernlock._internal.lockfile.kernels_json import MIGRATED
 from kernlock._internal.hub.client import Hub, Ref, TreeFile
-from kernlock._internal.model.lockfile import (
+from kernlock._internal.lockfile.model import (
     SIGNATURE_FILE,
     LockedFile,
     LockedKernel,
@@ -32,7 +32,7 @@ from kernlock._internal.model.overrides import OverrideRule
 from kernlock._internal.model.advisories import Advisory
 from kernlock._internal.project.signers import SigningPolicy
 from kernlock._internal.model.spec import KernelSpec, looks_like_sha, version_of_branch
-from kernlock._internal.model.target_pins import is_target_pin, pinned_target, target_pin
+from kernlock._internal.lockfile.target_pins import is_target_pin, pinned_target, target_pin
 from kernlock._internal.resolve.jobs import Job, plan_jobs
 from kernlock._internal.hub.variants import choose_variant, group_variants, python_choices
 
@@ -129,7 +129,7 @@ class Resolver:
         )
 
     def _carry_target_pins(self, jobs: dict[tuple[str, str], Job]) -> None:
-        """Keep the previous lock's per-target pins (`kernlock._internal.model.target_pins`) of specs not being upgraded:
+        """Keep the previous lock's per-target pins (`kernlock._internal.lockfile.target_pins`) of specs not being upgraded:
         their targets become jobs of their own, which `_previous` matches."""
         if self.previous is None:
             return

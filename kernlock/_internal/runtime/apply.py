@@ -56,7 +56,7 @@ from kernlock.errors import (
 from kernlock._internal.runtime.gpu_arch import check_served, remember, require_device_archs
 from kernlock._internal.runtime.importguard import guard_import, is_verified, zip_spec
 from kernlock._internal.runtime.importguard import register as register_verified
-from kernlock._internal.model.lockfile import LockedKernel, Lockfile
+from kernlock._internal.lockfile.model import LockedKernel, Lockfile
 from kernlock._internal.store.metadata import digest_problem
 from kernlock._internal.settings import TARGET_ENV, strict_from_env, text, verbose
 from kernlock._internal.project.strict import lenient_hint
@@ -308,7 +308,7 @@ def _resolve_load(repo: str, version: int | None, revision: str | None, backend:
     logger.info("kernlock: %s (%s) -> %s [%s]", repo, _describe(version, revision), entry.commit, variant.name)
     with _STATE.mutex:
         if (entry.repo, entry.commit, variant.name) not in _STATE.loaded:
-            from kernlock._internal.model.record import loaded_entry
+            from kernlock._internal.lockfile.record import loaded_entry
 
             _STATE.loaded[(entry.repo, entry.commit, variant.name)] = loaded_entry(entry, variant)
     return local
@@ -508,7 +508,7 @@ def _file_sha256(path: Path) -> str | None:
 
 def loaded() -> dict[str, Any] | None:
     """What this process loaded under the lock so far (the run record, `kernlock.json`'s content); None unapplied."""
-    from kernlock._internal.model.record import RECORD_FORMAT
+    from kernlock._internal.lockfile.record import RECORD_FORMAT
 
     with _STATE.mutex:
         if _STATE.lock is None:

@@ -18,7 +18,7 @@ import sys
 from typing import Any
 
 from kernlock.errors import GpuArchError
-from kernlock._internal.model.lockfile import LockedKernel, LockedVariant, Lockfile
+from kernlock._internal.lockfile.model import LockedKernel, LockedVariant, Lockfile
 from kernlock._internal.model.target import Target
 
 _served: dict[int, tuple[Any, LockedKernel, LockedVariant, Target]] = {}  # id(metadata) -> (metadata, entry, ...)

@@ -34,7 +34,7 @@ from kernlock.errors import RankMismatchError
 from kernlock._internal.settings import MIXED_ENV, flag, seconds, text
 from kernlock._internal.settings import RANK_CHECK_ENV as CHECK_ENV
 from kernlock._internal.settings import RANK_CHECK_TIMEOUT_ENV as TIMEOUT_ENV
-from kernlock._internal.model.lockfile import Lockfile
+from kernlock._internal.lockfile.model import Lockfile
 
 logger = logging.getLogger("kernlock")
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from kernlock._internal.model.target import Target
-    from kernlock._internal.model.lockfile import Lockfile
+    from kernlock._internal.lockfile.model import Lockfile
 
 
 class Binding:

@@ -4,7 +4,7 @@ Files live where kernels reads them: the Hugging Face Hub cache
 (`KERNELS_CACHE`, else `HF_HUB_CACHE`, else `HF_HOME/hub`), under
 `kernels--org--repo/snapshots/<commit>/build/<variant>/`. A verified-file stamp
 (device, inode, size, mtime, ctime → sha256), kept in kernlock's private per-user
-directory (`kernlock._internal.store.private`) and signed there, lets warm starts skip re-hashing;
+directory (`kernlock._internal.fs.private`) and signed there, lets warm starts skip re-hashing;
 any change to a file forces a full hash. A verified variant directory holds exactly
 the locked files: anything else (bytecode, a module, a library) is refused.
 """
@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING
 
 from kernlock._internal import settings
 from kernlock.errors import HubError, IntegrityError, KernlockError, MissingFilesError, WriteError, local_write_problem
-from kernlock._internal.model.lockfile import LockedFile, LockedKernel, LockedVariant
+from kernlock._internal.lockfile.model import LockedFile, LockedKernel, LockedVariant
 from kernlock._internal.settings import VENDOR_ENV
-from kernlock._internal.store.atomic import current_umask
+from kernlock._internal.fs.atomic import current_umask
 from kernlock._internal.store.partial import (
     VALIDATOR_SUFFIX, Partial, create_private, drop, open_below, open_partial, opened_below, read_validator,
     remove_mine, validator_name,
@@ -100,13 +100,13 @@ def sha256_file(path: Path) -> str:
 
 def _stamp_entry(kernel: LockedKernel, variant: str, root: Path) -> str:
     """The private-directory entry that remembers which files of `root` this user verified."""
-    from kernlock._internal.store.private import entry_name
+    from kernlock._internal.fs.private import entry_name
 
     return entry_name("stamp", os.path.realpath(root), kernel.commit, variant)
 
 
 def _read_stamp(entry: str) -> dict[str, list]:
-    from kernlock._internal.store.private import read_entry
+    from kernlock._internal.fs.private import read_entry
 
     payload = read_entry(entry)
     try:
@@ -117,7 +117,7 @@ def _read_stamp(entry: str) -> dict[str, list]:
 
 
 def _write_stamp(entry: str, stamp: dict[str, list]) -> None:
-    from kernlock._internal.store.private import write_entry
+    from kernlock._internal.fs.private import write_entry
 
     write_entry(entry, json.dumps(stamp, sort_keys=True).encode())
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from types import TracebackType
 
 from kernlock.errors import LockTimeoutError, UsageError
-from kernlock._internal.store.private import NotPrivateError, open_private_dir
+from kernlock._internal.fs.private import NotPrivateError, open_private_dir
 from kernlock._internal.settings import LOCK_TIMEOUT_ENV, STATE_DIR_ENV, path, seconds
 
 DEFAULT_TIMEOUT = 300.0

@@ -31,7 +31,7 @@ from kernlock._internal.model.target import Target, parse_target
 from kernlock.errors import LockfileError, LockfileVersionError, key_text
 from kernlock._internal.model.ids import is_git_sha, is_sha256, is_variant_name
 from kernlock._internal.settings import UPGRADE_FIX
-from kernlock._internal.model.lockfile_dict import (
+from kernlock._internal.lockfile.table import (
     ALWAYS_WRITTEN,
     REGENERATE,
     Ignored,
