@@ -46,9 +46,9 @@ if TYPE_CHECKING:  # what type checkers see behind the lazy `__getattr__` below 
     from kernlock.errors import WriteError as WriteError
     from kernlock._internal.lockfile.model import Lockfile as Lockfile
     from kernlock._internal.lockfile.serialize import load_lockfile as load_lockfile
-    from kernlock._internal.resolve.lock import LockResult as LockResult
-    from kernlock._internal.resolve.lock import lock as lock
-    from kernlock._internal.resolve.lock import remove as remove
+    from kernlock._internal.resolve.relock import LockResult as LockResult
+    from kernlock._internal.resolve.relock import lock as lock
+    from kernlock._internal.resolve.relock import remove as remove
     from kernlock._internal.fetch.sync import sync as sync
     from kernlock._internal.fetch.vendor import vendor as vendor
     from kernlock._internal.model.target import Target as Target
@@ -60,13 +60,13 @@ if TYPE_CHECKING:  # what type checkers see behind the lazy `__getattr__` below 
 _EXPORTS = {
     "apply": "kernlock._internal.runtime.apply",
     "Applied": "kernlock._internal.runtime.apply",
-    "remove": "kernlock._internal.resolve.lock",
+    "remove": "kernlock._internal.resolve.relock",
     "sync": "kernlock._internal.fetch.sync",
     "vendor": "kernlock._internal.fetch.vendor",
     "Target": "kernlock._internal.model.target",
     "loaded": "kernlock._internal.runtime.apply",
-    "lock": "kernlock._internal.resolve.lock",
-    "LockResult": "kernlock._internal.resolve.lock",
+    "lock": "kernlock._internal.resolve.relock",
+    "LockResult": "kernlock._internal.resolve.relock",
     "verify": "kernlock._internal.check.verify",
     "load_lockfile": "kernlock._internal.lockfile.serialize",
     "Lockfile": "kernlock._internal.lockfile.model",

@@ -140,7 +140,7 @@ def kernels_module(name: str) -> ModuleType:
     """A kernels module by its name in the package (`importer`, `layer.layer`), wherever this kernels keeps it."""
     import importlib
 
-    from kernlock._internal.compat.kernels import module_name
+    from kernlock._internal.compat.kernels_api import module_name
 
     return importlib.import_module(module_name(name))
 

@@ -1,6 +1,6 @@
 """Contract tests: the kernels and Transformers internals kernlock relies on still hold.
 
-Each failure names the internal that changed (see `kernlock._internal.compat.kernels`); run
+Each failure names the internal that changed (see `kernlock._internal.compat.kernels_api`); run
 against every supported kernels line by the matrix (`noxfile.py`).
 """
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import kernlock
-from kernlock._internal.compat import kernels as kernels_adapter
-from kernlock._internal.compat.kernels import LINES, KernelsPin, check_internal, internals, line, line_for, target_decisions
+from kernlock._internal.compat import kernels_api as kernels_adapter
+from kernlock._internal.compat.kernels_api import LINES, KernelsPin, check_internal, internals, line, line_for, target_decisions
 from kernlock._internal.compat.transformers import (
     alias_repo,
     default_version,

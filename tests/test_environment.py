@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from kernlock._internal.compat.kernels import kernels_target
+from kernlock._internal.compat.kernels_api import kernels_target
 from kernlock._internal.model.target import current_target, parse_target
 from kernlock.errors import TargetError
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from helpers import CPU, CUDA_X86, REPO_ROOT, cli, make_project
 
-from kernlock._internal.compat.kernels import line, system_parameters
+from kernlock._internal.compat.kernels_api import line, system_parameters
 from kernlock.errors import TargetError
 from kernlock._internal.hub.variants import choose_variant
 from kernlock._internal.model.target import current_target, parse_target, running_python

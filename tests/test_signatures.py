@@ -175,7 +175,7 @@ def test_a_project_entry_overrides_kernels_default(hub: TestHub, tmp_path: Path)
 def test_the_readme_policy_snippet_and_default_signers_are_true(tmp_path: Path) -> None:
     """The `[tool.kernlock]` signature snippet of docs/how-to/signatures.md loads as written, and the kernels-community workflows it
     names are kernels' default policy for the installed kernels."""
-    from kernlock._internal.compat.kernels import default_signers
+    from kernlock._internal.compat.kernels_api import default_signers
     from kernlock._internal.project.config import load_project
     from kernlock._internal.project.signers import project_policy
 

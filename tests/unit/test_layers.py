@@ -66,11 +66,11 @@ def test_no_package_imports_upward() -> None:
 
 def test_the_rule_finds_an_upward_import() -> None:
     graph = {"kernlock._internal.check.verify": {"kernlock._internal.runtime.apply"},
-             "kernlock._internal.runtime.apply": {"kernlock._internal.resolve.lock"},
+             "kernlock._internal.runtime.apply": {"kernlock._internal.resolve.relock"},
              "kernlock._internal.model.spec": {"kernlock.errors"}}
     assert violations(graph) == [
         "kernlock._internal.check.verify imports kernlock._internal.runtime.apply (check may not import runtime)",
-        "kernlock._internal.runtime.apply imports kernlock._internal.resolve.lock (runtime may not import resolve)",
+        "kernlock._internal.runtime.apply imports kernlock._internal.resolve.relock (runtime may not import resolve)",
     ]
 
 

@@ -144,7 +144,7 @@ def _dependency_imports(name: str, backend: str) -> list[tuple[str, str]] | None
     spec = importlib.util.find_spec("kernels")
     if spec is None or not spec.submodule_search_locations:
         return None
-    from kernlock._internal.compat.kernels import kernels_python_depends
+    from kernlock._internal.compat.kernels_api import kernels_python_depends
 
     try:
         data = kernels_python_depends(Path(next(iter(spec.submodule_search_locations))))

@@ -1,6 +1,6 @@
 """A commit's build variants: grouped from its file listing, and the one kernels would load on a target.
 
-The choice is kernels' own parsing and ranking (`kernlock._internal.compat.kernels.target_decisions`),
+The choice is kernels' own parsing and ranking (`kernlock._internal.compat.kernels_api.target_decisions`),
 evaluated for any target rather than the running machine; used at lock time and by
 `kernlock explain`.
 """
@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable
 
 from kernlock._internal.model.ids import is_variant_name
-from kernlock._internal.compat.kernels import target_decisions
+from kernlock._internal.compat.kernels_api import target_decisions
 from kernlock._internal.model.target import Target
 from kernlock.errors import ResolutionError
 from kernlock._internal.hub.client import TreeFile

@@ -19,7 +19,7 @@ target without it stands for the running interpreter's version and free-threadin
 (`running_python()`, detected as kernels detects it), and detection leaves it unset.
 
 `current_target()` reads Torch's installed metadata and `torch/version.py`
-instead of importing Torch, so checks stay fast. `kernlock._internal.compat.kernels.kernels_target()`
+instead of importing Torch, so checks stay fast. `kernlock._internal.compat.kernels_api.kernels_target()`
 asks kernels itself (importing Torch) and is what the loader patch uses.
 """
 

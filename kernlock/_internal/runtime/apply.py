@@ -3,7 +3,7 @@
 Every kernels entry point (`get_kernel`, `has_kernel`, `load_kernel`,
 `get_locked_kernel`, `get_local_kernel`, layer and function repositories and
 their locked forms, `kernelize`, Transformers' `attn_implementation` and
-`use_kernels`) asks kernlock first through the hooks `compat.kernels` installs:
+`use_kernels`) asks kernlock first through the hooks `compat.kernels_api` installs:
 a locked repo resolves to the locked commit and variant in the verified cache
 with no Hub request; a local kernel follows `kernlock._internal.project.local_kernels`; anything
 else is refused (strict) or left to kernels with a warning. If kernels is not
@@ -33,7 +33,7 @@ from typing import Any
 
 from kernlock._internal.project import local_kernels
 from kernlock._internal.runtime.state import STATE as _STATE
-from kernlock._internal.compat.kernels import (
+from kernlock._internal.compat.kernels_api import (
     LockHooks,
     kernel_metadata,
     kernels_target,

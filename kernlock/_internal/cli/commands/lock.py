@@ -13,7 +13,7 @@ from kernlock._internal.cli.options import handle_errors, json_option, lock_opti
 from kernlock._internal.check.report import plural
 
 if TYPE_CHECKING:
-    from kernlock._internal.resolve.lock import LockResult
+    from kernlock._internal.resolve.relock import LockResult
 
 
 def progress_line() -> Callable[[str], None] | None:
@@ -58,7 +58,7 @@ def lock_command(specs: tuple[str, ...], targets: tuple[str, ...], scan: tuple[s
     SPECS, --target, --scan and --model values are added to [tool.kernlock] in pyproject.toml,
     like `uv add`, so later runs and `kernlock verify` see them.
     """
-    from kernlock._internal.resolve.lock import lock
+    from kernlock._internal.resolve.relock import lock
 
     progress = progress_line()
     try:
