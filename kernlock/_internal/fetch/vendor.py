@@ -28,7 +28,7 @@ from pathlib import Path
 
 from kernlock._internal import settings
 from kernlock._internal.fs.atomic import atomic_write, current_umask
-from kernlock._internal.store.mutex import DEFAULT_TIMEOUT, DirectoryLock
+from kernlock._internal.store.mutex import DEFAULT_TIMEOUT, DirectoryMutex
 from kernlock._internal.store.hub_cache import VENDOR_MARKER, check_variant, repair_vendor_command, variant_dir, vendored_variant_dir
 from kernlock.errors import IntegrityError, MissingFilesError, UsageError, WriteError
 from kernlock._internal.lockfile.model import LOCK_FILENAME, LockedKernel, LockedVariant, Lockfile
@@ -82,7 +82,7 @@ def vendor(
 
     cache = hub_cache_dir()
     timeout = settings.seconds(settings.LOCK_TIMEOUT_ENV, DEFAULT_TIMEOUT, zero=True)
-    mutex = DirectoryLock(out, timeout, name=VENDOR_LOCK_NAME, what=f"writing the vendor directory {out}", optional=False)
+    mutex = DirectoryMutex(out, timeout, name=VENDOR_MUTEX_NAME, what=f"writing the vendor directory {out}", optional=False)
     mutex.acquire(time.monotonic() + timeout)
     try:
         return _vendor_into(out, workspace, path, lock, targets, use_all, cache, repair)
@@ -96,7 +96,7 @@ def vendor(
         mutex.release()
 
 
-VENDOR_LOCK_NAME = ".kernlock-vendor.lock"  # held while a vendor run writes the directory
+VENDOR_MUTEX_NAME = ".kernlock-vendor.lock"  # held while a vendor run writes the directory
 
 
 def _vendor_into(out: Path, workspace: Workspace, path: Path, lock: Lockfile, targets: tuple[str, ...],

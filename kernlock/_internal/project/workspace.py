@@ -5,7 +5,7 @@ path here. The lock path is, in order: the explicit argument (`--lockfile`,
 `apply(lockfile=...)`), `$KERNLOCK_LOCKFILE`, then the project's `[tool.kernlock]
 lockfile` (default `kernels.lock`), which must lie inside the project. With
 `$KERNLOCK_VENDOR_DIR` (readers only), the project's lock still wins and the
-vendor directory's own lock must agree with it; without a project lock, the
+vendor directory's own lock must agree with it; without a project lock file, the
 vendor directory's lock is used as a discovered one.
 
 A lock that was *discovered* rather than named is checked like git's
@@ -162,7 +162,7 @@ def vendored_lockfile(vendor: Path, project_lock: Path | None) -> Path:
 
     The vendor directory's lock must hold every entry of the project's lock unchanged
     (commits, variants, hashes); a disagreement is an error naming both. Without a
-    project lock, the vendor directory's lock counts as discovered (owner and
+    project lock file, the vendor directory's lock counts as discovered (owner and
     permission rules apply).
     """
     theirs = vendor / LOCK_FILENAME
@@ -187,7 +187,7 @@ def vendored_lockfile(vendor: Path, project_lock: Path | None) -> Path:
 
 
 def _refuse_shared_vendor_lock(vendor: Path, lock: Path) -> None:
-    """A vendor lock that is the authority (no project lock) is trusted only when no one else can change it.
+    """A vendor lock that is the authority (no project lock file) is trusted only when no one else can change it.
 
     Ownership is not integrity: in a group-writable (setgid, umask 002) vendor directory another member can
     rewrite the lock in place, files and hashes together, and it keeps its owner's uid.
@@ -222,11 +222,11 @@ def exclusive_workspace(project_dir: str | os.PathLike[str] = ".",
                         lockfile: str | os.PathLike[str] | None = None) -> Iterator[Workspace]:
     """The workspace, read and held under the per-project cross-process lock (for writers); never a new project in
     a directory every user can write (`refuse_shared_new_project`)."""
-    from kernlock._internal.store.mutex import ProjectLock
+    from kernlock._internal.store.mutex import ProjectMutex
 
     root = find_project_root(Path(project_dir))
     refuse_shared_new_project(root)
-    with ProjectLock(root):
+    with ProjectMutex(root):
         yield open_workspace(project_dir, lockfile, readers=False)
 
 
