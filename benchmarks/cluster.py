@@ -53,7 +53,7 @@ start = time.perf_counter()
 import kernels
 from kernels._internals import backends, hf_hub, resolver, variants
 from packaging.version import Version
-from kernlock._internal.model.target import current_target
+from kernlock._internal.host import current_target
 torch_version = Version(".".join(map(str, current_target().torch)))
 backends._backend = backends.CPU
 hf_hub.has_torch = False

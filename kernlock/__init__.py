@@ -16,7 +16,7 @@ TYPE_CHECKING = False  # not typing's: the start-up hook imports this package in
 
 if TYPE_CHECKING:  # what type checkers see behind the lazy `__getattr__` below (`X as X`: re-exported)
     from kernlock._internal.check.verify import verify as verify
-    from kernlock._internal.model.target import current_target as current_target
+    from kernlock._internal.host import current_target as current_target
     from kernlock._internal.model.target import parse_target as parse_target
     from kernlock.errors import CompatibilityError as CompatibilityError
     from kernlock.errors import ConfigError as ConfigError
@@ -72,7 +72,7 @@ _EXPORTS = {
     "Lockfile": "kernlock._internal.lockfile.model",
     "parse_spec": "kernlock._internal.model.spec",
     "parse_target": "kernlock._internal.model.target",
-    "current_target": "kernlock._internal.model.target",
+    "current_target": "kernlock._internal.host",
     "KernlockError": "kernlock.errors",
     "UsageError": "kernlock.errors",
     "SpecError": "kernlock.errors",

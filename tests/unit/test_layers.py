@@ -20,6 +20,7 @@ RANKS: dict[str, float] = {  # lower first; a package may import its own modules
     "errors": 0, "settings": 0.5,  # settings raises errors' UsageError
     "fs": 0.7,  # atomic writes, TOML, the private per-user directory
     "model": 1,
+    "host": 1.5,  # the running machine: detects a Target (model), used by compat
     "compat": 2,
     "lockfile": 2.5,  # the lock file: its model, reading/writing, parse cache, kernels' JSON (uses compat)
     "hub": 3,

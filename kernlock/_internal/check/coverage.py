@@ -24,7 +24,8 @@ def simulated_target_note() -> str | None:
     """When `$KERNLOCK_TARGET` stands in for a machine it is not (a forged or stale value), the line that says so:
     the lock's builds for that target load here, and this machine may not run them. None when unset or it matches."""
     from kernlock.errors import TargetError
-    from kernlock._internal.model.target import current_target, parse_target
+    from kernlock._internal.model.target import parse_target
+    from kernlock._internal.host import current_target
     from kernlock._internal.settings import TARGET_ENV, text
 
     simulated = text(TARGET_ENV)

@@ -29,7 +29,8 @@ from typing import NamedTuple
 
 from kernlock import __version__
 from kernlock._internal.compat.transformers import installed_transformers, kernels_window
-from kernlock._internal.model.target import Target, installed_version
+from kernlock._internal.model.target import Target
+from kernlock._internal.host import installed_version
 from kernlock.errors import CompatibilityError
 from kernlock._internal.lockfile.model import LockedKernel, LockedVariant, Lockfile
 from kernlock._internal.settings import TRUE

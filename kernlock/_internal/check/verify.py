@@ -48,7 +48,8 @@ from kernlock._internal.check.against import check_against
 from kernlock._internal.check.advisories import check_advisories
 from kernlock._internal.check.coverage import check_coverage
 from kernlock._internal.check.gpu_archs import check_gpu_archs
-from kernlock._internal.model.target import Target, current_target
+from kernlock._internal.model.target import Target
+from kernlock._internal.host import current_target
 from kernlock.errors import LockfileError, LockfileNotFoundError, LockfileVersionError, TargetError
 from kernlock._internal.check.freshness import check_fresh
 from kernlock._internal.lockfile.model import Lockfile

@@ -26,7 +26,8 @@ from types import ModuleType
 from typing import Any, NamedTuple
 
 from kernlock._internal.compat import kernels_017, kernels_018, kernels_019
-from kernlock._internal.model.target import Target, installed_version, system_platform
+from kernlock._internal.model.target import Target
+from kernlock._internal.host import installed_version, interpreter, system_platform
 
 # ---------------------------------------------------------------- the kernels line
 
@@ -214,7 +215,7 @@ def system_parameters(target: Target) -> dict[str, Any]:
 
     A Darwin target without a macOS version stands for a macOS new enough for
     kernels' Metal builds; a target without a tvm-ffi version has no tvm-ffi; a
-    target without a Python version stands for this interpreter (`Target.interpreter`).
+    target without a Python version stands for this interpreter (`host.interpreter`).
     The Python version and free-threading are passed only to a kernels line that
     takes them (0.19+, `PYTHON_ABI`): 0.17 and 0.18 have no Python dimension.
     """
@@ -223,7 +224,7 @@ def system_parameters(target: Target) -> dict[str, Any]:
     macos = target.macos or (metal_min_macos() if target.os == "darwin" else None)
     python: dict[str, Any] = {}
     if line().PYTHON_ABI:
-        version, free_threaded = target.interpreter
+        version, free_threaded = interpreter(target)
         python = {"python_version": Version(version), "free_threaded": free_threaded}
     return {
         "selected_backend": line().parse_backend(_module("backends").parse_backend, target.backend),

@@ -19,7 +19,8 @@ import importlib.util
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from kernlock._internal.model.target import Target, installed_version
+from kernlock._internal.model.target import Target
+from kernlock._internal.host import installed_version
 
 # Transformers' tables, read from its source (importing Transformers takes seconds).
 TRANSFORMERS_TABLES = {

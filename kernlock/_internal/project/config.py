@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernlock._internal.fs import tomlio
-from kernlock._internal.model.target import Target, current_target, parse_target
+from kernlock._internal.model.target import Target, parse_target
+from kernlock._internal.host import current_target
 from kernlock.errors import ConfigError, TargetError, UsageError
 from kernlock._internal.lockfile.model import LOCK_FILENAME
 

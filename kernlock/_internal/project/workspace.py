@@ -24,7 +24,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernlock._internal.model.target import Target, current_target, parse_target
+from kernlock._internal.model.target import Target, parse_target
+from kernlock._internal.host import current_target
 from kernlock.errors import (
     ConfigError,
     LockfileError,

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from kernlock._internal.compat.transformers import default_version
 from kernlock._internal.model.ids import is_git_sha
 from kernlock._internal.model.target import Target
+from kernlock._internal.host import interpreter
 from kernlock.errors import NoVariantError, ResolutionError, SignatureError, TrustError
 from kernlock._internal.lockfile.kernels_json import MIGRATED
 from kernlock._internal.hub.client import Hub, Ref, TreeFile
@@ -416,7 +417,7 @@ class Resolver:
         """A target without a Python part locks this interpreter's build: say so where another Python gets another."""
         choices = python_choices(names, target)
         if len(set(choices.values())) > 1:
-            python = target.interpreter[0]
+            python = interpreter(target)[0]
             self.warnings.append(
                 f"{spec_key}: on {target} kernels loads a build that depends on the Python version; locked {variant} "
                 f"for this interpreter (Python {python}); name the Python in the target for the others, "

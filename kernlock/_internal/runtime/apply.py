@@ -45,7 +45,8 @@ from kernlock._internal.compat.kernels_api import (
     target_decisions,
 )
 from kernlock._internal.runtime.rank_hook import check_initialised, patch_c10d
-from kernlock._internal.model.target import Target, current_target, parse_target
+from kernlock._internal.model.target import Target, parse_target
+from kernlock._internal.host import current_target
 from kernlock.errors import (
     IntegrityError,
     LocalKernelError,
