@@ -143,6 +143,13 @@ def sync(
 
         require_fresh(workspace, lock)
     pairs = selected_variants(lock, workspace.chosen_targets(lock, targets, all_targets))
+    return sync_variants(path, pairs, repair=repair, progress=progress)
+
+
+def sync_variants(path: Path, pairs: list[tuple[LockedKernel, LockedVariant]], *, repair: bool = False,
+                  progress: Callable[[int, int], None] | None = None) -> SyncReport:
+    """The core of `sync()` (and of `vendor()`): download and verify `pairs` (from `selected_variants`) of the lock at
+    `path` into the Hub cache."""
     if not pairs:
         raise UsageError(f"{path} locks no kernels; run `kernlock lock` first")
     cache = hub_cache_dir()

@@ -20,6 +20,7 @@ from kernlock._internal.project.config import Project, collect_specs, project_ta
 from kernlock._internal.project.advisory_sources import load_advisories
 from kernlock._internal.project.models import project_models
 from kernlock._internal.resolve.models import model_kernels
+from kernlock._internal.resolve.request import LockRequest
 from kernlock._internal.resolve.resolver import ResolveOptions, Resolver
 from kernlock._internal.project.signers import project_policy
 from kernlock._internal.model.spec import parse_spec
@@ -129,22 +130,6 @@ def _relative_to(root: Path, path: str) -> str:
         return os.path.relpath(absolute, root)
 
 
-def lock_arguments(specs: Iterable[str] = (), *, targets: Iterable[str] = (), scan: Iterable[str] = (),
-                   models: Iterable[str] = (), trust: Iterable[str] = (), upgrade: bool = False, upgrade_kernels: Iterable[str] = (),
-                   all_variants: bool = False, lockfile: str | os.PathLike[str] | None = None,
-                   project_dir: str | os.PathLike[str] = ".") -> str:
-    """The arguments of `kernlock lock` that repeat a `lock()` call, as shell text."""
-    import shlex
-
-    options = [(option, str(value)) for option, values in (
-        ("--target", targets), ("--scan", scan), ("--model", models), ("--trust", trust), ("-P", upgrade_kernels),
-        ("--lockfile", [lockfile] if lockfile is not None else []),
-        ("--project", [project_dir] if str(project_dir) != "." else []),
-    ) for value in values]
-    flags = [flag for flag, on in (("--upgrade", upgrade), ("--all-variants", all_variants)) if on]
-    return shlex.join([*specs, *flags, *(part for option in options for part in option)])
-
-
 def _edit_pyproject(project: Project, additions: dict[str, list[str]], removals: dict[str, list[str]] | None = None) -> None:
     """Record command-line specs, targets, scan paths and trusted repos in `[tool.kernlock]` (like `uv add`),
     and drop removed ones (like `uv remove`); `removals` may name `kernels`, `dependencies` and the
@@ -205,21 +190,21 @@ def lock(
     converted only with `migrate` (its commits become pins; see
     `kernlock._internal.lockfile.kernels_json`). On any error the previous lock is left untouched.
     """
-    specs, targets, scan, models, trust, upgrade_kernels = (
-        tuple(v) for v in (specs, targets, scan, models, trust, upgrade_kernels))
-    rerun = lock_arguments(specs, targets=targets, scan=scan, models=models, trust=trust, upgrade=upgrade,
-                           upgrade_kernels=upgrade_kernels, all_variants=all_variants, lockfile=lockfile,
-                           project_dir=project_dir)
-    retry = "kernlock lock" + (" " + rest if (rest := lock_arguments(
-        specs, targets=targets, scan=scan, models=models, trust=trust, upgrade=upgrade, upgrade_kernels=upgrade_kernels,
-        all_variants=all_variants, project_dir=project_dir)) else "")
-    with exclusive_workspace(project_dir, lockfile) as workspace:
-        refuse_overwrite(workspace, lockfile, retry, creating=write and not check)
-        result = _relock(workspace, workspace.project, list(specs), targets=targets, scan=scan, models=models,
-                         upgrade=upgrade,
-                         upgrade_kernels=upgrade_kernels, all_variants=all_variants, trust=trust,
-                         write=write and not check, migrate=migrate, progress=progress, hub=hub, rerun=rerun)
-    if check and result.changed:
+    request = LockRequest(project_dir=project_dir, specs=tuple(specs), targets=tuple(targets), scan=tuple(scan),
+                          models=tuple(models), upgrade=upgrade, upgrade_kernels=tuple(upgrade_kernels),
+                          all_variants=all_variants, trust=tuple(trust), lockfile=lockfile, write=write, check=check,
+                          migrate=migrate)
+    return lock_request(request, progress=progress, hub=hub)
+
+
+def lock_request(request: LockRequest, *, progress: Callable[[str], None] | None = None,
+                 hub: Hub | None = None) -> LockResult:
+    """`lock()` for a `LockRequest` (what `kernlock lock` builds from its options)."""
+    with exclusive_workspace(request.project_dir, request.lockfile) as workspace:
+        refuse_overwrite(workspace, request.lockfile, request.retry(), creating=request.writes)
+        result = _relock(workspace, workspace.project, request, progress=progress, hub=hub)
+    rerun = request.arguments()
+    if request.check and result.changed:
         what = ", ".join(change.describe() for change in result.changes) or "its content would be rewritten"
         raise StaleLockError(f"{result.path} is out of date: {what}; run `kernlock lock{' ' + rerun if rerun else ''}`")
     return result
@@ -271,7 +256,7 @@ def remove(
         overrides = tuple(rule for rule in project.overrides if rule.repo not in removals["overrides"])
         edited = replace(project, kernels=tuple(kernels), kernel_dependencies=tuple(dependencies.items()),
                          overrides=overrides)
-        return _relock(workspace, edited, [], removals=removals, progress=progress, hub=hub)
+        return _relock(workspace, edited, LockRequest(), removals=removals, progress=progress, hub=hub)
 
 
 def refuse_overwrite(workspace: Workspace, lockfile: str | os.PathLike[str] | None, retry: str, *,
@@ -330,18 +315,18 @@ def refuse_link_outside(path: Path, root: Path, retry: str) -> None:
             f"and run `{retry}` again")
 
 
-def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, targets: tuple[str, ...] = (),
-            scan: tuple[str, ...] = (), models: tuple[str, ...] = (), upgrade: bool = False, upgrade_kernels: tuple[str, ...] = (),
-            all_variants: bool = False, trust: tuple[str, ...] = (), write: bool = True, migrate: bool = False,
+def _relock(workspace: Workspace, project: Project, request: LockRequest, *,
             removals: dict[str, list[str]] | None = None, progress: Callable[[str], None] | None = None,
-            hub: Hub | None = None, rerun: str = "") -> LockResult:
-    """Resolve `project`'s sources plus `cli_specs` and write the lock and the pyproject edits (lock held).
+            hub: Hub | None = None) -> LockResult:
+    """Resolve `project`'s sources plus `request.specs` and write the lock and the pyproject edits (lock held).
 
-    `rerun` is the `kernlock lock` arguments of this call, repeated in a refusal's fix.
+    `request.arguments()` is repeated in a refusal's fix.
     """
+    cli_specs, targets, scan, models = list(request.specs), request.targets, request.scan, request.models
+    trust, upgrade_kernels, rerun = request.trust, request.upgrade_kernels, request.arguments()
     path = workspace.lockfile
-    migration = migration_for(path, migrate)
-    previous = migration.as_previous_lock() if migration is not None else workspace.previous_lock(upgrade)
+    migration = migration_for(path, request.migrate)
+    previous = migration.as_previous_lock() if migration is not None else workspace.previous_lock(request.upgrade)
     target_list = project_targets(project, targets)
     resolving = resolving_target(target_list)
     skipped: list[str] = []
@@ -357,9 +342,9 @@ def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, tar
     _refuse_unknown_upgrades(upgrade_kernels, {s.repo for s in all_specs} | _names(previous), rerun)
     options = ResolveOptions(
         targets=target_list,
-        all_variants=all_variants,
+        all_variants=request.all_variants,
         trust_allowlist=frozenset((*project.trust, *trust)),
-        upgrade_all=upgrade,
+        upgrade_all=request.upgrade,
         upgrade=frozenset(upgrade_kernels),
         resolving_target=resolving,
         overrides=project.overrides,
@@ -384,7 +369,7 @@ def _relock(workspace: Workspace, project: Project, cli_specs: list[str], *, tar
     changes = lock_changes(previous, result, resolver.reasons)
     old, new = ({k.spec for k in lock.kernels} if lock else set() for lock in (previous, result))
     written = False
-    if write:
+    if request.writes:
         configured = {str(parse_target(t)) for t in project.targets}
         additions = {
             "kernels": [s for s in cli_specs if s not in project.kernels],
