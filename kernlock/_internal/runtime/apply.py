@@ -32,7 +32,8 @@ from types import ModuleType
 from typing import Any
 
 from kernlock._internal.project import local_kernels
-from kernlock._internal.runtime.state import STATE as _STATE
+from kernlock._internal.runtime import state
+from kernlock._internal.runtime.state import BOOK, Binding
 from kernlock._internal.compat.kernels_api import (
     LockHooks,
     kernel_metadata,
@@ -167,10 +168,10 @@ def _transformers_default(repo: str, version: int, target: Target | None) -> boo
 
 def _first_time(key: str) -> bool:
     """Whether `key` is said for the first time in this process (then it is remembered)."""
-    with _STATE.mutex:
-        if key in _STATE.warned:
+    with BOOK.mutex:
+        if key in BOOK.warned:
             return False
-        _STATE.warned.add(key)
+        BOOK.warned.add(key)
         return True
 
 
@@ -186,7 +187,7 @@ def _note_once(key: str, message: str) -> None:
         logger.info(message)
 
 
-def _unlocked(repo: str, what: str, version: int | None = None, revision: str | None = None) -> None:
+def _unlocked(bound: Binding, repo: str, what: str, version: int | None = None, revision: str | None = None) -> None:
     spec = f"{repo}@v{version}" if version is not None else f"{repo}@{revision}" if revision else repo
     from kernlock._internal.runtime.default_kernels import NotLockedDefaultKernel, default_kernelize
 
@@ -194,17 +195,17 @@ def _unlocked(repo: str, what: str, version: int | None = None, revision: str | 
     if default is not None and (repo, version, revision) in default.requests:
         model = default.model or "<your model directory>"
         message = (f"kernlock: Transformers kernelizes {default.model or 'a model'} with {spec} by default, and "
-                   f"{_STATE.path} does not hold it: its layers keep Transformers' own forward; "
+                   f"{bound.path} does not hold it: its layers keep Transformers' own forward; "
                    f"fix: `kernlock lock --model {model}` locks what the model loads")
         _note_once(f"default:{spec}", message)
         raise NotLockedDefaultKernel(message)  # kernels' KernelizeFallback.ALL keeps the original forward
-    message = f"kernel {repo} ({what}) is not in {_STATE.path}; lock it with `kernlock lock {spec}` ({lenient_hint()})"
-    if _STATE.strict:
+    message = f"kernel {repo} ({what}) is not in {bound.path}; lock it with `kernlock lock {spec}` ({lenient_hint()})"
+    if bound.strict:
         raise UnlockedKernelError(message)
     _warn_once(f"unlocked:{repo}:{what}", message)
 
 
-def _backend_target(entry: LockedKernel, backend: str | None) -> Target:
+def _backend_target(bound: Binding, entry: LockedKernel, backend: str | None) -> Target:
     """The locked target a kernels `backend=` argument asks for; any other backend is refused, never left to kernels.
 
     kernels accepts its backend family names (`cuda`, `rocm`, ...) and `cpu`; the
@@ -213,8 +214,7 @@ def _backend_target(entry: LockedKernel, backend: str | None) -> Target:
     """
     from kernlock._internal.check.doctor import backend_name
 
-    target = _STATE.target
-    assert target is not None  # a lock is bound: kernels' loads reach this only after apply()
+    target = bound.target
     if backend is None or backend in (target.backend, backend_name(target.backend)):
         return target
     asked = dataclasses.replace(target, backend="cpu") if backend == "cpu" else None
@@ -223,13 +223,13 @@ def _backend_target(entry: LockedKernel, backend: str | None) -> Target:
         assert variant is not None  # find_entry chose the entry covering the bound target
         raise VariantMismatchError(
             f"{entry.spec}: a load with backend={backend!r} asks for a build the lock does not record; "
-            f"{_STATE.path} locks {entry.repo} at {entry.commit[:12]} [{variant.name}] for {target}",
+            f"{bound.path} locks {entry.repo} at {entry.commit[:12]} [{variant.name}] for {target}",
             fix=f"`kernlock lock --target {asked}`" if asked is not None else "drop the backend argument",
         )
     return asked
 
 
-def _locked_local_kernel(entry: LockedKernel, target: Target, backend: str | None) -> Any:
+def _locked_local_kernel(bound: Binding, entry: LockedKernel, target: Target, backend: str | None) -> Any:
     """Resolve a locked entry to kernels' `LocalKernel` in the verified cache, for `target`."""
     from kernlock._internal.store.hub_cache import ensure_variant
 
@@ -237,13 +237,13 @@ def _locked_local_kernel(entry: LockedKernel, target: Target, backend: str | Non
     if variant is None:
         raise NoVariantError(f"{entry.spec}: no variant locked for {target}", fix=f"`kernlock lock --target {target}`")
     names = entry.build_variants or [variant.name]
-    decisions = target_decisions(names, target) if _STATE.simulated else system_decisions(names, backend)
+    decisions = target_decisions(names, target) if bound.simulated else system_decisions(names, backend)
     preferred_name = decisions[0].variant if decisions and decisions[0].accepted else None
     if preferred_name != variant.name:
         raise VariantMismatchError(
             f"{entry.spec}: kernels would load {preferred_name or 'no variant'} here, "
             f"but the lock records {variant.name} for {target}; the environment differs from the locked target: "
-            f"run `kernlock lock --target {_STATE.target if _STATE.simulated else kernels_target()}`"
+            f"run `kernlock lock --target {bound.target if bound.simulated else kernels_target()}`"
         )
     from huggingface_hub import constants
 
@@ -263,15 +263,15 @@ def _locked_local_kernel(entry: LockedKernel, target: Target, backend: str | Non
 # ---------------------------------------------------------------- local kernels
 
 
-def _local_kernel(repo: str, path: Path, how: str) -> None:
+def _local_kernel(bound: Binding, repo: str, path: Path, how: str) -> None:
     """Apply the local-kernel policy: refuse under strict mode unless allowed, else warn loudly once."""
-    commits = sorted({e.commit[:12] for e in _STATE.lock.for_repo(repo)}) if _STATE.lock else []
+    commits = sorted({e.commit[:12] for e in bound.lock.for_repo(repo)})
     instead = f"instead of the locked {', '.join(commits)}" if commits else "(not in the lock)"
-    if _STATE.strict and not local_kernels.allowed():
+    if bound.strict and not local_kernels.allowed():
         raise LocalKernelError(local_kernels.refusal(f"{how} loads {repo} from {path} {instead}"))
     _warn_once(
         f"local:{repo}:{path}",
-        f"kernlock: {how}: loading {repo} from {path} {instead}; its files are not checked against {_STATE.path}",
+        f"kernlock: {how}: loading {repo} from {path} {instead}; its files are not checked against {bound.path}",
     )
 
 
@@ -289,42 +289,41 @@ def _resolve_load(repo: str, version: int | None, revision: str | None, backend:
     Only `LOCAL_KERNELS` and `get_local_kernel(path)` (`requested_path`) are local:
     a directory that happens to be named like a repo is not.
     """
-    if _STATE.lock is None:
+    bound = state.binding()
+    if bound is None:
         return None
     override = local_kernels.overrides().get(repo)
     if override is not None:
-        _local_kernel(repo, override, "LOCAL_KERNELS")
+        _local_kernel(bound, repo, override, "LOCAL_KERNELS")
         return local_path_kernel(override, backend)
-    if requested_path is not None and not _STATE.lock.for_repo(repo):
-        _local_kernel(repo, requested_path, "get_local_kernel")
+    if requested_path is not None and not bound.lock.for_repo(repo):
+        _local_kernel(bound, repo, requested_path, "get_local_kernel")
         return local_path_kernel(requested_path, backend)
-    entry = find_entry(_STATE.lock, repo, version, revision, _STATE.target)
+    entry = find_entry(bound.lock, repo, version, revision, bound.target)
     if entry is None:
-        _unlocked(repo, _describe(version, revision), version, revision)
+        _unlocked(bound, repo, _describe(version, revision), version, revision)
         return None
-    target = _backend_target(entry, backend)
-    local = _locked_local_kernel(entry, target, backend)
+    target = _backend_target(bound, entry, backend)
+    local = _locked_local_kernel(bound, entry, target, backend)
     variant = entry.variant_for(target)
     assert variant is not None  # _locked_local_kernel refuses a target without one
     logger.info("kernlock: %s (%s) -> %s [%s]", repo, _describe(version, revision), entry.commit, variant.name)
-    with _STATE.mutex:
-        if (entry.repo, entry.commit, variant.name) not in _STATE.loaded:
+    with BOOK.mutex:
+        if (entry.repo, entry.commit, variant.name) not in BOOK.loaded:
             from kernlock._internal.lockfile.record import loaded_entry
 
-            _STATE.loaded[(entry.repo, entry.commit, variant.name)] = loaded_entry(entry, variant)
+            BOOK.loaded[(entry.repo, entry.commit, variant.name)] = loaded_entry(entry, variant)
     return local
 
 
 def _locked_commit(repo: str, where: str) -> str | None:
     """The commit kernels' lock readers get for `repo`: the applied lock's entry, whatever `where` holds."""
-    lock = _STATE.lock
-    if lock is None:
+    bound = state.binding()
+    if bound is None:
         return None
-    target = _STATE.target
-    assert target is not None  # bound together with the lock
-    entries = [e for e in lock.for_repo(repo) if e.variant_for(target) is not None]
+    entries = [e for e in bound.lock.for_repo(repo) if e.variant_for(bound.target) is not None]
     if not entries:
-        _unlocked(repo, where)
+        _unlocked(bound, repo, where)
         return None
     entry = next((e for e in entries if e.spec in e.names()), None) or next((e for e in entries if e.requested), entries[0])
     return entry.commit
@@ -332,10 +331,10 @@ def _locked_commit(repo: str, where: str) -> str | None:
 
 def _locked_entry(repo: str, version: int | None, revision: str | None) -> LockedKernel | None:
     """The entry a version lookup binds to; refuses (strict) or warns about an unlocked one."""
-    lock = _STATE.lock
-    entry = find_entry(lock, repo, version, revision, _STATE.target) if lock else None
-    if entry is None and lock is not None and repo not in local_kernels.overrides():
-        _unlocked(repo, _describe(version, revision), version, revision)
+    bound = state.binding()
+    entry = find_entry(bound.lock, repo, version, revision, bound.target) if bound else None
+    if entry is None and bound is not None and repo not in local_kernels.overrides():
+        _unlocked(bound, repo, _describe(version, revision), version, revision)
     return entry
 
 
@@ -351,7 +350,7 @@ def _variants_for(repo: str, version: int | None, revision: str | None) -> tuple
 
 def _verified_under_lock(variant_path: Path) -> bool:
     """Whether a lock is applied and kernlock verified `variant_path` against it (kernels' validators step aside)."""
-    return _STATE.lock is not None and is_verified(variant_path)
+    return state.binding() is not None and is_verified(variant_path)
 
 
 _HOOKS = LockHooks(resolve=_resolve_load, locked_commit=_locked_commit, commit_for=_commit_for,
@@ -382,10 +381,10 @@ _PATCHERS["transformers.trainer"] = _patch_trainer  # the run record in checkpoi
 
 
 def _patch_module(name: str, module: ModuleType) -> None:
-    with _STATE.mutex:
-        if name in _STATE.patched:
+    with BOOK.mutex:
+        if name in BOOK.patched:
             return
-        _STATE.patched.add(name)
+        BOOK.patched.add(name)
     _PATCHERS[name](module)
 
 
@@ -393,7 +392,7 @@ class _KernelsImportHook(importlib.abc.MetaPathFinder):
     """Patches kernels' modules the moment they are first imported."""
 
     def find_spec(self, fullname: str, path: Any, target: Any = None):
-        if fullname not in _PATCHERS or fullname in _STATE.patched:
+        if fullname not in _PATCHERS or fullname in BOOK.patched:
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
@@ -415,7 +414,7 @@ def _ensure_patched() -> None:
         module = sys.modules.get(name)
         if module is not None:
             _patch_module(name, module)
-    if not all(name in _STATE.patched for name in _PATCHERS) and not any(
+    if not all(name in BOOK.patched for name in _PATCHERS) and not any(
         isinstance(finder, _KernelsImportHook) for finder in sys.meta_path
     ):
         sys.meta_path.insert(0, _KernelsImportHook())
@@ -477,13 +476,13 @@ def apply(lockfile: str | os.PathLike[str] | None = None, *, strict: bool | None
     if overrides and strict and not local_kernels.allowed():
         listed = ", ".join(f"{repo}={local}" for repo, local in sorted(overrides.items()))
         raise LocalKernelError(local_kernels.refusal(f"LOCAL_KERNELS overrides {listed}"))
-    with _STATE.mutex:
-        _STATE.lock, _STATE.path, _STATE.target, _STATE.strict = lock, path, environment, strict
-        _STATE.simulated = bool(simulated)
-        _STATE.lock_sha256 = _file_sha256(path)
-        _STATE.loaded = {}
+    bound = Binding(lock=lock, path=path, target=environment, strict=strict, simulated=bool(simulated),
+                    lock_sha256=_file_sha256(path))
+    with BOOK.mutex:
+        state.bind(bound)
+        BOOK.loaded = {}
     for repo, local in sorted(overrides.items()):
-        _local_kernel(repo, local, "LOCAL_KERNELS")
+        _local_kernel(bound, repo, local, "LOCAL_KERNELS")
     _ensure_patched()
     check_initialised()
     applied = Applied(
@@ -511,22 +510,24 @@ def loaded() -> dict[str, Any] | None:
     """What this process loaded under the lock so far (the run record, `kernlock.json`'s content); None unapplied."""
     from kernlock._internal.lockfile.record import RECORD_FORMAT
 
-    with _STATE.mutex:
-        if _STATE.lock is None:
+    with BOOK.mutex:
+        bound = state.binding()
+        if bound is None:
             return None
-        return {"format": RECORD_FORMAT, "lockfile": str(_STATE.path), "lock-sha256": _STATE.lock_sha256,
-                "target": str(_STATE.target),
-                "kernels": [dict(e) for _, e in sorted(_STATE.loaded.items())]}
+        return {"format": RECORD_FORMAT, "lockfile": str(bound.path), "lock-sha256": bound.lock_sha256,
+                "target": str(bound.target),
+                "kernels": [dict(e) for _, e in sorted(BOOK.loaded.items())]}
 
 
 def active_lock() -> Lockfile | None:
     """The lock applied in this process, if any."""
-    return _STATE.lock
+    bound = state.binding()
+    return bound.lock if bound is not None else None
 
 
 def release() -> None:
     """Stop binding loads to a lock in this process (the patch stays installed, inert)."""
-    with _STATE.mutex:
-        _STATE.lock = _STATE.path = _STATE.target = None
-        _STATE.warned.clear()
-        _STATE.loaded = {}
+    with BOOK.mutex:
+        state.bind(None)
+        BOOK.warned.clear()
+        BOOK.loaded = {}
