@@ -43,10 +43,9 @@ def simulated_target_note() -> str | None:
 
 def builds(variant_names: Iterable[str], target: Target) -> bool:
     """Whether kernels would load one of `variant_names` on `target`."""
-    from kernlock._internal.compat.kernels_api import target_decisions
+    from kernlock._internal.compat.kernels_api import preferred, target_decisions
 
-    decisions = target_decisions(variant_names, target)
-    return bool(decisions and decisions[0].accepted)
+    return preferred(target_decisions(variant_names, target)) is not None
 
 
 def buildable(kernel: LockedKernel, target: Target) -> bool:

@@ -184,6 +184,12 @@ class Decision(NamedTuple):
     reason: str = ""
 
 
+def preferred(decisions: list[Decision]) -> str | None:
+    """The variant kernels loads, from its ranked verdicts (`target_decisions`, `system_decisions`): the first,
+    when accepted; None when kernels loads none."""
+    return decisions[0].variant if decisions and decisions[0].accepted else None
+
+
 def _parsed(names: Iterable[str]) -> list[Any]:
     parse_variant = _module("variants").parse_variant
     parsed = []

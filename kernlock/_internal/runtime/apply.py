@@ -42,6 +42,7 @@ from kernlock._internal.compat.kernels_api import (
     locked_kernel,
     patch_module,
     patch_points,
+    preferred,
     system_decisions,
     target_decisions,
 )
@@ -238,7 +239,7 @@ def _locked_local_kernel(bound: Binding, entry: LockedKernel, target: Target, ba
         raise NoVariantError(f"{entry.spec}: no variant locked for {target}", fix=f"`kernlock lock --target {target}`")
     names = entry.build_variants or [variant.name]
     decisions = target_decisions(names, target) if bound.simulated else system_decisions(names, backend)
-    preferred_name = decisions[0].variant if decisions and decisions[0].accepted else None
+    preferred_name = preferred(decisions)
     if preferred_name != variant.name:
         raise VariantMismatchError(
             f"{entry.spec}: kernels would load {preferred_name or 'no variant'} here, "
