@@ -46,7 +46,7 @@ if TYPE_CHECKING:  # what type checkers see behind the lazy `__getattr__` below 
     from kernlock.errors import WriteError as WriteError
     from kernlock._internal.lockfile.model import Lockfile as Lockfile
     from kernlock._internal.lockfile.serialize import load_lockfile as load_lockfile
-    from kernlock._internal.resolve.relock import LockResult as LockResult
+    from kernlock._internal.resolve.changes import LockResult as LockResult
     from kernlock._internal.resolve.relock import lock as lock
     from kernlock._internal.resolve.relock import remove as remove
     from kernlock._internal.fetch.sync import sync as sync
@@ -66,7 +66,7 @@ _EXPORTS = {
     "Target": "kernlock._internal.model.target",
     "loaded": "kernlock._internal.runtime.apply",
     "lock": "kernlock._internal.resolve.relock",
-    "LockResult": "kernlock._internal.resolve.relock",
+    "LockResult": "kernlock._internal.resolve.changes",
     "verify": "kernlock._internal.check.verify",
     "load_lockfile": "kernlock._internal.lockfile.serialize",
     "Lockfile": "kernlock._internal.lockfile.model",

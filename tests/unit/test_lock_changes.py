@@ -1,4 +1,4 @@
-"""Why a re-lock changed an entry (`kernlock._internal.resolve.relock.lock_changes`), for the reasons the Hub fixtures cannot stage."""
+"""Why a re-lock changed an entry (`kernlock._internal.resolve.changes.lock_changes`), for the reasons the Hub fixtures cannot stage."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ PINNED = replace(BARE, override=Override(when="backend=cu128", use="v2", reason=
 
 
 def changes(old: tuple[LockedKernel, ...], new: tuple[LockedKernel, ...]) -> list[tuple[str | None, str]]:
-    from kernlock._internal.resolve.relock import lock_changes
+    from kernlock._internal.resolve.changes import lock_changes
 
     before, after = (Lockfile(targets=(), inputs=("org/fa",), kernels=k) for k in (old, new))
     return [(change.override, change.reason) for change in lock_changes(before, after)]

@@ -3,164 +3,33 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, NamedTuple
 
 from kernlock._internal.model.target import parse_target
-from kernlock._internal.fs.atomic import atomic_write
 from kernlock.errors import KernlockError, StaleLockError, TrustError, UsageError
 from kernlock._internal.hub.client import Hub
 from kernlock._internal.lockfile.kernels_json import migration_for
-from kernlock._internal.lockfile.model import LOCK_FILENAME, LockedKernel, Lockfile, format_for
-from kernlock._internal.lockfile.target_pins import is_target_pin
+from kernlock._internal.lockfile.model import Lockfile, format_for
 from kernlock._internal.lockfile.serialize import dumps_lockfile, write_lockfile
 from kernlock._internal.project.config import Project, collect_specs, project_targets, resolving_target
 from kernlock._internal.project.advisory_sources import load_advisories
 from kernlock._internal.project.models import project_models
 from kernlock._internal.resolve.models import model_kernels
 from kernlock._internal.resolve.request import LockRequest
+from kernlock._internal.resolve.changes import LockResult, lock_changes
+from kernlock._internal.resolve.guards import refuse_overwrite
+from kernlock._internal.project.pyproject_edit import edit_pyproject, relative_to, restore_pyproject
 from kernlock._internal.resolve.resolver import ResolveOptions, Resolver
 from kernlock._internal.project.signers import project_policy
 from kernlock._internal.model.spec import parse_spec
 from kernlock._internal.project.workspace import Workspace, exclusive_workspace
 
 
-class Change(NamedTuple):
-    """One lock entry whose commit (or signer) a re-lock changed, and why (`reason`, one of `REASONS`)."""
-
-    spec: str
-    override: str | None  # the targets an override entry applies to (`backend=cu128`), None for the spec's own
-    old: str | None  # the commit before (None: added)
-    new: str | None  # the commit after (None: removed)
-    reason: str
-    signer: tuple[str, str] | None = None  # (before, after) when the entry's signers change (`entry_signers`)
-
-    def describe(self, gap: str = " ") -> str:
-        """`spec [override]{gap}old -> new{gap}(reason[; signer before -> after])`, commits abbreviated (`-` for none)."""
-        name = f"{self.spec} [{self.override}]" if self.override else self.spec
-        signer = f"; signer {self.signer[0]} -> {self.signer[1]}" if self.signer else ""
-        return f"{name}{gap}{(self.old or '-')[:12]} -> {(self.new or '-')[:12]}{gap}({self.reason}{signer})"
-
-    def to_dict(self) -> dict[str, Any]:
-        """The change as JSON (`kernlock lock --json` → `changes`); `signer` only when it changes."""
-        data: dict[str, Any] = self._asdict()
-        if self.signer is None:
-            del data["signer"]
-        else:
-            data["signer"] = dict(zip(("old", "new"), self.signer))
-        return data
-
-
-def entry_signers(kernel: LockedKernel) -> str | None:
-    """Who signed an entry's variants (`build-signer` URIs, or `unsigned`), in one text; None when a signed variant
-    records no signer (a lock from before format 1.1)."""
-    if any(v.signed and v.signature is None for v in kernel.variants):
-        return None
-    return ", ".join(sorted({v.signature.build_signer if v.signature else "unsigned" for v in kernel.variants}))
-
-
 REASONS = ("branch moved", "upgraded", "added", "removed", "override", "re-verified")
 # Besides these, a per-target pin (`kernlock._internal.lockfile.target_pins`) gives its own reason ("build appended at <commit>",
 # an advisory's), and the resolver names a move it made ("moved to <commit>: builds appended, locked variants unchanged").
-
-
-def lock_changes(old: Lockfile | None, new: Lockfile,
-                 reasons: Mapping[tuple[str, str], str] | None = None) -> tuple[Change, ...]:
-    """The entries (by identity: spec and override) whose commit or signers differ between `old` and `new`;
-    `reasons` (the resolver's, by identity) says why where the two locks cannot."""
-    before = {k.identity: k for k in old.kernels} if old else {}
-    after = {k.identity: k for k in new.kernels}
-    changes = []
-    for identity in sorted(before.keys() | after.keys()):
-        was, now = before.get(identity), after.get(identity)
-        old_signer, new_signer = (entry_signers(was), entry_signers(now)) if was and now else (None, None)
-        signer = (old_signer, new_signer) if old_signer is not None and new_signer is not None \
-            and old_signer != new_signer else None
-        if was is None or now is None or was.commit != now.commit or signer:
-            reason = (reasons or {}).get(identity) if now is not None and (was is None or was.commit != now.commit) else None
-            changes.append(Change(identity[0], identity[1] or None, was.commit if was else None, now.commit if now else None,
-                                  reason or _reason(was, now), signer))
-    return tuple(changes)
-
-
-def _reason(was: LockedKernel | None, now: LockedKernel | None) -> str:
-    """Why an entry changed: an override's doing, a new or dropped spec, another version, or its branch moving."""
-    if was is None or now is None:
-        entry = was or now
-        assert entry is not None  # lock_changes passes at least one
-        if is_target_pin(entry.override) and now is not None:
-            assert entry.override is not None
-            return entry.override.reason
-        return "override" if entry.override else "added" if was is None else "removed"
-    if was.override != now.override:
-        return now.override.reason if is_target_pin(now.override) and now.override is not None else "override"
-    if was.commit == now.commit:
-        return "re-verified"  # the same commit, another signer than the old lock records (it was edited)
-    return "upgraded" if (was.ref, was.version) != (now.ref, now.version) else "branch moved"
-
-
-@dataclass(frozen=True)
-class LockResult:
-    """What `lock()` produced: the lock, where it went, and what changed.
-
-    `added`/`removed`/`updated` are spec keys; `changes` has one line per changed entry;
-    `changed` is whether the lock's bytes differ (or would, when nothing was written).
-    """
-
-    lockfile: Lockfile
-    path: Path
-    written: bool
-    added: tuple[str, ...]
-    removed: tuple[str, ...]
-    updated: tuple[str, ...]
-    warnings: tuple[str, ...] = ()
-    migrated: str | None = None  # what a kernels JSON lock was converted to, in one line
-    changes: tuple[Change, ...] = ()
-    changed: bool = False
-
-
-def _relative_to(root: Path, path: str) -> str:
-    """`path` (given relative to the working directory) as written in `[tool.kernlock]`: relative to `root`."""
-    absolute = Path(path).resolve()
-    try:
-        return absolute.relative_to(root).as_posix() or "."
-    except ValueError:
-        return os.path.relpath(absolute, root)
-
-
-def _edit_pyproject(project: Project, additions: dict[str, list[str]], removals: dict[str, list[str]] | None = None) -> None:
-    """Record command-line specs, targets, scan paths and trusted repos in `[tool.kernlock]` (like `uv add`),
-    and drop removed ones (like `uv remove`); `removals` may name `kernels`, `dependencies` and the
-    `overrides` of repos nothing declares any more."""
-    import tomlkit
-
-    path = project.pyproject
-    doc = tomlkit.parse(path.read_text(encoding="utf-8")) if path.exists() else tomlkit.document()
-    tool = doc.setdefault("tool", tomlkit.table(is_super_table=True))
-    config = tool.setdefault("kernlock", tomlkit.table())
-    for key, values in additions.items():
-        if not values:
-            continue
-        array = config.setdefault(key, tomlkit.array())
-        for value in values:
-            if value not in array:
-                array.append(value)
-    removals = removals or {}
-    for value in removals.get("kernels", ()):
-        config["kernels"].remove(value)
-    for repo in removals.get("dependencies", ()):
-        del tool["kernels"]["dependencies"][repo]
-    overrides = config.get("overrides")
-    for repo in removals.get("overrides", ()):
-        if overrides is not None and repo in overrides:
-            del overrides[repo]
-    if overrides is not None and not overrides and removals.get("overrides"):
-        del config["overrides"]
-    if "kernels" in config and not config["kernels"] and removals.get("kernels"):
-        del config["kernels"]  # no `kernels = []` left behind, as `uv remove` leaves no empty table
-    atomic_write(path, tomlkit.dumps(doc))
 
 
 def lock(
@@ -259,62 +128,6 @@ def remove(
         return _relock(workspace, edited, LockRequest(), removals=removals, progress=progress, hub=hub)
 
 
-def refuse_overwrite(workspace: Workspace, lockfile: str | os.PathLike[str] | None, retry: str, *,
-                     creating: bool = True) -> None:
-    """Refuse a lock path that is an existing file other than a lock (`pyproject.toml`, `train.py`: never written
-    over), or, when `creating`, a named lock whose directory does not exist (no directories are made for it).
-
-    `lockfile` is the path as the caller named it (None: `$KERNLOCK_LOCKFILE` or the project's); `retry` is the
-    command to run again, without it, in the fix.
-    """
-    import shlex
-
-    from kernlock._internal.settings import LOCKFILE_ENV
-    from kernlock._internal.lockfile.serialize import foreign_lock_problem
-
-    path = workspace.lockfile
-    if workspace.discovered:
-        configured = workspace.project.lockfile_name != LOCK_FILENAME
-        how = f"[tool.kernlock] lockfile of {workspace.project.pyproject.name}" if configured else "default"
-        fix = (f"set [tool.kernlock] lockfile in {workspace.project.pyproject} to a new file such as \"{LOCK_FILENAME}\""
-               if configured else
-               f"move it away (`mv {shlex.quote(str(path))} {shlex.quote(str(path) + '.bak')}`) and run `{retry}` again")
-    elif lockfile is not None:
-        how, fix = f"--lockfile {lockfile}", f"leave out --lockfile to write the project's lock: `{retry}`"
-    else:
-        how, fix = f"${LOCKFILE_ENV}", f"unset {LOCKFILE_ENV} to write the project's lock: `env -u {LOCKFILE_ENV} {retry}`"
-    problem = foreign_lock_problem(path)
-    if problem is not None:
-        raise UsageError(f"refusing to write the lock over {path} (named by {how}): {problem}; nothing was written", fix=fix)
-    if workspace.discovered:
-        refuse_link_outside(path, workspace.root, retry)
-    if creating:  # a writer may edit pyproject.toml (`lock SPEC`, `remove`)
-        refuse_link_outside(workspace.project.pyproject, workspace.root, retry)
-    parent = path.parent
-    if creating and not workspace.discovered and not os.path.lexists(path) and not parent.is_dir():
-        raise UsageError(f"refusing to create {path} (named by {how}): its directory {parent} does not exist and kernlock "
-                         "makes none for a named lock; nothing was written",
-                         fix=f"create it first (`mkdir -p {shlex.quote(str(parent))}`), or {fix}")
-
-
-def refuse_link_outside(path: Path, root: Path, retry: str) -> None:
-    """Refuse to write through `path`, a project file kernlock found (not one the user named), when it is a symlink
-    that resolves outside the project `root`: a committed `kernels.lock -> ../other/kernels.lock` would make a lock
-    here replace another project's file. A link within the project is written through, as before."""
-    import shlex
-
-    if not path.is_symlink():
-        return
-    target, top = os.path.realpath(path), os.path.realpath(root)
-    if target == top or target.startswith(top + os.sep):
-        return
-    raise UsageError(
-        f"refusing to write through {path}: it is a symlink to {target}, outside the project {root}, and writing it "
-        "would replace that file; nothing was written",
-        fix=f"make it a file of the project's own (`cp --remove-destination {shlex.quote(target)} {shlex.quote(str(path))}`) "
-            f"and run `{retry}` again")
-
-
 def _relock(workspace: Workspace, project: Project, request: LockRequest, *,
             removals: dict[str, list[str]] | None = None, progress: Callable[[str], None] | None = None,
             hub: Hub | None = None) -> LockResult:
@@ -374,14 +187,14 @@ def _relock(workspace: Workspace, project: Project, request: LockRequest, *,
         additions = {
             "kernels": [s for s in cli_specs if s not in project.kernels],
             "targets": [str(t) for t in target_list if str(t) not in configured] if targets else [],
-            "scan": [p for p in (_relative_to(workspace.root, p) for p in scan) if p not in project.scan],
+            "scan": [p for p in (relative_to(workspace.root, p) for p in scan) if p not in project.scan],
             "models": [m for m in models if m not in project.models],
             "trust": [r for r in trust if r not in project.trust],
         }
         edited = any(additions.values()) or bool(removals)
         before = project.pyproject.read_bytes() if edited and project.pyproject.is_file() else None
         if edited:
-            _edit_pyproject(project, additions, removals)
+            edit_pyproject(project, additions, removals)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             if migration is not None:
@@ -390,7 +203,7 @@ def _relock(workspace: Workspace, project: Project, request: LockRequest, *,
         except BaseException:  # as uv does: pyproject.toml never keeps a spec whose lock was not written
             if edited:
                 try:
-                    _restore_pyproject(project.pyproject, before)
+                    restore_pyproject(project.pyproject, before)
                 except (OSError, KernlockError):
                     pass  # the disk refuses that too: the lock's own error is the one to say
             raise
@@ -406,14 +219,6 @@ def _relock(workspace: Workspace, project: Project, request: LockRequest, *,
         changes=changes,
         changed=changed,
     )
-
-
-def _restore_pyproject(path: Path, before: bytes | None) -> None:
-    """Put `pyproject.toml` back as it was before this lock edited it (None: it did not exist)."""
-    if before is None:
-        path.unlink(missing_ok=True)
-    else:
-        atomic_write(path, before)
 
 
 def _names(lock: Lockfile | None) -> set[str]:

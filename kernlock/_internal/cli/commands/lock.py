@@ -13,7 +13,7 @@ from kernlock._internal.cli.options import handle_errors, json_option, lock_opti
 from kernlock._internal.check.report import plural
 
 if TYPE_CHECKING:
-    from kernlock._internal.resolve.relock import LockResult
+    from kernlock._internal.resolve.changes import LockResult
 
 
 def progress_line() -> Callable[[str], None] | None:
