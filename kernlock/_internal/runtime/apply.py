@@ -10,10 +10,10 @@ else is refused (strict) or left to kernels with a warning. If kernels is not
 imported yet, the patch waits for its import (an import hook), so `apply()`
 works before or after Transformers and kernels are imported.
 
-Over 400 lines on purpose: every way a kernel load is bound, checked or refused
-under the lock (the coverage and compatibility checks, binding a request to an
-entry, the local-kernel policy, the hooks handed to kernels and the import hook)
-is in this one file, so what could load unchecked is audited in one read.
+Every way a kernel load is bound, checked or refused under the lock (the coverage
+and compatibility checks, the local-kernel policy, the hooks handed to kernels and
+the import hook) is in this file, and which entry a request binds to in `entries`,
+so what could load unchecked is audited in two reads.
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ from typing import Any
 from kernlock._internal.project import local_kernels
 from kernlock._internal.runtime import state
 from kernlock._internal.runtime.state import BOOK, Binding
+from kernlock._internal.runtime.entries import find_entry
+from kernlock._internal.runtime.notices import note_once, warn_once
 from kernlock._internal.compat.kernels_api import (
     LockHooks,
     kernel_metadata,
@@ -66,7 +68,6 @@ from kernlock._internal.project.strict import lenient_hint
 from kernlock._internal.project.workspace import applied_workspace
 
 logger = logging.getLogger("kernlock")
-
 
 
 @dataclass(frozen=True)
@@ -103,91 +104,6 @@ def _environment(simulated: str | None = None) -> Target:
 # ---------------------------------------------------------------- binding requests to entries
 
 
-def find_entry(lock: Lockfile, repo: str, version: int | None, revision: str | None,
-               target: Target | None = None) -> LockedKernel | None:
-    """The lock entry a kernels request (`repo`, version or revision) binds to.
-
-    Only entries covering `target` count (overrides give one spec different
-    entries per target); `repo` may be the canonical name or an alias.
-    """
-    from kernlock._internal.model.spec import (
-        looks_like_sha,  # not at the top: only loads need it, not apply()
-    )
-
-    entries = [e for e in lock.for_repo(repo) if target is None or e.variant_for(target) is not None]
-    names = {name for entry in entries for name in entry.names()} | {repo}
-    if revision is not None:
-        for entry in entries:
-            if (
-                revision in (entry.commit, entry.ref)
-                or any(entry.spec == f"{name}@{revision}" for name in names)
-                or (looks_like_sha(revision) and entry.commit.startswith(revision))
-            ):
-                return entry
-        return None
-    for entry in entries:
-        if any(entry.spec == f"{name}@v{version}" for name in names):
-            return entry
-    for entry in entries:
-        if entry.spec in names:
-            if version is not None and entry.version != version and not _transformers_default(repo, version, target):
-                continue  # `get_kernel(repo, version=N)` from code: another version than the bare spec's is unlocked
-            if entry.override is not None:
-                _warn_once(
-                    f"override:{entry.spec}:{entry.override.when}",
-                    f"{entry.spec}: override for {entry.override.when} loads {entry.override.use} "
-                    f"({entry.commit[:12]}): {entry.override.reason}",
-                )
-            elif entry.version != version:
-                _warn_once(
-                    f"default:{repo}",
-                    f"{repo}: this Transformers release asks for version {version}; "
-                    f"the lock pins the bare spec at version {entry.version} ({entry.commit[:12]}), which is what loads",
-                )
-            return entry
-    for entry in entries:
-        if entry.version == version:
-            return entry
-    return None
-
-
-def _transformers_default(repo: str, version: int, target: Target | None) -> bool:
-    """Whether `version` is the one the installed Transformers asks for a bare `repo` (its default on the bound
-    `target`, or on this machine's torch, which Transformers reads), so a lock pinning the bare spec at another version
-    serves it, with the default-drift note."""
-    from kernlock._internal.compat.transformers import default_version  # only on this rare path: it reads Transformers' source
-
-    for on in (lambda: target, current_target):
-        try:
-            where = on()
-            if where is not None and default_version(repo, where)[0] == version:
-                return True
-        except Exception:  # no target, or a Transformers source it cannot read: not provably the default
-            continue
-    return False
-
-
-def _first_time(key: str) -> bool:
-    """Whether `key` is said for the first time in this process (then it is remembered)."""
-    with BOOK.mutex:
-        if key in BOOK.warned:
-            return False
-        BOOK.warned.add(key)
-        return True
-
-
-def _warn_once(key: str, message: str) -> None:
-    if _first_time(key):
-        logger.warning(message)
-
-
-def _note_once(key: str, message: str) -> None:
-    """Print `message` on stderr once per process (and log it), whatever logging the program configured."""
-    if _first_time(key):
-        print(message, file=sys.stderr, flush=True)
-        logger.info(message)
-
-
 def _unlocked(bound: Binding, repo: str, what: str, version: int | None = None, revision: str | None = None) -> None:
     spec = f"{repo}@v{version}" if version is not None else f"{repo}@{revision}" if revision else repo
     from kernlock._internal.runtime.default_kernels import NotLockedDefaultKernel, default_kernelize
@@ -198,12 +114,12 @@ def _unlocked(bound: Binding, repo: str, what: str, version: int | None = None, 
         message = (f"kernlock: Transformers kernelizes {default.model or 'a model'} with {spec} by default, and "
                    f"{bound.path} does not hold it: its layers keep Transformers' own forward; "
                    f"fix: `kernlock lock --model {model}` locks what the model loads")
-        _note_once(f"default:{spec}", message)
+        note_once(f"default:{spec}", message)
         raise NotLockedDefaultKernel(message)  # kernels' KernelizeFallback.ALL keeps the original forward
     message = f"kernel {repo} ({what}) is not in {bound.path}; lock it with `kernlock lock {spec}` ({lenient_hint()})"
     if bound.strict:
         raise UnlockedKernelError(message)
-    _warn_once(f"unlocked:{repo}:{what}", message)
+    warn_once(f"unlocked:{repo}:{what}", message)
 
 
 def _backend_target(bound: Binding, entry: LockedKernel, backend: str | None) -> Target:
@@ -270,7 +186,7 @@ def _local_kernel(bound: Binding, repo: str, path: Path, how: str) -> None:
     instead = f"instead of the locked {', '.join(commits)}" if commits else "(not in the lock)"
     if bound.strict and not local_kernels.allowed():
         raise LocalKernelError(local_kernels.refusal(f"{how} loads {repo} from {path} {instead}"))
-    _warn_once(
+    warn_once(
         f"local:{repo}:{path}",
         f"kernlock: {how}: loading {repo} from {path} {instead}; its files are not checked against {bound.path}",
     )
@@ -469,9 +385,9 @@ def apply(lockfile: str | os.PathLike[str] | None = None, *, strict: bool | None
         from kernlock._internal.check.coverage import simulated_target_note
 
         if (note := simulated_target_note()) is not None:
-            _note_once(note, f"kernlock: warning: {note}")
+            note_once(note, f"kernlock: warning: {note}")
     for finding in require_compatible(lock, environment):
-        _warn_once(finding.message, f"{finding.message}; fix: {finding.fix}")
+        warn_once(finding.message, f"{finding.message}; fix: {finding.fix}")
     require_device_archs(lock, environment)  # only where Torch already initialised the GPU
     overrides = local_kernels.overrides()
     if overrides and strict and not local_kernels.allowed():
