@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernlock._internal.fs.atomic import atomic_write
-from kernlock._internal.compat.kernels_api import KernelsPin, kernels_lock_json, parse_kernels_lock
+from kernlock._internal.compat.kernels_json_lock import KernelsPin, kernels_lock_json, parse_kernels_lock
 from kernlock.errors import KernlockError, UsageError
 from kernlock._internal.lockfile.model import LockedKernel, Lockfile
 from kernlock._internal.model.spec import parse_spec, version_of_branch

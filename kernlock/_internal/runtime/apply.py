@@ -37,17 +37,15 @@ from kernlock._internal.runtime.state import BOOK, Binding
 from kernlock._internal.runtime.entries import find_entry
 from kernlock._internal.runtime.notices import note_once, warn_once
 from kernlock._internal.compat.kernels_api import (
-    LockHooks,
     kernel_metadata,
     kernels_target,
     local_path_kernel,
     locked_kernel,
-    patch_module,
-    patch_points,
     preferred,
     system_decisions,
     target_decisions,
 )
+from kernlock._internal.compat.kernels_patch import LockHooks, patch_module, patch_points
 from kernlock._internal.runtime.rank_hook import check_initialised, patch_c10d
 from kernlock._internal.model.target import Target, parse_target
 from kernlock._internal.host import current_target
