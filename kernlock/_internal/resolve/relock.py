@@ -21,7 +21,8 @@ from kernlock._internal.resolve.request import LockRequest
 from kernlock._internal.resolve.changes import LockResult, lock_changes
 from kernlock._internal.resolve.guards import refuse_overwrite
 from kernlock._internal.project.pyproject_edit import edit_pyproject, relative_to, restore_pyproject
-from kernlock._internal.resolve.resolver import ResolveOptions, Resolver
+from kernlock._internal.resolve.options import ResolveOptions
+from kernlock._internal.resolve.resolver import Resolver
 from kernlock._internal.project.signers import project_policy
 from kernlock._internal.model.spec import parse_spec
 from kernlock._internal.project.workspace import Workspace, exclusive_workspace

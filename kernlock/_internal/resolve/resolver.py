@@ -10,13 +10,13 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from kernlock._internal.compat.transformers import default_version
 from kernlock._internal.model.ids import is_git_sha
 from kernlock._internal.model.target import Target
 from kernlock._internal.host import interpreter
-from kernlock.errors import NoVariantError, ResolutionError, SignatureError, TrustError
+from kernlock.errors import NoVariantError, ResolutionError, TrustError
 from kernlock._internal.lockfile.kernels_json import MIGRATED
 from kernlock._internal.hub.client import Hub, Ref, TreeFile
 from kernlock._internal.lockfile.model import (
@@ -25,37 +25,16 @@ from kernlock._internal.lockfile.model import (
     LockedKernel,
     LockedVariant,
     Lockfile,
-    Signature,
     format_for,
 )
 from kernlock._internal.store.metadata import digest_mismatches, read_variant_metadata
-from kernlock._internal.model.overrides import OverrideRule
-from kernlock._internal.model.advisories import Advisory
-from kernlock._internal.project.signers import SigningPolicy
 from kernlock._internal.model.spec import KernelSpec, looks_like_sha, version_of_branch
 from kernlock._internal.lockfile.target_pins import is_target_pin, pinned_target, target_pin
+from kernlock._internal.resolve.dependencies import dep_spec, refuse_dependency_cycles
 from kernlock._internal.resolve.jobs import Job, plan_jobs
+from kernlock._internal.resolve.options import ResolveOptions, resolving_context
+from kernlock._internal.resolve.signing import check_signed_digest, variant_signature
 from kernlock._internal.hub.variants import choose_variant, group_variants, python_choices
-
-
-
-@dataclass(frozen=True)
-class ResolveOptions:
-    """What to lock beyond the specs themselves."""
-
-    targets: tuple[Target, ...]
-    all_variants: bool = False
-    trust_allowlist: frozenset[str] = frozenset()
-    upgrade_all: bool = False
-    upgrade: frozenset[str] = frozenset()  # repos to re-resolve
-    resolving_target: Target | None = None  # whose Transformers defaults apply to bare specs
-    overrides: tuple[OverrideRule, ...] = ()
-    signing: SigningPolicy = SigningPolicy()
-    advisories: tuple[Advisory, ...] = ()  # known-bad builds: never locked where another build will do
-
-    def upgrading(self, repo: str) -> bool:
-        """Whether an existing pin of `repo` must be re-resolved."""
-        return self.upgrade_all or repo in self.upgrade
 
 
 class Resolver:
@@ -120,13 +99,13 @@ class Resolver:
                             merged.dependency_of.add(kernel.spec)
                 pending = list(follow.values())
         kernels = tuple(resolved[identity] for identity in sorted(resolved))
-        _refuse_dependency_cycles(kernels)
+        refuse_dependency_cycles(kernels)
         return Lockfile(
             version=format_for(kernels),
             targets=tuple(sorted(set(self.options.targets), key=str)),
             inputs=inputs,
             kernels=kernels,
-            resolved_with=_resolving_context(self.options.resolving_target),
+            resolved_with=resolving_context(self.options.resolving_target),
         )
 
     def _carry_target_pins(self, jobs: dict[tuple[str, str], Job]) -> None:
@@ -198,7 +177,7 @@ class Resolver:
             )
             for kernel, owner in made
         ]
-        deps = list({d: _dep_spec(d) for kernel in kernels for d in kernel.depends}.values())
+        deps = list({d: dep_spec(d) for kernel in kernels for d in kernel.depends}.values())
         return kernels, deps
 
     def _extend_previous(self, previous: LockedKernel, job: Job) -> list[tuple[LockedKernel, Job]]:
@@ -387,11 +366,11 @@ class Resolver:
         depends: set[str] = set()
         for name in sorted(chosen):
             files, raw, bundle, contents = self._hash_variant(repo, commit, name, grouped[name])
-            signature = self._signature(repo, name, files, raw, bundle)  # before parsing the metadata, as kernels does
+            signature = variant_signature(self.options.signing, repo, name, files, raw, bundle)  # before parsing the metadata, as kernels does
             metadata = read_variant_metadata(repo, name, raw)
             digest = metadata.digest_algorithm
             if signature is not None:
-                _check_signed_digest(repo, name, metadata.digest, files, metadata.digest_algorithm, contents.get)
+                check_signed_digest(repo, name, metadata.digest, files, metadata.digest_algorithm, contents.get)
             elif metadata.digest is not None:
                 mismatched = digest_mismatches(metadata.digest, files, metadata.digest_algorithm or "sha256", contents.get)
                 if mismatched:  # kernels 0.18+ refuses to load such a variant
@@ -422,26 +401,6 @@ class Resolver:
                 f"{spec_key}: on {target} kernels loads a build that depends on the Python version; locked {variant} "
                 f"for this interpreter (Python {python}); name the Python in the target for the others, "
                 f"e.g. {target}-cp{python.replace('.', '')}")
-
-    def _signature(self, repo: str, variant: str, files: tuple[LockedFile, ...], metadata: bytes | None,
-                   bundle: bytes | None) -> Signature | None:
-        """Verify a variant's bundle over its metadata.json (pinned trust root, no network) and check its signer."""
-        signing = self.options.signing
-        if not any(f.path == SIGNATURE_FILE for f in files):
-            signing.check(repo, variant, None)
-            return None
-        if metadata is None or bundle is None:
-            raise SignatureError(f"{repo} {variant}: ships {SIGNATURE_FILE} but {'metadata.json' if metadata is None else 'it'} "
-                                 "is not a small git file kernlock can read; it cannot be verified: lock another revision")
-        from kernlock._internal.check.signatures import trusted_root_path, verify_bundle
-
-        try:
-            signature = verify_bundle(metadata, bundle, trusted_root_path(signing.trusted_root))
-        except SignatureError as error:
-            raise SignatureError(f"{repo} {variant}: {error}; do not lock this build: lock another revision, or, "
-                                 "for a private Sigstore, set [tool.kernlock] sigstore-trusted-root") from None
-        signing.check(repo, variant, signature)
-        return signature
 
     def _hash_variant(self, repo: str, commit: str, variant: str,
                       files: list[TreeFile]) -> tuple[tuple[LockedFile, ...], bytes | None, bytes | None, dict[str, bytes]]:
@@ -478,69 +437,3 @@ class Resolver:
         return f"{spec_key} ({commit[:12]}) has no build variant for target {target}: {listing}.{hint} {fix}"
 
 
-def _check_signed_digest(repo: str, variant: str, digest: dict[str, str] | None, files: tuple[LockedFile, ...],
-                         algorithm: str | None = "sha256", read: Callable[[str], bytes | None] | None = None) -> None:
-    """A signed metadata.json's digest must name every other file of the variant with its hash (kernels' check)."""
-    if digest is None:
-        raise SignatureError(f"{repo} {variant}: its signed metadata.json has no digest of the variant's files, so the "
-                             "signature covers none of them; lock another revision")
-    covered = {"metadata.json", SIGNATURE_FILE, *digest}
-    wrong = [*digest_mismatches(digest, files, algorithm or "sha256", read), *(f.path for f in files if f.path not in covered)]
-    if wrong:
-        raise SignatureError(f"{repo} {variant}: the files disagree with the digest in its signed metadata.json "
-                             f"({', '.join(sorted(wrong)[:3])}{'…' if len(wrong) > 3 else ''}); the commit may mix builds "
-                             "or have been tampered with: lock another revision")
-
-
-def _refuse_dependency_cycles(kernels: tuple[LockedKernel, ...]) -> None:
-    """Refuse a lock whose `kernel-depends` reach a kernel from itself: kernels fails every load of it (cyclic dependency)."""
-    graph: dict[str, set[str]] = {}
-    commits: dict[str, str] = {}
-    for kernel in kernels:
-        graph.setdefault(kernel.repo, set()).update(_dep_spec(d).repo for d in kernel.depends)
-        commits[kernel.repo] = kernel.commit
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-
-    def visit(repo: str, path: list[str]) -> list[str] | None:
-        state[repo] = 1
-        for dep in sorted(graph.get(repo, ())):
-            if state.get(dep) == 1:
-                return [*path[path.index(dep):], dep] if dep in path else [*path, dep]
-            if dep not in state and (cycle := visit(dep, [*path, dep])) is not None:
-                return cycle
-        state[repo] = 2
-        return None
-
-    for repo in sorted(graph):
-        if repo not in state and (cycle := visit(repo, [repo])) is not None:
-            named = " -> ".join(cycle)
-            first = cycle[0]
-            raise ResolutionError(
-                f"kernel-depends form a cycle: {named} (in metadata.json at {first}@{commits[first][:12]}), "
-                f"so kernels would refuse every load of it (cyclic dependency); nothing was written",
-                fix=f"pin a revision without the cycle (`kernlock lock {first}@<commit>`) or ask the publisher to fix "
-                    f"kernel-depends",
-            )
-
-
-def _dep_spec(key: str) -> KernelSpec:
-    from kernlock._internal.model.spec import parse_spec, spec_from_version
-
-    spec = parse_spec(key)
-    number = version_of_branch(spec.revision or "")
-    return spec_from_version(spec.repo, number) if number is not None else spec
-
-
-def _resolving_context(target: Target | None) -> dict[str, str]:
-    """Versions of the tools that shaped this resolution (no timestamps, so no diff churn)."""
-    import importlib.metadata
-
-    context = {}
-    for name in ("kernlock", "kernels", "transformers"):
-        try:
-            context[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    if target is not None:
-        context["torch"] = target.torch_version
-    return context
