@@ -102,3 +102,12 @@ def test_the_package_top_is_the_facade_and_a_private_inside() -> None:
     public = [name for name in public if name.endswith(".py") or (PACKAGE / name / "__init__.py").exists()]
     assert public == ["__init__.py", "__main__.py", "errors.py", "testing"]
     assert len(public) <= 6
+
+
+def test_every_module_is_at_most_450_lines() -> None:
+    """Issue 35: a module over 450 lines is split by concept."""
+    from test_import_cycles import PACKAGE
+
+    long = {str(path.relative_to(PACKAGE.parent)): n for path in PACKAGE.rglob("*.py")
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > 450}
+    assert long == {}

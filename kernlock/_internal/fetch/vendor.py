@@ -11,7 +11,7 @@ DIR`): `kernlock.apply()` then reads the lock and every kernel from DIR, with
 no Hub and no Hub cache.
 
 Two `kernlock vendor` runs into one directory wait for each other: the copy and
-check of the variants and the write of the lock happen under a lock file in DIR
+check of the variants and the write of the lock happen under a mutex file in DIR
 (`.kernlock-vendor.lock`, removed on release; `$KERNLOCK_LOCK_TIMEOUT`).
 """
 

@@ -221,7 +221,7 @@ def open_workspace(project_dir: str | os.PathLike[str] = ".", lockfile: str | os
 @contextmanager
 def exclusive_workspace(project_dir: str | os.PathLike[str] = ".",
                         lockfile: str | os.PathLike[str] | None = None) -> Iterator[Workspace]:
-    """The workspace, read and held under the per-project cross-process lock (for writers); never a new project in
+    """The workspace, read and held under the per-project cross-process mutex (for writers); never a new project in
     a directory every user can write (`refuse_shared_new_project`)."""
     from kernlock._internal.store.mutex import ProjectMutex
 
