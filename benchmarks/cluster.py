@@ -35,7 +35,7 @@ GUARD_RANKS = 4
 LOCKED_CHILD = """
 import json, time
 start = time.perf_counter()
-from kernlock._internal.store.download import ensure_variant
+from kernlock._internal.fetch.download import ensure_variant
 from kernlock._internal.runtime.apply import active_lock, apply
 applied = apply()
 for entry in active_lock().kernels:

@@ -16,7 +16,7 @@ import pytest
 import kernels
 import kernlock
 from helpers import ACTIVATION, UNIVERSAL, LockedProjectFactory, clear_loaded_kernels
-from kernlock._internal.store import download
+from kernlock._internal.fetch import download
 from kernlock._internal.store import hub_cache as cache
 from kernlock.errors import LocalKernelError, UnlockedKernelError
 from kernlock._internal.runtime.apply import release

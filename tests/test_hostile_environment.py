@@ -216,7 +216,7 @@ def test_a_lock_linked_within_the_project_is_still_written_through(locked_projec
 def test_a_held_download_lock_ends_sync_and_a_cold_apply_by_the_hub_deadline(
         locked_project: LockedProjectFactory, monkeypatch) -> None:
     from kernlock._internal.store.hub_cache import hub_cache_dir, repo_folder
-    from kernlock._internal.store.download import _file_lock_name
+    from kernlock._internal.fetch.download import _file_lock_name
 
     project, lock = locked_project([f"{ACTIVATION}@v1"], [CPU])
     [kernel] = lock.kernels

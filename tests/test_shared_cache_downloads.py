@@ -18,7 +18,7 @@ import pytest
 from helpers import CPU, FA2, LockedProjectFactory, cli
 from kernlock._internal.lockfile.model import LockedFile, LockedKernel, LockedVariant
 from kernlock._internal.store.hub_cache import hub_cache_dir, repo_folder, sha256_file
-from kernlock._internal.store.download import download_variant, ensure_variant
+from kernlock._internal.fetch.download import download_variant, ensure_variant
 from kernlock.testing.hub import TestHub
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,

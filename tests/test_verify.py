@@ -182,7 +182,7 @@ def test_coverage_names_a_kernel_missing_a_variant(locked_project: LockedProject
 
 def test_cache_check(locked_project: LockedProjectFactory) -> None:
     from kernlock._internal.store.hub_cache import variant_dir
-    from kernlock._internal.store.download import ensure_variant
+    from kernlock._internal.fetch.download import ensure_variant
 
     project = locked_project([ACT], [CPU]).path
     result = cli("verify", "--cache", cwd=project)
@@ -207,7 +207,7 @@ def test_cache_check(locked_project: LockedProjectFactory) -> None:
 
 def test_cache_check_reports_every_problem_of_a_variant(locked_project: LockedProjectFactory) -> None:
     """A tampered file, a missing one and a planted one in one variant: three problems, each with a fix that works."""
-    from kernlock._internal.store.download import ensure_variant
+    from kernlock._internal.fetch.download import ensure_variant
 
     project = locked_project([ACT], [CPU]).path
     kernel = load_lockfile(project / "kernels.lock").kernel(ACT)

@@ -19,7 +19,7 @@ from pathlib import Path
 from kernlock._internal.store.hub_cache import (
     check_variant, extra_files, hub_cache_dir, missing_files, remove_extra_files, unlisted_files_error, variant_dir,
 )
-from kernlock._internal.store.download import discard, download_variant
+from kernlock._internal.fetch.download import discard, download_variant
 from kernlock._internal.check.coverage import uncovered_problem
 from kernlock._internal.model.target import Target
 from kernlock.errors import (

@@ -146,7 +146,7 @@ def _backend_target(bound: Binding, entry: LockedKernel, backend: str | None) ->
 
 def _locked_local_kernel(bound: Binding, entry: LockedKernel, target: Target, backend: str | None) -> Any:
     """Resolve a locked entry to kernels' `LocalKernel` in the verified cache, for `target`."""
-    from kernlock._internal.store.download import ensure_variant
+    from kernlock._internal.fetch.download import ensure_variant
 
     variant = entry.variant_for(target)
     if variant is None:

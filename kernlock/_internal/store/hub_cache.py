@@ -1,5 +1,5 @@
 """Locked variants on disk: where they live and whether they are intact (fetching the missing ones is
-`kernlock._internal.store.download`).
+`kernlock._internal.fetch.download`).
 
 Files live where kernels reads them: the Hugging Face Hub cache
 (`KERNELS_CACHE`, else `HF_HUB_CACHE`, else `HF_HOME/hub`), under

@@ -27,7 +27,7 @@ from kernlock._internal.store.hub_cache import (
     _CHUNK, FileKey, check_variant, file_key, hub_cache_dir, missing_files, repair_vendor_command, repo_folder,
     variant_dir, vendored_variant_dir,
 )
-from kernlock._internal.store.partial import (
+from kernlock._internal.fetch.partial import (
     VALIDATOR_SUFFIX, Partial, create_private, drop, open_below, open_partial, opened_below, read_validator,
     remove_mine, validator_name,
 )
