@@ -2,7 +2,7 @@
 the lock before it is linked, resumed where a partial was left, under huggingface_hub's per-file lock; and
 `ensure_variant`, the verified directory of a locked variant (from the vendor directory, the cache, or the Hub).
 
-Where the files live and whether they are intact is `kernlock._internal.store.hub_cache`.
+Where the files live and whether they are intact is `kernlock._internal.store.hub_cache` (below `check`, which reads it).
 """
 
 from __future__ import annotations
