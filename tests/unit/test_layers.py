@@ -4,7 +4,7 @@ The layers are the packages of `kernlock._internal` (issue 35: a private inside)
 `testing` and `__main__` beside the facade at the top.
 
 Counted as the cycle test counts them: every import, also inside functions. The ranks are the
-README's "Architecture" table; `resolve` and `runtime` never import each other, and `check`
+architecture page's table (docs/explanation/architecture.md); `resolve` and `runtime` never import each other, and `check`
 never imports `resolve`, `fetch` or `runtime` (ranks keep it so).
 """
 
