@@ -79,7 +79,7 @@ PROBE = (
     "print(json.dumps([[f.message, f.fix] for f in diagnose([], 'cpu') if f.blocking]))"
 )
 VERSIONS = (
-    "import json, platform; from kernlock._internal.model.target import installed_version; "
+    "import json, platform; from kernlock._internal.host import installed_version; "
     "print(json.dumps({'python': platform.python_version(), "
     "**{p: installed_version(p) for p in ('kernels', 'transformers', 'huggingface_hub', 'torch', 'trl')}}))"
 )

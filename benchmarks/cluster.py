@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from benchmarks.harness import PYTHON, Result, Target, Workspace, child_env, kinds, lock_project, median, running_hub
-from kernlock._internal.store.lockfile_io import load_lockfile
+from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.hub import RATE_LIMITS, TestHub
 
 NAME = "cluster"
@@ -35,7 +35,7 @@ GUARD_RANKS = 4
 LOCKED_CHILD = """
 import json, time
 start = time.perf_counter()
-from kernlock._internal.store.hub_cache import ensure_variant
+from kernlock._internal.fetch.download import ensure_variant
 from kernlock._internal.runtime.apply import active_lock, apply
 applied = apply()
 for entry in active_lock().kernels:
@@ -53,7 +53,7 @@ start = time.perf_counter()
 import kernels
 from kernels._internals import backends, hf_hub, resolver, variants
 from packaging.version import Version
-from kernlock._internal.model.target import current_target
+from kernlock._internal.host import current_target
 torch_version = Version(".".join(map(str, current_target().torch)))
 backends._backend = backends.CPU
 hf_hub.has_torch = False

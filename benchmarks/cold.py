@@ -14,7 +14,7 @@ from benchmarks.harness import (
     summarize, write_project,
 )
 from benchmarks.load import LOAD_CHILD
-from kernlock._internal.store.lockfile_io import load_lockfile
+from kernlock._internal.lockfile.serialize import load_lockfile
 
 NAME = "cold"
 LATENCY = 0.05

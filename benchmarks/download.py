@@ -19,7 +19,7 @@ from benchmarks.harness import (
     CPU_TARGET, PYTHON, ChildFailed, Result, Target, Workspace, child_env, kernel_module, lock_project,
     median, ratio, running_hub,
 )
-from kernlock._internal.store.lockfile_io import load_lockfile
+from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.fixtures import push_build
 
 NAME = "download"

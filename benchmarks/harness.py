@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kernlock._internal.model.target import parse_target
-from kernlock._internal.model.lockfile import LockedFile, LockedKernel, LockedVariant, Lockfile
+from kernlock._internal.lockfile.model import LockedFile, LockedKernel, LockedVariant, Lockfile
 from kernlock.testing.fixtures import build_fixture_repos, default_fixtures_dir
 from kernlock.testing.hub import TestHub
 

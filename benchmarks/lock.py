@@ -15,7 +15,7 @@ from benchmarks.harness import (
     CPU_TARGET, CUDA_TARGET, KERNELS_CLI, Result, Target, Workspace, child_env, kernlock_lock_argv, ratio, run_child,
     running_hub, summarize, write_project,
 )
-from kernlock._internal.store.lockfile_io import load_lockfile
+from kernlock._internal.lockfile.serialize import load_lockfile
 
 NAME = "lock"
 TARGETS = (CPU_TARGET, CUDA_TARGET)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from benchmarks.harness import (
     KERNLOCK_CLI, ChildFailed, Result, Workspace, child_env, lock_project, run_child, running_hub,
 )
-from kernlock._internal.store.lockfile_io import load_lockfile
+from kernlock._internal.lockfile.serialize import load_lockfile
 
 NAME = "resume"
 

@@ -22,8 +22,8 @@ from benchmarks.harness import (
 )
 from kernlock._internal.store import hub_cache as cache
 from kernlock._internal.model.target import parse_target
-from kernlock._internal.model.lockfile import LockedFile, LockedVariant
-from kernlock._internal.store.lockfile_io import load_lockfile, write_lockfile
+from kernlock._internal.lockfile.model import LockedFile, LockedVariant
+from kernlock._internal.lockfile.serialize import load_lockfile, write_lockfile
 from kernlock._internal.check.coverage import require_coverage
 
 NAME = "scaling"

@@ -16,7 +16,7 @@ from benchmarks.harness import (
     CPU_TARGET, CUDA_TARGET, KERNELS_CLI, PYTHON, Result, Target, Workspace, child_env, kernlock_lock_argv, median,
     ratio, run_child, running_hub, write_project,
 )
-from kernlock._internal.store.lockfile_io import load_lockfile
+from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock._internal.check.signatures import TRUSTED_ROOT_ENV
 from kernlock.testing.sigstore import TestSigstore
 

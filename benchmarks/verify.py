@@ -17,7 +17,7 @@ from benchmarks.harness import (
     KERNLOCK_CLI, PYTHON, Result, Target, Workspace, bench_targets, child_env, kernel_repo, median, ratio, run_child,
     synthetic_lock, write_project,
 )
-from kernlock._internal.store.lockfile_io import write_lockfile
+from kernlock._internal.lockfile.serialize import write_lockfile
 
 NAME = "verify"
 KERNELS, VARIANTS = 50, 20

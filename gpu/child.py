@@ -80,8 +80,8 @@ def cmd_env(args) -> None:
 
 
 def cmd_targets(args) -> None:
-    from kernlock._internal.compat.kernels import kernels_target, running_backend
-    from kernlock._internal.model.target import current_target
+    from kernlock._internal.compat.kernels_api import kernels_target, running_backend
+    from kernlock._internal.host import current_target
 
     result(current_target=str(current_target()), kernels_target=str(kernels_target()), variant_str=running_backend())
 

@@ -16,7 +16,7 @@ TYPE_CHECKING = False  # not typing's: the start-up hook imports this package in
 
 if TYPE_CHECKING:  # what type checkers see behind the lazy `__getattr__` below (`X as X`: re-exported)
     from kernlock._internal.check.verify import verify as verify
-    from kernlock._internal.model.target import current_target as current_target
+    from kernlock._internal.host import current_target as current_target
     from kernlock._internal.model.target import parse_target as parse_target
     from kernlock.errors import CompatibilityError as CompatibilityError
     from kernlock.errors import ConfigError as ConfigError
@@ -44,11 +44,11 @@ if TYPE_CHECKING:  # what type checkers see behind the lazy `__getattr__` below 
     from kernlock.errors import UsageError as UsageError
     from kernlock.errors import VariantMismatchError as VariantMismatchError
     from kernlock.errors import WriteError as WriteError
-    from kernlock._internal.model.lockfile import Lockfile as Lockfile
-    from kernlock._internal.store.lockfile_io import load_lockfile as load_lockfile
-    from kernlock._internal.resolve.lock import LockResult as LockResult
-    from kernlock._internal.resolve.lock import lock as lock
-    from kernlock._internal.resolve.lock import remove as remove
+    from kernlock._internal.lockfile.model import Lockfile as Lockfile
+    from kernlock._internal.lockfile.serialize import load_lockfile as load_lockfile
+    from kernlock._internal.resolve.changes import LockResult as LockResult
+    from kernlock._internal.resolve.relock import lock as lock
+    from kernlock._internal.resolve.relock import remove as remove
     from kernlock._internal.fetch.sync import sync as sync
     from kernlock._internal.fetch.vendor import vendor as vendor
     from kernlock._internal.model.target import Target as Target
@@ -60,19 +60,19 @@ if TYPE_CHECKING:  # what type checkers see behind the lazy `__getattr__` below 
 _EXPORTS = {
     "apply": "kernlock._internal.runtime.apply",
     "Applied": "kernlock._internal.runtime.apply",
-    "remove": "kernlock._internal.resolve.lock",
+    "remove": "kernlock._internal.resolve.relock",
     "sync": "kernlock._internal.fetch.sync",
     "vendor": "kernlock._internal.fetch.vendor",
     "Target": "kernlock._internal.model.target",
     "loaded": "kernlock._internal.runtime.apply",
-    "lock": "kernlock._internal.resolve.lock",
-    "LockResult": "kernlock._internal.resolve.lock",
+    "lock": "kernlock._internal.resolve.relock",
+    "LockResult": "kernlock._internal.resolve.changes",
     "verify": "kernlock._internal.check.verify",
-    "load_lockfile": "kernlock._internal.store.lockfile_io",
-    "Lockfile": "kernlock._internal.model.lockfile",
+    "load_lockfile": "kernlock._internal.lockfile.serialize",
+    "Lockfile": "kernlock._internal.lockfile.model",
     "parse_spec": "kernlock._internal.model.spec",
     "parse_target": "kernlock._internal.model.target",
-    "current_target": "kernlock._internal.model.target",
+    "current_target": "kernlock._internal.host",
     "KernlockError": "kernlock.errors",
     "UsageError": "kernlock.errors",
     "SpecError": "kernlock.errors",

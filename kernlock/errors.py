@@ -263,4 +263,4 @@ class RankMismatchError(KernlockError):
 
 
 class LockTimeoutError(KernlockError):
-    """Another kernlock process held the project lock for longer than the timeout."""
+    """Another kernlock process held the project mutex (`.kernlock.lock`) for longer than the timeout."""

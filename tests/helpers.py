@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from kernlock._internal.cli.main import main
-from kernlock._internal.model.lockfile import Lockfile
-from kernlock._internal.store.lockfile_io import load_lockfile
+from kernlock._internal.lockfile.model import Lockfile
+from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock._internal.check.signatures import TRUSTED_ROOT_ENV
 from kernlock.testing.sigstore import TestSigstore
 
@@ -140,7 +140,7 @@ def kernels_module(name: str) -> ModuleType:
     """A kernels module by its name in the package (`importer`, `layer.layer`), wherever this kernels keeps it."""
     import importlib
 
-    from kernlock._internal.compat.kernels import module_name
+    from kernlock._internal.compat.kernels_api import module_name
 
     return importlib.import_module(module_name(name))
 

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from helpers import CPU, CUDA_130, CUDA_X86, FA2, REPO_ROOT, cli, make_project
-from kernlock._internal.store.lockfile_io import load_lockfile
+from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.fixtures import rev_parse
 from kernlock.testing.hub import TestHub
 

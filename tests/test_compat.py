@@ -1,6 +1,6 @@
 """Contract tests: the kernels and Transformers internals kernlock relies on still hold.
 
-Each failure names the internal that changed (see `kernlock._internal.compat.kernels`); run
+Each failure names the internal that changed (see `kernlock._internal.compat.kernels_api`); run
 against every supported kernels line by the matrix (`noxfile.py`).
 """
 
@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 
 import kernlock
-from kernlock._internal.compat import kernels as kernels_adapter
-from kernlock._internal.compat.kernels import LINES, KernelsPin, check_internal, internals, line, line_for, target_decisions
+from kernlock._internal.compat import kernels_api as kernels_adapter
+from kernlock._internal.compat import kernels_json_lock, kernels_patch
+from kernlock._internal.compat.kernels_json_lock import KernelsPin
+from kernlock._internal.compat.kernels_api import LINES, check_internal, internals, line, line_for, target_decisions
 from kernlock._internal.compat.transformers import (
     alias_repo,
     default_version,
@@ -113,9 +115,9 @@ def test_tvm_ffi_and_macos_versions_are_target_fields() -> None:
 
 def test_kernels_json_lock_round_trips() -> None:
     pins = [KernelsPin("org/a", 2, None, "a" * 40), KernelsPin("org/b", None, "dev", "b" * 40)]
-    assert kernels_adapter.parse_kernels_lock(kernels_adapter.kernels_lock_json(pins)) == pins
+    assert kernels_json_lock.parse_kernels_lock(kernels_json_lock.kernels_lock_json(pins)) == pins
     with pytest.raises(ValueError):
-        kernels_adapter.parse_kernels_lock('version = 1\n')
+        kernels_json_lock.parse_kernels_lock('version = 1\n')
 
 
 def test_transformers_tables_read_from_source_match_the_imported_ones() -> None:
@@ -146,7 +148,7 @@ def test_local_kernels_parsing_matches_kernels() -> None:
 
 def test_every_patched_kernels_module_is_under_contract() -> None:
     covered = {internal.module for internal in internals()}
-    assert set(kernels_adapter.patch_points()) <= covered, set(kernels_adapter.patch_points()) - covered
+    assert set(kernels_patch.patch_points()) <= covered, set(kernels_patch.patch_points()) - covered
 
 
 def test_the_transformers_names_the_default_kernelize_patch_wraps_exist() -> None:

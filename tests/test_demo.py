@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from helpers import REPO_ROOT
-from kernlock._internal.store.lockfile_io import load_lockfile
+from kernlock._internal.lockfile.serialize import load_lockfile
 
 
 def test_the_demo_trains_on_the_locked_kernel_and_keeps_its_project(tmp_path: Path) -> None:

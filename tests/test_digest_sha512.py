@@ -10,9 +10,9 @@ from pathlib import Path
 
 from helpers import CPU, cli, make_project
 
-from kernlock._internal.compat.kernels import variant_metadata
-from kernlock._internal.model.lockfile import LockedFile
-from kernlock._internal.store.lockfile_io import load_lockfile
+from kernlock._internal.compat.kernels_api import variant_metadata
+from kernlock._internal.lockfile.model import LockedFile
+from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock._internal.store.metadata import cached_digest_problem, digest_problem
 from kernlock.testing.hub import TestHub
 from scripts.harness import load_identities, python

@@ -16,6 +16,7 @@ import pytest
 import kernels
 import kernlock
 from helpers import ACTIVATION, UNIVERSAL, LockedProjectFactory, clear_loaded_kernels
+from kernlock._internal.fetch import download
 from kernlock._internal.store import hub_cache as cache
 from kernlock.errors import LocalKernelError, UnlockedKernelError
 from kernlock._internal.runtime.apply import release
@@ -106,7 +107,7 @@ def test_kernelize_refuses_an_unlocked_layer_repository(locked) -> None:
 def _local_copy(lock, entry, tmp_path: Path) -> Path:
     """A local build of the locked kernel, as a kernel developer has it (`<dir>/build/<variant>`)."""
     variant = entry.variant_for(lock.targets[0])
-    source = cache.ensure_variant(entry, variant)
+    source = download.ensure_variant(entry, variant)
     local = tmp_path / "local-activation"
     shutil.copytree(source, local / "build" / variant.name)
     return local

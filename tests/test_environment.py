@@ -7,8 +7,9 @@ import sys
 
 import pytest
 
-from kernlock._internal.compat.kernels import kernels_target
-from kernlock._internal.model.target import current_target, parse_target
+from kernlock._internal.compat.kernels_api import kernels_target
+from kernlock._internal.model.target import parse_target
+from kernlock._internal.host import current_target
 from kernlock.errors import TargetError
 
 
@@ -39,6 +40,6 @@ def test_cheap_detection_agrees_with_kernels_detection() -> None:
 
 
 def test_cheap_detection_does_not_import_torch() -> None:
-    code = "import sys; from kernlock._internal.model.target import current_target; current_target(); print('torch' in sys.modules)"
+    code = "import sys; from kernlock._internal.host import current_target; current_target(); print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"

@@ -20,13 +20,13 @@ import kernlock
 import kernlock._internal.cli.options
 from helpers import CPU, CUDA_X86, cli, make_project, patch_hub_client
 from kernlock._internal.store import hub_cache as cache
-from kernlock._internal.model.target import current_target
+from kernlock._internal.host import current_target
 from kernlock.errors import (
     ConfigError, HubError, IntegrityError, LocalKernelError, LockfileError, LockfileNotFoundError, MissingFilesError,
     NoVariantError, ResolutionError, StaleLockError, TargetError, TrustError, UnlockedKernelError, UnsafeLockfileError,
     UsageError,
 )
-from kernlock._internal.store.lockfile_io import load_lockfile
+from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock._internal.runtime.apply import release
 from kernlock.testing.fixtures import rev_parse, rewrite_branch
 from kernlock.testing.hub import TestHub

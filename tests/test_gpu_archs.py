@@ -16,7 +16,7 @@ import pytest
 import kernels
 import kernlock
 from helpers import CPU, LockedProjectFactory, clear_loaded_kernels, cli, kernels_module, make_project
-from kernlock._internal.compat.kernels import arch_covers
+from kernlock._internal.compat.kernels_api import arch_covers
 from kernlock.errors import GpuArchError
 from kernlock._internal.runtime.apply import release
 from kernlock.testing.fixtures import rev_parse
@@ -128,7 +128,7 @@ def test_verify_of_gpu_archs_is_offline_and_imports_no_torch(hub: TestHub, tmp_p
 def test_arch_covers_is_kernels_arch_validator(archs: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
-    from kernlock._internal.compat.kernels import variant_metadata
+    from kernlock._internal.compat.kernels_api import variant_metadata
 
     metadata = variant_metadata(json.dumps({
         "id": "_x_1", "name": "x-kernel", "version": 1, "license": "MIT", "python-depends": [],

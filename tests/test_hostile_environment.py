@@ -55,7 +55,7 @@ def test_a_lock_path_naming_a_device_is_refused_without_reading_it(tmp_path: Pat
 
 
 def test_a_lock_file_larger_than_any_lock_is_refused_unread(tmp_path: Path, monkeypatch) -> None:
-    from kernlock._internal.store.lock_bytes import LOCK_SIZE_LIMIT
+    from kernlock._internal.lockfile.read_bytes import LOCK_SIZE_LIMIT
 
     project = make_project(tmp_path / "p")
     with (project / "kernels.lock").open("wb") as sparse:
@@ -84,8 +84,8 @@ def test_a_deeply_nested_json_shaped_lock_is_one_line_and_exit_2(tmp_path: Path,
 needs_second_user = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
                                        reason="needs root and setpriv to act as two members of a group")
 ALICE, BOB, TEAM = 61011, 61012, 61010  # two members of the project's group (setpriv needs no passwd entry)
-HOLD = ("import sys, time; from pathlib import Path; from kernlock._internal.store.mutex import ProjectLock\n"
-        "with ProjectLock(Path('.')):\n    print('held', flush=True); sys.stdin.read()\n")
+HOLD = ("import sys, time; from pathlib import Path; from kernlock._internal.store.mutex import ProjectMutex\n"
+        "with ProjectMutex(Path('.')):\n    print('held', flush=True); sys.stdin.read()\n")
 
 
 @pytest.fixture
@@ -139,7 +139,7 @@ def test_another_members_held_project_lock_is_waited_on_and_its_pid_never_offere
         assert not (project / "kernels.lock").exists()
     finally:
         bob.communicate("", timeout=60)
-    code = "from pathlib import Path; from kernlock._internal.store.mutex import ProjectLock\nwith ProjectLock(Path('.')): print('locked')"
+    code = "from pathlib import Path; from kernlock._internal.store.mutex import ProjectMutex\nwith ProjectMutex(Path('.')): print('locked')"
     assert _python(ALICE, project, code).stdout == "locked\n"  # released: Alice takes it
 
 
@@ -149,9 +149,9 @@ def test_another_members_unreadable_project_lock_file_is_waited_on_not_skipped(t
     left.write_text("4242\n")  # left by Bob, private to him (as kernlock made it before)
     os.chown(left, BOB, TEAM)
     left.chmod(0o600)
-    code = ("from pathlib import Path; from kernlock._internal.store.mutex import ProjectLock\n"
+    code = ("from pathlib import Path; from kernlock._internal.store.mutex import ProjectMutex\n"
             "from kernlock.errors import KernlockError\n"
-            "try:\n    with ProjectLock(Path('.'), timeout=1): print('locked')\n"
+            "try:\n    with ProjectMutex(Path('.'), timeout=1): print('locked')\n"
             "except KernlockError as error: print(error)")
     refused = _python(ALICE, team_project, code).stdout.strip()
     assert refused.startswith(f"{left} belongs to another user (uid {BOB}) and cannot be opened"), refused
@@ -215,7 +215,8 @@ def test_a_lock_linked_within_the_project_is_still_written_through(locked_projec
 
 def test_a_held_download_lock_ends_sync_and_a_cold_apply_by_the_hub_deadline(
         locked_project: LockedProjectFactory, monkeypatch) -> None:
-    from kernlock._internal.store.hub_cache import _file_lock_name, hub_cache_dir, repo_folder
+    from kernlock._internal.store.hub_cache import hub_cache_dir, repo_folder
+    from kernlock._internal.fetch.download import _file_lock_name
 
     project, lock = locked_project([f"{ACTIVATION}@v1"], [CPU])
     [kernel] = lock.kernels
@@ -377,7 +378,7 @@ def test_a_lock_that_cannot_be_written_leaves_pyproject_as_it_was(locked_project
                                                                   monkeypatch) -> None:
     import errno
 
-    import kernlock._internal.store.atomic as atomic
+    import kernlock._internal.fs.atomic as atomic
 
     project = locked_project([f"{ACTIVATION}@v1"], [CPU]).path
     before = {name: (project / name).read_bytes() for name in ("pyproject.toml", "kernels.lock")}

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from helpers import ACTIVATION, FA2, cli, patch_hub_client
-from kernlock._internal.store.lockfile_io import load_lockfile
+from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.fixtures import advance_branch
 from kernlock.testing.hub import TestHub
 from scripts.harness import ok, python, run

@@ -21,7 +21,7 @@ import kernels
 import kernlock
 from helpers import ACTIVATION, CPU, RELU, LockedProjectFactory, clear_loaded_kernels, cli, kernels_module, make_project
 from kernlock._internal.resolve import resolver
-from kernlock._internal.compat.kernels import line, module_name
+from kernlock._internal.compat.kernels_api import line, module_name
 from kernlock.errors import IntegrityError
 from kernlock._internal.runtime.apply import release
 from kernlock.testing.fixtures import git, push_commit

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from helpers import CPU, CUDA_X86, PROVENANCE, cli, make_project
 
-from kernlock._internal.model.target import installed_version
+from kernlock._internal.host import installed_version
 from kernlock.testing.hub import TestHub
 
 CUTLASS = "kernels-community/cutlass-dep"

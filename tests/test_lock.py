@@ -14,8 +14,9 @@ from helpers import ARM, CPU, CUDA_130, CUDA_X86, FA2, cli, make_project
 from packaging.version import Version
 
 from kernlock._internal.compat.transformers import default_version
-from kernlock._internal.model.target import installed_version, parse_target
-from kernlock._internal.store.lockfile_io import load_lockfile
+from kernlock._internal.model.target import parse_target
+from kernlock._internal.host import installed_version
+from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.fixtures import advance_branch, rev_parse
 from kernlock.testing.hub import TestHub
 
@@ -258,7 +259,7 @@ def test_lock_agrees_with_what_kernels_loads(hub: TestHub, tmp_path: Path) -> No
     project = make_project(tmp_path / "p", kernels=list(specs))
     assert cli("lock", cwd=project).exit_code == 0
     lock = lock_of(project)
-    target = str(importlib.import_module("kernlock._internal.compat.kernels").kernels_target())
+    target = str(importlib.import_module("kernlock._internal.compat.kernels_api").kernels_target())
     for spec, kwargs in specs.items():
         module = kernels.get_kernel(lock.kernel(spec).repo, **kwargs)
         assert module.KERNEL_IDENTITY["variant"] == lock.kernel(spec).variant_for(target).name

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from helpers import cli, make_project, patch_hub_client
-from kernlock._internal.store.lockfile_io import load_lockfile
+from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.fixtures import build_fixture_repos, default_fixtures_dir
 from kernlock.testing.hub import TestHub
 

@@ -11,7 +11,7 @@ import pytest
 import kernlock
 from helpers import CPU, FA2, UNTRUSTED, LockedProjectFactory, cli
 from kernlock.errors import LockfileError
-from kernlock._internal.store.lockfile_io import load_lockfile
+from kernlock._internal.lockfile.serialize import load_lockfile
 
 
 def remote_problems(project: Path) -> list[str]:

@@ -9,8 +9,8 @@ import pytest
 
 from kernlock._internal.model.target import parse_target
 from kernlock.errors import LockfileError, LockfileVersionError, WriteError
-from kernlock._internal.model.lockfile import LockedFile, LockedKernel, Lockfile, LockedVariant
-from kernlock._internal.store.lockfile_io import dumps_lockfile, load_lockfile, parse_lockfile, write_lockfile
+from kernlock._internal.lockfile.model import LockedFile, LockedKernel, Lockfile, LockedVariant
+from kernlock._internal.lockfile.serialize import dumps_lockfile, load_lockfile, parse_lockfile, write_lockfile
 
 SHA = "a" * 40
 CPU = parse_target("torch2.13-cxx11-cpu-x86_64-linux")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from helpers import CPU, CUDA_130, FA2, cli, make_project
-from kernlock._internal.store.lockfile_io import load_lockfile
+from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.hub import TestHub
 from scripts import tiny
 from scripts.harness import python

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from helpers import CPU, CUDA_X86, FA2, LockedProjectFactory, cli
 from kernlock._internal.store.hub_cache import hub_cache_dir, variant_dir
-from kernlock._internal.store.lockfile_io import load_lockfile
+from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.hub import TestHub
 
 KERNELS = [f"{FA2}@v2", "kernels-community/with-dep@v1"]

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 import kernlock
-from kernlock._internal.store import lockfile_io as lockfile_toml
-from kernlock._internal.store import parse_cache
+from kernlock._internal.lockfile import serialize as lockfile_toml
+from kernlock._internal.lockfile import parse_cache
 from kernlock._internal.model.target import parse_target
 from kernlock.errors import LockfileError
-from kernlock._internal.model.lockfile import LockedFile, LockedKernel, Lockfile, LockedVariant
-from kernlock._internal.store.lockfile_io import load_lockfile, write_lockfile
+from kernlock._internal.lockfile.model import LockedFile, LockedKernel, Lockfile, LockedVariant
+from kernlock._internal.lockfile.serialize import load_lockfile, write_lockfile
 
 
 def big_lock(kernels: int = 30, variants: int = 6) -> Lockfile:

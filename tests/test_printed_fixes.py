@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from helpers import CPU, FA2, LockedProjectFactory, run_kernlock
-from kernlock._internal.model.lockfile import LockedKernel
-from kernlock._internal.store.lockfile_io import load_lockfile
+from kernlock._internal.lockfile.model import LockedKernel
+from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.hub import TestHub
 
 TRAIN = "import kernlock\nkernlock.apply()\n"

@@ -15,9 +15,9 @@ import kernels
 import kernlock
 from helpers import FA2, LockedProjectFactory, cli, clear_loaded_kernels
 from kernlock._internal.store import hub_cache as cache
-from kernlock._internal.store import private
+from kernlock._internal.fs import private
 from kernlock.errors import IntegrityError
-from kernlock._internal.store.lockfile_io import load_lockfile, write_lockfile
+from kernlock._internal.lockfile.serialize import load_lockfile, write_lockfile
 from kernlock._internal.runtime.apply import release
 from test_parse_cache import big_lock
 

@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 from helpers import CPU, CUDA_X86, REPO_ROOT, cli, make_project
 
-from kernlock._internal.compat.kernels import line, system_parameters
+from kernlock._internal.compat.kernels_api import line, system_parameters
 from kernlock.errors import TargetError
 from kernlock._internal.hub.variants import choose_variant
-from kernlock._internal.model.target import current_target, parse_target, running_python
-from kernlock._internal.store.lockfile_io import dumps_lockfile, load_lockfile, parse_lockfile
+from kernlock._internal.model.target import parse_target
+from kernlock._internal.host import current_target, interpreter, running_python
+from kernlock._internal.lockfile.serialize import dumps_lockfile, load_lockfile, parse_lockfile
 from kernlock.testing.fixtures import git
 from kernlock.testing.hub import TestHub
 from scripts.harness import load_identities
@@ -37,7 +38,7 @@ def test_target_python_part_parses_prints_and_sorts() -> None:
     assert (free.python, free.free_threaded, str(free)) == ("3.15", True, f"{CPU}-cp315t")
     assert str(parse_target("torch2.9-metal-aarch64-darwin-macos15.4-cp310")) == "torch2.9-metal-aarch64-darwin-macos15.4-cp310"
     plain = parse_target(CPU)  # old target strings read as before: no Python part, the running interpreter's
-    assert (str(plain), plain.python, plain.interpreter) == (CPU, None, running_python())
+    assert (str(plain), plain.python, interpreter(plain)) == (CPU, None, running_python())
     assert current_target().python is None
     assert sorted({parse_target(f"{CPU}-cp313"), plain, parse_target(f"{CPU}-cp311")}) == [
         plain, parse_target(f"{CPU}-cp311"), parse_target(f"{CPU}-cp313")]

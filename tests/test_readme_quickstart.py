@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from helpers import REPO_ROOT, markdown_blocks
-from kernlock._internal.store.lockfile_io import load_lockfile
+from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.fixtures import advance_branch
 from kernlock.testing.hub import TestHub
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from helpers import CPU, FA2, cli, make_project
-from kernlock._internal.store.lockfile_io import load_lockfile
+from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.fixtures import rev_parse
 from kernlock.testing.hub import TestHub
 from scripts.harness import load_identities

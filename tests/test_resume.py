@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from helpers import FA2, LockedProjectFactory
-from kernlock._internal.store.partial import validator_path
-from kernlock._internal.model.lockfile import LockedFile, LockedKernel, LockedVariant
-from kernlock._internal.store.hub_cache import download_variant, hub_cache_dir, repo_folder, sha256_file, variant_dir
+from kernlock._internal.fetch.partial import validator_path
+from kernlock._internal.lockfile.model import LockedFile, LockedKernel, LockedVariant
+from kernlock._internal.store.hub_cache import hub_cache_dir, repo_folder, sha256_file, variant_dir
+from kernlock._internal.fetch.download import download_variant
 from kernlock.testing.hub import TestHub
 
 FA2_V4 = f"{FA2}@v4"  # pinned: the same build with or without Transformers' default table (the matrix's kernels-only cells)
@@ -146,6 +147,7 @@ def test_a_sync_hashes_a_downloaded_file_once_and_a_changed_one_again(
     """The bytes are hashed as they arrive; the check after `sync` trusts that hash only for the very file that was
     verified (same inode, size, mtime, ctime), so a big variant is read once, and a file swapped in between is not."""
     import kernlock._internal.store.hub_cache as cache
+    from kernlock._internal.fetch import download
     from kernlock.errors import IntegrityError
     from kernlock._internal.fetch.sync import sync_variant
 
@@ -159,7 +161,7 @@ def test_a_sync_hashes_a_downloaded_file_once_and_a_changed_one_again(
     assert report.downloaded == [] and len(hashed) == len(variant.files)
 
     hashed.clear()
-    real_download = cache.download_variant
+    real_download = download.download_variant
 
     def download_then_swap(*args: object, **kwargs: object) -> dict:
         keys = real_download(*args, **kwargs)  # type: ignore[arg-type]
@@ -171,7 +173,7 @@ def test_a_sync_hashes_a_downloaded_file_once_and_a_changed_one_again(
         return keys
 
     monkeypatch.setattr("kernlock._internal.fetch.sync.download_variant", download_then_swap)
-    cache.discard(kernel, variant.name, list(variant.files), hub_cache_dir())
+    download.discard(kernel, variant.name, list(variant.files), hub_cache_dir())
     with pytest.raises(IntegrityError, match="does not match kernels.lock"):
         sync_variant(kernel, variant, hub_cache_dir(), repair=False)
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from helpers import CPU, FA2, LockedProjectFactory, cli, make_project
 from kernlock.errors import LockfileError
-from kernlock._internal.store.lockfile_io import dumps_lockfile, load_lockfile, parse_lockfile
+from kernlock._internal.lockfile.serialize import dumps_lockfile, load_lockfile, parse_lockfile
 from kernlock.testing.fixtures import push_commit, rev_parse
 from kernlock.testing.hub import TestHub
 

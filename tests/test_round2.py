@@ -48,7 +48,7 @@ def test_backend_argument_binds_to_the_locked_target_or_is_refused(
     assert advance_branch(hub.repo_path(ACTIVATION), "v1") != entry.commit
     monkeypatch.setattr(kernels_module("backends"), "_backend", lambda: CUDA(version=Version("13.0")))  # a CUDA 13.0 machine
     kernlock.apply(project / "kernels.lock", target=CU130)
-    bound = (entry.commit, entry.variant_for(kernlock._internal.runtime.apply._STATE.target).name)
+    bound = (entry.commit, entry.variant_for(kernlock._internal.runtime.state.binding().target).name)
     for backend in (None, "cuda", "cu130"):  # kernels' family name and the variant's own spelling
         clear_loaded_kernels()
         identity = kernels.get_kernel(ACTIVATION, version=1, backend=backend).KERNEL_IDENTITY

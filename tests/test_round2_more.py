@@ -13,8 +13,8 @@ import pytest
 
 import kernlock._internal.fetch.vendor
 from helpers import CPU, LockedProjectFactory, cli, make_project, run_kernlock
-from kernlock._internal.store.lockfile_io import load_lockfile
-from kernlock._internal.store.mutex import PROJECT_LOCK_NAME
+from kernlock._internal.lockfile.serialize import load_lockfile
+from kernlock._internal.store.mutex import PROJECT_MUTEX_NAME
 from kernlock.testing.hub import TestHub
 
 ACTIVATION = "kernels-community/activation@v1"
@@ -38,7 +38,7 @@ def test_concurrent_locks_with_different_state_dirs_keep_both(hub: TestHub, tmp_
     assert {k.spec for k in load_lockfile(project / "kernels.lock").kernels} == {ACTIVATION, TAGGED}
     assert f'"{ACTIVATION}"' in (project / "pyproject.toml").read_text()
     assert f'"{TAGGED}"' in (project / "pyproject.toml").read_text()
-    assert not (project / PROJECT_LOCK_NAME).exists()  # the project's lock file is removed on release
+    assert not (project / PROJECT_MUTEX_NAME).exists()  # the project's lock file is removed on release
 
 
 def test_concurrent_vendor_into_one_directory_waits_instead_of_failing(
@@ -69,7 +69,7 @@ def test_concurrent_vendor_into_one_directory_waits_instead_of_failing(
     thread.join(timeout=60)
     assert "error" not in other, other.get("error")
     assert first.variants == other["report"].variants == 1  # type: ignore[attr-defined]
-    assert not (out / kernlock._internal.fetch.vendor.VENDOR_LOCK_NAME).exists()
+    assert not (out / kernlock._internal.fetch.vendor.VENDOR_MUTEX_NAME).exists()
     assert not [p.name for p in out.iterdir() if p.name.startswith((".staging-", ".damaged-"))]
     monkeypatch.setattr(os, "replace", real_replace)
     verified = cli("vendor", str(out), cwd=project)  # the directory matches the lock
@@ -99,7 +99,7 @@ def test_a_read_only_project_still_works_for_readers(locked_project: LockedProje
                                  capture_output=True, text=True, timeout=120)
             assert ran.returncode == 0, (args, ran.stdout, ran.stderr)
         assert elsewhere.is_file()
-        assert not (project / PROJECT_LOCK_NAME).exists()
+        assert not (project / PROJECT_MUTEX_NAME).exists()
     finally:
         project.chmod(0o755)
 
@@ -110,7 +110,7 @@ def test_a_read_only_project_still_works_for_readers(locked_project: LockedProje
 @pytest.fixture
 def fresh_private(private_kernlock_cache: Path):
     """The private cache directory, with no directory opened by this process yet."""
-    from kernlock._internal.store import private
+    from kernlock._internal.fs import private
 
     def forget() -> None:
         for fd, _ in private._opened.values():
@@ -249,14 +249,14 @@ def test_a_lock_file_left_by_a_killed_lock_is_taken_over_and_removed(hub: TestHu
     over (the kernel dropped the dead holder's lock) and removes it, as the README says."""
     project = make_project(tmp_path / "p", targets=[CPU])
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from pathlib import Path; from kernlock._internal.store.mutex import ProjectLock\n"
-         "with ProjectLock(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(600)", str(project)],
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; from kernlock._internal.store.mutex import ProjectMutex\n"
+         "with ProjectMutex(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(600)", str(project)],
         stdout=subprocess.PIPE, text=True, env={**os.environ, "KERNLOCK_STATE_DIR": str(tmp_path / "state")})
     assert holder.stdout is not None and holder.stdout.readline() == "held\n"
     holder.kill()
     holder.wait()
-    assert (project / PROJECT_LOCK_NAME).exists()  # the leftover
+    assert (project / PROJECT_MUTEX_NAME).exists()  # the leftover
     done = run_kernlock("lock", ACTIVATION, cwd=project, env={"KERNLOCK_LOCK_TIMEOUT": "5"})
     assert done.returncode == 0, done.stderr
     assert [k.spec for k in load_lockfile(project / "kernels.lock").kernels] == [ACTIVATION]
-    assert not (project / PROJECT_LOCK_NAME).exists()
+    assert not (project / PROJECT_MUTEX_NAME).exists()

@@ -69,10 +69,10 @@ def test_a_refusal_inside_trl_sft_is_one_line_first_naming_the_lenient_rerun(
 
 CHILD = (
     "import subprocess\n"
-    "code = 'import kernels, kernlock._internal.runtime.apply as p; print(p.active_lock() is not None, p._STATE.strict)'\n"
+    "code = 'import kernels, kernlock._internal.runtime.apply as p; print(p.active_lock() is not None, p.state.binding().strict)'\n"
     "child = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True)\n"
     "import kernels, kernlock._internal.runtime.apply as p\n"
-    "tiny.result(here=[p.active_lock() is not None, p._STATE.strict], child=child.stdout.split())\n"
+    "tiny.result(here=[p.active_lock() is not None, p.state.binding().strict], child=child.stdout.split())\n"
 )
 
 

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 from helpers import CPU, FA2, REPO_ROOT, cli
-from kernlock._internal.model.record import variant_content
-from kernlock._internal.store.lockfile_io import load_lockfile
+from kernlock._internal.lockfile.record import variant_content
+from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.fixtures import advance_branch
 from kernlock.testing.hub import TestHub
 from scripts.harness import python

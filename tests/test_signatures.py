@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from helpers import CPU, CUDA_X86, RELU, cli, make_project
-from kernlock._internal.model.lockfile import Signature
-from kernlock._internal.store.lockfile_io import load_lockfile
+from kernlock._internal.lockfile.model import Signature
+from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock._internal.check.signatures import production_trusted_root, verify_bundle
 from kernlock.testing.fixtures import move_branch, push_commit, rev_parse
 from kernlock.testing.hub import TestHub
@@ -218,7 +218,7 @@ def test_a_project_entry_overrides_kernels_default(hub: TestHub, tmp_path: Path)
 def test_the_readme_policy_snippet_and_default_signers_are_true(tmp_path: Path) -> None:
     """The `[tool.kernlock]` signature snippet of docs/how-to/signatures.md loads as written, and the kernels-community workflows it
     names are kernels' default policy for the installed kernels."""
-    from kernlock._internal.compat.kernels import default_signers
+    from kernlock._internal.compat.kernels_api import default_signers
     from kernlock._internal.project.config import load_project
     from kernlock._internal.project.signers import project_policy
 

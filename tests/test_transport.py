@@ -17,7 +17,8 @@ import pytest
 from huggingface_hub import HfApi, hf_hub_download
 
 from helpers import CPU, FA2, LockedProjectFactory, cli, make_project
-from kernlock._internal.store.hub_cache import discard, hub_cache_dir, repo_folder, variant_dir
+from kernlock._internal.store.hub_cache import hub_cache_dir, repo_folder, variant_dir
+from kernlock._internal.fetch.download import discard
 from kernlock.testing.hub import TestHub
 
 SO = "flash_attn2/_ops.so"
@@ -148,7 +149,7 @@ def test_a_second_user_reads_a_cache_root_filled(hub: TestHub, locked_project: L
         shutil.copy(project / "kernels.lock", shared / "kernels.lock")
         (shared / "kernels.lock").chmod(0o644)
         script = (
-            "import sys; from kernlock._internal.store.hub_cache import ensure_variant; from kernlock._internal.store.lockfile_io import load_lockfile\n"
+            "import sys; from kernlock._internal.fetch.download import ensure_variant; from kernlock._internal.lockfile.serialize import load_lockfile\n"
             "k = load_lockfile(sys.argv[1]).kernels[0]; root = ensure_variant(k, k.variant_for(sys.argv[2]), offline=True)\n"
             "print(sum(len(p.read_bytes()) for p in root.rglob('*') if p.is_file()))"
         )

@@ -12,7 +12,7 @@ import pytest
 
 from helpers import ARM, CPU, CUDA_130, CUDA_X86, FA2, LockedProjectFactory, cli
 from kernlock._internal.check.verify import verify
-from kernlock._internal.store.lockfile_io import load_lockfile
+from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.fixtures import advance_branch
 from kernlock.testing.hub import TestHub
 
@@ -181,7 +181,8 @@ def test_coverage_names_a_kernel_missing_a_variant(locked_project: LockedProject
 
 
 def test_cache_check(locked_project: LockedProjectFactory) -> None:
-    from kernlock._internal.store.hub_cache import ensure_variant, variant_dir
+    from kernlock._internal.store.hub_cache import variant_dir
+    from kernlock._internal.fetch.download import ensure_variant
 
     project = locked_project([ACT], [CPU]).path
     result = cli("verify", "--cache", cwd=project)
@@ -206,7 +207,7 @@ def test_cache_check(locked_project: LockedProjectFactory) -> None:
 
 def test_cache_check_reports_every_problem_of_a_variant(locked_project: LockedProjectFactory) -> None:
     """A tampered file, a missing one and a planted one in one variant: three problems, each with a fix that works."""
-    from kernlock._internal.store.hub_cache import ensure_variant
+    from kernlock._internal.fetch.download import ensure_variant
 
     project = locked_project([ACT], [CPU]).path
     kernel = load_lockfile(project / "kernels.lock").kernel(ACT)

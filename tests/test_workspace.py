@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from helpers import CPU, UNTRUSTED, LockedProjectFactory, cli, make_project, run_kernlock
-from kernlock._internal.store.lockfile_io import load_lockfile
+from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.fixtures import advance_branch
 from kernlock.testing.hub import TestHub
 
@@ -58,8 +58,8 @@ def test_concurrent_locks_adding_different_kernels_keep_both(hub: TestHub, tmp_p
 def test_a_held_project_lock_times_out_naming_the_holder(hub: TestHub, tmp_path: Path) -> None:
     project = make_project(tmp_path / "p", kernels=[ACTIVATION], targets=[CPU])
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from pathlib import Path; from kernlock._internal.store.mutex import ProjectLock\n"
-         "with ProjectLock(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(60)", str(project)],
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; from kernlock._internal.store.mutex import ProjectMutex\n"
+         "with ProjectMutex(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(60)", str(project)],
         stdout=subprocess.PIPE, text=True,
     )
     try:
@@ -180,20 +180,20 @@ def test_a_lock_in_a_world_writable_directory_is_refused(locked_project: LockedP
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv")
 def test_another_users_lock_state_neither_blocks_nor_breaks_kernlock(shared_dir: Path) -> None:
-    from kernlock._internal.store.mutex import ProjectLock
+    from kernlock._internal.store.mutex import ProjectMutex
 
     shared_state = shared_dir / "state"
     shared_state.mkdir(mode=0o700)
     os.chown(shared_state, NOBODY, NOBODY)
     env = {**os.environ, "KERNLOCK_STATE_DIR": str(shared_state)}
-    code = "from pathlib import Path; from kernlock._internal.store.mutex import ProjectLock\nwith ProjectLock(Path('.')): print('locked')"
+    code = "from pathlib import Path; from kernlock._internal.store.mutex import ProjectMutex\nwith ProjectMutex(Path('.')): print('locked')"
     line = one_line_error(subprocess.run([sys.executable, "-m", "kernlock", "lock"], cwd=shared_dir, env=env,
                                          capture_output=True, text=True))
     assert f"state directory {shared_state} is owned by uid {NOBODY}" in line and "KERNLOCK_STATE_DIR" in line
     home = shared_dir / "home"
     home.mkdir()
     os.chown(home, NOBODY, NOBODY)
-    with ProjectLock(shared_dir, timeout=0):  # root holds the project lock in its own state dir
+    with ProjectMutex(shared_dir, timeout=0):  # root holds the project lock in its own state dir
         other = subprocess.run(
             ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", sys.executable, "-c", code],
             cwd=shared_dir, capture_output=True, text=True, timeout=60,

@@ -13,7 +13,7 @@ import pytest
 import kernels
 import kernlock
 from helpers import CPU, LockedProjectFactory, clear_loaded_kernels, cli
-from kernlock._internal.compat.kernels import line
+from kernlock._internal.compat.kernels_api import line
 from kernlock.errors import IntegrityError
 from kernlock._internal.runtime.apply import release
 from kernlock.testing.hub import TestHub

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kernlock._internal.model.lockfile import LockedKernel, Lockfile
+from kernlock._internal.lockfile.model import LockedKernel, Lockfile
 from kernlock.testing.hub import TestHub
 
 SCRIPTS = Path(__file__).resolve().parent

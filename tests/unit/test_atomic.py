@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kernlock._internal.store.atomic import atomic_write
+from kernlock._internal.fs.atomic import atomic_write
 from kernlock.errors import WriteError
 
 

@@ -4,7 +4,7 @@ The layers are the packages of `kernlock._internal` (issue 35: a private inside)
 `testing` and `__main__` beside the facade at the top.
 
 Counted as the cycle test counts them: every import, also inside functions. The ranks are the
-README's "Architecture" table; `resolve` and `runtime` never import each other, and `check`
+architecture page's table (docs/explanation/architecture.md); `resolve` and `runtime` never import each other, and `check`
 never imports `resolve`, `fetch` or `runtime` (ranks keep it so).
 """
 
@@ -18,8 +18,11 @@ pytestmark = pytest.mark.unit
 
 RANKS: dict[str, float] = {  # lower first; a package may import its own modules and any package of a lower rank
     "errors": 0, "settings": 0.5,  # settings raises errors' UsageError
+    "fs": 0.7,  # atomic writes, TOML, the private per-user directory
     "model": 1,
+    "host": 1.5,  # the running machine: detects a Target (model), used by compat
     "compat": 2,
+    "lockfile": 2.5,  # the lock file: its model, reading/writing, parse cache, kernels' JSON (uses compat)
     "hub": 3,
     "store": 4,
     "project": 5,
@@ -64,11 +67,11 @@ def test_no_package_imports_upward() -> None:
 
 def test_the_rule_finds_an_upward_import() -> None:
     graph = {"kernlock._internal.check.verify": {"kernlock._internal.runtime.apply"},
-             "kernlock._internal.runtime.apply": {"kernlock._internal.resolve.lock"},
+             "kernlock._internal.runtime.apply": {"kernlock._internal.resolve.relock"},
              "kernlock._internal.model.spec": {"kernlock.errors"}}
     assert violations(graph) == [
         "kernlock._internal.check.verify imports kernlock._internal.runtime.apply (check may not import runtime)",
-        "kernlock._internal.runtime.apply imports kernlock._internal.resolve.lock (runtime may not import resolve)",
+        "kernlock._internal.runtime.apply imports kernlock._internal.resolve.relock (runtime may not import resolve)",
     ]
 
 
@@ -99,3 +102,12 @@ def test_the_package_top_is_the_facade_and_a_private_inside() -> None:
     public = [name for name in public if name.endswith(".py") or (PACKAGE / name / "__init__.py").exists()]
     assert public == ["__init__.py", "__main__.py", "errors.py", "testing"]
     assert len(public) <= 6
+
+
+def test_every_module_is_at_most_450_lines() -> None:
+    """Issue 35: a module over 450 lines is split by concept."""
+    from test_import_cycles import PACKAGE
+
+    long = {str(path.relative_to(PACKAGE.parent)): n for path in PACKAGE.rglob("*.py")
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > 450}
+    assert long == {}

@@ -1,10 +1,10 @@
-"""Why a re-lock changed an entry (`kernlock._internal.resolve.lock.lock_changes`), for the reasons the Hub fixtures cannot stage."""
+"""Why a re-lock changed an entry (`kernlock._internal.resolve.changes.lock_changes`), for the reasons the Hub fixtures cannot stage."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from kernlock._internal.model.lockfile import LockedKernel, Lockfile, Override
+from kernlock._internal.lockfile.model import LockedKernel, Lockfile, Override
 
 BARE = LockedKernel(spec="org/fa", repo="org/fa", version=3, ref="v3", commit="a" * 40,
                     resolution="default of transformers 5.19.0 on torch 2.13", trust="allowlist")
@@ -13,7 +13,7 @@ PINNED = replace(BARE, override=Override(when="backend=cu128", use="v2", reason=
 
 
 def changes(old: tuple[LockedKernel, ...], new: tuple[LockedKernel, ...]) -> list[tuple[str | None, str]]:
-    from kernlock._internal.resolve.lock import lock_changes
+    from kernlock._internal.resolve.changes import lock_changes
 
     before, after = (Lockfile(targets=(), inputs=("org/fa",), kernels=k) for k in (old, new))
     return [(change.override, change.reason) for change in lock_changes(before, after)]

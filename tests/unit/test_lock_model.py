@@ -11,7 +11,7 @@ import pytest
 from kernlock._internal.model.target import Target, parse_target
 from kernlock._internal.settings import UPGRADE_FIX
 from kernlock.errors import LockfileError, LockfileVersionError
-from kernlock._internal.model.lockfile import (
+from kernlock._internal.lockfile.model import (
     SIGNATURE_FILE,
     LOCK_VERSION,
     LockedFile,
@@ -127,6 +127,19 @@ def test_a_nested_class_reports_paths_relative_to_itself() -> None:
     with pytest.raises(LockfileError) as raised:
         LockedVariant.from_dict({"name": "v", "targets": [], "files": [{"path": "/etc/passwd", "sha256": "1" * 64, "size": 1}]})
     assert raised.value.key_path == ("files", 0, "path") and raised.value.source is None
+
+
+@pytest.mark.parametrize("path", ["a//b", "a/", "/a", "../a", "a/../b", "a\\b", "a\x00b", ""])
+def test_the_lock_refuses_a_file_path_the_resolver_refuses(path: str) -> None:
+    """One rule (`is_safe_relpath`) for a file path in the lock and in the Hub's listing of a commit."""
+    from kernlock._internal.hub.client import TreeFile
+    from kernlock._internal.hub.variants import group_variants
+    from kernlock.errors import ResolutionError
+
+    with pytest.raises(LockfileError, match="is not a safe relative path"):
+        LockedFile.from_dict({"path": path, "sha256": "1" * 64, "size": 1})
+    with pytest.raises(ResolutionError, match="unsafe file path"):
+        group_variants("a/b", "c" * 40, [TreeFile(path=f"build/v/{path}", size=1, blob_id="b" * 40, lfs_sha256=None)])
 
 
 def test_a_newer_minor_is_read_without_its_unknown_keys(caplog: pytest.LogCaptureFixture) -> None:

@@ -33,14 +33,12 @@ def test_a_hostile_record_is_a_rank_mismatch(payload: bytes) -> None:
 
 
 def test_a_bad_timeout_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
-    from kernlock._internal.runtime.state import STATE
+    from kernlock._internal.runtime import state
 
     lock = tmp_path / "kernels.lock"
     lock.write_text("")
     monkeypatch.setenv(TIMEOUT_ENV, "5m")
-    monkeypatch.setattr(STATE, "lock", type("L", (), {"kernels": []})())
-    monkeypatch.setattr(STATE, "path", lock)
-    monkeypatch.setattr(STATE, "target", "torch-cpu")
+    monkeypatch.setattr(state, "_binding", state.Binding(lock=type("L", (), {"kernels": []})(), path=lock, target="torch-cpu"))
     monkeypatch.setenv("KERNLOCK_ALLOW_MIXED_VARIANTS", "0")
     with pytest.raises(UsageError, match=rf"^\${TIMEOUT_ENV}='5m' is not a number of seconds above 0; fix: "):
         check_ranks(store=None, rank=0, world_size=2)

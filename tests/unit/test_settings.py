@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kernlock._internal import settings
-from kernlock._internal.store import private
+from kernlock._internal.fs import private
 from kernlock.errors import UsageError
 from kernlock._internal.project.local_kernels import allowed
 from kernlock._internal.project.strict import strict_from_env

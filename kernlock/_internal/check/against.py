@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from kernlock._internal.check.report import CheckResult, plural
-from kernlock._internal.model.lockfile import Lockfile
-from kernlock._internal.model.record import RECORD_FILENAME, variant_content
+from kernlock._internal.lockfile.model import Lockfile
+from kernlock._internal.lockfile.record import RECORD_FILENAME, variant_content
 from kernlock._internal.model.target import parse_target
 
 

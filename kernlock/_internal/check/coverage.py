@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from kernlock._internal.model.target import Target
 from kernlock.errors import NoVariantError
-from kernlock._internal.model.lockfile import LOCK_FILENAME, LockedKernel, Lockfile
+from kernlock._internal.lockfile.model import LOCK_FILENAME, LockedKernel, Lockfile
 
 if TYPE_CHECKING:  # apply() imports this module; only verify builds reports
     from kernlock._internal.check.report import CheckResult
@@ -24,7 +24,8 @@ def simulated_target_note() -> str | None:
     """When `$KERNLOCK_TARGET` stands in for a machine it is not (a forged or stale value), the line that says so:
     the lock's builds for that target load here, and this machine may not run them. None when unset or it matches."""
     from kernlock.errors import TargetError
-    from kernlock._internal.model.target import current_target, parse_target
+    from kernlock._internal.model.target import parse_target
+    from kernlock._internal.host import current_target
     from kernlock._internal.settings import TARGET_ENV, text
 
     simulated = text(TARGET_ENV)
@@ -42,10 +43,9 @@ def simulated_target_note() -> str | None:
 
 def builds(variant_names: Iterable[str], target: Target) -> bool:
     """Whether kernels would load one of `variant_names` on `target`."""
-    from kernlock._internal.compat.kernels import target_decisions
+    from kernlock._internal.compat.kernels_api import preferred, target_decisions
 
-    decisions = target_decisions(variant_names, target)
-    return bool(decisions and decisions[0].accepted)
+    return preferred(target_decisions(variant_names, target)) is not None
 
 
 def buildable(kernel: LockedKernel, target: Target) -> bool:

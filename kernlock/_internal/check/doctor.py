@@ -29,9 +29,10 @@ from typing import NamedTuple
 
 from kernlock import __version__
 from kernlock._internal.compat.transformers import installed_transformers, kernels_window
-from kernlock._internal.model.target import Target, installed_version
+from kernlock._internal.model.target import Target
+from kernlock._internal.host import installed_version
 from kernlock.errors import CompatibilityError
-from kernlock._internal.model.lockfile import LockedKernel, LockedVariant, Lockfile
+from kernlock._internal.lockfile.model import LockedKernel, LockedVariant, Lockfile
 from kernlock._internal.settings import TRUE
 
 
@@ -144,7 +145,7 @@ def _dependency_imports(name: str, backend: str) -> list[tuple[str, str]] | None
     spec = importlib.util.find_spec("kernels")
     if spec is None or not spec.submodule_search_locations:
         return None
-    from kernlock._internal.compat.kernels import kernels_python_depends
+    from kernlock._internal.compat.kernels_api import kernels_python_depends
 
     try:
         data = kernels_python_depends(Path(next(iter(spec.submodule_search_locations))))

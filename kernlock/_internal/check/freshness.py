@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from kernlock._internal.model.target import Target, parse_target
 from kernlock.errors import StaleLockError, TargetError, TrustError, UsageError
-from kernlock._internal.model.lockfile import Lockfile
-from kernlock._internal.model.target_pins import is_target_pin
+from kernlock._internal.lockfile.model import Lockfile
+from kernlock._internal.lockfile.target_pins import is_target_pin
 from kernlock._internal.project.config import (
     Project,
     expand_aliases,

@@ -2,7 +2,7 @@
 
 kernels' `ArchValidator` refuses, at the first load, a build whose `backend.archs` do not cover the
 device (an A100 against a 9.0-only build). The lock records each variant's archs (`archs`), so this is
-decided offline, with kernels' own matching (`compat.kernels.arch_covers`):
+decided offline, with kernels' own matching (`compat.kernels_api.arch_covers`):
 
 * `verify` (`check_gpu_archs`): against the architectures the project declares for its targets
   (`[tool.kernlock] gpu-archs`, `kernlock._internal.project.gpu_archs`), before any GPU time;
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kernlock._internal.model.lockfile import LockedKernel, LockedVariant, Lockfile, format_version
+from kernlock._internal.lockfile.model import LockedKernel, LockedVariant, Lockfile, format_version
 from kernlock._internal.model.target import Target
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ def unsupported_problem(kernel: LockedKernel, variant: LockedVariant, archs: tup
 def check_gpu_archs(lock: Lockfile, targets: list[Target], declarations: tuple[tuple[str, tuple[Any, ...]], ...],
                     result: CheckResult) -> None:
     """Every locked build of every locked (and checked) GPU target supports each architecture declared for it."""
-    from kernlock._internal.compat.kernels import arch_covers, gpu_family
+    from kernlock._internal.compat.kernels_api import arch_covers, gpu_family
     from kernlock._internal.project.gpu_archs import declared_archs
 
     checked = 0

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernlock._internal.model.lockfile import SIGNATURE_FILE, LockedKernel, Lockfile
+from kernlock._internal.lockfile.model import SIGNATURE_FILE, LockedKernel, Lockfile
 from kernlock._internal.check.report import CheckResult, plural
 from kernlock._internal.model.spec import version_of_branch
 

@@ -48,10 +48,11 @@ from kernlock._internal.check.against import check_against
 from kernlock._internal.check.advisories import check_advisories
 from kernlock._internal.check.coverage import check_coverage
 from kernlock._internal.check.gpu_archs import check_gpu_archs
-from kernlock._internal.model.target import Target, current_target
+from kernlock._internal.model.target import Target
+from kernlock._internal.host import current_target
 from kernlock.errors import LockfileError, LockfileNotFoundError, TargetError
 from kernlock._internal.check.freshness import check_fresh
-from kernlock._internal.model.lockfile import Lockfile
+from kernlock._internal.lockfile.model import Lockfile
 from kernlock._internal.check.remote import check_remote
 from kernlock._internal.check.report import CheckResult, VerifyReport, plural
 from kernlock._internal.project.signers import SigningPolicy, project_policy
@@ -161,7 +162,7 @@ def check_signatures(lock: Lockfile, targets: list[Target], result: CheckResult,
 
     from kernlock._internal.store import hub_cache as cache
     from kernlock.errors import SignatureError
-    from kernlock._internal.model.lockfile import SIGNATURE_FILE
+    from kernlock._internal.lockfile.model import SIGNATURE_FILE
     from kernlock._internal.check.signatures import recheck, trusted_root_path
 
     root, trusted_root, verified = cache.hub_cache_dir(), None, 0

@@ -95,7 +95,7 @@ def _meta_model(name: str, root: Path) -> Any:
 @contextlib.contextmanager
 def _recording(mapping: dict[str, Any], asked: list[Any]) -> Iterator[None]:
     """Every repository in `mapping` notes its load in `asked` and raises `FileNotFoundError` (kernels falls back)."""
-    from kernlock._internal.compat.kernels import kernels_module
+    from kernlock._internal.compat.kernels_api import kernels_module
 
     repos_module = kernels_module("layer.repos")
     classes = {type(repo) for repo in _repositories(mapping)}
@@ -137,7 +137,7 @@ def discover(name: str, devices: Iterable[str], root: Path) -> ModelKernels:
     from kernels import KernelizeFallback, Mode, kernelize, use_kernel_mapping
     from transformers.integrations.hub_kernels import get_kernel_mapping_transformers
 
-    from kernlock._internal.compat.kernels import kernels_module
+    from kernlock._internal.compat.kernels_api import kernels_module
 
     model = _meta_model(name, root)
     mapping = get_kernel_mapping_transformers()

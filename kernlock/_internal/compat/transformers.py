@@ -5,7 +5,7 @@ version per kernel repo, the `flash_attention_N` fallbacks, the accepted
 `kernels` window). Importing Transformers takes seconds, so this module reads
 these tables from its source for any target; a table it cannot evaluate falls
 back to importing Transformers. It is the one place kernlock reads Transformers'
-internals (as `kernlock._internal.compat.kernels` is for kernels'); the names it relies on
+internals (as `kernlock._internal.compat.kernels_api` is for kernels'); the names it relies on
 are the `TRANSFORMERS_*` constants below, and the contract tests
 (`tests/test_compat.py`) compare what it reads with the imported values.
 """
@@ -19,7 +19,8 @@ import importlib.util
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from kernlock._internal.model.target import Target, installed_version
+from kernlock._internal.model.target import Target
+from kernlock._internal.host import installed_version
 
 # Transformers' tables, read from its source (importing Transformers takes seconds).
 TRANSFORMERS_TABLES = {

@@ -1,4 +1,5 @@
-"""The locked files onto this machine: `sync` and `vendor`.
+"""The locked files onto this machine: `sync` and `vendor`, and the download engine they share (`download`, with
+`partial`: resumable private downloads), whose `ensure_variant` the runtime uses too.
 
 Imports check and below.
 """

@@ -17,13 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernlock._internal.store.hub_cache import (
-    check_variant, discard, download_variant, extra_files, hub_cache_dir, local_write_problem, missing_files,
-    remove_extra_files, unlisted_files_error, variant_dir,
+    check_variant, extra_files, hub_cache_dir, missing_files, remove_extra_files, unlisted_files_error, variant_dir,
 )
+from kernlock._internal.fetch.download import discard, download_variant
 from kernlock._internal.check.coverage import uncovered_problem
 from kernlock._internal.model.target import Target
-from kernlock.errors import IntegrityError, KernlockError, MissingFilesError, NoVariantError, UsageError
-from kernlock._internal.model.lockfile import LockedKernel, LockedVariant, Lockfile
+from kernlock.errors import (
+    IntegrityError, KernlockError, MissingFilesError, NoVariantError, UsageError, local_write_problem,
+)
+from kernlock._internal.lockfile.model import LockedKernel, LockedVariant, Lockfile
 from kernlock._internal.project.workspace import open_workspace
 
 
@@ -143,6 +145,13 @@ def sync(
 
         require_fresh(workspace, lock)
     pairs = selected_variants(lock, workspace.chosen_targets(lock, targets, all_targets))
+    return sync_variants(path, pairs, repair=repair, progress=progress)
+
+
+def sync_variants(path: Path, pairs: list[tuple[LockedKernel, LockedVariant]], *, repair: bool = False,
+                  progress: Callable[[int, int], None] | None = None) -> SyncReport:
+    """The core of `sync()` (and of `vendor()`): download and verify `pairs` (from `selected_variants`) of the lock at
+    `path` into the Hub cache."""
     if not pairs:
         raise UsageError(f"{path} locks no kernels", fix="run `kernlock lock` first")
     cache = hub_cache_dir()

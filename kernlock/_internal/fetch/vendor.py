@@ -11,7 +11,7 @@ DIR`): `kernlock.apply()` then reads the lock and every kernel from DIR, with
 no Hub and no Hub cache.
 
 Two `kernlock vendor` runs into one directory wait for each other: the copy and
-check of the variants and the write of the lock happen under a lock file in DIR
+check of the variants and the write of the lock happen under a mutex file in DIR
 (`.kernlock-vendor.lock`, removed on release; `$KERNLOCK_LOCK_TIMEOUT`).
 """
 
@@ -27,13 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernlock._internal import settings
-from kernlock._internal.store.atomic import atomic_write, current_umask
-from kernlock._internal.store.mutex import DEFAULT_TIMEOUT, DirectoryLock
+from kernlock._internal.fs.atomic import atomic_write, current_umask
+from kernlock._internal.store.mutex import DEFAULT_TIMEOUT, DirectoryMutex
 from kernlock._internal.store.hub_cache import VENDOR_MARKER, check_variant, repair_vendor_command, variant_dir, vendored_variant_dir
 from kernlock.errors import IntegrityError, MissingFilesError, UsageError, WriteError
-from kernlock._internal.model.lockfile import LOCK_FILENAME, LockedKernel, LockedVariant, Lockfile
-from kernlock._internal.project.workspace import Workspace, open_workspace
-from kernlock._internal.fetch.sync import selected_variants, sync
+from kernlock._internal.lockfile.model import LOCK_FILENAME, LockedKernel, LockedVariant
+from kernlock._internal.project.workspace import open_workspace
+from kernlock._internal.fetch.sync import selected_variants, sync_variants
 
 
 @dataclass(frozen=True)
@@ -77,15 +77,16 @@ def vendor(
         raise UsageError(f"cannot create the vendor directory {out} ({error.strerror}{where}); nothing was written",
                          fix="vendor into a directory you can write (`kernlock vendor DIR`), or have its owner "
                              f"create it for you (`mkdir -p {shlex.quote(str(out))}`)") from None
-    sync(project_dir, targets=targets, all_targets=use_all, lockfile=path)
+    pairs = selected_variants(lock, workspace.chosen_targets(lock, targets, use_all))
+    sync_variants(path, pairs)  # into the Hub cache, verified: the copies below come from there
     from kernlock._internal.store.hub_cache import hub_cache_dir
 
     cache = hub_cache_dir()
     timeout = settings.seconds(settings.LOCK_TIMEOUT_ENV, DEFAULT_TIMEOUT, zero=True)
-    mutex = DirectoryLock(out, timeout, name=VENDOR_LOCK_NAME, what=f"writing the vendor directory {out}", optional=False)
+    mutex = DirectoryMutex(out, timeout, name=VENDOR_MUTEX_NAME, what=f"writing the vendor directory {out}", optional=False)
     mutex.acquire(time.monotonic() + timeout)
     try:
-        return _vendor_into(out, workspace, path, lock, targets, use_all, cache, repair)
+        return _vendor_into(out, path, pairs, cache, repair)
     except OSError as error:  # a variant directory inside that is not writable, a full disk
         from kernlock.errors import local_write_problem
 
@@ -97,13 +98,12 @@ def vendor(
         mutex.release()
 
 
-VENDOR_LOCK_NAME = ".kernlock-vendor.lock"  # held while a vendor run writes the directory
+VENDOR_MUTEX_NAME = ".kernlock-vendor.lock"  # held while a vendor run writes the directory
 
 
-def _vendor_into(out: Path, workspace: Workspace, path: Path, lock: Lockfile, targets: tuple[str, ...],
-                 use_all: bool, cache: Path, repair: bool) -> VendorReport:
+def _vendor_into(out: Path, path: Path, pairs: list[tuple[LockedKernel, LockedVariant]], cache: Path,
+                 repair: bool) -> VendorReport:
     files = size = repaired = 0
-    pairs = selected_variants(lock, workspace.chosen_targets(lock, targets, use_all))
     for kernel, variant in pairs:
         final = vendored_variant_dir(kernel, variant.name, out)
         if final.exists():

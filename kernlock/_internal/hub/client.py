@@ -23,7 +23,7 @@ from kernlock._internal.hub.transport import CHECK_ENDPOINT, Stop, Transport, do
 
 
 class Partial(Protocol):
-    """What a download writes into: an open private file and its recorded validator (`kernlock._internal.store.partial`)."""
+    """What a download writes into: an open private file and its recorded validator (`kernlock._internal.fetch.partial`)."""
 
     fd: int
     path: Path
@@ -280,7 +280,7 @@ class Hub:
                     deadline: float) -> tuple[int, str]:
         """Stream `remote` into the open `partial`, at most `size` bytes, by `deadline`; return the bytes resumed and
         the sha256 of the whole file, hashed as the bytes are written (a kept prefix is read once, from the same
-        descriptor: `partial` is a private file only this user can write, `kernlock._internal.store.partial`).
+        descriptor: `partial` is a private file only this user can write, `kernlock._internal.fetch.partial`).
 
         Bytes already in the file are kept and continued with `Range: bytes=N-` and
         `If-Range: <validator>` when the server's validator (its `ETag`) is the one recorded

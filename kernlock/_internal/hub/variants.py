@@ -1,6 +1,6 @@
 """A commit's build variants: grouped from its file listing, and the one kernels would load on a target.
 
-The choice is kernels' own parsing and ranking (`kernlock._internal.compat.kernels.target_decisions`),
+The choice is kernels' own parsing and ranking (`kernlock._internal.compat.kernels_api.target_decisions`),
 evaluated for any target rather than the running machine; used at lock time and by
 `kernlock explain`.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from kernlock._internal.model.ids import is_variant_name
-from kernlock._internal.compat.kernels import target_decisions
+from kernlock._internal.model.ids import is_safe_relpath, is_variant_name
+from kernlock._internal.compat.kernels_api import preferred, target_decisions
 from kernlock._internal.model.target import Target
 from kernlock.errors import ResolutionError
 from kernlock._internal.hub.client import TreeFile
@@ -23,7 +23,7 @@ _IGNORED = re.compile(r"(^|/)__pycache__/|\.pyc$")
 def choose_variant(variant_names: Iterable[str], target: Target) -> tuple[str | None, list[str]]:
     """The variant kernels would load on `target`, and one line per variant with kernels' reason."""
     decisions = target_decisions(variant_names, target)
-    chosen = decisions[0].variant if decisions and decisions[0].accepted else None
+    chosen = preferred(decisions)
     lines = []
     for decision in decisions:
         if decision.accepted:
@@ -70,10 +70,7 @@ def group_variants(repo: str, commit: str, files: list[TreeFile]) -> dict[str, l
     for entry in files:
         path = entry.path
         parts = path.split("/")
-        if (
-            "\x00" in path or "\\" in path or path.startswith("/") or ".." in parts or "" in parts
-            or len(parts) < 3 or parts[0] != "build"
-        ):
+        if not is_safe_relpath(path) or len(parts) < 3 or parts[0] != "build":
             raise ResolutionError(f"{repo}@{commit[:12]}: the Hub listed an unsafe file path {path!r}; refusing to lock it",
                                   fix=f"lock another revision ({repo}@<revision>), or report the repo to its publisher")
         variant = parts[1]

@@ -1,4 +1,5 @@
-"""The lock's model: specs, targets, the lock and its dict form, overrides, identifier rules.
+"""The lock's vocabulary: specs, targets, overrides, identifier rules. The lock file itself is
+`kernlock._internal.lockfile`.
 
 Pure: imports only `kernlock.errors` and itself.
 """

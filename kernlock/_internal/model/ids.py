@@ -1,4 +1,4 @@
-"""The identifier rules every layer shares: commit SHAs, file hashes, build variant names. Pure; imports nothing.
+"""The identifier rules every layer shares: commit SHAs, file hashes, build variant names, relative file paths. Pure; imports nothing.
 
 One place so the lock never accepts a name the resolver refuses (they had drifted apart).
 """
@@ -20,6 +20,13 @@ def is_git_sha(text: str) -> bool:
 def is_sha256(text: str) -> bool:
     """A 64-character lower-case hex SHA-256."""
     return bool(_SHA256_RE.fullmatch(text))
+
+
+def is_safe_relpath(path: str) -> bool:
+    """A relative file path kernlock accepts (in the lock, from the Hub's listing): `/`-separated, not empty, no
+    empty, `..` or absolute part (`a//b`, `a/`, `/a`, `../a` are refused), no backslash, no NUL."""
+    parts = path.split("/")
+    return bool(path) and "\x00" not in path and "\\" not in path and ".." not in parts and "" not in parts
 
 
 def is_variant_name(text: str) -> bool:

@@ -25,7 +25,7 @@ def is_url(source: str) -> bool:
 
 def load_advisories(root: Path, sources: tuple[str, ...]) -> tuple[Advisory, ...]:
     """Every advisory of every source, in order; an unreadable or invalid source is an error naming it."""
-    from kernlock._internal.store import tomlio
+    from kernlock._internal.fs import tomlio
 
     advisories: list[Advisory] = []
     for source in sources:

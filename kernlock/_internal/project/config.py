@@ -31,10 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernlock._internal.store import tomlio
-from kernlock._internal.model.target import Target, current_target, parse_target
+from kernlock._internal.fs import tomlio
+from kernlock._internal.model.target import Target, parse_target
+from kernlock._internal.host import current_target
 from kernlock.errors import ConfigError, TargetError, UsageError
-from kernlock._internal.model.lockfile import LOCK_FILENAME
+from kernlock._internal.lockfile.model import LOCK_FILENAME
 
 if TYPE_CHECKING:
     from kernlock._internal.model.spec import KernelSpec

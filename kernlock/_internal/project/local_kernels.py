@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernlock._internal.compat.kernels import local_kernel_overrides
+from kernlock._internal.compat.kernels_api import local_kernel_overrides
 from kernlock.errors import KernlockError
 from kernlock._internal.settings import ALLOW_LOCAL_ENV, LOCAL_KERNELS_ENV, flag, text
 from kernlock._internal.project.strict import lenient_hint

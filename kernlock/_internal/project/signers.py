@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from kernlock.errors import SignatureError
-from kernlock._internal.model.lockfile import SIGNATURE_FILE, Signature
+from kernlock._internal.lockfile.model import SIGNATURE_FILE, Signature
 
 if TYPE_CHECKING:
     from kernlock._internal.project.config import Project
@@ -65,7 +65,7 @@ class SigningPolicy:
             pattern, uris = max(matches, key=lambda m: (m[0] == repo, len(m[0])))
             return Allowed(uris, f"[tool.kernlock.signers] {json.dumps(pattern)}")
         if fnmatch.fnmatchcase(repo, DEFAULT_REPOS):
-            from kernlock._internal.compat.kernels import default_signers
+            from kernlock._internal.compat.kernels_api import default_signers
 
             uris = tuple(uri for _, signers in default_signers() for uri in signers)
             return Allowed(uris, f"kernels' default policy for {DEFAULT_REPOS}")

@@ -5,7 +5,7 @@ path here. The lock path is, in order: the explicit argument (`--lockfile`,
 `apply(lockfile=...)`), `$KERNLOCK_LOCKFILE`, then the project's `[tool.kernlock]
 lockfile` (default `kernels.lock`), which must lie inside the project. With
 `$KERNLOCK_VENDOR_DIR` (readers only), the project's lock still wins and the
-vendor directory's own lock must agree with it; without a project lock, the
+vendor directory's own lock must agree with it; without a project lock file, the
 vendor directory's lock is used as a discovered one.
 
 A lock that was *discovered* rather than named is checked like git's
@@ -24,7 +24,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernlock._internal.model.target import Target, current_target, parse_target
+from kernlock._internal.model.target import Target, parse_target
+from kernlock._internal.host import current_target
 from kernlock.errors import (
     ConfigError,
     LockfileError,
@@ -34,9 +35,9 @@ from kernlock.errors import (
     TargetError,
     UnsafeLockfileError,
 )
-from kernlock._internal.model.lockfile import LOCK_FILENAME, LOCK_VERSION, Lockfile
-from kernlock._internal.store.lock_bytes import directory_error, not_regular_error
-from kernlock._internal.store.lockfile_io import load_lockfile
+from kernlock._internal.lockfile.model import LOCK_FILENAME, LOCK_VERSION, Lockfile
+from kernlock._internal.lockfile.read_bytes import directory_error, not_regular_error
+from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock._internal.project.config import Project, find_project_root, load_project, refuse_shared_new_project, unsafe_reason
 from kernlock._internal import settings
 from kernlock._internal.settings import LOCKFILE_ENV, TARGET_ENV, UPGRADE_FIX, VENDOR_ENV, text
@@ -165,7 +166,7 @@ def vendored_lockfile(vendor: Path, project_lock: Path | None) -> Path:
 
     The vendor directory's lock must hold every entry of the project's lock unchanged
     (commits, variants, hashes); a disagreement is an error naming both. Without a
-    project lock, the vendor directory's lock counts as discovered (owner and
+    project lock file, the vendor directory's lock counts as discovered (owner and
     permission rules apply).
     """
     theirs = vendor / LOCK_FILENAME
@@ -191,7 +192,7 @@ def vendored_lockfile(vendor: Path, project_lock: Path | None) -> Path:
 
 
 def _refuse_shared_vendor_lock(vendor: Path, lock: Path) -> None:
-    """A vendor lock that is the authority (no project lock) is trusted only when no one else can change it.
+    """A vendor lock that is the authority (no project lock file) is trusted only when no one else can change it.
 
     Ownership is not integrity: in a group-writable (setgid, umask 002) vendor directory another member can
     rewrite the lock in place, files and hashes together, and it keeps its owner's uid.
@@ -224,13 +225,13 @@ def open_workspace(project_dir: str | os.PathLike[str] = ".", lockfile: str | os
 @contextmanager
 def exclusive_workspace(project_dir: str | os.PathLike[str] = ".",
                         lockfile: str | os.PathLike[str] | None = None) -> Iterator[Workspace]:
-    """The workspace, read and held under the per-project cross-process lock (for writers); never a new project in
+    """The workspace, read and held under the per-project cross-process mutex (for writers); never a new project in
     a directory every user can write (`refuse_shared_new_project`)."""
-    from kernlock._internal.store.mutex import ProjectLock
+    from kernlock._internal.store.mutex import ProjectMutex
 
     root = find_project_root(Path(project_dir))
     refuse_shared_new_project(root)
-    with ProjectLock(root):
+    with ProjectMutex(root):
         yield open_workspace(project_dir, lockfile, readers=False)
 
 

@@ -10,7 +10,7 @@ target whose build is advised goes, in this order of preference, to
 
 and otherwise the lock fails, naming the advisory. Where every target of the entry goes to
 the same commit of its own branch, the whole entry moves; else each advised target becomes
-a per-target pin (`kernlock._internal.model.target_pins`) and the others keep the entry's commit.
+a per-target pin (`kernlock._internal.lockfile.target_pins`) and the others keep the entry's commit.
 Each step is said in a warning line and in the change line's reason.
 """
 
@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 from kernlock.errors import ResolutionError
 from kernlock._internal.hub.variants import choose_variant, group_variants
 from kernlock._internal.model.advisories import Advisory, first_advisory
-from kernlock._internal.model.lockfile import LockedKernel
+from kernlock._internal.lockfile.model import LockedKernel
 from kernlock._internal.model.spec import version_of_branch
 from kernlock._internal.model.target import Target
-from kernlock._internal.model.target_pins import is_target_pin, target_pin
+from kernlock._internal.lockfile.target_pins import is_target_pin, target_pin
 from kernlock._internal.resolve.jobs import Job
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ tip back to C for commits that have one:
   (the same paths with the same git blob or LFS sha256) and is still kernels' choice for
   the targets it serves: the whole entry moves to C', and nothing that ran before changes;
 * failing that, the newest commit with a build for the new target: that target alone is
-  pinned there (`kernlock._internal.model.target_pins`) and the other targets keep C.
+  pinned there (`kernlock._internal.lockfile.target_pins`) and the other targets keep C.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from kernlock._internal.hub.client import Hub, TreeFile
 from kernlock._internal.hub.variants import choose_variant, group_variants
-from kernlock._internal.model.lockfile import LockedKernel
+from kernlock._internal.lockfile.model import LockedKernel
 from kernlock._internal.model.target import Target
 
 MAX_HISTORY = 200  # newer commits of one branch looked at: a version branch gains a few per Torch release

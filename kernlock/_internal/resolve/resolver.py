@@ -10,53 +10,35 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
-from kernlock._internal.compat.kernels import warm_variant_ranking
+from kernlock._internal.compat.kernels_api import warm_variant_ranking
 from kernlock._internal.compat.transformers import default_version
 from kernlock._internal.model.ids import is_git_sha
 from kernlock._internal.model.target import Target
-from kernlock.errors import NoVariantError, ResolutionError, SignatureError, TrustError
-from kernlock._internal.store.kernels_lock import MIGRATED
+from kernlock._internal.host import interpreter
+from kernlock.errors import NoVariantError, ResolutionError, TrustError
+from kernlock._internal.lockfile.kernels_json import MIGRATED
 from kernlock._internal.hub.client import Hub, Ref, TreeFile
-from kernlock._internal.model.lockfile import (
+from kernlock._internal.lockfile.model import (
     SIGNATURE_FILE,
     LockedFile,
     LockedKernel,
     LockedVariant,
     Lockfile,
-    Signature,
     format_for,
 )
 from kernlock._internal.store.metadata import digest_mismatches, read_variant_metadata
-from kernlock._internal.model.overrides import OverrideRule
-from kernlock._internal.model.advisories import Advisory
-from kernlock._internal.project.signers import SigningPolicy
 from kernlock._internal.model.spec import KernelSpec, looks_like_sha, version_of_branch
-from kernlock._internal.model.target_pins import is_target_pin, pinned_target, target_pin
+from kernlock._internal.lockfile.target_pins import is_target_pin, pinned_target, target_pin
+from kernlock._internal.resolve.dependencies import dep_spec, refuse_dependency_cycles
 from kernlock._internal.resolve.jobs import Job, plan_jobs
+from kernlock._internal.resolve.options import ResolveOptions, resolving_context
+from kernlock._internal.resolve.signing import check_signed_digest, signature_expected, variant_signature
+from kernlock._internal.resolve.no_variant import no_variant_problem
+from kernlock._internal.resolve.small_files import SmallFiles
 from kernlock._internal.hub.variants import choose_variant, group_variants, python_choices
-
-
-
-@dataclass(frozen=True)
-class ResolveOptions:
-    """What to lock beyond the specs themselves."""
-
-    targets: tuple[Target, ...]
-    all_variants: bool = False
-    trust_allowlist: frozenset[str] = frozenset()
-    upgrade_all: bool = False
-    upgrade: frozenset[str] = frozenset()  # repos to re-resolve
-    resolving_target: Target | None = None  # whose Transformers defaults apply to bare specs
-    overrides: tuple[OverrideRule, ...] = ()
-    signing: SigningPolicy = SigningPolicy()
-    advisories: tuple[Advisory, ...] = ()  # known-bad builds: never locked where another build will do
-
-    def upgrading(self, repo: str) -> bool:
-        """Whether an existing pin of `repo` must be re-resolved."""
-        return self.upgrade_all or repo in self.upgrade
 
 
 class Resolver:
@@ -73,8 +55,7 @@ class Resolver:
         self.reasons: dict[tuple[str, str], str] = {}  # entry identity -> why its commit changed, where `lock_changes` cannot tell
         self._histories: dict[tuple[str, str], list[str]] = {}
         self._files = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kernlock-file")
-        self._blobs: dict[str, tuple[tuple[str, str], Future[bytes]]] = {}  # git blob id -> (repo, path), its bytes
-        self._blobs_lock = threading.Lock()
+        self._blobs = SmallFiles(hub, self._files)
 
     # ---------------------------------------------------------------- public
 
@@ -125,17 +106,17 @@ class Resolver:
                             merged.dependency_of.add(kernel.spec)
                 pending = list(follow.values())
         kernels = tuple(resolved[identity] for identity in sorted(resolved))
-        _refuse_dependency_cycles(kernels)
+        refuse_dependency_cycles(kernels)
         return Lockfile(
             version=format_for(kernels),
             targets=tuple(sorted(set(self.options.targets), key=str)),
             inputs=inputs,
             kernels=kernels,
-            resolved_with=_resolving_context(self.options.resolving_target),
+            resolved_with=resolving_context(self.options.resolving_target),
         )
 
     def _carry_target_pins(self, jobs: dict[tuple[str, str], Job]) -> None:
-        """Keep the previous lock's per-target pins (`kernlock._internal.model.target_pins`) of specs not being upgraded:
+        """Keep the previous lock's per-target pins (`kernlock._internal.lockfile.target_pins`) of specs not being upgraded:
         their targets become jobs of their own, which `_previous` matches."""
         if self.previous is None:
             return
@@ -203,7 +184,7 @@ class Resolver:
             )
             for kernel, owner in made
         ]
-        deps = list({d: _dep_spec(d) for kernel in kernels for d in kernel.depends}.values())
+        deps = list({d: dep_spec(d) for kernel in kernels for d in kernel.depends}.values())
         return kernels, deps
 
     def _extend_previous(self, previous: LockedKernel, job: Job) -> list[tuple[LockedKernel, Job]]:
@@ -385,7 +366,7 @@ class Resolver:
         for target in job.targets:
             variant, reasons = choose_variant(names, target)
             if variant is None:
-                problem, fix = self._no_variant(spec_key, repo, commit, target, reasons, refs)
+                problem, fix = no_variant_problem(self.hub, spec_key, repo, commit, target, reasons, refs)
                 raise NoVariantError(problem, fix=fix)
             chosen.setdefault(variant, set()).add(target)
             if target.python is None:
@@ -396,17 +377,18 @@ class Resolver:
         for name in chosen:  # every chosen variant's small files at once: one round of requests, not one per variant
             for entry in grouped[name]:
                 if entry.lfs_sha256 is None:
-                    self._blob(repo, commit, entry)
+                    self._blobs.request(repo, commit, entry)
         variants = []
         depends: set[str] = set()
-        expected = self._signature_expected(repo, commit, grouped)
+        expected = signature_expected(repo, commit, grouped, self.previous)
         for name in sorted(chosen):
             files, raw, bundle, contents = self._hash_variant(repo, commit, name, grouped[name])
-            signature = self._signature(repo, name, files, raw, bundle, expected)  # before parsing the metadata, as kernels does
+            signature = variant_signature(self.options.signing, repo, name, files, raw, bundle,  # before parsing the
+                                          expected)  # metadata, as kernels does
             metadata = read_variant_metadata(repo, name, raw)
             digest = metadata.digest_algorithm
             if signature is not None:
-                _check_signed_digest(repo, name, metadata.digest, files, metadata.digest_algorithm, contents.get)
+                check_signed_digest(repo, name, metadata.digest, files, metadata.digest_algorithm, contents.get)
             elif metadata.digest is not None:
                 mismatched = digest_mismatches(metadata.digest, files, metadata.digest_algorithm or "sha256", contents.get)
                 if mismatched:  # kernels 0.18+ refuses to load such a variant
@@ -432,168 +414,21 @@ class Resolver:
         """A target without a Python part locks this interpreter's build: say so where another Python gets another."""
         choices = python_choices(names, target)
         if len(set(choices.values())) > 1:
-            python = target.interpreter[0]
+            python = interpreter(target)[0]
             self.warnings.append(
                 f"{spec_key}: on {target} kernels loads a build that depends on the Python version; locked {variant} "
                 f"for this interpreter (Python {python}); name the Python in the target for the others, "
                 f"e.g. {target}-cp{python.replace('.', '')}")
-
-    def _signature_expected(self, repo: str, commit: str, grouped: dict[str, list[TreeFile]]) -> str | None:
-        """Why a signature is expected of every build of `repo` at `commit`, or None: another build of the commit is
-        signed, or the lock being replaced records a signed build of the repo (an unsigned one now is a downgrade)."""
-        signed = sorted(name for name, files in grouped.items()
-                        if any(f.path == f"build/{name}/{SIGNATURE_FILE}" for f in files))
-        if signed:
-            return f"{signed[0]} of the same commit {commit[:12]} is signed"
-        if self.previous is not None:
-            for entry in self.previous.kernels:
-                if entry.repo == repo and any(v.signature is not None for v in entry.variants):
-                    return f"the lock being replaced records signed builds of {repo} ({entry.commit[:12]})"
-        return None
-
-    def _signature(self, repo: str, variant: str, files: tuple[LockedFile, ...], metadata: bytes | None,
-                   bundle: bytes | None, expected: str | None = None) -> Signature | None:
-        """Verify a variant's bundle over its metadata.json (pinned trust root, no network) and check its signer."""
-        signing = self.options.signing
-        if not any(f.path == SIGNATURE_FILE for f in files):
-            signing.check(repo, variant, None, expected=expected)
-            return None
-        if metadata is None or bundle is None:
-            raise SignatureError(f"{repo} {variant}: ships {SIGNATURE_FILE} but {'metadata.json' if metadata is None else 'it'} "
-                                 "is not a small git file kernlock can read; it cannot be verified",
-                                 fix=f"lock another revision ({repo}@<revision>)")
-        from kernlock._internal.check.signatures import ANOTHER_REVISION, trusted_root_path, verify_bundle
-
-        try:
-            signature = verify_bundle(metadata, bundle, trusted_root_path(signing.trusted_root))
-        except SignatureError as error:
-            raise SignatureError(f"{repo} {variant}: {error.message}", fix=error.fix or ANOTHER_REVISION) from None
-        signing.check(repo, variant, signature)
-        return signature
 
     def _hash_variant(self, repo: str, commit: str, variant: str,
                       files: list[TreeFile]) -> tuple[tuple[LockedFile, ...], bytes | None, bytes | None, dict[str, bytes]]:
         """The variant's locked files, its metadata.json and bundle, and the bytes of its small (non-LFS) files by path."""
         prefix = f"build/{variant}/"
         small = [f for f in files if f.lfs_sha256 is None]
-        contents = {f.path: self._blob_bytes(repo, commit, f) for f in small}
+        contents = {f.path: self._blobs.read(repo, commit, f) for f in small}
         locked = []
         for entry in files:
             digest = entry.lfs_sha256 or hashlib.sha256(contents[entry.path]).hexdigest()
             locked.append(LockedFile(path=entry.path[len(prefix):], sha256=digest, size=entry.size))
         return (tuple(sorted(locked, key=lambda f: f.path)), contents.get(prefix + "metadata.json"),
                 contents.get(prefix + SIGNATURE_FILE), {path[len(prefix):]: data for path, data in contents.items()})
-
-    def _blob(self, repo: str, commit: str, entry: TreeFile) -> Future[bytes]:
-        """The bytes of a small (git, not LFS) file, fetched once per resolution by git blob id: the same blob in
-        several variants, commits or repos is one request. `Hub.fetch` checks the bytes against the blob id, so they
-        are the bytes of every file the Hub lists with that id (as an LFS file's sha256 comes from the listing)."""
-        with self._blobs_lock:
-            known = self._blobs.get(entry.blob_id)
-            if known is None:
-                future = self._files.submit(self.hub.fetch, repo, commit, entry.path, entry.blob_id, entry.size)
-                known = self._blobs[entry.blob_id] = ((repo, entry.path), future)
-            return known[1]
-
-    def _blob_bytes(self, repo: str, commit: str, entry: TreeFile) -> bytes:
-        """`_blob`'s bytes; fetched for this very file where the shared fetch, made for another file, failed (so an
-        error names this repo and file) or where the listing gives this file another size."""
-        future = self._blob(repo, commit, entry)
-        with self._blobs_lock:
-            owner = self._blobs[entry.blob_id][0]
-        try:
-            data = future.result()
-        except Exception:
-            if owner == (repo, entry.path):
-                raise
-            return self.hub.fetch(repo, commit, entry.path, entry.blob_id, entry.size)
-        if len(data) != entry.size:
-            return self.hub.fetch(repo, commit, entry.path, entry.blob_id, entry.size)
-        return data
-
-    def _no_variant(self, spec_key: str, repo: str, commit: str, target: Target, reasons: list[str],
-                    refs: list[Ref] | None) -> tuple[str, str]:
-        """The problem of a commit without a build for `target`, naming a version that has one; and its fix."""
-        hint, fix = "", "drop that target, or pin a version that has a build for it"
-        for ref in sorted(refs or [], key=lambda r: -(version_of_branch(r.name) or -1)):
-            if version_of_branch(ref.name) is None or ref.commit == commit:
-                continue
-            try:
-                names = {f.path.split("/")[1] for f in self.hub.tree(repo, ref.commit) if f.path.count("/") >= 2}
-            except ResolutionError:
-                continue
-            variant, _ = choose_variant(names, target)
-            if variant is not None:
-                hint = f"; {repo}@{ref.name} has {variant} for it"
-                fix = f"pin {repo}@{ref.name} in its spec and run `kernlock lock`, or drop that target"
-                break
-        listing = "; ".join(reasons) or "the commit has no build variants"
-        return f"{spec_key} ({commit[:12]}) has no build variant for target {target}: {listing}{hint}", fix
-
-
-def _check_signed_digest(repo: str, variant: str, digest: dict[str, str] | None, files: tuple[LockedFile, ...],
-                         algorithm: str | None = "sha256", read: Callable[[str], bytes | None] | None = None) -> None:
-    """A signed metadata.json's digest must name every other file of the variant with its hash (kernels' check)."""
-    if digest is None:
-        raise SignatureError(f"{repo} {variant}: its signed metadata.json has no digest of the variant's files, so the "
-                             "signature covers none of them", fix=f"lock another revision ({repo}@<revision>)")
-    covered = {"metadata.json", SIGNATURE_FILE, *digest}
-    wrong = [*digest_mismatches(digest, files, algorithm or "sha256", read), *(f.path for f in files if f.path not in covered)]
-    if wrong:
-        raise SignatureError(f"{repo} {variant}: the files disagree with the digest in its signed metadata.json "
-                             f"({', '.join(sorted(wrong)[:3])}{'…' if len(wrong) > 3 else ''}); the commit may mix builds "
-                             "or have been tampered with", fix=f"lock another revision ({repo}@<revision>)")
-
-
-def _refuse_dependency_cycles(kernels: tuple[LockedKernel, ...]) -> None:
-    """Refuse a lock whose `kernel-depends` reach a kernel from itself: kernels fails every load of it (cyclic dependency)."""
-    graph: dict[str, set[str]] = {}
-    commits: dict[str, str] = {}
-    for kernel in kernels:
-        graph.setdefault(kernel.repo, set()).update(_dep_spec(d).repo for d in kernel.depends)
-        commits[kernel.repo] = kernel.commit
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-
-    def visit(repo: str, path: list[str]) -> list[str] | None:
-        state[repo] = 1
-        for dep in sorted(graph.get(repo, ())):
-            if state.get(dep) == 1:
-                return [*path[path.index(dep):], dep] if dep in path else [*path, dep]
-            if dep not in state and (cycle := visit(dep, [*path, dep])) is not None:
-                return cycle
-        state[repo] = 2
-        return None
-
-    for repo in sorted(graph):
-        if repo not in state and (cycle := visit(repo, [repo])) is not None:
-            named = " -> ".join(cycle)
-            first = cycle[0]
-            raise ResolutionError(
-                f"kernel-depends form a cycle: {named} (in metadata.json at {first}@{commits[first][:12]}), "
-                f"so kernels would refuse every load of it (cyclic dependency); nothing was written",
-                fix=f"pin a revision without the cycle (`kernlock lock {first}@<commit>`) or ask the publisher to fix "
-                    f"kernel-depends",
-            )
-
-
-def _dep_spec(key: str) -> KernelSpec:
-    from kernlock._internal.model.spec import parse_spec, spec_from_version
-
-    spec = parse_spec(key)
-    number = version_of_branch(spec.revision or "")
-    return spec_from_version(spec.repo, number) if number is not None else spec
-
-
-def _resolving_context(target: Target | None) -> dict[str, str]:
-    """Versions of the tools that shaped this resolution (no timestamps, so no diff churn)."""
-    import importlib.metadata
-
-    context = {}
-    for name in ("kernlock", "kernels", "transformers"):
-        try:
-            context[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    if target is not None:
-        context["torch"] = target.torch_version
-    return context

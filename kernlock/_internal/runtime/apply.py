@@ -3,17 +3,17 @@
 Every kernels entry point (`get_kernel`, `has_kernel`, `load_kernel`,
 `get_locked_kernel`, `get_local_kernel`, layer and function repositories and
 their locked forms, `kernelize`, Transformers' `attn_implementation` and
-`use_kernels`) asks kernlock first through the hooks `compat.kernels` installs:
+`use_kernels`) asks kernlock first through the hooks `compat.kernels_api` installs:
 a locked repo resolves to the locked commit and variant in the verified cache
 with no Hub request; a local kernel follows `kernlock._internal.project.local_kernels`; anything
 else is refused (strict) or left to kernels with a warning. If kernels is not
 imported yet, the patch waits for its import (an import hook), so `apply()`
 works before or after Transformers and kernels are imported.
 
-Over 400 lines on purpose: every way a kernel load is bound, checked or refused
-under the lock (the coverage and compatibility checks, binding a request to an
-entry, the local-kernel policy, the hooks handed to kernels and the import hook)
-is in this one file, so what could load unchecked is audited in one read.
+Every way a kernel load is bound, checked or refused under the lock (the coverage
+and compatibility checks, the local-kernel policy, the hooks handed to kernels and
+the import hook) is in this file, and which entry a request binds to in `entries`,
+so what could load unchecked is audited in two reads.
 """
 
 from __future__ import annotations
@@ -32,20 +32,23 @@ from types import ModuleType
 from typing import Any
 
 from kernlock._internal.project import local_kernels
-from kernlock._internal.runtime.state import STATE as _STATE
-from kernlock._internal.compat.kernels import (
-    LockHooks,
+from kernlock._internal.runtime import state
+from kernlock._internal.runtime.state import BOOK, Binding
+from kernlock._internal.runtime.entries import find_entry
+from kernlock._internal.runtime.notices import log_to_stderr, note_once, warn_once
+from kernlock._internal.compat.kernels_api import (
     kernel_metadata,
     kernels_target,
     local_path_kernel,
     locked_kernel,
-    patch_module,
-    patch_points,
+    preferred,
     system_decisions,
     target_decisions,
 )
+from kernlock._internal.compat.kernels_patch import LockHooks, patch_module, patch_points
 from kernlock._internal.runtime.rank_hook import check_initialised, patch_c10d
-from kernlock._internal.model.target import Target, current_target, parse_target
+from kernlock._internal.model.target import Target, parse_target
+from kernlock._internal.host import current_target
 from kernlock.errors import (
     IntegrityError,
     LocalKernelError,
@@ -56,14 +59,13 @@ from kernlock.errors import (
 from kernlock._internal.runtime.gpu_arch import check_served, remember, require_device_archs
 from kernlock._internal.runtime.importguard import guard_import, is_verified, zip_spec
 from kernlock._internal.runtime.importguard import register as register_verified
-from kernlock._internal.model.lockfile import LockedKernel, Lockfile
+from kernlock._internal.lockfile.model import LockedKernel, Lockfile
 from kernlock._internal.store.metadata import digest_problem
-from kernlock._internal.settings import TARGET_ENV, strict_from_env, text, verbose
+from kernlock._internal.settings import TARGET_ENV, strict_from_env, text
 from kernlock._internal.project.strict import lenient_hint
 from kernlock._internal.project.workspace import applied_workspace
 
 logger = logging.getLogger("kernlock")
-
 
 
 @dataclass(frozen=True)
@@ -100,92 +102,7 @@ def _environment(simulated: str | None = None) -> Target:
 # ---------------------------------------------------------------- binding requests to entries
 
 
-def find_entry(lock: Lockfile, repo: str, version: int | None, revision: str | None,
-               target: Target | None = None) -> LockedKernel | None:
-    """The lock entry a kernels request (`repo`, version or revision) binds to.
-
-    Only entries covering `target` count (overrides give one spec different
-    entries per target); `repo` may be the canonical name or an alias.
-    """
-    from kernlock._internal.model.spec import (
-        looks_like_sha,  # not at the top: only loads need it, not apply()
-    )
-
-    entries = [e for e in lock.for_repo(repo) if target is None or e.variant_for(target) is not None]
-    names = {name for entry in entries for name in entry.names()} | {repo}
-    if revision is not None:
-        for entry in entries:
-            if (
-                revision in (entry.commit, entry.ref)
-                or any(entry.spec == f"{name}@{revision}" for name in names)
-                or (looks_like_sha(revision) and entry.commit.startswith(revision))
-            ):
-                return entry
-        return None
-    for entry in entries:
-        if any(entry.spec == f"{name}@v{version}" for name in names):
-            return entry
-    for entry in entries:
-        if entry.spec in names:
-            if version is not None and entry.version != version and not _transformers_default(repo, version, target):
-                continue  # `get_kernel(repo, version=N)` from code: another version than the bare spec's is unlocked
-            if entry.override is not None:
-                _warn_once(
-                    f"override:{entry.spec}:{entry.override.when}",
-                    f"{entry.spec}: override for {entry.override.when} loads {entry.override.use} "
-                    f"({entry.commit[:12]}): {entry.override.reason}",
-                )
-            elif entry.version != version:
-                _warn_once(
-                    f"default:{repo}",
-                    f"{repo}: this Transformers release asks for version {version}; "
-                    f"the lock pins the bare spec at version {entry.version} ({entry.commit[:12]}), which is what loads",
-                )
-            return entry
-    for entry in entries:
-        if entry.version == version:
-            return entry
-    return None
-
-
-def _transformers_default(repo: str, version: int, target: Target | None) -> bool:
-    """Whether `version` is the one the installed Transformers asks for a bare `repo` (its default on the bound
-    `target`, or on this machine's torch, which Transformers reads), so a lock pinning the bare spec at another version
-    serves it, with the default-drift note."""
-    from kernlock._internal.compat.transformers import default_version  # only on this rare path: it reads Transformers' source
-
-    for on in (lambda: target, current_target):
-        try:
-            where = on()
-            if where is not None and default_version(repo, where)[0] == version:
-                return True
-        except Exception:  # no target, or a Transformers source it cannot read: not provably the default
-            continue
-    return False
-
-
-def _first_time(key: str) -> bool:
-    """Whether `key` is said for the first time in this process (then it is remembered)."""
-    with _STATE.mutex:
-        if key in _STATE.warned:
-            return False
-        _STATE.warned.add(key)
-        return True
-
-
-def _warn_once(key: str, message: str) -> None:
-    if _first_time(key):
-        logger.warning(message)
-
-
-def _note_once(key: str, message: str) -> None:
-    """Print `message` on stderr once per process (and log it), whatever logging the program configured."""
-    if _first_time(key):
-        print(message, file=sys.stderr, flush=True)
-        logger.info(message)
-
-
-def _unlocked(repo: str, what: str, version: int | None = None, revision: str | None = None) -> None:
+def _unlocked(bound: Binding, repo: str, what: str, version: int | None = None, revision: str | None = None) -> None:
     spec = f"{repo}@v{version}" if version is not None else f"{repo}@{revision}" if revision else repo
     from kernlock._internal.runtime.default_kernels import NotLockedDefaultKernel, default_kernelize
 
@@ -193,18 +110,18 @@ def _unlocked(repo: str, what: str, version: int | None = None, revision: str | 
     if default is not None and (repo, version, revision) in default.requests:
         model = default.model or "<your model directory>"
         message = (f"kernlock: Transformers kernelizes {default.model or 'a model'} with {spec} by default, and "
-                   f"{_STATE.path} does not hold it: its layers keep Transformers' own forward; "
+                   f"{bound.path} does not hold it: its layers keep Transformers' own forward; "
                    f"fix: `kernlock lock --model {model}` locks what the model loads")
-        _note_once(f"default:{spec}", message)
+        note_once(f"default:{spec}", message)
         raise NotLockedDefaultKernel(message)  # kernels' KernelizeFallback.ALL keeps the original forward
-    error = UnlockedKernelError(f"kernel {repo} ({what}) is not in {_STATE.path}",
+    error = UnlockedKernelError(f"kernel {repo} ({what}) is not in {bound.path}",
                                 fix=f"lock it with `kernlock lock {spec}` ({lenient_hint()})")
-    if _STATE.strict:
+    if bound.strict:
         raise error
-    _warn_once(f"unlocked:{repo}:{what}", str(error))
+    warn_once(f"unlocked:{repo}:{what}", str(error))
 
 
-def _backend_target(entry: LockedKernel, backend: str | None) -> Target:
+def _backend_target(bound: Binding, entry: LockedKernel, backend: str | None) -> Target:
     """The locked target a kernels `backend=` argument asks for; any other backend is refused, never left to kernels.
 
     kernels accepts its backend family names (`cuda`, `rocm`, ...) and `cpu`; the
@@ -213,8 +130,7 @@ def _backend_target(entry: LockedKernel, backend: str | None) -> Target:
     """
     from kernlock._internal.check.doctor import backend_name
 
-    target = _STATE.target
-    assert target is not None  # a lock is bound: kernels' loads reach this only after apply()
+    target = bound.target
     if backend is None or backend in (target.backend, backend_name(target.backend)):
         return target
     asked = dataclasses.replace(target, backend="cpu") if backend == "cpu" else None
@@ -223,27 +139,27 @@ def _backend_target(entry: LockedKernel, backend: str | None) -> Target:
         assert variant is not None  # find_entry chose the entry covering the bound target
         raise VariantMismatchError(
             f"{entry.spec}: a load with backend={backend!r} asks for a build the lock does not record; "
-            f"{_STATE.path} locks {entry.repo} at {entry.commit[:12]} [{variant.name}] for {target}",
+            f"{bound.path} locks {entry.repo} at {entry.commit[:12]} [{variant.name}] for {target}",
             fix=f"`kernlock lock --target {asked}`" if asked is not None else "drop the backend argument",
         )
     return asked
 
 
-def _locked_local_kernel(entry: LockedKernel, target: Target, backend: str | None) -> Any:
+def _locked_local_kernel(bound: Binding, entry: LockedKernel, target: Target, backend: str | None) -> Any:
     """Resolve a locked entry to kernels' `LocalKernel` in the verified cache, for `target`."""
-    from kernlock._internal.store.hub_cache import ensure_variant
+    from kernlock._internal.fetch.download import ensure_variant
 
     variant = entry.variant_for(target)
     if variant is None:
         raise NoVariantError(f"{entry.spec}: no variant locked for {target}", fix=f"`kernlock lock --target {target}`")
     names = entry.build_variants or [variant.name]
-    decisions = target_decisions(names, target) if _STATE.simulated else system_decisions(names, backend)
-    preferred_name = decisions[0].variant if decisions and decisions[0].accepted else None
+    decisions = target_decisions(names, target) if bound.simulated else system_decisions(names, backend)
+    preferred_name = preferred(decisions)
     if preferred_name != variant.name:
         raise VariantMismatchError(
             f"{entry.spec}: kernels would load {preferred_name or 'no variant'} here, "
             f"but the lock records {variant.name} for {target}; the environment differs from the locked target",
-            fix=f"run `kernlock lock --target {_STATE.target if _STATE.simulated else kernels_target()}`",
+            fix=f"run `kernlock lock --target {bound.target if bound.simulated else kernels_target()}`",
         )
     from huggingface_hub import constants
 
@@ -264,16 +180,16 @@ def _locked_local_kernel(entry: LockedKernel, target: Target, backend: str | Non
 # ---------------------------------------------------------------- local kernels
 
 
-def _local_kernel(repo: str, path: Path, how: str) -> None:
+def _local_kernel(bound: Binding, repo: str, path: Path, how: str) -> None:
     """Apply the local-kernel policy: refuse under strict mode unless allowed, else warn loudly once."""
-    commits = sorted({e.commit[:12] for e in _STATE.lock.for_repo(repo)}) if _STATE.lock else []
+    commits = sorted({e.commit[:12] for e in bound.lock.for_repo(repo)})
     instead = f"instead of the locked {', '.join(commits)}" if commits else "(not in the lock)"
-    if _STATE.strict and not local_kernels.allowed():
+    if bound.strict and not local_kernels.allowed():
         problem, fix = local_kernels.refusal(f"{how} loads {repo} from {path} {instead}")
         raise LocalKernelError(problem, fix=fix)
-    _warn_once(
+    warn_once(
         f"local:{repo}:{path}",
-        f"kernlock: {how}: loading {repo} from {path} {instead}; its files are not checked against {_STATE.path}",
+        f"kernlock: {how}: loading {repo} from {path} {instead}; its files are not checked against {bound.path}",
     )
 
 
@@ -291,42 +207,41 @@ def _resolve_load(repo: str, version: int | None, revision: str | None, backend:
     Only `LOCAL_KERNELS` and `get_local_kernel(path)` (`requested_path`) are local:
     a directory that happens to be named like a repo is not.
     """
-    if _STATE.lock is None:
+    bound = state.binding()
+    if bound is None:
         return None
     override = local_kernels.overrides().get(repo)
     if override is not None:
-        _local_kernel(repo, override, "LOCAL_KERNELS")
+        _local_kernel(bound, repo, override, "LOCAL_KERNELS")
         return local_path_kernel(override, backend)
-    if requested_path is not None and not _STATE.lock.for_repo(repo):
-        _local_kernel(repo, requested_path, "get_local_kernel")
+    if requested_path is not None and not bound.lock.for_repo(repo):
+        _local_kernel(bound, repo, requested_path, "get_local_kernel")
         return local_path_kernel(requested_path, backend)
-    entry = find_entry(_STATE.lock, repo, version, revision, _STATE.target)
+    entry = find_entry(bound.lock, repo, version, revision, bound.target)
     if entry is None:
-        _unlocked(repo, _describe(version, revision), version, revision)
+        _unlocked(bound, repo, _describe(version, revision), version, revision)
         return None
-    target = _backend_target(entry, backend)
-    local = _locked_local_kernel(entry, target, backend)
+    target = _backend_target(bound, entry, backend)
+    local = _locked_local_kernel(bound, entry, target, backend)
     variant = entry.variant_for(target)
     assert variant is not None  # _locked_local_kernel refuses a target without one
     logger.info("kernlock: %s (%s) -> %s [%s]", repo, _describe(version, revision), entry.commit, variant.name)
-    with _STATE.mutex:
-        if (entry.repo, entry.commit, variant.name) not in _STATE.loaded:
-            from kernlock._internal.model.record import loaded_entry
+    with BOOK.mutex:
+        if (entry.repo, entry.commit, variant.name) not in BOOK.loaded:
+            from kernlock._internal.lockfile.record import loaded_entry
 
-            _STATE.loaded[(entry.repo, entry.commit, variant.name)] = loaded_entry(entry, variant)
+            BOOK.loaded[(entry.repo, entry.commit, variant.name)] = loaded_entry(entry, variant)
     return local
 
 
 def _locked_commit(repo: str, where: str) -> str | None:
     """The commit kernels' lock readers get for `repo`: the applied lock's entry, whatever `where` holds."""
-    lock = _STATE.lock
-    if lock is None:
+    bound = state.binding()
+    if bound is None:
         return None
-    target = _STATE.target
-    assert target is not None  # bound together with the lock
-    entries = [e for e in lock.for_repo(repo) if e.variant_for(target) is not None]
+    entries = [e for e in bound.lock.for_repo(repo) if e.variant_for(bound.target) is not None]
     if not entries:
-        _unlocked(repo, where)
+        _unlocked(bound, repo, where)
         return None
     entry = next((e for e in entries if e.spec in e.names()), None) or next((e for e in entries if e.requested), entries[0])
     return entry.commit
@@ -334,10 +249,10 @@ def _locked_commit(repo: str, where: str) -> str | None:
 
 def _locked_entry(repo: str, version: int | None, revision: str | None) -> LockedKernel | None:
     """The entry a version lookup binds to; refuses (strict) or warns about an unlocked one."""
-    lock = _STATE.lock
-    entry = find_entry(lock, repo, version, revision, _STATE.target) if lock else None
-    if entry is None and lock is not None and repo not in local_kernels.overrides():
-        _unlocked(repo, _describe(version, revision), version, revision)
+    bound = state.binding()
+    entry = find_entry(bound.lock, repo, version, revision, bound.target) if bound else None
+    if entry is None and bound is not None and repo not in local_kernels.overrides():
+        _unlocked(bound, repo, _describe(version, revision), version, revision)
     return entry
 
 
@@ -353,7 +268,7 @@ def _variants_for(repo: str, version: int | None, revision: str | None) -> tuple
 
 def _verified_under_lock(variant_path: Path) -> bool:
     """Whether a lock is applied and kernlock verified `variant_path` against it (kernels' validators step aside)."""
-    return _STATE.lock is not None and is_verified(variant_path)
+    return state.binding() is not None and is_verified(variant_path)
 
 
 _HOOKS = LockHooks(resolve=_resolve_load, locked_commit=_locked_commit, commit_for=_commit_for,
@@ -384,10 +299,10 @@ _PATCHERS["transformers.trainer"] = _patch_trainer  # the run record in checkpoi
 
 
 def _patch_module(name: str, module: ModuleType) -> None:
-    with _STATE.mutex:
-        if name in _STATE.patched:
+    with BOOK.mutex:
+        if name in BOOK.patched:
             return
-        _STATE.patched.add(name)
+        BOOK.patched.add(name)
     _PATCHERS[name](module)
 
 
@@ -395,7 +310,7 @@ class _KernelsImportHook(importlib.abc.MetaPathFinder):
     """Patches kernels' modules the moment they are first imported."""
 
     def find_spec(self, fullname: str, path: Any, target: Any = None):
-        if fullname not in _PATCHERS or fullname in _STATE.patched:
+        if fullname not in _PATCHERS or fullname in BOOK.patched:
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
@@ -417,25 +332,13 @@ def _ensure_patched() -> None:
         module = sys.modules.get(name)
         if module is not None:
             _patch_module(name, module)
-    if not all(name in _STATE.patched for name in _PATCHERS) and not any(
+    if not all(name in BOOK.patched for name in _PATCHERS) and not any(
         isinstance(finder, _KernelsImportHook) for finder in sys.meta_path
     ):
         sys.meta_path.insert(0, _KernelsImportHook())
 
 
 # ---------------------------------------------------------------- public
-
-
-def _log_to_stderr() -> None:
-    """With `$KERNLOCK_VERBOSE` set, print what `apply()` bound and every bound load to stderr."""
-    if not verbose():
-        return
-    if not any(getattr(handler, "_kernlock", False) for handler in logger.handlers):
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        handler._kernlock = True  # type: ignore[attr-defined]
-        logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
 
 
 def apply(lockfile: str | os.PathLike[str] | None = None, *, strict: bool | None = None,
@@ -447,7 +350,7 @@ def apply(lockfile: str | os.PathLike[str] | None = None, *, strict: bool | None
     project's sources (like `cargo --locked`). Idempotent: calling it again
     re-reads the lock and re-checks the environment.
     """
-    _log_to_stderr()
+    log_to_stderr()
     workspace = applied_workspace(lockfile)
     lock = workspace.read_lock()
     path = workspace.lockfile.resolve()
@@ -471,22 +374,22 @@ def apply(lockfile: str | os.PathLike[str] | None = None, *, strict: bool | None
         from kernlock._internal.check.coverage import simulated_target_note
 
         if (note := simulated_target_note()) is not None:
-            _note_once(note, f"kernlock: warning: {note}")
+            note_once(note, f"kernlock: warning: {note}")
     for finding in require_compatible(lock, environment):
-        _warn_once(finding.message, f"{finding.message}; fix: {finding.fix}")
+        warn_once(finding.message, f"{finding.message}; fix: {finding.fix}")
     require_device_archs(lock, environment)  # only where Torch already initialised the GPU
     overrides = local_kernels.overrides()
     if overrides and strict and not local_kernels.allowed():
         listed = ", ".join(f"{repo}={local}" for repo, local in sorted(overrides.items()))
         problem, fix = local_kernels.refusal(f"LOCAL_KERNELS overrides {listed}")
         raise LocalKernelError(problem, fix=fix)
-    with _STATE.mutex:
-        _STATE.lock, _STATE.path, _STATE.target, _STATE.strict = lock, path, environment, strict
-        _STATE.simulated = bool(simulated)
-        _STATE.lock_sha256 = _file_sha256(path)
-        _STATE.loaded = {}
+    bound = Binding(lock=lock, path=path, target=environment, strict=strict, simulated=bool(simulated),
+                    lock_sha256=_file_sha256(path))
+    with BOOK.mutex:
+        state.bind(bound)
+        BOOK.loaded = {}
     for repo, local in sorted(overrides.items()):
-        _local_kernel(repo, local, "LOCAL_KERNELS")
+        _local_kernel(bound, repo, local, "LOCAL_KERNELS")
     _ensure_patched()
     check_initialised()
     applied = Applied(
@@ -512,24 +415,26 @@ def _file_sha256(path: Path) -> str | None:
 
 def loaded() -> dict[str, Any] | None:
     """What this process loaded under the lock so far (the run record, `kernlock.json`'s content); None unapplied."""
-    from kernlock._internal.model.record import RECORD_FORMAT
+    from kernlock._internal.lockfile.record import RECORD_FORMAT
 
-    with _STATE.mutex:
-        if _STATE.lock is None:
+    with BOOK.mutex:
+        bound = state.binding()
+        if bound is None:
             return None
-        return {"format": RECORD_FORMAT, "lockfile": str(_STATE.path), "lock-sha256": _STATE.lock_sha256,
-                "target": str(_STATE.target),
-                "kernels": [dict(e) for _, e in sorted(_STATE.loaded.items())]}
+        return {"format": RECORD_FORMAT, "lockfile": str(bound.path), "lock-sha256": bound.lock_sha256,
+                "target": str(bound.target),
+                "kernels": [dict(e) for _, e in sorted(BOOK.loaded.items())]}
 
 
 def active_lock() -> Lockfile | None:
     """The lock applied in this process, if any."""
-    return _STATE.lock
+    bound = state.binding()
+    return bound.lock if bound is not None else None
 
 
 def release() -> None:
     """Stop binding loads to a lock in this process (the patch stays installed, inert)."""
-    with _STATE.mutex:
-        _STATE.lock = _STATE.path = _STATE.target = None
-        _STATE.warned.clear()
-        _STATE.loaded = {}
+    with BOOK.mutex:
+        state.bind(None)
+        BOOK.warned.clear()
+        BOOK.loaded = {}

@@ -9,7 +9,7 @@ still answers False), naming the spec, variant, commit, the build's archs and th
 * at each load of a locked variant, in kernels' `ArchValidator` (so `check_arch=False` skips it, as
   it skips kernels' check), from the served variant's verified `metadata.json`.
 
-The matching is kernels' own (`compat.kernels.arch_covers`), the device is read as kernels reads it.
+The matching is kernels' own (`compat.kernels_api.arch_covers`), the device is read as kernels reads it.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 from typing import Any
 
 from kernlock.errors import GpuArchError
-from kernlock._internal.model.lockfile import LockedKernel, LockedVariant, Lockfile
+from kernlock._internal.lockfile.model import LockedKernel, LockedVariant, Lockfile
 from kernlock._internal.model.target import Target
 
 _served: dict[int, tuple[Any, LockedKernel, LockedVariant, Target]] = {}  # id(metadata) -> (metadata, entry, ...)
@@ -33,7 +33,7 @@ def _refusal(kernel: LockedKernel, variant: LockedVariant, archs: tuple[str, ...
 
 
 def _check(kernel: LockedKernel, variant: LockedVariant, archs: tuple[str, ...], target: Target) -> None:
-    from kernlock._internal.compat.kernels import arch_covers, device_arch, gpu_family
+    from kernlock._internal.compat.kernels_api import arch_covers, device_arch, gpu_family
 
     family = gpu_family(target.backend)
     if family is None or not archs:
@@ -53,7 +53,7 @@ def check_served(metadata: Any, variant_name: str) -> None:
     served = _served.get(id(metadata))
     if served is None or served[0] is not metadata or served[2].name != variant_name:
         return  # not a locked build (a local kernel, an unlocked lenient load): kernels checks it alone
-    from kernlock._internal.compat.kernels import metadata_archs
+    from kernlock._internal.compat.kernels_api import metadata_archs
 
     _, kernel, variant, target = served
     _check(kernel, variant, metadata_archs(metadata), target)  # the verified metadata.json: older locks too

@@ -34,7 +34,7 @@ from kernlock.errors import RankMismatchError
 from kernlock._internal.settings import MIXED_ENV, flag, seconds, text
 from kernlock._internal.settings import RANK_CHECK_ENV as CHECK_ENV
 from kernlock._internal.settings import RANK_CHECK_TIMEOUT_ENV as TIMEOUT_ENV
-from kernlock._internal.model.lockfile import Lockfile
+from kernlock._internal.lockfile.model import Lockfile
 
 logger = logging.getLogger("kernlock")
 
@@ -245,14 +245,14 @@ def check_ranks(store: Any, rank: int, world_size: int) -> Verdict | None:
 
     Returns None when there is nothing to check (guard off, no lock applied, one rank).
     """
-    from kernlock._internal.runtime.state import STATE
+    from kernlock._internal.runtime.state import binding
 
     if not flag(CHECK_ENV, True) or world_size < 2:
         return None
-    with STATE.mutex:
-        lock, path, target = STATE.lock, STATE.path, STATE.target
-    if lock is None or path is None or target is None:
+    bound = binding()
+    if bound is None:
         return None
+    lock, path, target = bound.lock, bound.path, bound.target
     record = rank_record(rank, lock, path, str(target))
     timeout = seconds(TIMEOUT_ENV, 300.0)
     records = [RankRecord.from_bytes(raw) for raw in exchange(store, rank, world_size, record.to_bytes(), timeout) if raw]

@@ -1,31 +1,55 @@
 """The one lock binding active in this process: what `kernlock.apply()` bound, read by the loader
-patch (`kernlock._internal.runtime.apply`) and the cross-rank guard (`kernlock._internal.runtime.rank_guard`)."""
+patch (`kernlock._internal.runtime.apply`) and the cross-rank guard (`kernlock._internal.runtime.rank_guard`).
+
+The binding is one frozen record (`Binding`), swapped whole in one assignment (`bind`): a reader takes
+`binding()` once and sees one apply()'s lock, path, target and strictness together, never half of the next.
+What the process did under its bindings (warnings said, modules patched, kernels loaded) is `BOOK`'s.
+"""
 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from kernlock._internal.lockfile.model import Lockfile
     from kernlock._internal.model.target import Target
-    from kernlock._internal.model.lockfile import Lockfile
 
 
+@dataclass(frozen=True)
 class Binding:
-    """The applied lock, its path and target, strictness, and the per-process bookkeeping of the patch."""
+    """The applied lock, its path and target, strictness, whether the target is simulated, the lock's sha256."""
+
+    lock: Lockfile
+    path: Path
+    target: Target
+    strict: bool = True
+    simulated: bool = False
+    lock_sha256: str | None = None  # of the applied lock's bytes (the run record's)
+
+
+class Bookkeeping:
+    """The per-process bookkeeping of the patch, under `mutex`."""
 
     def __init__(self) -> None:
-        self.lock: Lockfile | None = None
-        self.path: Path | None = None
-        self.target: Target | None = None
-        self.strict = True
-        self.simulated = False
-        self.warned: set[str] = set()
         self.mutex = threading.RLock()
+        self.warned: set[str] = set()
         self.patched: set[str] = set()
-        self.lock_sha256: str | None = None  # of the applied lock's bytes (the run record's)
-        self.loaded: dict[tuple[str, str, str], dict] = {}  # (repo, commit, variant) -> its record entry
+        self.loaded: dict[tuple[str, str, str], dict[str, Any]] = {}  # (repo, commit, variant) -> its record entry
 
 
-STATE = Binding()
+BOOK = Bookkeeping()
+_binding: Binding | None = None
+
+
+def binding() -> Binding | None:
+    """The binding `apply()` made in this process, or None."""
+    return _binding
+
+
+def bind(new: Binding | None) -> None:
+    """Swap the process's binding (None: release it) in one assignment."""
+    global _binding
+    _binding = new

@@ -16,12 +16,12 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from kernlock._internal.model.record import RECORD_FILENAME
+from kernlock._internal.lockfile.record import RECORD_FILENAME
 
 
 def write_record(directory: str | os.PathLike[str], record: dict[str, Any] | None) -> bool:
     """Write `record` as `kernlock.json` into `directory` (when both exist); whether it was written."""
-    from kernlock._internal.store.atomic import atomic_write
+    from kernlock._internal.fs.atomic import atomic_write
 
     if record is None or not os.path.isdir(directory):
         return False

@@ -1,5 +1,7 @@
-"""What kernlock keeps on disk: atomic writes, the private per-user directory, the project mutex,
-the lock file (and its parse cache), kernels' JSON lock, the Hub cache of locked variants.
+"""What kernlock keeps on disk besides the lock file: the project mutex, the Hub cache of locked
+variants (`hub_cache`: where they live, whether intact; the download engine is `kernlock._internal.fetch.download`)
+and their metadata. The lock file is `kernlock._internal.lockfile`;
+atomic writes and the private per-user directory are `kernlock._internal.fs`.
 
-Imports hub, compat, model, errors and settings.
+Imports lockfile, hub, compat, model, fs, errors and settings.
 """

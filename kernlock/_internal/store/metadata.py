@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernlock._internal.compat.kernels import kernel_request, metadata_archs, metadata_digest, variant_metadata
+from kernlock._internal.compat.kernels_api import kernel_request, metadata_archs, metadata_digest, variant_metadata
 from kernlock.errors import ResolutionError
-from kernlock._internal.model.lockfile import LockedFile, Provenance
+from kernlock._internal.lockfile.model import LockedFile, Provenance
 
 MAX_METADATA_BYTES = 1 << 20
 # The digest algorithms kernels' `Digest` has (`DigestAlgorithm`), each base64 of the file's hashlib digest.

@@ -1,6 +1,6 @@
-"""The per-project cross-process lock that serialises `kernlock lock`/`remove` (and `kernlock vendor`).
+"""The per-project cross-process mutex that serialises `kernlock lock`/`remove` (and `kernlock vendor`).
 
-It lives with the project, as uv's and pip-tools' do: a lock file `.kernlock.lock`
+It lives with the project, as uv's and pip-tools' do: a mutex file `.kernlock.lock`
 in the project root, beside `kernels.lock`, so two writers of one checkout wait for
 each other whatever their per-user settings (two CI jobs with different
 `$KERNLOCK_STATE_DIR`s). It is readable by exactly those who can write the project
@@ -14,11 +14,11 @@ one) is waited on as held, never skipped. A project directory this user cannot w
 (a read-only checkout) gets none: readers never take the lock, and a writer of a lock
 elsewhere (`--lockfile`) or `lock --check` there still works.
 
-A second lock file in a private per-user state directory (`$KERNLOCK_STATE_DIR`,
+A second mutex file in a private per-user state directory (`$KERNLOCK_STATE_DIR`,
 else `$XDG_STATE_HOME/kernlock`, else `~/.local/state/kernlock`), created 0700 and
 checked on the opened descriptor, is always taken after it, so one user's writers
 also wait for each other when the project directory is read-only. The holder
-writes its pid into each lock file; a waiter gives up after a timeout
+writes its pid into each mutex file; a waiter gives up after a timeout
 (`$KERNLOCK_LOCK_TIMEOUT` seconds, default 300) with a message naming that pid.
 """
 
@@ -34,11 +34,11 @@ from pathlib import Path
 from types import TracebackType
 
 from kernlock.errors import LockTimeoutError, UsageError
-from kernlock._internal.store.private import NotPrivateError, open_private_dir
+from kernlock._internal.fs.private import NotPrivateError, open_private_dir
 from kernlock._internal.settings import LOCK_TIMEOUT_ENV, STATE_DIR_ENV, path, seconds
 
 DEFAULT_TIMEOUT = 300.0
-PROJECT_LOCK_NAME = ".kernlock.lock"  # in the project root, beside kernels.lock; removed on release
+PROJECT_MUTEX_NAME = ".kernlock.lock"  # in the project root, beside kernels.lock; removed on release
 _FILE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -68,7 +68,7 @@ def _unusable_state_dir(error: OSError) -> UsageError:
 def _wait(fd: int, deadline: float, timed_out: str, timeout: float) -> None:
     """Take the exclusive lock on `fd`, or raise `LockTimeoutError` naming the holder's pid at `deadline`.
 
-    The pid is what the lock file's owner wrote: `kill` is offered only when that owner is this user, never for a pid
+    The pid is what the mutex file's owner wrote: `kill` is offered only when that owner is this user, never for a pid
     another user wrote (it could name any process, one of this user's own included).
     """
     while True:
@@ -105,7 +105,7 @@ def _user(uid: int) -> str:
 
 
 def _shared_mode(directory: Path) -> int:
-    """The lock file's mode: readable by everyone who can write `directory` (whoever can write the project can race
+    """The mutex file's mode: readable by everyone who can write `directory` (whoever can write the project can race
     this user's writes, and `flock` needs only a read-only descriptor), by no one else."""
     try:
         mode = os.stat(directory).st_mode
@@ -115,31 +115,31 @@ def _shared_mode(directory: Path) -> int:
 
 
 def _mark(fd: int) -> None:
-    """Write this process's pid into a held lock file (for a waiter's message), if it is open for writing."""
+    """Write this process's pid into a held mutex file (for a waiter's message), if it is open for writing."""
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     except OSError:
-        pass  # opened read-only (a read-only directory's leftover lock file): flock still serialises
+        pass  # opened read-only (a read-only directory's leftover mutex file): flock still serialises
 
 
 def _mark_released(fd: int) -> None:
-    """Clear the pid of a lock file about to be unlocked (that stays behind)."""
+    """Clear the pid of a mutex file about to be unlocked (that stays behind)."""
     try:
         os.ftruncate(fd, 0)
     except OSError:
         pass
 
 
-class DirectoryLock:
-    """Exclusive lock on a directory, as a lock file inside it that is removed on release.
+class DirectoryMutex:
+    """Exclusive mutex on a directory, as a mutex file inside it that is removed on release.
 
-    `optional`: a directory this user cannot write (or a lock file another user's) gives no lock
-    instead of an error (`held` is then False). A lock file that is a symlink or not a regular
+    `optional`: a directory this user cannot write (or a mutex file another user's) gives no lock
+    instead of an error (`held` is then False). A mutex file that is a symlink or not a regular
     file is refused (`UsageError`).
     """
 
-    def __init__(self, directory: Path, timeout: float, *, name: str = PROJECT_LOCK_NAME,
+    def __init__(self, directory: Path, timeout: float, *, name: str = PROJECT_MUTEX_NAME,
                  what: str = "updating", optional: bool = True) -> None:
         self.path = directory / name
         self.timeout, self.what, self.optional = timeout, what, optional
@@ -179,7 +179,7 @@ class DirectoryLock:
         return None
 
     def _share(self, fd: int, status: os.stat_result) -> None:
-        """Let everyone who can write the directory open (so wait on) this user's lock file; the umask is not asked."""
+        """Let everyone who can write the directory open (so wait on) this user's mutex file; the umask is not asked."""
         mode = _shared_mode(self.path.parent)
         try:
             if mode & 0o040:
@@ -192,7 +192,7 @@ class DirectoryLock:
             pass  # not a member of the directory's group: its members cannot open the file, as before
 
     def _unopenable(self) -> int | None:
-        """The owner of a lock file this user cannot open in a directory this user can write, else None.
+        """The owner of a mutex file this user cannot open in a directory this user can write, else None.
 
         Such a file (another user's, 0600) is held or was left by that user: proceeding without it would let two
         writers of the project race, so it is waited on as a held lock."""
@@ -202,8 +202,8 @@ class DirectoryLock:
             return None
         return owner if os.access(self.path.parent, os.W_OK) else None
 
-    def acquire(self, deadline: float) -> DirectoryLock:
-        """Take the lock (waiting until `deadline`); without a lock file this user may create, take none."""
+    def acquire(self, deadline: float) -> DirectoryMutex:
+        """Take the mutex (waiting until `deadline`); without a mutex file this user may create, take none."""
         while True:
             fd = self._open()
             if fd is None:
@@ -243,10 +243,10 @@ class DirectoryLock:
             os.close(fd)
 
 
-class ProjectLock:
-    """Exclusive lock on one project (its root directory) across processes and users' settings.
+class ProjectMutex:
+    """Exclusive mutex on one project (its root directory) across processes and users' settings.
 
-    First the lock file beside the project's lock (`.kernlock.lock` in `root`), then the
+    First the mutex file beside the project's lock file (`.kernlock.lock` in `root`), then the
     per-user one in the state directory (keyed by the root).
     """
 
@@ -254,16 +254,16 @@ class ProjectLock:
         self.root = root.resolve()
         self.timeout = seconds(LOCK_TIMEOUT_ENV, DEFAULT_TIMEOUT, zero=True) if timeout is None else timeout
         self._fd: int | None = None
-        self._project: DirectoryLock | None = None
+        self._project: DirectoryMutex | None = None
 
     @property
     def name(self) -> str:
         """File name of the lock in the state directory."""
         return hashlib.sha256(str(self.root).encode()).hexdigest()[:24] + ".lock"
 
-    def __enter__(self) -> ProjectLock:
+    def __enter__(self) -> ProjectMutex:
         deadline = time.monotonic() + self.timeout
-        project = DirectoryLock(self.root, self.timeout, what=f"updating the project {self.root}").acquire(deadline)
+        project = DirectoryMutex(self.root, self.timeout, what=f"updating the project {self.root}").acquire(deadline)
         try:
             self._fd = self._state_lock(deadline)
         except BaseException:

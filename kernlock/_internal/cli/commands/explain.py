@@ -26,7 +26,7 @@ def explain_command(repo: str, targets: tuple[str, ...], lockfile: str | None, p
     from kernlock._internal.model.target import parse_target
     from kernlock.errors import UsageError
     from kernlock._internal.hub.variants import choose_variant
-    from kernlock._internal.model.target_pins import is_target_pin
+    from kernlock._internal.lockfile.target_pins import is_target_pin
 
     lock = open_workspace(project_dir, lockfile).read_lock()
     kernels = [k for k in lock.kernels if repo in (*k.names(), k.spec)]

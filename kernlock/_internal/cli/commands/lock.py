@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -13,7 +13,7 @@ from kernlock._internal.cli.options import handle_errors, json_option, lock_opti
 from kernlock._internal.check.report import plural
 
 if TYPE_CHECKING:
-    from kernlock._internal.resolve.lock import LockResult
+    from kernlock._internal.resolve.changes import LockResult
 
 
 def progress_line() -> Callable[[str], None] | None:
@@ -49,25 +49,22 @@ def progress_line() -> Callable[[str], None] | None:
 @lock_options
 @json_option("Print a machine-readable summary.")
 @handle_errors
-def lock_command(specs: tuple[str, ...], targets: tuple[str, ...], scan: tuple[str, ...], models: tuple[str, ...],
-                 upgrade: bool,
-                 upgrade_kernels: tuple[str, ...], all_variants: bool, trust: tuple[str, ...], migrate: bool,
-                 check: bool, dry_run: bool, quiet: bool, lockfile: str | None, project_dir: str, as_json: bool) -> None:
+def lock_command(dry_run: bool, quiet: bool, as_json: bool, **options: Any) -> None:
     """Resolve kernel specs and write kernels.lock.
 
     SPECS, --target, --scan and --model values are added to [tool.kernlock] in pyproject.toml,
     like `uv add`, so later runs and `kernlock verify` see them.
     """
-    from kernlock._internal.resolve.lock import lock
+    from kernlock._internal.resolve.relock import lock_request
+    from kernlock._internal.resolve.request import LockRequest
 
+    request = LockRequest(write=not dry_run, **options)  # every other option of the command, by its name
     progress = progress_line()
     try:
-        result = lock(project_dir, specs, targets=targets, scan=scan, models=models, upgrade=upgrade, upgrade_kernels=upgrade_kernels,
-                      all_variants=all_variants, trust=trust, lockfile=lockfile, write=not dry_run, check=check,
-                      migrate=migrate, progress=progress)
+        result = lock_request(request, progress=progress)
     finally:
         clear_progress(progress)
-    report(result, as_json, quiet or check)
+    report(result, as_json, quiet or request.check)
 
 
 def clear_progress(progress: Callable[[str], None] | None) -> None:

@@ -13,7 +13,7 @@ from kernlock._internal.cli.commands.show import table
 if TYPE_CHECKING:
     from kernlock._internal.check.remote import KernelStatus
     from kernlock._internal.model.advisories import Advisory
-    from kernlock._internal.model.lockfile import Lockfile
+    from kernlock._internal.lockfile.model import Lockfile
     from kernlock._internal.project.config import Project
 
 

@@ -15,7 +15,7 @@ from kernlock._internal.cli.commands.lock import clear_progress, progress_line, 
 @handle_errors
 def remove_command(specs: tuple[str, ...], lockfile: str | None, project_dir: str, as_json: bool) -> None:
     """Remove SPECS from [tool.kernlock] kernels (or [tool.kernels.dependencies]) and re-lock, keeping other pins."""
-    from kernlock._internal.resolve.lock import remove
+    from kernlock._internal.resolve.relock import remove
 
     progress = progress_line()
     try:

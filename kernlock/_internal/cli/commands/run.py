@@ -55,7 +55,7 @@ def run_command(lockfile: str | None, locked: bool, lenient: bool, vendor: str |
     """
     if not command and not export:
         fail("missing COMMAND; use `kernlock run -- COMMAND…`, or `kernlock run --export` for a job script", 2)
-    from kernlock._internal.model.target import current_target
+    from kernlock._internal.host import current_target
     from kernlock.errors import LockfileError, LockfileNotFoundError
     from kernlock._internal.check.coverage import require_coverage
     from kernlock._internal.project.workspace import VENDOR_ENV, applied_workspace

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from kernlock._internal.model.lockfile import LockedKernel, LockedVariant
+from kernlock._internal.lockfile.model import LockedKernel, LockedVariant
 
 RECORD_FILENAME = "kernlock.json"
 RECORD_FORMAT = 1

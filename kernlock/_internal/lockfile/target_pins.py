@@ -15,7 +15,7 @@ resolves the spec again.
 
 from __future__ import annotations
 
-from kernlock._internal.model.lockfile import Override
+from kernlock._internal.lockfile.model import Override
 from kernlock._internal.model.target import Target
 
 PREFIX = "target="

@@ -10,7 +10,7 @@ Shape (see the README for an annotated example)::
     [[kernel]]               # one per spec key, sorted
     [[kernel.variant]]       # one per locked build variant, sorted, with file hashes
 
-In the style of `packaging.pylock` (the shared machinery is `lockfile_dict`):
+In the style of `packaging.pylock` (the shared machinery is `table`):
 each class's `from_dict` validates a parsed mapping (TOML keys) and raises
 `LockfileError` carrying the key path of the bad value (a parent prefixes its key
 to a nested error); `to_dict` is the inverse, shared by every class (a field's key
@@ -29,9 +29,9 @@ from typing import Any
 from kernlock._internal.model.devices import device_type
 from kernlock._internal.model.target import Target, parse_target
 from kernlock.errors import LockfileError, LockfileVersionError, key_text
-from kernlock._internal.model.ids import is_git_sha, is_sha256, is_variant_name
+from kernlock._internal.model.ids import is_git_sha, is_safe_relpath, is_sha256, is_variant_name
 from kernlock._internal.settings import UPGRADE_FIX
-from kernlock._internal.model.lockfile_dict import (
+from kernlock._internal.lockfile.table import (
     ALWAYS_WRITTEN,
     REGENERATE,
     Ignored,
@@ -88,9 +88,7 @@ class LockedFile(Table):
     def _from_dict(cls, d: Mapping[str, Any], ignored: Ignored | None) -> LockedFile:
         cls._check_keys(d, ignored)
         path = get_required(d, str, "path")
-        parts = path.replace("\\", "/").split("/")
-        ensure(bool(path) and not path.startswith("/") and "\\" not in path and "\x00" not in path and ".." not in parts,
-               "path", f"{path!r} is not a safe relative path")
+        ensure(is_safe_relpath(path), "path", f"{path!r} is not a safe relative path")
         sha256 = get_required(d, str, "sha256")
         ensure(is_sha256(sha256), "sha256", "expected 64 lower-case hex characters")
         size = get_required(d, int, "size")

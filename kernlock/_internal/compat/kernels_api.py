@@ -19,14 +19,14 @@ from __future__ import annotations
 import functools
 import importlib
 import re
-import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
 from typing import Any, NamedTuple
 
 from kernlock._internal.compat import kernels_017, kernels_018, kernels_019
-from kernlock._internal.model.target import Target, installed_version, system_platform
+from kernlock._internal.model.target import Target
+from kernlock._internal.host import installed_version, interpreter, system_platform
 
 # ---------------------------------------------------------------- the kernels line
 
@@ -183,6 +183,12 @@ class Decision(NamedTuple):
     reason: str = ""
 
 
+def preferred(decisions: list[Decision]) -> str | None:
+    """The variant kernels loads, from its ranked verdicts (`target_decisions`, `system_decisions`): the first,
+    when accepted; None when kernels loads none."""
+    return decisions[0].variant if decisions and decisions[0].accepted else None
+
+
 def _parsed(names: Iterable[str]) -> list[Any]:
     parse_variant = _module("variants").parse_variant
     parsed = []
@@ -214,7 +220,7 @@ def system_parameters(target: Target) -> dict[str, Any]:
 
     A Darwin target without a macOS version stands for a macOS new enough for
     kernels' Metal builds; a target without a tvm-ffi version has no tvm-ffi; a
-    target without a Python version stands for this interpreter (`Target.interpreter`).
+    target without a Python version stands for this interpreter (`host.interpreter`).
     The Python version and free-threading are passed only to a kernels line that
     takes them (0.19+, `PYTHON_ABI`): 0.17 and 0.18 have no Python dimension.
     """
@@ -223,7 +229,7 @@ def system_parameters(target: Target) -> dict[str, Any]:
     macos = target.macos or (metal_min_macos() if target.os == "darwin" else None)
     python: dict[str, Any] = {}
     if line().PYTHON_ABI:
-        version, free_threaded = target.interpreter
+        version, free_threaded = interpreter(target)
         python = {"python_version": Version(version), "free_threaded": free_threaded}
     return {
         "selected_backend": line().parse_backend(_module("backends").parse_backend, target.backend),
@@ -431,220 +437,7 @@ def locks_commit(locks: Any, dependency: Any) -> str | None:
     return str(lock.commit) if lock is not None else None
 
 
-# ---------------------------------------------------------------- kernels' JSON lock
-
-
-class KernelsPin(NamedTuple):
-    """One entry of kernels' JSON lock: a dependency (repo and version or revision) and its commit."""
-
-    repo: str
-    version: int | None
-    revision: str | None
-    commit: str
-
-
-def parse_kernels_lock(text: str) -> list[KernelsPin]:
-    """kernels' `KernelLocks` JSON as pins, in file order; raises `ValueError` if it is not one."""
-    from kernels._rust import KernelLocks
-
-    locks = KernelLocks.from_json(text)
-    pins = []
-    for dependency in locks.keys():
-        repo, version, revision = kernel_request(dependency)
-        pins.append(KernelsPin(repo, version, revision, str(locks.get(dependency).commit)))
-    return pins
-
-
-def kernels_lock_json(pins: Iterable[KernelsPin]) -> str:
-    """kernels' `KernelLocks` JSON for `pins`; the first pin of a dependency wins."""
-    from kernels._rust import KernelDependency, KernelLock, KernelLocks, KernelVersion
-
-    locks: dict[Any, Any] = {}  # KernelDependency -> KernelLock (kernels' Rust classes, untyped)
-    for pin in pins:
-        version = KernelVersion.Version(pin.version) if pin.version is not None else KernelVersion.Revision(pin.revision)
-        locks.setdefault(KernelDependency(repo_id=pin.repo, version=version), KernelLock(commit=pin.commit))
-    return KernelLocks(locks=locks).to_json()
-
-
-# ---------------------------------------------------------------- patching kernels' modules
-
-
-class LockHooks(NamedTuple):
-    """kernlock's answers to kernels, in kernlock's terms; each returns None to let kernels proceed as usual."""
-
-    # (repo, version, revision, backend, the path `get_local_kernel` names for repo or None) -> a kernels kernel
-    # location (from `locked_kernel`/`local_path_kernel`)
-    resolve: Callable[[str, int | None, str | None, str | None, Path | None], Any]
-    # (repo, where kernels was going to read its lock) -> the commit to load
-    locked_commit: Callable[[str, str], str | None]
-    # (repo, version, revision) -> commit, for layer and function repositories (kernels 0.17)
-    commit_for: Callable[[str, int | None, str | None], str | None]
-    # (repo, version, revision) -> the build variant names at the commit to rank
-    variants_for: Callable[[str, int | None, str | None], Iterable[str] | None]
-    # wraps kernels' `_import_from_path(variant_path, deps, repo_info)`, which imports every variant
-    wrap_import: Callable[[Callable[..., ModuleType]], Callable[..., ModuleType]]
-    # variant path -> whether kernlock verified it against the lock (kernels 0.18+ validators then step aside)
-    verified: Callable[[Path], bool]
-    # (parsed metadata.json, variant name) -> None, or raises kernlock's one-line refusal, before kernels'
-    # `ArchValidator` checks the same build against this device (only where kernels checks: `check_arch=True`)
-    check_arch: Callable[[Any, str], None] = lambda metadata, variant: None
-    # (kernels' spec of a "zip"-layout variant, variant path, archive path) -> the spec to import (kernels 0.19)
-    zip_spec: Callable[[Any, Path, str], Any] = lambda spec, variant_path, archive: spec
-
-
-class _LockedResolver:
-    """A kernels resolver that asks the hooks first, then the chain the entry point built."""
-
-    def __init__(self, hooks: LockHooks, inner: Any) -> None:
-        self.hooks, self.inner = hooks, inner
-
-    def resolve(self, *, api: Any, backend: str | None, kernel: Any) -> Any:
-        located = self.hooks.resolve(*kernel_request(kernel), backend, _requested_path(self.inner, kernel.repo_id))
-        if located is not None or self.inner is None:
-            return located
-        return self.inner.resolve(api=api, backend=backend, kernel=kernel)
-
-
-def _requested_path(resolver: Any, repo: str) -> Path | None:
-    """The path `get_local_kernel(path)` asks for as `repo`: its `RepoPathsResolver` in the chain names it."""
-    resolvers = _module("resolver")
-    if isinstance(resolver, resolvers.SequentialResolver):
-        return next((path for inner in resolver.resolvers if (path := _requested_path(inner, repo)) is not None), None)
-    return resolver.local_kernels.get(repo) if isinstance(resolver, resolvers.RepoPathsResolver) else None
-
-
-def _patch_importer(module: ModuleType, hooks: LockHooks) -> None:
-    replace_function(module, "_import_from_path", hooks.wrap_import)
-    if hasattr(module, "_zip_spec"):  # kernels 0.19: the "zip" build layout
-        def make(original: Callable[..., Any]) -> Callable[..., Any]:
-            def _zip_spec(variant_path: Path, metadata: Any) -> Any:
-                spec = original(variant_path, metadata)
-                return hooks.zip_spec(spec, variant_path, str(Path(variant_path) / f"{metadata.id}.zip"))
-            return _zip_spec
-
-        replace_function(module, "_zip_spec", make)
-
-
-def _patch_deps(module: ModuleType, hooks: LockHooks) -> None:
-    # Every load (get_kernel, has_kernel, load_kernel, get_locked_kernel, layer and function
-    # repositories, get_local_kernel, install_kernel) resolves its kernel tree here.
-    def make(original: Callable[..., Any]) -> Callable[..., Any]:
-        def resolve_kernel_tree(api: Any, kernel: Any, backend: str | None, resolver: Any, seen: Any = None) -> Any:
-            if not isinstance(resolver, _LockedResolver):
-                resolver = _LockedResolver(hooks, resolver)
-            return original(api=api, kernel=kernel, backend=backend, resolver=resolver, seen=seen)
-        return resolve_kernel_tree
-
-    replace_function(module, "resolve_kernel_tree", make)
-
-
-def _patch_locking(module: ModuleType, hooks: LockHooks) -> None:
-    # kernels' lock readers (load_kernel, get_locked_kernel, Locked*Repository).
-    def served(repo: str, where: str) -> tuple[Any, Any] | None:
-        commit = hooks.locked_commit(repo, where)
-        return locked_dependency(repo, commit) if commit is not None else None
-
-    def make_file(original: Callable[..., Any]) -> Callable[..., Any]:
-        def get_locked_kernel_revision(repo_id: str, lockfile: Any) -> Any:
-            return served(repo_id, f"kernels lock {lockfile}") or original(repo_id, lockfile)
-        return get_locked_kernel_revision
-
-    def make_caller(original: Callable[..., Any]) -> Callable[..., Any]:
-        def get_caller_locked_kernel_revision(repo_id: str) -> Any:
-            return served(repo_id, "kernels lock in package metadata") or original(repo_id)
-        return get_caller_locked_kernel_revision
-
-    replace_function(module, "get_locked_kernel_revision", make_file)
-    replace_function(module, "get_caller_locked_kernel_revision", make_caller)
-
-
-def _patch_versions(module: ModuleType, hooks: LockHooks) -> None:
-    # Version -> commit lookups of layer and function repositories.
-    def make(original: Callable[..., Any]) -> Callable[..., Any]:
-        def select_revision_or_version(repo_id: str, *, revision: str | None, version: int | None,
-                                       local_files_only: bool) -> str:
-            commit = hooks.commit_for(repo_id, version, revision)
-            if commit is not None:
-                return commit
-            return original(repo_id, revision=revision, version=version, local_files_only=local_files_only)
-        return select_revision_or_version
-
-    replace_function(module, "select_revision_or_version", make)
-
-
-def _patch_variants(module: ModuleType, hooks: LockHooks) -> None:
-    # `get_kernel_variants`: kernels' own ranking over the variants the hooks name.
-    def make(original: Callable[..., Any]) -> Callable[..., Any]:
-        def get_kernel_variants(repo_id: str, *, revision: str | None = None, version: int | None = None,
-                                backend: str | None = None) -> Any:
-            names = hooks.variants_for(repo_id, version, revision)
-            if names is None:
-                return original(repo_id, revision=revision, version=version, backend=backend)
-            return system_variant_trace(names, backend)
-        return get_kernel_variants
-
-    replace_function(module, "get_kernel_variants", make)
-
-
-def _patch_validators(module: ModuleType, hooks: LockHooks) -> None:
-    # kernels' ArchValidator (every line; `check_arch=True`): kernlock refuses a build it served that does not
-    # support this device with its own one line first, then kernels checks as usual (a RuntimeError either way).
-    arch = module.ArchValidator
-    arch_original = arch.validate_metadata
-
-    def validate_metadata(self: Any, *, metadata: Any, variant: str, _original: Callable[..., None] = arch_original) -> None:
-        hooks.check_arch(metadata, variant)
-        _original(self, metadata=metadata, variant=variant)
-
-    functools.update_wrapper(validate_metadata, arch_original)
-    arch.validate_metadata = validate_metadata
-    if line().VALIDATORS is None:  # kernels 0.17: no kernel validators
-        return
-    # kernels 0.18+ checks every loaded variant: its files against the metadata digest (keeping a
-    # receipt in the kernels cache) and its Sigstore bundle (refreshing TUF online). For a variant
-    # kernlock verified, kernlock has checked the same offline from the lock (`kernlock.integrity`),
-    # so these step aside; every other load (local kernels, lenient unlocked loads) keeps them.
-    for name in ("DigestValidator", "SignatureValidator"):
-        validator = getattr(module, name)
-        original = validator.validate_kernel
-
-        def validate_kernel(self: Any, *, kernel: Any, _original: Callable[..., None] = original) -> None:
-            if not hooks.verified(kernel.variant_path):
-                _original(self, kernel=kernel)
-
-        functools.update_wrapper(validate_kernel, original)
-        validator.validate_kernel = validate_kernel
-
-
-def patch_points() -> dict[str, Callable[[ModuleType, LockHooks], None]]:
-    """The kernels modules `kernlock.apply()` wraps, by full name, for the installed kernels line."""
-    kernels_line = line()
-    points: dict[str, Callable[[ModuleType, LockHooks], None]] = {
-        module_name("importer"): _patch_importer,
-        module_name("deps"): _patch_deps,
-        module_name("locking"): _patch_locking,
-        module_name("variants"): _patch_variants,
-    }
-    if kernels_line.REVISION_LOOKUP is not None:
-        points[module_name(kernels_line.REVISION_LOOKUP[0])] = _patch_versions
-    points[module_name("validate")] = _patch_validators  # ArchValidator on every line; 0.18+: Digest and Signature too
-    return points
-
-
-def patch_module(name: str, module: ModuleType, hooks: LockHooks) -> None:
-    """Wrap the functions of kernels module `name` (a key of `patch_points()`) so they ask `hooks` first."""
-    patch_points()[name](module, hooks)
-
-
-def replace_function(module: ModuleType, name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
-    """Replace `module.name` with `make(original)`, also where kernels modules imported it by name."""
-    original = getattr(module, name)
-    replacement = make(original)
-    functools.update_wrapper(replacement, original)
-    setattr(module, name, replacement)
-    for other_name, other in list(sys.modules.items()):
-        if (other_name == "kernels" or other_name.startswith("kernels.")) and getattr(other, name, None) is original:
-            setattr(other, name, replacement)
+# ---------------------------------------------------------------- kernels' data files
 
 
 def kernels_python_depends(kernels_root: Path) -> dict:

@@ -14,10 +14,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernlock._internal.store.atomic import atomic_write
-from kernlock._internal.compat.kernels import KernelsPin, kernels_lock_json, parse_kernels_lock
+from kernlock._internal.fs.atomic import atomic_write
+from kernlock._internal.compat.kernels_json_lock import KernelsPin, kernels_lock_json, parse_kernels_lock
 from kernlock.errors import KernlockError, UsageError
-from kernlock._internal.model.lockfile import LockedKernel, Lockfile
+from kernlock._internal.lockfile.model import LockedKernel, Lockfile
 from kernlock._internal.model.spec import parse_spec, version_of_branch
 
 JSON_SUFFIX = ".json"  # kernels.lock -> kernels.lock.json
@@ -104,7 +104,7 @@ def _pin_text(pin: KernelsPin) -> str:
 def migration_for(path: Path, migrate: bool) -> Migration | None:
     """The migration of `path` if it holds kernels' JSON lock; without `migrate`, refuse with the fix."""
     from kernlock.errors import LockfileError
-    from kernlock._internal.store.lock_bytes import read_lock_bytes
+    from kernlock._internal.lockfile.read_bytes import read_lock_bytes
 
     try:
         data = read_lock_bytes(path)  # a device or a huge file is not read whole here either

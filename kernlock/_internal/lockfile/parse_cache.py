@@ -3,7 +3,7 @@
 `kernlock verify` runs on every commit and re-reads the same lock each time; for a
 large lock (50 kernels x 20 variants, ~700 KB) TOML parsing and validation are most
 of its cost. A lock whose bytes were parsed before is loaded from a JSON entry in
-kernlock's private directory (`kernlock._internal.store.private`) instead.
+kernlock's private directory (`kernlock._internal.fs.private`) instead.
 
 The key is SHA-256 over the lock's bytes and over the identity of the code that
 parsed it (kernlock's version, the size and mtime of the modules in `PARSING_CODE`,
@@ -24,14 +24,14 @@ import sys
 from pathlib import Path
 
 import kernlock
-from kernlock._internal.store import private
-from kernlock._internal.model.lockfile import Lockfile
+from kernlock._internal.fs import private
+from kernlock._internal.lockfile.model import Lockfile
 
 MIN_CACHED_BYTES = 32 * 1024
 MAX_ENTRIES = 32
 _PREFIX = "parsed"
 # The modules whose code decides a parse, by name (imported before any parse: lockfile_toml is the caller).
-PARSING_CODE = ("kernlock._internal.model.lockfile", "kernlock._internal.model.lockfile_dict", "kernlock._internal.store.lockfile_io")
+PARSING_CODE = ("kernlock._internal.lockfile.model", "kernlock._internal.lockfile.table", "kernlock._internal.lockfile.serialize")
 
 
 def entry_for(data: bytes) -> str | None:

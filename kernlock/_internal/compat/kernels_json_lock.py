@@ -1,0 +1,40 @@
+"""kernels' own JSON lock (`KernelLocks`), read and written through kernels' Rust classes, as plain pins."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+
+from kernlock._internal.compat.kernels_api import kernel_request
+
+
+class KernelsPin(NamedTuple):
+    """One entry of kernels' JSON lock: a dependency (repo and version or revision) and its commit."""
+
+    repo: str
+    version: int | None
+    revision: str | None
+    commit: str
+
+
+def parse_kernels_lock(text: str) -> list[KernelsPin]:
+    """kernels' `KernelLocks` JSON as pins, in file order; raises `ValueError` if it is not one."""
+    from kernels._rust import KernelLocks
+
+    locks = KernelLocks.from_json(text)
+    pins = []
+    for dependency in locks.keys():
+        repo, version, revision = kernel_request(dependency)
+        pins.append(KernelsPin(repo, version, revision, str(locks.get(dependency).commit)))
+    return pins
+
+
+def kernels_lock_json(pins: Iterable[KernelsPin]) -> str:
+    """kernels' `KernelLocks` JSON for `pins`; the first pin of a dependency wins."""
+    from kernels._rust import KernelDependency, KernelLock, KernelLocks, KernelVersion
+
+    locks: dict[Any, Any] = {}  # KernelDependency -> KernelLock (kernels' Rust classes, untyped)
+    for pin in pins:
+        version = KernelVersion.Version(pin.version) if pin.version is not None else KernelVersion.Revision(pin.revision)
+        locks.setdefault(KernelDependency(repo_id=pin.repo, version=version), KernelLock(commit=pin.commit))
+    return KernelLocks(locks=locks).to_json()

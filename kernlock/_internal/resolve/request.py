@@ -1,0 +1,52 @@
+"""`LockRequest`: the options of one `kernlock lock`, held once from the command line (or `kernlock.lock()`) to
+the re-lock, and spelled back as the command that repeats it (for a refusal's fix)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LockRequest:
+    """What to lock and how: the arguments of `kernlock lock` (and of `kernlock.lock()`).
+
+    `write=False` writes nothing (`--dry-run`);
+    `check` writes nothing either and fails when the lock would change.
+    """
+
+    project_dir: str | os.PathLike[str] = "."
+    specs: tuple[str, ...] = ()
+    targets: tuple[str, ...] = ()
+    scan: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+    upgrade: bool = False
+    upgrade_kernels: tuple[str, ...] = ()
+    all_variants: bool = False
+    trust: tuple[str, ...] = ()
+    lockfile: str | os.PathLike[str] | None = None
+    write: bool = True
+    check: bool = False
+    migrate: bool = False
+
+    @property
+    def writes(self) -> bool:
+        """Whether this request writes the lock (and the pyproject edits)."""
+        return self.write and not self.check
+
+    def arguments(self, *, with_lockfile: bool = True) -> str:
+        """The arguments of `kernlock lock` that repeat this request, as shell text."""
+        options = [(option, str(value)) for option, values in (
+            ("--target", self.targets), ("--scan", self.scan), ("--model", self.models), ("--trust", self.trust),
+            ("-P", self.upgrade_kernels),
+            ("--lockfile", [self.lockfile] if self.lockfile is not None and with_lockfile else []),
+            ("--project", [self.project_dir] if str(self.project_dir) != "." else []),
+        ) for value in values]
+        flags = [flag for flag, on in (("--upgrade", self.upgrade), ("--all-variants", self.all_variants)) if on]
+        return shlex.join([*self.specs, *flags, *(part for option in options for part in option)])
+
+    def retry(self) -> str:
+        """The `kernlock lock` command to run again, without `--lockfile` (a refused lock path's fix names it)."""
+        rest = self.arguments(with_lockfile=False)
+        return "kernlock lock" + (" " + rest if rest else "")
