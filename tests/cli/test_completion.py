@@ -8,7 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-README = Path(__file__).resolve().parent.parent / "docs" / "how-to" / "shell-completion.md"
+from helpers import REPO_ROOT
+
+README = REPO_ROOT / "docs" / "how-to" / "shell-completion.md"
 KERNLOCK = str(Path(sys.executable).with_name("kernlock"))
 
 

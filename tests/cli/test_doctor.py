@@ -1,6 +1,6 @@
 """The compatibility doctor end to end: `verify --json` in a fresh process, against real and stand-in installs.
 
-The doctor's rules on their own are unit tests (tests/unit/test_doctor_findings.py).
+The doctor's rules on their own are unit tests (tests/unit/check/test_doctor_findings.py).
 """
 
 from __future__ import annotations

@@ -15,10 +15,9 @@ import pytest
 
 import kernels
 import kernlock
-from helpers import CPU, LockedProjectFactory, clear_loaded_kernels, cli, kernels_module, make_project
+from helpers import CPU, LockedProjectFactory, cli, kernels_module, make_project
 from kernlock._internal.compat.kernels import arch_covers
 from kernlock.errors import GpuArchError
-from kernlock._internal.runtime.apply import release
 from kernlock.testing.fixtures import rev_parse
 from kernlock.testing.hub import TestHub
 
@@ -27,11 +26,7 @@ CU130 = "torch2.13-cxx11-cu130-x86_64-linux"
 CU130_VARIANT = "torch213-cxx11-cu130-x86_64-linux"
 
 
-@pytest.fixture(autouse=True)
-def _release() -> None:
-    yield
-    release()
-    clear_loaded_kernels()
+pytestmark = pytest.mark.usefixtures("release_and_unload_kernels")
 
 
 def _gpu_archs(project: Path, *args: str) -> dict:

@@ -17,14 +17,10 @@ import pytest
 import kernlock
 from helpers import ACTIVATION, CPU, UNIVERSAL, LockedProjectFactory, cli, make_project, run_kernlock
 from kernlock.errors import LockfileError
-from kernlock._internal.runtime.apply import release
 from kernlock.testing.hub import TestHub
 
 
-@pytest.fixture(autouse=True)
-def _release() -> None:
-    yield
-    release()
+pytestmark = pytest.mark.usefixtures("release_applied_lock")
 
 
 def _one_line(output: str) -> str:

@@ -1,6 +1,6 @@
 """Per-target overrides end to end: locked, shown, explained, applied on the matching machine, stale when changed.
 
-Parsing and matching rules are unit tests (tests/unit/test_override_rules.py).
+Parsing and matching rules are unit tests (tests/unit/model/test_override_rules.py).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from kernlock._internal.store import private
 from kernlock.errors import IntegrityError
 from kernlock._internal.store.lockfile_io import load_lockfile, write_lockfile
 from kernlock._internal.runtime.apply import release
-from test_parse_cache import big_lock
+from helpers import big_lock
 
 ATTACKER = 65534  # nobody
 needs_root = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="chown to another user needs root")

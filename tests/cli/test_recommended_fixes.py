@@ -26,7 +26,6 @@ from kernlock.errors import (
     UsageError,
 )
 from kernlock._internal.store.lockfile_io import load_lockfile
-from kernlock._internal.runtime.apply import release
 from kernlock.testing.fixtures import rev_parse, rewrite_branch
 from kernlock.testing.hub import TestHub
 from kernlock._internal.project.workspace import VENDOR_ENV
@@ -42,10 +41,7 @@ def recommended(message: str) -> list[str]:
     return shlex.split(commands[0])
 
 
-@pytest.fixture(autouse=True)
-def no_applied_lock():
-    yield
-    release()
+pytestmark = pytest.mark.usefixtures("release_applied_lock")
 
 
 def test_an_unlocked_revision_is_locked_at_that_revision(hub: TestHub, tmp_path: Path) -> None:
@@ -292,7 +288,7 @@ def declaring_nothing(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def hand_edited_commit(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A lock whose commit was mistyped by hand. (A merge conflict's fix is a git command as well:
-    tests/test_workspace.py runs it after a real `git merge`.)"""
+    tests/cli/test_workspace.py runs it after a real `git merge`.)"""
     lock = project / "kernels.lock"
     lock.write_text(lock.read_text().replace('commit = "', 'commit = "zz', 1))
 

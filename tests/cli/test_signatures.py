@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import CPU, CUDA_X86, RELU, cli, make_project
+from helpers import CPU, CUDA_X86, RELU, REPO_ROOT, cli, make_project
 from kernlock._internal.model.lockfile import Signature
 from kernlock._internal.store.lockfile_io import load_lockfile
 from kernlock._internal.check.signatures import production_trusted_root, verify_bundle
@@ -25,7 +25,7 @@ SIGNED = "kernels-community/signed"
 MY_ORG = "my-org/signed-kernel"
 MY_ORG_BUILD = "https://github.com/my-org/kernels/.github/workflows/build.yaml@refs/heads/main"
 CPU_VARIANT = "torch213-cxx11-cpu-x86_64-linux"
-ASSETS = Path(__file__).resolve().parent.parent / "fixtures" / "sigstore"
+ASSETS = REPO_ROOT / "fixtures" / "sigstore"
 
 
 def lock(project: Path, *args: str):
@@ -179,7 +179,7 @@ def test_the_readme_policy_snippet_and_default_signers_are_true(tmp_path: Path) 
     from kernlock._internal.project.config import load_project
     from kernlock._internal.project.signers import project_policy
 
-    section = (Path(__file__).resolve().parent.parent / "docs" / "how-to" / "signatures.md").read_text()
+    section = (REPO_ROOT / "docs" / "how-to" / "signatures.md").read_text()
     snippet = section.split("```toml\n", 1)[1].split("```", 1)[0]
     (tmp_path / "pyproject.toml").write_text(snippet)
     policy = project_policy(load_project(tmp_path))

@@ -125,7 +125,7 @@ def test_the_quick_starts_hook_fails_on_a_changed_attn_implementation_in_train_p
 ) -> None:
     """The quick start as written (its lock command, its train.py lines, the README's hook): the hook passes, then
     fails when train.py's attn_implementation names another kernel, and passes again once it names the locked one."""
-    from test_readme_quickstart import _bash, _tiny_model_and_data, quick_start_blocks
+    from helpers import quick_start_blocks, run_bash, tiny_model_and_data
 
     lock_block = quick_start_blocks("bash")[0]
     [train] = quick_start_blocks("python")
@@ -134,8 +134,8 @@ def test_the_quick_starts_hook_fails_on_a_changed_attn_implementation_in_train_p
     (repo / "pyproject.toml").write_text('[project]\nname = "my-training-project"\nversion = "0"\n')
     _git(repo, "init", "-q", "-b", "main")
     (repo / "train.py").write_text(train)
-    _tiny_model_and_data(repo)  # the model the lock command names
-    locked = _bash(lock_block, tmp_path)
+    tiny_model_and_data(repo)  # the model the lock command names
+    locked = run_bash(lock_block, tmp_path)
     assert locked.returncode == 0, locked.stdout + locked.stderr
     config = repo / ".pre-commit-config.yaml"
     config.write_text(readme_hook_config())

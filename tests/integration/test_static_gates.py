@@ -7,7 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers import REPO_ROOT
+
+ROOT = REPO_ROOT
 
 
 def mypy(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:

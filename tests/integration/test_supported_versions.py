@@ -10,8 +10,9 @@ from packaging.requirements import Requirement
 
 from kernlock._internal.check import doctor
 from kernlock._internal.compat.transformers import TransformersInfo
+from helpers import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO_ROOT
 
 
 def _environment(monkeypatch: pytest.MonkeyPatch, kernels: str | None, transformers: str | None,

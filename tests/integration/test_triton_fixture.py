@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import REPO_ROOT
+
+ROOT = REPO_ROOT
 pytest.importorskip("triton", reason="Triton is not installed (requirements-dev.txt pins it)")
 
 

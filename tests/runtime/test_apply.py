@@ -25,16 +25,11 @@ from kernlock.errors import (
     NoVariantError,
     UnlockedKernelError,
 )
-from kernlock._internal.runtime.apply import release
 from kernlock.testing.fixtures import advance_branch, rev_parse
 from kernlock.testing.hub import TestHub
 from scripts.harness import ok, only_locked_files_requested, python, variant_of
 
 
-@pytest.fixture(autouse=True)
-def _release() -> None:
-    yield
-    release()
 
 
 # ---------------------------------------------------------------- Transformers attention

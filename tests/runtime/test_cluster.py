@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from helpers import CPU, FA2, LockedProjectFactory, run_kernlock
+from helpers import CPU, FA2, REPO_ROOT, LockedProjectFactory, run_kernlock
 from kernlock._internal.model.lockfile import LockedKernel
 from kernlock.testing.hub import TestHub
 from scripts.harness import PRELUDE, child_env, completed, ok, only_locked_files_requested, run, variant_of
 
 CPU_212 = "torch2.12-cxx11-cpu-x86_64-linux"
-TWO_RANKS = Path(__file__).resolve().parent.parent / "examples" / "cluster" / "two_ranks.sh"
+TWO_RANKS = REPO_ROOT / "examples" / "cluster" / "two_ranks.sh"
 
 # Like a training script: transformers imported first (under `kernlock run` that import applies the lock).
 INIT = "import transformers\nimport torch.distributed as dist\ndist.init_process_group('gloo')\n"

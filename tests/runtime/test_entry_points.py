@@ -15,30 +15,14 @@ import pytest
 
 import kernels
 import kernlock
-from helpers import ACTIVATION, UNIVERSAL, LockedProjectFactory, clear_loaded_kernels
+from helpers import ACTIVATION, UNIVERSAL, clear_loaded_kernels
 from kernlock._internal.store import hub_cache as cache
 from kernlock.errors import LocalKernelError, UnlockedKernelError
-from kernlock._internal.runtime.apply import release
-from kernlock.testing.fixtures import advance_branch
-from kernlock.testing.hub import TestHub
 from scripts.harness import ok, python, variant_of
 
 UNLOCKED = rf"kernel {UNIVERSAL} \(.*\) is not in .*kernlock lock {UNIVERSAL}"
 
 
-@pytest.fixture(autouse=True)
-def _release() -> None:
-    yield
-    release()
-
-
-@pytest.fixture
-def locked(hub: TestHub, locked_project: LockedProjectFactory):
-    """A project locking activation@v1 (a layer kernel); its branch then moves upstream."""
-    project, lock = locked_project([f"{ACTIVATION}@v1"])
-    [entry] = lock.kernels
-    assert advance_branch(hub.repo_path(ACTIVATION), "v1") != entry.commit
-    return project, lock, entry
 
 
 def _bound(module, lock, entry) -> None:

@@ -17,17 +17,12 @@ from helpers import FA2, LockedProjectFactory, cli
 from kernlock._internal.store import hub_cache as cache
 from kernlock.errors import IntegrityError
 from kernlock._internal.model.lockfile import LockedKernel, LockedVariant
-from kernlock._internal.runtime.apply import release
 from kernlock._internal.project.workspace import VENDOR_ENV
 from scripts.harness import python
 
 PLANTED = 'KERNEL_IDENTITY = {"planted": True}\n'
 
 
-@pytest.fixture(autouse=True)
-def _release():
-    yield
-    release()
 
 
 Synced = tuple[Path, LockedKernel, LockedVariant, Path]

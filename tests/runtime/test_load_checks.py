@@ -27,16 +27,14 @@ from kernlock._internal.runtime.apply import release
 from kernlock.testing.fixtures import git, push_commit
 from kernlock.testing.hub import TestHub
 
-pytestmark = pytest.mark.skipif(line().VALIDATORS is None, reason="kernels before 0.18 has no load-time validators")
+pytestmark = [
+    pytest.mark.skipif(line().VALIDATORS is None, reason="kernels before 0.18 has no load-time validators"),
+    pytest.mark.usefixtures("release_and_unload_kernels"),
+]
 
 VARIANT = "torch213-cxx11-cpu-x86_64-linux"
 
 
-@pytest.fixture(autouse=True)
-def _release() -> None:
-    yield
-    release()
-    clear_loaded_kernels()
 
 
 def _edit_after_digest(hub: TestHub) -> str:

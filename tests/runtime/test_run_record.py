@@ -15,7 +15,7 @@ from kernlock._internal.store.lockfile_io import load_lockfile
 from kernlock.testing.fixtures import advance_branch
 from kernlock.testing.hub import TestHub
 from scripts.harness import python
-from test_readme_quickstart import _tiny_model_and_data
+from helpers import tiny_model_and_data
 
 
 
@@ -52,7 +52,7 @@ def test_loaded_returns_what_this_process_loaded_under_the_lock(locked_project) 
 def test_kernlock_run_trl_sft_records_each_checkpoint_and_verify_against_follows_the_lock(
         hub: TestHub, locked_project, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     project, lock = locked_project([FA2], [CPU])
-    _tiny_model_and_data(project)
+    tiny_model_and_data(project)
     hub.reset_counts()
     run_line, verify_line = readme_block()
     import torch

@@ -12,23 +12,20 @@ import pytest
 
 import kernels
 import kernlock
-from helpers import CPU, LockedProjectFactory, clear_loaded_kernels, cli
+from helpers import CPU, LockedProjectFactory, cli
 from kernlock._internal.compat.kernels import line
 from kernlock.errors import IntegrityError
-from kernlock._internal.runtime.apply import release
 from kernlock.testing.hub import TestHub
 
-pytestmark = pytest.mark.skipif(not line().PYTHON_ABI, reason="the zip build layout is new in kernels 0.19")
+pytestmark = [
+    pytest.mark.skipif(not line().PYTHON_ABI, reason="the zip build layout is new in kernels 0.19"),
+    pytest.mark.usefixtures("release_and_unload_kernels"),
+]
 
 ZIPPED = "kernels-community/zipped"
 VARIANT = "torch213-cxx11-cpu-x86_64-linux"
 
 
-@pytest.fixture(autouse=True)
-def _release() -> None:
-    yield
-    release()
-    clear_loaded_kernels()
 
 
 def _archive(lock) -> str:

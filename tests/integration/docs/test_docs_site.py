@@ -26,19 +26,19 @@ RUNNABLE = ("bash", "sh", "shell", "console", "python", "py", "pycon")
 # Every runnable block of docs/ (page, n-th runnable block of the page, or a README section it includes with
 # `--8<-- "README.md:NAME"`) -> the test that runs it verbatim.
 RUN_BY = {
-    ("docs/tutorial/quick-start.md", "README.md:install"): "tests/test_install.py::test_the_readmes_install_commands_work",
-    ("docs/tutorial/quick-start.md", "README.md:lock"): "tests/test_readme_quickstart.py::test_every_quick_start_block_runs_as_written",
-    ("docs/tutorial/quick-start.md", "README.md:code"): "tests/test_readme_quickstart.py::test_every_quick_start_block_runs_as_written",
-    ("docs/tutorial/quick-start.md", "README.md:run"): "tests/test_readme_quickstart.py::test_every_quick_start_block_runs_as_written",
-    ("docs/tutorial/quick-start.md", "README.md:verify"): "tests/test_readme_quickstart.py::test_every_quick_start_block_runs_as_written",
-    ("docs/tutorial/quick-start.md", 0): "tests/test_docs_tutorial.py::test_the_tutorials_cluster_job_runs_as_written",
-    ("docs/tutorial/quick-start.md", 1): "tests/test_run_record.py::test_kernlock_run_trl_sft_records_each_checkpoint_and_verify_against_follows_the_lock",
-    ("docs/how-to/pre-commit.md", "README.md:precommit"): "tests/test_precommit.py::test_the_readmes_hook_config_works_as_written",
-    ("docs/how-to/clusters.md", "docs/tutorial/quick-start.md:cluster"): "tests/test_docs_tutorial.py::test_the_tutorials_cluster_job_runs_as_written",
-    ("docs/how-to/offline-vendor.md", 0): "tests/test_docs_tutorial.py::test_the_offline_job_script_runs_as_written",
-    ("docs/how-to/new-torch.md", 0): "tests/test_readme_lifecycle.py::test_appended_section_runs_as_written",
-    ("docs/how-to/advisories.md", 0): "tests/test_readme_lifecycle.py::test_advisories_section_runs_as_written",
-    ("docs/how-to/shell-completion.md", 0): "tests/test_completion.py::test_the_documented_completion_lines_run_as_written",
+    ("docs/tutorial/quick-start.md", "README.md:install"): "tests/integration/docs/test_readme_install.py::test_the_readmes_install_commands_work",
+    ("docs/tutorial/quick-start.md", "README.md:lock"): "tests/integration/docs/test_readme_quickstart.py::test_every_quick_start_block_runs_as_written",
+    ("docs/tutorial/quick-start.md", "README.md:code"): "tests/integration/docs/test_readme_quickstart.py::test_every_quick_start_block_runs_as_written",
+    ("docs/tutorial/quick-start.md", "README.md:run"): "tests/integration/docs/test_readme_quickstart.py::test_every_quick_start_block_runs_as_written",
+    ("docs/tutorial/quick-start.md", "README.md:verify"): "tests/integration/docs/test_readme_quickstart.py::test_every_quick_start_block_runs_as_written",
+    ("docs/tutorial/quick-start.md", 0): "tests/integration/docs/test_docs_tutorial.py::test_the_tutorials_cluster_job_runs_as_written",
+    ("docs/tutorial/quick-start.md", 1): "tests/runtime/test_run_record.py::test_kernlock_run_trl_sft_records_each_checkpoint_and_verify_against_follows_the_lock",
+    ("docs/how-to/pre-commit.md", "README.md:precommit"): "tests/integration/test_precommit.py::test_the_readmes_hook_config_works_as_written",
+    ("docs/how-to/clusters.md", "docs/tutorial/quick-start.md:cluster"): "tests/integration/docs/test_docs_tutorial.py::test_the_tutorials_cluster_job_runs_as_written",
+    ("docs/how-to/offline-vendor.md", 0): "tests/integration/docs/test_docs_tutorial.py::test_the_offline_job_script_runs_as_written",
+    ("docs/how-to/new-torch.md", 0): "tests/integration/docs/test_howto_blocks.py::test_appended_section_runs_as_written",
+    ("docs/how-to/advisories.md", 0): "tests/integration/docs/test_howto_blocks.py::test_advisories_section_runs_as_written",
+    ("docs/how-to/shell-completion.md", 0): "tests/cli/test_completion.py::test_the_documented_completion_lines_run_as_written",
 }
 
 

@@ -2,44 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
-from helpers import REPO_ROOT, markdown_blocks
+from helpers import REPO_ROOT, quick_start_blocks, quick_start_section, run_bash, tiny_model_and_data
 from kernlock._internal.store.lockfile_io import load_lockfile
 from kernlock.testing.fixtures import advance_branch
 from kernlock.testing.hub import TestHub
-
-
-def quick_start_section() -> str:
-    """The README's "Quick start" section."""
-    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("## Quick start"):]
-    return section[:section.index("\n## ", 3)]
-
-
-def quick_start_blocks(language: str) -> list[str]:
-    """The ```language blocks of the README's "Quick start" section, in order."""
-    return markdown_blocks(quick_start_section(), language)
-
-
-def _bash(script: str, cwd: Path, **extra_env: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **extra_env}
-    return subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300)
-
-
-def _tiny_model_and_data(project: Path) -> None:
-    """A tiny random model in `./model` and a tiny data set in `./data`: what the quick start's paths stand for."""
-    from scripts import tiny
-
-    tiny.tokenizer(project / "model")
-    tiny.model("sdpa").save_pretrained(project / "model")
-    (project / "data").mkdir()
-    (project / "data" / "train.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in tiny.texts()["text"]))
 
 
 def test_every_quick_start_block_runs_as_written(hub: TestHub, tmp_path: Path) -> None:
@@ -52,8 +21,8 @@ def test_every_quick_start_block_runs_as_written(hub: TestHub, tmp_path: Path) -
     project.mkdir()
     (project / "pyproject.toml").write_text('[project]\nname = "my-training-project"\nversion = "0"\n')
     subprocess.run(["git", "init", "-q", str(project)], check=True)
-    _tiny_model_and_data(project)  # the model the lock block names
-    locked = _bash(lock_block, tmp_path)
+    tiny_model_and_data(project)  # the model the lock block names
+    locked = run_bash(lock_block, tmp_path)
     assert locked.returncode == 0, locked.stdout + locked.stderr
     lock = load_lockfile(project / "kernels.lock")
     [entry] = [k for k in lock.kernels if k.repo == "kernels-community/flash-attn2"]
@@ -70,19 +39,19 @@ def test_every_quick_start_block_runs_as_written(hub: TestHub, tmp_path: Path) -
     moved = advance_branch(hub.repo_path(entry.repo), entry.ref)
     (project / "train.py").write_text(python_block)
     bound = f"kernlock: {entry.repo} (version 4) -> {entry.commit} ["
-    trained = _bash("python train.py", project, KERNLOCK_VERBOSE="1")
+    trained = run_bash("python train.py", project, KERNLOCK_VERBOSE="1")
     assert trained.returncode == 0, trained.stdout + trained.stderr
     assert bound in trained.stderr and moved not in trained.stderr, trained.stderr
     import torch
 
     cpu_only = "" if torch.cuda.is_available() else " --use_cpu"  # TRL's bf16 default needs a GPU; the README says so
     assert "add `--use_cpu`, as the suite does" in " ".join(quick_start_section().split())
-    sft = _bash(run_block.rstrip("\n") + cpu_only, project, KERNLOCK_VERBOSE="1", HF_DATASETS_OFFLINE="1")
+    sft = run_bash(run_block.rstrip("\n") + cpu_only, project, KERNLOCK_VERBOSE="1", HF_DATASETS_OFFLINE="1")
     assert sft.returncode == 0, sft.stdout[-3000:] + sft.stderr[-5000:]
     assert "Training completed" in sft.stdout + sft.stderr
     assert bound in sft.stderr and moved not in sft.stderr, sft.stderr[-5000:]
 
-    verified = _bash(verify_block, project)
+    verified = run_bash(verify_block, project)
     assert verified.returncode == 0, verified.stdout + verified.stderr
 
 
@@ -105,13 +74,13 @@ def test_the_ci_recipe_runs_its_kernlock_steps_as_written(locked_project, tmp_pa
                                                                           "kernlock verify --all-targets --remote"]
     project = locked_project(["kernels-community/activation@v1"], ["torch2.13-cxx11-cpu-x86_64-linux"]).path
     for step in kernlock_steps:
-        done = _bash(step, project)
+        done = run_bash(step, project)
         assert done.returncode == 0, step + "\n" + done.stdout + done.stderr
     before = (project / "kernels.lock").read_bytes()
     pyproject = project / "pyproject.toml"
     pyproject.write_text(pyproject.read_text().replace('kernels = ["kernels-community/activation@v1"]',
                                                        'kernels = ["kernels-community/activation@v1", "kernels-community/tagged@v1"]'))
-    assert _bash(kernlock_steps[0], project).returncode == 1
+    assert run_bash(kernlock_steps[0], project).returncode == 1
     assert (project / "kernels.lock").read_bytes() == before
 
 
@@ -130,13 +99,13 @@ def test_the_ci_recipe_fails_on_a_lock_edited_by_hand(locked_project) -> None:  
     }
 
     def recipe() -> list[int]:
-        return [_bash(step, project).returncode for step in ci_recipe_steps()]
+        return [run_bash(step, project).returncode for step in ci_recipe_steps()]
 
     assert recipe() == [0, 0]
     for what, text in edits.items():
         assert text != genuine, what
         path.write_text(text)
-        assert _bash("kernlock verify --all-targets", project).returncode == 0, what  # offline: not caught
+        assert run_bash("kernlock verify --all-targets", project).returncode == 0, what  # offline: not caught
         assert 1 in recipe(), what
         assert path.read_text() == text  # the recipe changes nothing
     path.write_text(genuine)

@@ -128,9 +128,9 @@ def test_a_lock_never_writes_outside_its_cache(locked_project: LockedProjectFact
 
 
 def sample_text() -> str:
-    from test_lockfile import sample
+    from helpers import sample_lockfile
 
-    return dumps_lockfile(sample())
+    return dumps_lockfile(sample_lockfile())
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -23,7 +23,7 @@ from huggingface_hub.errors import (
 from huggingface_hub.hf_api import RepoFile, RepoFolder
 
 import kernels
-from helpers import FA2, clear_loaded_kernels
+from helpers import FA2, REPO_ROOT, clear_loaded_kernels
 from kernlock.testing.fixtures import (
     advance_branch,
     build_fixture_repos,
@@ -306,7 +306,7 @@ def test_cli_serves_fixture_repos(tmp_path: Path) -> None:
         [sys.executable, "-m", "kernlock.testing.hub", "--port", "0", "--workdir", str(tmp_path)],
         stdout=subprocess.PIPE,
         text=True,
-        cwd=Path(__file__).resolve().parents[1],
+        cwd=REPO_ROOT,
     )
     try:
         line = process.stdout.readline().strip()

@@ -9,37 +9,16 @@ import pytest
 
 from kernlock._internal.model.target import parse_target
 from kernlock.errors import LockfileError, LockfileVersionError, WriteError
-from kernlock._internal.model.lockfile import LockedFile, LockedKernel, Lockfile, LockedVariant
+from kernlock._internal.model.lockfile import Lockfile
+from helpers import sample_lockfile
 from kernlock._internal.store.lockfile_io import dumps_lockfile, load_lockfile, parse_lockfile, write_lockfile
 
 SHA = "a" * 40
 CPU = parse_target("torch2.13-cxx11-cpu-x86_64-linux")
 
 
-def sample() -> Lockfile:
-    return Lockfile(
-        version="1.0",  # what the resolver writes for a lock without signers (`format_for`)
-        targets=(CPU,),
-        inputs=("org/repo",),
-        resolved_with={"kernlock": "0.1.0"},
-        kernels=(
-            LockedKernel(
-                spec="org/repo", repo="org/repo", commit=SHA, resolution="branch v1", trust="trusted-publisher",
-                version=1, ref="v1", build_variants=("torch213-cxx11-cpu-x86_64-linux",),
-                variants=(
-                    LockedVariant(
-                        name="torch213-cxx11-cpu-x86_64-linux",
-                        targets=(CPU,),
-                        files=(LockedFile(path="b.py", sha256="1" * 64, size=3), LockedFile(path="a.py", sha256="2" * 64, size=4)),
-                    ),
-                ),
-            ),
-        ),
-    )
-
-
 def test_round_trip_is_exact_and_sorted() -> None:
-    text = dumps_lockfile(sample())
+    text = dumps_lockfile(sample_lockfile())
     parsed = parse_lockfile(text)
     assert dumps_lockfile(parsed) == text
     assert [f.path for f in parsed.kernels[0].variants[0].files] == ["a.py", "b.py"]
@@ -138,7 +117,7 @@ def test_a_lock_written_before_the_rewrite_keeps_its_bytes() -> None:
     ],
 )
 def test_invalid_values_carry_their_key_path(old: str, new: str, key_path: tuple[str | int, ...]) -> None:
-    text = dumps_lockfile(sample())
+    text = dumps_lockfile(sample_lockfile())
     assert old in text
     with pytest.raises(LockfileError) as raised:
         parse_lockfile(text.replace(old, new, 1), source="locks/k.lock")
@@ -157,35 +136,35 @@ def test_key_paths_read_like_the_lock() -> None:
 
 
 def test_duplicate_entries_are_rejected() -> None:
-    text = dumps_lockfile(sample())
+    text = dumps_lockfile(sample_lockfile())
     entry = text[text.index("[[kernel]]"):]
     with pytest.raises(LockfileError, match=r"kernel\[1\]\.spec: duplicate entry"):
         parse_lockfile(text + "\n" + entry)
 
 
 def test_newer_major_format_asks_for_an_upgrade() -> None:
-    text = dumps_lockfile(sample()).replace('version = "1.0"\n', 'version = "7.0"\n', 1)
+    text = dumps_lockfile(sample_lockfile()).replace('version = "1.0"\n', 'version = "7.0"\n', 1)
     with pytest.raises(LockfileVersionError, match="newer than this kernlock understands.*upgrade kernlock"):
         parse_lockfile(text)
 
 
 def test_newer_minor_format_is_read_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
-    text = dumps_lockfile(sample()).replace('version = "1.0"\n', 'version = "1.4"\nfuture-key = 2\n', 1)
+    text = dumps_lockfile(sample_lockfile()).replace('version = "1.0"\n', 'version = "1.4"\nfuture-key = 2\n', 1)
     text = text.replace('resolution = "branch v1"', 'resolution = "branch v1"\nfuture-field = "x"', 1)
     with caplog.at_level("WARNING", logger="kernlock"):
         lock = parse_lockfile(text)
-    assert lock.kernels == parse_lockfile(dumps_lockfile(sample())).kernels
+    assert lock.kernels == parse_lockfile(dumps_lockfile(sample_lockfile())).kernels
     assert lock.version == "1.4" and lock.newer_format
     assert "lock format 1.4; this one reads 1.3); ignoring future-key, kernel[0].future-field" in caplog.text
 
 
 def test_the_integer_version_of_older_locks_reads_as_1_0() -> None:
-    text = dumps_lockfile(sample()).replace('version = "1.0"\n', "version = 1\n", 1)
-    assert parse_lockfile(text) == parse_lockfile(dumps_lockfile(sample()))
+    text = dumps_lockfile(sample_lockfile()).replace('version = "1.0"\n', "version = 1\n", 1)
+    assert parse_lockfile(text) == parse_lockfile(dumps_lockfile(sample_lockfile()))
 
 
 def test_merge_conflict_markers_get_their_own_message() -> None:
-    text = dumps_lockfile(sample())
+    text = dumps_lockfile(sample_lockfile())
     conflicted = text.replace(f'commit = "{SHA}"', f'<<<<<<< HEAD\ncommit = "{SHA}"\n=======\ncommit = "{"b" * 40}"\n>>>>>>> branch')
     with pytest.raises(LockfileError, match=r"kernels.lock:\d+: git merge-conflict markers; fix: resolve the conflict by hand, or .*"
                        r"`git checkout --ours kernels.lock && kernlock lock -P org/repo`"):
@@ -203,10 +182,10 @@ def test_not_toml_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_write_is_atomic_and_skips_identical_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "kernels.lock"
-    assert write_lockfile(sample(), path) is True
+    assert write_lockfile(sample_lockfile(), path) is True
     before = path.read_bytes()
     mtime = path.stat().st_mtime_ns
-    assert write_lockfile(sample(), path) is False
+    assert write_lockfile(sample_lockfile(), path) is False
     assert path.stat().st_mtime_ns == mtime
 
     def broken_replace(src: str, dst: str) -> None:

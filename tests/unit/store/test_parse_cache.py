@@ -11,31 +11,9 @@ import pytest
 import kernlock
 from kernlock._internal.store import lockfile_io as lockfile_toml
 from kernlock._internal.store import parse_cache
-from kernlock._internal.model.target import parse_target
 from kernlock.errors import LockfileError
-from kernlock._internal.model.lockfile import LockedFile, LockedKernel, Lockfile, LockedVariant
 from kernlock._internal.store.lockfile_io import load_lockfile, write_lockfile
-
-
-def big_lock(kernels: int = 30, variants: int = 6) -> Lockfile:
-    """A lock well over `MIN_CACHED_BYTES`."""
-    entries = []
-    for k in range(kernels):
-        repo = f"org/kernel-{k:03d}"
-        locked = tuple(
-            LockedVariant(
-                name=f"torch2{v}-cxx11-cpu-x86_64-linux",
-                targets=(parse_target(f"torch2.{v}-cxx11-cpu-x86_64-linux"),),
-                files=tuple(LockedFile(path=f"pkg/file{n}.py", sha256=f"{k:02d}{v:02d}{n:02d}".ljust(64, "0"), size=100 + n) for n in range(4)),
-            )
-            for v in range(variants)
-        )
-        entries.append(LockedKernel(
-            spec=repo, repo=repo, commit=f"{k:040x}", resolution="branch v1", trust="trusted-publisher",
-            version=1, ref="v1", build_variants=tuple(v.name for v in locked), variants=locked,
-        ))
-    return Lockfile(targets=tuple(parse_target(f"torch2.{v}-cxx11-cpu-x86_64-linux") for v in range(variants)),
-                    inputs=tuple(k.spec for k in entries), kernels=tuple(entries), resolved_with={"kernlock": "0.1.0"})
+from helpers import big_lock
 
 
 def _forbid_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
