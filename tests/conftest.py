@@ -21,6 +21,21 @@ from kernlock.testing.fixtures import advance_branch, build_fixture_repos, defau
 from kernlock.testing.hub import TestHub
 
 
+TESTS = Path(__file__).resolve().parent
+# Run order: the kinds with the longest tests first (fresh interpreters importing torch, TRL runs, real installs),
+# the unit tests last, so that under `pytest -n auto` no long test is left running alone at the end.
+# The order within a module stays as written.
+SLOWEST_FIRST = ("integration", "runtime", "cli", "unit")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    def kind(item: pytest.Item) -> int:
+        top = Path(item.path).resolve().relative_to(TESTS).parts[0]
+        return SLOWEST_FIRST.index(top) if top in SLOWEST_FIRST else len(SLOWEST_FIRST)
+
+    items.sort(key=kind)
+
+
 @pytest.fixture(autouse=True)
 def private_kernlock_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Each test (and the processes it starts) gets its own kernlock parse cache."""
