@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test install bench matrix clean
+.PHONY: demo test test-fast install bench matrix clean
 
 $(BIN)/kernlock: pyproject.toml requirements-dev.txt $(shell git ls-files kernlock fixtures 2>/dev/null)
 	$(PYTHON) -m venv $(VENV)
@@ -18,9 +18,13 @@ install: $(BIN)/kernlock
 demo: install
 	PATH="$(abspath $(BIN)):$$PATH" scripts/demo.sh
 
-## the test suite (pytest exit 5, "no tests collected", fails too)
+## the test suite, spread over the cores by pytest-xdist (pytest exit 5, "no tests collected", fails too)
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto
+
+## the unit tests alone (tests/unit: no HTTP, no subprocesses), in one process
+test-fast: install
+	$(BIN)/python -m pytest -q tests/unit
 
 ## the version matrix (noxfile.py): every kernels/Transformers/huggingface_hub cell, then the support table (docs/reference/supported-versions.md)
 matrix: install

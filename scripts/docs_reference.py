@@ -11,7 +11,7 @@
 
 The words that source cannot give (what a `[tool.kernlock]` key means, what a variable read outside
 settings.py means) are in `KEYS` and `OTHER_VARIABLES` below, and rendering fails, failing
-`mkdocs build --strict` and tests/test_docs_site.py, when a key or a variable exists on one side only.
+`mkdocs build --strict` and tests/integration/docs/test_docs_site.py, when a key or a variable exists on one side only.
 
     python scripts/docs_reference.py env-vars|config-keys|python-api   # print one table
 """

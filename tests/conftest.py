@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from helpers import (
+    ACTIVATION,
     LockedProject,
     LockedProjectFactory,
     clear_loaded_kernels,
@@ -16,8 +17,23 @@ from helpers import (
     lock_project,
     patch_hub_client,
 )
-from kernlock.testing.fixtures import build_fixture_repos, default_fixtures_dir
+from kernlock.testing.fixtures import advance_branch, build_fixture_repos, default_fixtures_dir
 from kernlock.testing.hub import TestHub
+
+
+TESTS = Path(__file__).resolve().parent
+# Run order: the kinds with the longest tests first (fresh interpreters importing torch, TRL runs, real installs),
+# the unit tests last, so that under `pytest -n auto` no long test is left running alone at the end.
+# The order within a module stays as written.
+SLOWEST_FIRST = ("integration", "runtime", "cli", "unit")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    def kind(item: pytest.Item) -> int:
+        top = Path(item.path).resolve().relative_to(TESTS).parts[0]
+        return SLOWEST_FIRST.index(top) if top in SLOWEST_FIRST else len(SLOWEST_FIRST)
+
+    items.sort(key=kind)
 
 
 @pytest.fixture(autouse=True)
@@ -86,3 +102,31 @@ def locked_project(hub: TestHub, tmp_path: Path) -> LockedProjectFactory:
         return lock_project(root or tmp_path / "p", kernels, targets, extra, files)
 
     return make
+
+
+@pytest.fixture
+def release_applied_lock() -> Iterator[None]:
+    """Whatever lock the test applied in this process is released after it (autouse under tests/runtime/)."""
+    yield
+    from kernlock._internal.runtime.apply import release
+
+    release()
+
+
+@pytest.fixture
+def release_and_unload_kernels() -> Iterator[None]:
+    """As `release_applied_lock`, then kernels' list of loaded kernels is emptied too."""
+    yield
+    from kernlock._internal.runtime.apply import release
+
+    release()
+    clear_loaded_kernels()
+
+
+@pytest.fixture
+def locked(hub: TestHub, locked_project: LockedProjectFactory):
+    """A project locking activation@v1 (a layer kernel); its branch then moves upstream."""
+    project, lock = locked_project([f"{ACTIVATION}@v1"])
+    [entry] = lock.kernels
+    assert advance_branch(hub.repo_path(ACTIVATION), "v1") != entry.commit
+    return project, lock, entry

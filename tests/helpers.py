@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -14,8 +15,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 from kernlock._internal.cli.main import main
-from kernlock._internal.lockfile.model import Lockfile
+from kernlock._internal.lockfile.model import Lockfile, LockedFile, LockedKernel, LockedVariant
 from kernlock._internal.lockfile.serialize import load_lockfile
+from kernlock._internal.model.target import parse_target
 from kernlock._internal.check.signatures import TRUSTED_ROOT_ENV
 from kernlock.testing.sigstore import TestSigstore
 
@@ -196,3 +198,81 @@ def patch_hub_client(monkeypatch: pytest.MonkeyPatch, endpoint: str, hf_home: Pa
     monkeypatch.setattr(_git_credential, "ENDPOINT", endpoint)
     for name in ("hf_hub", "install", "locking", "resolver"):  # kernels 0.17 copies the cache dir at import
         monkeypatch.setattr(kernels_module(name), "CACHE_DIR", None, raising=False)
+
+
+# The README's quick start (tests/integration/docs/test_readme_quickstart.py runs it; others reuse its parts).
+
+def quick_start_section() -> str:
+    """The README's "Quick start" section."""
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Quick start"):]
+    return section[:section.index("\n## ", 3)]
+
+
+def quick_start_blocks(language: str) -> list[str]:
+    """The ```language blocks of the README's "Quick start" section, in order."""
+    return markdown_blocks(quick_start_section(), language)
+
+
+def run_bash(script: str, cwd: Path, **extra_env: str) -> subprocess.CompletedProcess:
+    """Run a shell block as written (bash -euo pipefail), this environment's bin directory first on PATH."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **extra_env}
+    return subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def tiny_model_and_data(project: Path) -> None:
+    """A tiny random model in `./model` and a tiny data set in `./data`: what the quick start's paths stand for."""
+    from scripts import tiny
+
+    tiny.tokenizer(project / "model")
+    tiny.model("sdpa").save_pretrained(project / "model")
+    (project / "data").mkdir()
+    (project / "data" / "train.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in tiny.texts()["text"]))
+
+
+# Locks built in memory.
+
+def sample_lockfile() -> Lockfile:
+    """A one-kernel lock for this machine's CPU target."""
+    cpu = parse_target(CPU)
+    return Lockfile(
+        version="1.0",  # what the resolver writes for a lock without signers (`format_for`)
+        targets=(cpu,),
+        inputs=("org/repo",),
+        resolved_with={"kernlock": "0.1.0"},
+        kernels=(
+            LockedKernel(
+                spec="org/repo", repo="org/repo", commit="a" * 40, resolution="branch v1", trust="trusted-publisher",
+                version=1, ref="v1", build_variants=("torch213-cxx11-cpu-x86_64-linux",),
+                variants=(
+                    LockedVariant(
+                        name="torch213-cxx11-cpu-x86_64-linux",
+                        targets=(cpu,),
+                        files=(LockedFile(path="b.py", sha256="1" * 64, size=3), LockedFile(path="a.py", sha256="2" * 64, size=4)),
+                    ),
+                ),
+            ),
+        ),
+    )
+
+
+def big_lock(kernels: int = 30, variants: int = 6) -> Lockfile:
+    """A lock well over `MIN_CACHED_BYTES`."""
+    entries = []
+    for k in range(kernels):
+        repo = f"org/kernel-{k:03d}"
+        locked = tuple(
+            LockedVariant(
+                name=f"torch2{v}-cxx11-cpu-x86_64-linux",
+                targets=(parse_target(f"torch2.{v}-cxx11-cpu-x86_64-linux"),),
+                files=tuple(LockedFile(path=f"pkg/file{n}.py", sha256=f"{k:02d}{v:02d}{n:02d}".ljust(64, "0"), size=100 + n) for n in range(4)),
+            )
+            for v in range(variants)
+        )
+        entries.append(LockedKernel(
+            spec=repo, repo=repo, commit=f"{k:040x}", resolution="branch v1", trust="trusted-publisher",
+            version=1, ref="v1", build_variants=tuple(v.name for v in locked), variants=locked,
+        ))
+    return Lockfile(targets=tuple(parse_target(f"torch2.{v}-cxx11-cpu-x86_64-linux") for v in range(variants)),
+                    inputs=tuple(k.spec for k in entries), kernels=tuple(entries), resolved_with={"kernlock": "0.1.0"})

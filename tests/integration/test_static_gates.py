@@ -1,0 +1,44 @@
+"""The static gates: `mypy kernlock` and `ruff check kernlock` are clean under the project's configuration,
+and users' code type-checks against the lazy public API."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers import REPO_ROOT
+
+ROOT = REPO_ROOT
+
+
+def mypy(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", *args], cwd=cwd,
+                          capture_output=True, text=True, check=False)
+
+
+def test_package_type_checks_clean() -> None:
+    checked = mypy("kernlock")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_package_lints_clean() -> None:
+    linted = subprocess.run([sys.executable, "-m", "ruff", "check", "kernlock"], cwd=ROOT, capture_output=True,
+                            text=True, check=False)
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+
+
+def test_public_api_is_typed_behind_the_lazy_init(tmp_path: Path) -> None:
+    assert (ROOT / "kernlock" / "py.typed").is_file()
+    user = tmp_path / "train.py"
+    user.write_text(
+        "import kernlock\n"
+        "applied = kernlock.apply()\n"
+        "reveal_type(applied.kernels)\n"
+        "lockfile: kernlock.Lockfile = kernlock.load_lockfile('kernels.lock')\n"
+        "try:\n    kernlock.verify()\nexcept kernlock.KernlockError as error:\n    reveal_type(error.fix)\n"
+    )
+    checked = mypy("--strict", str(user), cwd=tmp_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert 'Revealed type is "dict[str, tuple[str, str]]"' in checked.stdout
+    assert 'Revealed type is "str | None"' in checked.stdout
