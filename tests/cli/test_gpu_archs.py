@@ -22,6 +22,7 @@ from kernlock.testing.fixtures import rev_parse
 from kernlock.testing.hub import TestHub
 
 SM100 = "kernels-community/sm100-only"
+HOPPER = "kernels-community/hopper-only"
 CU130 = "torch2.13-cxx11-cu130-x86_64-linux"
 CU130_VARIANT = "torch213-cxx11-cu130-x86_64-linux"
 
@@ -61,6 +62,26 @@ def test_verify_fails_offline_for_a_declared_a100_pool_against_a_10_0_only_build
     assert (problem["target"], problem["variant"], problem["arch"]) == (CU130, CU130_VARIANT, "8.0")
     text = cli("verify", cwd=project).output  # the text report: one line, with its fix
     assert "declared GPU arch 8.0 of target" in text and "drop '8.0' from [tool.kernlock] gpu-archs" in text
+
+
+def test_verify_fails_offline_for_a_declared_a100_pool_against_a_9_0_only_build(
+        hub: TestHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Hopper-only build (`9.0a`, as FlashAttention-3 ships) and a cluster with an A100 node pool: `verify`
+    fails with the Hub unreachable, naming arch 8.0, the target and the variant; the H100 pool alone passes."""
+    project = make_project(tmp_path / "p", kernels=[f"{HOPPER}@v1"], targets=[CU130, CPU],
+                           extra='gpu-archs = ["H100", "A100"]\n')
+    assert cli("lock", cwd=project).exit_code == 0
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens: any request would fail the verify
+    found = _gpu_archs(project)
+    assert found["exit"] != 0 and not found["check"]["ok"]
+    [problem] = found["check"]["problems"]
+    assert (problem["target"], problem["variant"], problem["arch"]) == (CU130, CU130_VARIANT, "8.0")
+    assert problem["message"].endswith(f"is built for GPU archs 9.0a, which do not cover declared GPU arch 8.0 (A100) "
+                                       f"of target {CU130}; kernels would refuse to load it there")
+    assert "drop 'A100' from [tool.kernlock] gpu-archs" in problem["fix"]
+    make_project(project, kernels=[f"{HOPPER}@v1"], targets=[CU130, CPU], extra='gpu-archs = ["H100"]\n')
+    assert _gpu_archs(project)["exit"] == 0
 
 
 @pytest.mark.parametrize(("declared", "ok"), [
