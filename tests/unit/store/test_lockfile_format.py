@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kernlock._internal.model.target import parse_target
-from kernlock.errors import LockfileError, LockfileVersionError, WriteError
+from kernlock.errors import NO_FIX, LockfileError, LockfileVersionError, WriteError
 from kernlock._internal.lockfile.model import Lockfile
 from kernlock._internal.lockfile.serialize import dumps_lockfile, load_lockfile, parse_lockfile, write_lockfile
 from helpers import sample_lockfile
@@ -129,10 +129,11 @@ def test_invalid_values_carry_their_key_path(old: str, new: str, key_path: tuple
 
 
 def test_key_paths_read_like_the_lock() -> None:
-    error = LockfileError("bad", key_path=("kernel", 2, "variant", 0, "files", 0, "sha256"))
+    error = LockfileError("bad", key_path=("kernel", 2, "variant", 0, "files", 0, "sha256"), fix=NO_FIX)
     assert error.key == "kernel[2].variant[0].files[0].sha256"
     assert str(error.under("outer", 1)) == "outer[1].kernel[2].variant[0].files[0].sha256: bad"
-    assert str(LockfileError("plain message")) == "plain message"
+    assert str(LockfileError("plain message", fix=NO_FIX)) == "plain message"
+    assert str(LockfileError("plain message", fix="do this")) == "plain message; fix: do this"
 
 
 def test_duplicate_entries_are_rejected() -> None:
