@@ -16,25 +16,37 @@ TYPE_CHECKING = False  # not typing's: the start-up hook imports this package in
 
 if TYPE_CHECKING:  # what type checkers see behind the lazy `__getattr__` below (`X as X`: re-exported)
     from kernlock._internal.check.verify import verify as verify
+    from kernlock._internal.fetch.sync import sync as sync
+    from kernlock._internal.fetch.vendor import vendor as vendor
     from kernlock._internal.host import current_target as current_target
+    from kernlock._internal.lockfile.model import Lockfile as Lockfile
+    from kernlock._internal.lockfile.serialize import load_lockfile as load_lockfile
+    from kernlock._internal.model.spec import parse_spec as parse_spec
+    from kernlock._internal.model.target import Target as Target
     from kernlock._internal.model.target import parse_target as parse_target
+    from kernlock._internal.resolve.changes import LockResult as LockResult
+    from kernlock._internal.resolve.relock import lock as lock
+    from kernlock._internal.resolve.relock import remove as remove
+    from kernlock._internal.runtime.apply import Applied as Applied
+    from kernlock._internal.runtime.apply import apply as apply
+    from kernlock._internal.runtime.apply import loaded as loaded
     from kernlock.errors import CompatibilityError as CompatibilityError
     from kernlock.errors import ConfigError as ConfigError
+    from kernlock.errors import GpuArchError as GpuArchError
     from kernlock.errors import HubError as HubError
     from kernlock.errors import IntegrityError as IntegrityError
     from kernlock.errors import KernlockError as KernlockError
     from kernlock.errors import LocalKernelError as LocalKernelError
-    from kernlock.errors import LockTimeoutError as LockTimeoutError
     from kernlock.errors import LockfileError as LockfileError
     from kernlock.errors import LockfileNotFoundError as LockfileNotFoundError
     from kernlock.errors import LockfileVersionError as LockfileVersionError
+    from kernlock.errors import LockTimeoutError as LockTimeoutError
     from kernlock.errors import MissingFilesError as MissingFilesError
     from kernlock.errors import ModelError as ModelError
     from kernlock.errors import NoVariantError as NoVariantError
-    from kernlock.errors import GpuArchError as GpuArchError
     from kernlock.errors import RankMismatchError as RankMismatchError
-    from kernlock.errors import SignatureError as SignatureError
     from kernlock.errors import ResolutionError as ResolutionError
+    from kernlock.errors import SignatureError as SignatureError
     from kernlock.errors import SpecError as SpecError
     from kernlock.errors import StaleLockError as StaleLockError
     from kernlock.errors import TargetError as TargetError
@@ -44,18 +56,6 @@ if TYPE_CHECKING:  # what type checkers see behind the lazy `__getattr__` below 
     from kernlock.errors import UsageError as UsageError
     from kernlock.errors import VariantMismatchError as VariantMismatchError
     from kernlock.errors import WriteError as WriteError
-    from kernlock._internal.lockfile.model import Lockfile as Lockfile
-    from kernlock._internal.lockfile.serialize import load_lockfile as load_lockfile
-    from kernlock._internal.resolve.changes import LockResult as LockResult
-    from kernlock._internal.resolve.relock import lock as lock
-    from kernlock._internal.resolve.relock import remove as remove
-    from kernlock._internal.fetch.sync import sync as sync
-    from kernlock._internal.fetch.vendor import vendor as vendor
-    from kernlock._internal.model.target import Target as Target
-    from kernlock._internal.runtime.apply import Applied as Applied
-    from kernlock._internal.runtime.apply import apply as apply
-    from kernlock._internal.runtime.apply import loaded as loaded
-    from kernlock._internal.model.spec import parse_spec as parse_spec
 
 _EXPORTS = {
     "apply": "kernlock._internal.runtime.apply",
@@ -112,6 +112,7 @@ def __getattr__(name: str) -> object:  # type checkers use the TYPE_CHECKING imp
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'kernlock' has no attribute {name!r}")
-    from importlib import import_module  # not at the top: the start-up hook imports this package in every process
+    # not at the top: the start-up hook imports this package in every process
+    from importlib import import_module
 
     return getattr(import_module(module), name)

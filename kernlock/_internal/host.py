@@ -72,7 +72,7 @@ def _backend_from_version_file(path: Path | None, os_name: str) -> str:
     return "cpu"
 
 
-@functools.lru_cache(maxsize=None)  # asked for the same few distributions several times per apply()
+@functools.cache  # asked for the same few distributions several times per apply()
 def installed_version(distribution: str) -> str | None:
     """A distribution's installed version without importing it (its import name must match).
 

@@ -16,7 +16,9 @@ import os
 
 TYPE_CHECKING = False  # not typing's: the start-up hook imports this module in every process
 if TYPE_CHECKING:
-    from pathlib import Path  # imported where used: pathlib (with fnmatch, re, urllib) is ~7 ms of start-up
+    from pathlib import (
+        Path,  # imported where used: pathlib (with fnmatch, re, urllib) is ~7 ms of start-up
+    )
 
     from kernlock.errors import UsageError
 

@@ -63,10 +63,10 @@ from pathlib import Path
 from typing import Any
 
 from kernlock._internal.check.signatures import TRUSTED_ROOT_ENV
+from kernlock.testing.endpoints import HubEndpoints
 from kernlock.testing.fixtures import default_fixtures_dir, ensure_fixture_repos
 from kernlock.testing.git_repo import GitRepo
 from kernlock.testing.handler import FAULT_KINDS, Fault, Handler
-from kernlock.testing.endpoints import HubEndpoints
 from kernlock.testing.sigstore import TestSigstore
 
 RATE_LIMITS = {"api": 500, "resolvers": 3000}  # the Hub's anonymous quotas per window

@@ -8,8 +8,8 @@ history, which is a note (`kernlock lock` asks the Hub and re-pins). A URL sourc
 from __future__ import annotations
 
 from kernlock._internal.check.report import CheckResult, plural
-from kernlock._internal.model.advisories import Advisory, first_advisory
 from kernlock._internal.lockfile.model import LockedKernel, LockedVariant, Lockfile
+from kernlock._internal.model.advisories import Advisory, first_advisory
 from kernlock._internal.project.advisory_sources import load_advisories
 from kernlock._internal.project.config import Project
 

@@ -12,9 +12,9 @@ import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from kernlock._internal.lockfile.model import LOCK_FILENAME, LockedKernel, Lockfile
 from kernlock._internal.model.target import Target
 from kernlock.errors import NoVariantError
-from kernlock._internal.lockfile.model import LOCK_FILENAME, LockedKernel, Lockfile
 
 if TYPE_CHECKING:  # apply() imports this module; only verify builds reports
     from kernlock._internal.check.report import CheckResult
@@ -23,10 +23,10 @@ if TYPE_CHECKING:  # apply() imports this module; only verify builds reports
 def simulated_target_note() -> str | None:
     """When `$KERNLOCK_TARGET` stands in for a machine it is not (a forged or stale value), the line that says so:
     the lock's builds for that target load here, and this machine may not run them. None when unset or it matches."""
-    from kernlock.errors import TargetError
-    from kernlock._internal.model.target import parse_target
     from kernlock._internal.host import current_target
+    from kernlock._internal.model.target import parse_target
     from kernlock._internal.settings import TARGET_ENV, text
+    from kernlock.errors import TargetError
 
     simulated = text(TARGET_ENV)
     if not simulated:

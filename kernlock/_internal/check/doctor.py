@@ -29,12 +29,11 @@ from typing import NamedTuple
 
 from kernlock import __version__
 from kernlock._internal.compat.transformers import installed_transformers, kernels_window
-from kernlock._internal.model.target import Target
 from kernlock._internal.host import installed_version
-from kernlock.errors import CompatibilityError
 from kernlock._internal.lockfile.model import LockedKernel, LockedVariant, Lockfile
+from kernlock._internal.model.target import Target
 from kernlock._internal.settings import TRUE
-
+from kernlock.errors import CompatibilityError
 
 # The kernels releases this kernlock works with, as a [min, max) window like Transformers' own
 # (pyproject.toml's dependency; every release in it is a matrix cell: 0.17.0-0.17.2, 0.18.3, 0.19.1),

@@ -10,10 +10,11 @@ kernelize mapping), and every configured target locked. No network; like `uv loc
 
 from __future__ import annotations
 
-from kernlock._internal.model.target import Target, parse_target
-from kernlock.errors import StaleLockError, TargetError, TrustError, UsageError
+from kernlock._internal.check.report import CheckResult, plural
 from kernlock._internal.lockfile.model import Lockfile
 from kernlock._internal.lockfile.target_pins import is_target_pin
+from kernlock._internal.model.spec import KernelSpec
+from kernlock._internal.model.target import Target, parse_target
 from kernlock._internal.project.config import (
     Project,
     expand_aliases,
@@ -21,9 +22,8 @@ from kernlock._internal.project.config import (
     project_specs,
     resolving_target,
 )
-from kernlock._internal.check.report import CheckResult, plural
-from kernlock._internal.model.spec import KernelSpec
 from kernlock._internal.project.workspace import Workspace
+from kernlock.errors import StaleLockError, TargetError, TrustError, UsageError
 
 
 def _resolving_target(project: Project, lock: Lockfile) -> Target | None:
@@ -113,8 +113,8 @@ def _check_models(project: Project, lock: Lockfile, result: CheckResult) -> None
     Reads Transformers' version and kernelize mapping source from disk; imports neither torch nor Transformers.
     """
     from kernlock._internal.compat.model_kernels import mapping_digest
-    from kernlock._internal.model.devices import device_type
     from kernlock._internal.compat.transformers import installed_transformers
+    from kernlock._internal.model.devices import device_type
     from kernlock._internal.project.models import project_models
 
     if not any(device_type(target.backend) for target in lock.targets):

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernlock._internal.lockfile.model import SIGNATURE_FILE, LockedKernel, Lockfile
 from kernlock._internal.check.report import CheckResult, plural
+from kernlock._internal.lockfile.model import SIGNATURE_FILE, LockedKernel, Lockfile
 from kernlock._internal.model.spec import version_of_branch
 
 if TYPE_CHECKING:
@@ -56,8 +56,8 @@ def fetch_refs(repos: Iterable[str], hub: Hub) -> dict[str, list[Ref] | str]:
     """Refs of each repo, one request per repo, concurrently; a failure becomes its message."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from kernlock.errors import HubError
     from kernlock._internal.hub.transport import current_deadline, overall_deadline
+    from kernlock.errors import HubError
 
     deadline = current_deadline()  # a whole check's deadline holds in the workers too
 
@@ -72,7 +72,7 @@ def fetch_refs(repos: Iterable[str], hub: Hub) -> dict[str, list[Ref] | str]:
     if not repos:
         return {}
     with ThreadPoolExecutor(max_workers=min(16, len(repos))) as pool:
-        return dict(zip(repos, pool.map(one, repos)))
+        return dict(zip(repos, pool.map(one, repos), strict=False))
 
 
 def _default_hub(hub: Hub | None) -> Hub:

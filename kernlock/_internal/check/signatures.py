@@ -14,8 +14,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from kernlock.errors import SignatureError
 from kernlock._internal.lockfile.model import LockedVariant, Signature
+from kernlock.errors import SignatureError
 
 TRUSTED_ROOT_ENV = "KERNLOCK_SIGSTORE_TRUSTED_ROOT"
 _PRODUCTION = ("_store", "https%3A%2F%2Ftuf-repo-cdn.sigstore.dev", "trusted_root.json")

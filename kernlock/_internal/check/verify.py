@@ -44,19 +44,19 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernlock._internal.check.against import check_against
 from kernlock._internal.check.advisories import check_advisories
+from kernlock._internal.check.against import check_against
 from kernlock._internal.check.coverage import check_coverage
-from kernlock._internal.check.gpu_archs import check_gpu_archs
-from kernlock._internal.model.target import Target
-from kernlock._internal.host import current_target
-from kernlock.errors import LockfileError, LockfileNotFoundError, TargetError
 from kernlock._internal.check.freshness import check_fresh
-from kernlock._internal.lockfile.model import Lockfile
+from kernlock._internal.check.gpu_archs import check_gpu_archs
 from kernlock._internal.check.remote import check_remote
 from kernlock._internal.check.report import CheckResult, VerifyReport, plural
+from kernlock._internal.host import current_target
+from kernlock._internal.lockfile.model import Lockfile
+from kernlock._internal.model.target import Target
 from kernlock._internal.project.signers import SigningPolicy, project_policy
 from kernlock._internal.project.workspace import open_workspace
+from kernlock.errors import LockfileError, LockfileNotFoundError, TargetError
 
 if TYPE_CHECKING:
     from kernlock._internal.hub.client import Hub
@@ -149,10 +149,10 @@ def check_cache(lock: Lockfile, targets: list[Target], result: CheckResult) -> N
                     result.problem(f"{kernel.spec} {variant.name} at {kernel.commit[:12]}: {digest}; kernels would refuse "
                                    "to load it", f"kernlock lock {kernel.repo}@<another revision>", path=str(directory),
                                    **context)
-            if not missing and not problems and digest is None:
-                if inert := cache.extra_files(variant, directory, bytecode=True):
-                    result.notes.append(f"{kernel.spec}: {directory} holds bytecode caches kernlock never reads "
-                                        f"({', '.join(inert[:3])}); `kernlock sync --repair` removes them")
+            if (not missing and not problems and digest is None
+                    and (inert := cache.extra_files(variant, directory, bytecode=True))):
+                result.notes.append(f"{kernel.spec}: {directory} holds bytecode caches kernlock never reads "
+                                    f"({', '.join(inert[:3])}); `kernlock sync --repair` removes them")
     result.summary = f"{plural(len(seen), 'variant')} in {root}"
 
 
@@ -160,10 +160,10 @@ def check_signatures(lock: Lockfile, targets: list[Target], result: CheckResult,
     """Cached signed variants of the checked targets re-verified offline against the lock's signers and the policy."""
     import hashlib
 
+    from kernlock._internal.check.signatures import recheck, trusted_root_path
+    from kernlock._internal.lockfile.model import SIGNATURE_FILE
     from kernlock._internal.store import hub_cache as cache
     from kernlock.errors import SignatureError
-    from kernlock._internal.lockfile.model import SIGNATURE_FILE
-    from kernlock._internal.check.signatures import recheck, trusted_root_path
 
     root, trusted_root, verified = cache.hub_cache_dir(), None, 0
     pairs = {(k.spec, v.name): (k, v, t) for k in lock.kernels for t in targets if (v := k.variant_for(t)) is not None}

@@ -16,6 +16,7 @@ Nothing here imports kernels or Torch at module import time.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import re
@@ -25,8 +26,8 @@ from types import ModuleType
 from typing import Any, NamedTuple
 
 from kernlock._internal.compat import kernels_017, kernels_018, kernels_019
-from kernlock._internal.model.target import Target
 from kernlock._internal.host import installed_version, interpreter, system_platform
+from kernlock._internal.model.target import Target
 
 # ---------------------------------------------------------------- the kernels line
 
@@ -254,10 +255,8 @@ def target_decisions(variant_names: Iterable[str], target: Target) -> list[Decis
 def warm_variant_ranking() -> None:
     """Import kernels' variant ranking now (in a thread of its own: the import takes a third of a second); a failure
     is left for `target_decisions` to report."""
-    try:
+    with contextlib.suppress(Exception):
         _module("variants")
-    except Exception:
-        pass
 
 
 @functools.lru_cache(maxsize=4096)

@@ -23,7 +23,8 @@ def parse_kernels_lock(text: str) -> list[KernelsPin]:
 
     locks = KernelLocks.from_json(text)
     pins = []
-    for dependency in locks.keys():
+    # kernels' KernelLocks is its own mapping class: only keys() is promised to give the dependencies
+    for dependency in locks.keys():  # noqa: SIM118
         repo, version, revision = kernel_request(dependency)
         pins.append(KernelsPin(repo, version, revision, str(locks.get(dependency).commit)))
     return pins

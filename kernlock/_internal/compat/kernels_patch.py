@@ -11,8 +11,8 @@ from types import ModuleType
 from typing import Any, NamedTuple
 
 from kernlock._internal.compat.kernels_api import (
-    kernels_module,
     kernel_request,
+    kernels_module,
     line,
     locked_dependency,
     module_name,

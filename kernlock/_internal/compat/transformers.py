@@ -19,8 +19,8 @@ import importlib.util
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from kernlock._internal.model.target import Target
 from kernlock._internal.host import installed_version
+from kernlock._internal.model.target import Target
 
 # Transformers' tables, read from its source (importing Transformers takes seconds).
 TRANSFORMERS_TABLES = {
@@ -130,7 +130,7 @@ def _evaluate(node: ast.expr, target: Target | None) -> Any:
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, ast.Dict):
-        return {_evaluate(k, target): _evaluate(v, target) for k, v in zip(node.keys, node.values) if k is not None}
+        return {_evaluate(k, target): _evaluate(v, target) for k, v in zip(node.keys, node.values, strict=False) if k is not None}
     if isinstance(node, (ast.Tuple, ast.List)):
         return tuple(_evaluate(e, target) for e in node.elts)
     if isinstance(node, ast.IfExp):

@@ -15,29 +15,52 @@ import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kernlock._internal import settings
+from kernlock._internal.fetch.partial import (
+    VALIDATOR_SUFFIX,
+    Partial,
+    create_private,
+    drop,
+    open_below,
+    open_partial,
+    opened_below,
+    read_validator,
+    remove_mine,
+    validator_name,
+)
 from kernlock._internal.fs.atomic import current_umask
 from kernlock._internal.lockfile.model import LockedFile, LockedKernel, LockedVariant
 from kernlock._internal.settings import VENDOR_ENV
 from kernlock._internal.store.hub_cache import (
-    _CHUNK, FileKey, check_variant, file_key, hub_cache_dir, missing_files, repair_vendor_command, repo_folder,
-    variant_dir, vendored_variant_dir,
+    _CHUNK,
+    FileKey,
+    check_variant,
+    file_key,
+    hub_cache_dir,
+    missing_files,
+    repair_vendor_command,
+    repo_folder,
+    variant_dir,
+    vendored_variant_dir,
 )
-from kernlock._internal.fetch.partial import (
-    VALIDATOR_SUFFIX, Partial, create_private, drop, open_below, open_partial, opened_below, read_validator,
-    remove_mine, validator_name,
+from kernlock.errors import (
+    HubError,
+    IntegrityError,
+    KernlockError,
+    MissingFilesError,
+    WriteError,
+    local_write_problem,
 )
-from kernlock.errors import HubError, IntegrityError, KernlockError, MissingFilesError, WriteError, local_write_problem
 
 if TYPE_CHECKING:
     from kernlock._internal.hub.client import Hub
 
 
-def _install_file(hub: "Hub", kernel: LockedKernel, variant: str, locked: LockedFile, cache: Path,
+def _install_file(hub: Hub, kernel: LockedKernel, variant: str, locked: LockedFile, cache: Path,
                   force: bool, fetched: list[int] | None = None) -> FileKey | None:
     """Download one locked file into the Hub cache as `hf_hub_download` would, verified before it is linked.
 
@@ -93,7 +116,7 @@ def _file_lock_name(commit: str, variant: str, path: str) -> str:
     return f"{commit}-{variant}-{hashlib.sha256(path.encode('utf-8')).hexdigest()}.lock"
 
 
-def _fetch_blob_and_link(hub: "Hub", kernel: LockedKernel, variant: str, locked: LockedFile, storage: Path, link: Path,
+def _fetch_blob_and_link(hub: Hub, kernel: LockedKernel, variant: str, locked: LockedFile, storage: Path, link: Path,
                          locks: Path, force: bool, fetched: list[int] | None = None) -> FileKey | None:
     from huggingface_hub.errors import RevisionNotFoundError
 
@@ -184,10 +207,8 @@ def _link(storage: Path, link: Path, blobs_fd: int, blob: Path) -> None:
     """Point the snapshot entry `link` at `blob` (relative, as huggingface_hub does), never through a link."""
     parts = link.parent.relative_to(storage).parts
     with opened_below(storage.parent, storage.name, *parts) as link_fd:
-        try:
+        with suppress(FileNotFoundError):
             os.unlink(link.name, dir_fd=link_fd)
-        except FileNotFoundError:
-            pass
         try:
             os.symlink(os.path.relpath(blob, link.parent), link.name, dir_fd=link_fd)
         except OSError as error:
@@ -260,7 +281,7 @@ def download_variant(kernel: LockedKernel, variant: LockedVariant, cache: Path, 
     with ThreadPoolExecutor(max_workers=min(8, len(wanted))) as pool:
         keys = list(pool.map(lambda locked: _install_file(hub, kernel, variant.name, locked, cache, force, fetched),
                              wanted))
-    return {locked.path: key for locked, key in zip(wanted, keys) if key is not None}
+    return {locked.path: key for locked, key in zip(wanted, keys, strict=False) if key is not None}
 
 
 def _describe_files(files: list[LockedFile]) -> str:

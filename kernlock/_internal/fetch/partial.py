@@ -23,7 +23,7 @@ import errno
 import os
 import stat
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,10 +52,8 @@ def open_below(root: Path, *parts: str, create: bool = True) -> int:
     try:
         for index, part in enumerate(parts):
             if create:
-                try:
+                with suppress(FileExistsError):
                     os.mkdir(part, 0o777, dir_fd=fd)
-                except FileExistsError:
-                    pass
             try:
                 inner = os.open(part, os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC, dir_fd=fd)
             except OSError as error:
@@ -101,10 +99,8 @@ def is_mine(dir_fd: int, name: str) -> bool:
 def remove_mine(dir_fd: int, name: str) -> None:
     """Remove `name` (a link itself, never its target) when it is this user's; another user's is left alone."""
     if is_mine(dir_fd, name):
-        try:
+        with suppress(FileNotFoundError):
             os.unlink(name, dir_fd=dir_fd)
-        except FileNotFoundError:
-            pass
 
 
 def create_private(dir_fd: int, name: str) -> int:

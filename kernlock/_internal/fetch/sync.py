@@ -16,17 +16,28 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernlock._internal.store.hub_cache import (
-    check_variant, extra_files, hub_cache_dir, missing_files, remove_extra_files, unlisted_files_error, variant_dir,
-)
-from kernlock._internal.fetch.download import discard, download_variant
 from kernlock._internal.check.coverage import uncovered_problem
-from kernlock._internal.model.target import Target
-from kernlock.errors import (
-    IntegrityError, KernlockError, MissingFilesError, NoVariantError, UsageError, local_write_problem,
-)
+from kernlock._internal.fetch.download import discard, download_variant
 from kernlock._internal.lockfile.model import LockedKernel, LockedVariant, Lockfile
+from kernlock._internal.model.target import Target
 from kernlock._internal.project.workspace import open_workspace
+from kernlock._internal.store.hub_cache import (
+    check_variant,
+    extra_files,
+    hub_cache_dir,
+    missing_files,
+    remove_extra_files,
+    unlisted_files_error,
+    variant_dir,
+)
+from kernlock.errors import (
+    IntegrityError,
+    KernlockError,
+    MissingFilesError,
+    NoVariantError,
+    UsageError,
+    local_write_problem,
+)
 
 
 @dataclass

@@ -27,13 +27,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernlock._internal import settings
+from kernlock._internal.fetch.sync import selected_variants, sync_variants
 from kernlock._internal.fs.atomic import atomic_write, current_umask
-from kernlock._internal.store.mutex import DEFAULT_TIMEOUT, DirectoryMutex
-from kernlock._internal.store.hub_cache import VENDOR_MARKER, check_variant, repair_vendor_command, variant_dir, vendored_variant_dir
-from kernlock.errors import IntegrityError, MissingFilesError, UsageError, WriteError
 from kernlock._internal.lockfile.model import LOCK_FILENAME, LockedKernel, LockedVariant
 from kernlock._internal.project.workspace import open_workspace
-from kernlock._internal.fetch.sync import selected_variants, sync_variants
+from kernlock._internal.store.hub_cache import (
+    VENDOR_MARKER,
+    check_variant,
+    repair_vendor_command,
+    variant_dir,
+    vendored_variant_dir,
+)
+from kernlock._internal.store.mutex import DEFAULT_TIMEOUT, DirectoryMutex
+from kernlock.errors import IntegrityError, MissingFilesError, UsageError, WriteError
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ cache off with one warning per process that names the file to remove. Windows
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import os
@@ -81,10 +82,8 @@ def open_private_dir(path: str | os.PathLike[str], parent_fd: int | None = None)
     except FileNotFoundError:
         if parent_fd is None:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        try:
+        with contextlib.suppress(FileExistsError):  # another process created it first
             os.mkdir(path, 0o700, dir_fd=parent_fd)
-        except FileExistsError:  # another process created it first
-            pass
         fd = os.open(path, flags, dir_fd=parent_fd)
     problem = _dir_problem(os.fstat(fd))
     if problem is not None:
@@ -137,10 +136,8 @@ def _new_key(fd: int, *, replace: bool, root: str) -> bytes | None:
             return _read_key(fd, root)
         return key
     finally:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(temp, dir_fd=fd)
-        except FileNotFoundError:
-            pass
 
 
 _said: set[str] = set()
@@ -227,10 +224,8 @@ def write_entry(name: str, payload: bytes) -> bool:
             out.write(_mac(key, name, payload) + payload)
         os.replace(temp, name, src_dir_fd=fd, dst_dir_fd=fd)
     except OSError:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(temp, dir_fd=fd)
-        except OSError:
-            pass
         return False
     return True
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-
 TOO_DEEP = "nested too deeply to read"
 
 

@@ -17,9 +17,16 @@ from pathlib import Path
 from typing import Protocol, TypeVar
 from urllib.parse import urlsplit
 
-from kernlock.errors import HubError, WriteError, local_write_problem, redact
+from kernlock._internal.hub.transport import (
+    CHECK_ENDPOINT,
+    Stop,
+    Transport,
+    download_timeout,
+    etag_timeout,
+    http_status,
+)
 from kernlock._internal.model.ids import is_git_sha, is_sha256
-from kernlock._internal.hub.transport import CHECK_ENDPOINT, Stop, Transport, download_timeout, etag_timeout, http_status
+from kernlock.errors import HubError, WriteError, local_write_problem, redact
 
 
 class Partial(Protocol):
@@ -378,7 +385,7 @@ class Hub:
         return trusted
 
 
-def _sha256_prefix(fd: int, size: int) -> "hashlib._Hash":
+def _sha256_prefix(fd: int, size: int) -> hashlib._Hash:
     """A sha256 fed the first `size` bytes of the open file `fd` (the part of a resumed download already there)."""
     digest = hashlib.sha256()
     offset = 0

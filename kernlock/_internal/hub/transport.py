@@ -18,8 +18,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urljoin, urlsplit
 
-from kernlock.errors import HubError, KernlockError, redact
 from kernlock._internal.settings import DEADLINE_ENV, RATE_LIMIT_WAIT_ENV, seconds
+from kernlock.errors import HubError, KernlockError, redact
 
 if TYPE_CHECKING:
     import httpx2
@@ -295,7 +295,7 @@ class Transport:
     def request(self, url: str, deadline: float, *, timeout: float, limit: int, params: dict[str, str] | None = None,
                  sink: Callable[[bytes], object] | None = None, follow: bool = False,
                  headers: dict[str, str] | None = None,
-                 on_response: Callable[[Any], int | None] | None = None) -> "httpx2.Response":
+                 on_response: Callable[[Any], int | None] | None = None) -> httpx2.Response:
         """GET `url` with timeouts; read at most `limit` bytes before `deadline`; raise for HTTP errors.
 
         The body goes to `sink` (a successful answer) or into the returned, complete response.
@@ -337,7 +337,7 @@ class Transport:
             hf_raise_for_status(complete)
         return complete
 
-    def api_get(self, repo: str, url: str, deadline: float, params: dict[str, str] | None = None) -> "httpx2.Response":
+    def api_get(self, repo: str, url: str, deadline: float, params: dict[str, str] | None = None) -> httpx2.Response:
         """GET a Hub API URL, following redirects on the same host only (the Hub's answer for a renamed repo)."""
         for _ in range(MAX_REDIRECTS + 1):
             response = self.request(url, deadline, timeout=etag_timeout(), limit=API_BODY_LIMIT, params=params)

@@ -10,11 +10,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from kernlock._internal.model.ids import is_safe_relpath, is_variant_name
 from kernlock._internal.compat.kernels_api import preferred, target_decisions
+from kernlock._internal.hub.client import TreeFile
+from kernlock._internal.model.ids import is_safe_relpath, is_variant_name
 from kernlock._internal.model.target import Target
 from kernlock.errors import ResolutionError
-from kernlock._internal.hub.client import TreeFile
 
 MAX_VARIANTS = 1000
 _IGNORED = re.compile(r"(^|/)__pycache__/|\.pyc$")
@@ -39,8 +39,8 @@ _LEGACY_NAME = re.compile(r"torch(\d)(\d{1,2})-(cxx11|cxx98)-([a-z0-9]+)-([a-z0-
 def variant_target(name: str) -> str | None:
     """The target a legacy build variant name is built for (`torch214-cxx11-cpu-x86_64-linux` →
     `torch2.14-cxx11-cpu-x86_64-linux`), or None for other names."""
-    from kernlock.errors import TargetError
     from kernlock._internal.model.target import parse_target
+    from kernlock.errors import TargetError
 
     match = _LEGACY_NAME.fullmatch(name)
     if match is None:

@@ -14,11 +14,15 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernlock._internal.compat.kernels_json_lock import (
+    KernelsPin,
+    kernels_lock_json,
+    parse_kernels_lock,
+)
 from kernlock._internal.fs.atomic import atomic_write
-from kernlock._internal.compat.kernels_json_lock import KernelsPin, kernels_lock_json, parse_kernels_lock
-from kernlock.errors import KernlockError, UsageError
 from kernlock._internal.lockfile.model import LockedKernel, Lockfile
 from kernlock._internal.model.spec import parse_spec, version_of_branch
+from kernlock.errors import KernlockError, UsageError
 
 JSON_SUFFIX = ".json"  # kernels.lock -> kernels.lock.json
 MIGRATED = "kept from kernels' JSON lock"
@@ -103,8 +107,8 @@ def _pin_text(pin: KernelsPin) -> str:
 
 def migration_for(path: Path, migrate: bool) -> Migration | None:
     """The migration of `path` if it holds kernels' JSON lock; without `migrate`, refuse with the fix."""
-    from kernlock.errors import LockfileError
     from kernlock._internal.lockfile.read_bytes import read_lock_bytes
+    from kernlock.errors import LockfileError
 
     try:
         data = read_lock_bytes(path)  # a device or a huge file is not read whole here either

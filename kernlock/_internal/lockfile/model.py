@@ -26,11 +26,6 @@ from collections.abc import Mapping
 from dataclasses import field
 from typing import Any
 
-from kernlock._internal.model.devices import device_type
-from kernlock._internal.model.target import Target, parse_target
-from kernlock.errors import LockfileError, LockfileVersionError, key_text
-from kernlock._internal.model.ids import is_git_sha, is_safe_relpath, is_sha256, is_variant_name
-from kernlock._internal.settings import UPGRADE_FIX
 from kernlock._internal.lockfile.table import (
     ALWAYS_WRITTEN,
     REGENERATE,
@@ -47,6 +42,11 @@ from kernlock._internal.lockfile.table import (
     model,
     type_error,
 )
+from kernlock._internal.model.devices import device_type
+from kernlock._internal.model.ids import is_git_sha, is_safe_relpath, is_sha256, is_variant_name
+from kernlock._internal.model.target import Target, parse_target
+from kernlock._internal.settings import UPGRADE_FIX
+from kernlock.errors import LockfileError, LockfileVersionError, key_text
 
 LOCK_VERSION = "1.3"  # major.minor of the newest format this kernlock reads and writes (1.1: variants' `signature`;
                      # 1.2: `[[model]]`, entries' `devices` and `used-by`; 1.3: variants' `archs`)

@@ -18,7 +18,8 @@ def _not_a_lock_fix(path: Path) -> str:
     """The fix for a lock path that names no lock file kernlock can read (a device, a FIFO, an oversized file)."""
     import shlex
 
-    from kernlock._internal.settings import LOCKFILE_ENV, path as env_path
+    from kernlock._internal.settings import LOCKFILE_ENV
+    from kernlock._internal.settings import path as env_path
 
     named = env_path(LOCKFILE_ENV)
     if named is not None and os.path.abspath(named) == os.path.abspath(path):

@@ -32,8 +32,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kernlock.errors import ConfigError
 from kernlock._internal.model.ids import is_sha256
+from kernlock.errors import ConfigError
 
 _KEYS = {"id", "aliases", "repo", "summary", "details", "references", "affected", "fix"}
 FORMAT_FIX = "correct the advisory file (the format: README, Advisories)"

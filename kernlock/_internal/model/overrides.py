@@ -18,9 +18,9 @@ import fnmatch
 from dataclasses import dataclass
 from typing import Any
 
+from kernlock._internal.model.spec import KernelSpec, parse_spec, spec_from_version
 from kernlock._internal.model.target import Target
 from kernlock.errors import ConfigError, SpecError
-from kernlock._internal.model.spec import KernelSpec, parse_spec, spec_from_version
 
 _MATCH_KEYS = ("backend", "torch", "cpu", "os")
 

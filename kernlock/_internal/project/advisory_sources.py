@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernlock.errors import ConfigError, KernlockError
 from kernlock._internal.model.advisories import Advisory, parse_advisories
+from kernlock.errors import ConfigError, KernlockError
 
 MAX_BYTES = 1 << 20  # one advisory file: a few hundred entries at most
 FIX = "fix or remove it in [tool.kernlock] advisories"

@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernlock._internal.fs import tomlio
-from kernlock._internal.model.target import Target, parse_target
 from kernlock._internal.host import current_target
-from kernlock.errors import ConfigError, TargetError, UsageError
 from kernlock._internal.lockfile.model import LOCK_FILENAME
+from kernlock._internal.model.target import Target, parse_target
+from kernlock.errors import ConfigError, TargetError, UsageError
 
 if TYPE_CHECKING:
     from kernlock._internal.model.spec import KernelSpec
@@ -281,8 +281,8 @@ def project_targets(project: Project, extra: tuple[str, ...] = ()) -> tuple[Targ
 
 def project_specs(project: Project, scan_paths: tuple[str, ...] = (), skipped: list[str] | None = None) -> list[KernelSpec]:
     """Every spec the project declares, each with its origin (file and line); scanned non-literal sites into `skipped`."""
-    from kernlock._internal.project.scan import scan_paths as scan
     from kernlock._internal.model.spec import Origin, parse_spec, spec_from_version
+    from kernlock._internal.project.scan import scan_paths as scan
 
     pyproject = os.path.relpath(project.pyproject)
     specs = [parse_spec(text, Origin(pyproject, project.lines.get(text))) for text in project.kernels]

@@ -19,8 +19,8 @@ import fnmatch
 import re
 from typing import Any, NamedTuple
 
-from kernlock.errors import ConfigError
 from kernlock._internal.model.target import Target
+from kernlock.errors import ConfigError
 
 # Data-center GPUs by name: their CUDA compute capability or ROCm architecture.
 GPU_NAMES = {

@@ -15,10 +15,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from kernlock._internal.compat.kernels_api import local_kernel_overrides
-from kernlock.errors import KernlockError
-from kernlock._internal.settings import ALLOW_LOCAL_ENV, LOCAL_KERNELS_ENV, flag, text
 from kernlock._internal.project.strict import lenient_hint
-
+from kernlock._internal.settings import ALLOW_LOCAL_ENV, LOCAL_KERNELS_ENV, flag, text
+from kernlock.errors import KernlockError
 
 
 def allowed() -> bool:

@@ -63,7 +63,7 @@ def _python_values(path: Path, text: str) -> Iterator[tuple[str, int, bool]]:
         if isinstance(node, ast.keyword) and node.arg in KEYS:
             values = [node.value]
         elif isinstance(node, ast.Dict):
-            values = [v for k, v in zip(node.keys, node.values) if isinstance(k, ast.Constant) and k.value in KEYS]
+            values = [v for k, v in zip(node.keys, node.values, strict=False) if isinstance(k, ast.Constant) and k.value in KEYS]
         elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Attribute) and t.attr in KEYS for t in node.targets):
             values = [node.value]
         else:
@@ -157,7 +157,7 @@ def _python_models(tree: ast.AST) -> Iterator[tuple[str, int]]:
                         and isinstance(keyword.value.value, str):
                     yield keyword.value.value, keyword.value.lineno
         elif isinstance(node, ast.Dict):
-            for key, value in zip(node.keys, node.values):
+            for key, value in zip(node.keys, node.values, strict=False):
                 if isinstance(key, ast.Constant) and key.value in MODEL_KEYS and isinstance(value, ast.Constant) \
                         and isinstance(value.value, str):
                     yield value.value, value.lineno

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from kernlock.errors import SignatureError
 from kernlock._internal.lockfile.model import SIGNATURE_FILE, Signature
+from kernlock.errors import SignatureError
 
 if TYPE_CHECKING:
     from kernlock._internal.project.config import Project

@@ -24,24 +24,29 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernlock._internal.model.target import Target, parse_target
+from kernlock._internal import settings
 from kernlock._internal.host import current_target
+from kernlock._internal.lockfile.model import LOCK_FILENAME, LOCK_VERSION, Lockfile
+from kernlock._internal.lockfile.read_bytes import directory_error, not_regular_error
+from kernlock._internal.lockfile.serialize import load_lockfile
+from kernlock._internal.model.target import Target, parse_target
+from kernlock._internal.project.config import (
+    Project,
+    find_project_root,
+    load_project,
+    refuse_shared_new_project,
+    unsafe_reason,
+)
+from kernlock._internal.settings import LOCKFILE_ENV, TARGET_ENV, UPGRADE_FIX, VENDOR_ENV, text
 from kernlock.errors import (
+    NO_FIX,
     ConfigError,
     LockfileError,
     LockfileNotFoundError,
-    NO_FIX,
     LockfileVersionError,
     TargetError,
     UnsafeLockfileError,
 )
-from kernlock._internal.lockfile.model import LOCK_FILENAME, LOCK_VERSION, Lockfile
-from kernlock._internal.lockfile.read_bytes import directory_error, not_regular_error
-from kernlock._internal.lockfile.serialize import load_lockfile
-from kernlock._internal.project.config import Project, find_project_root, load_project, refuse_shared_new_project, unsafe_reason
-from kernlock._internal import settings
-from kernlock._internal.settings import LOCKFILE_ENV, TARGET_ENV, UPGRADE_FIX, VENDOR_ENV, text
-
 
 
 @dataclass(frozen=True, eq=False)  # compared by identity: no generated __eq__/__hash__ to build at import

@@ -19,14 +19,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from kernlock.errors import ResolutionError
 from kernlock._internal.hub.variants import choose_variant, group_variants
-from kernlock._internal.model.advisories import Advisory, first_advisory
 from kernlock._internal.lockfile.model import LockedKernel
+from kernlock._internal.lockfile.target_pins import is_target_pin, target_pin
+from kernlock._internal.model.advisories import Advisory, first_advisory
 from kernlock._internal.model.spec import version_of_branch
 from kernlock._internal.model.target import Target
-from kernlock._internal.lockfile.target_pins import is_target_pin, target_pin
 from kernlock._internal.resolve.jobs import Job
+from kernlock.errors import ResolutionError
 
 if TYPE_CHECKING:
     from kernlock._internal.hub.client import Hub, Ref
@@ -62,7 +62,7 @@ def advised_targets(resolver: Resolver, kernel: LockedKernel) -> dict[Target, tu
         advisory, _ = first_advisory(resolver.options.advisories, kernel.names(), kernel.commit, kernel.ref, variant.name,
                                      (f.sha256 for f in variant.files), resolver.history)
         if advisory is not None:
-            found.update({target: (variant.name, advisory) for target in variant.targets})
+            found.update(dict.fromkeys(variant.targets, (variant.name, advisory)))
     return found
 
 

@@ -34,7 +34,7 @@ class Change(NamedTuple):
         if self.signer is None:
             del data["signer"]
         else:
-            data["signer"] = dict(zip(("old", "new"), self.signer))
+            data["signer"] = dict(zip(("old", "new"), self.signer, strict=False))
         return data
 
 

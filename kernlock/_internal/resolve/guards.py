@@ -21,8 +21,8 @@ def refuse_overwrite(workspace: Workspace, lockfile: str | os.PathLike[str] | No
     """
     import shlex
 
-    from kernlock._internal.settings import LOCKFILE_ENV
     from kernlock._internal.lockfile.serialize import foreign_lock_problem
+    from kernlock._internal.settings import LOCKFILE_ENV
 
     path = workspace.lockfile
     if workspace.discovered:

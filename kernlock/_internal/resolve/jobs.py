@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kernlock._internal.model.devices import device_type
 from kernlock._internal.lockfile.model import Override
+from kernlock._internal.model.devices import device_type
 from kernlock._internal.model.overrides import OverrideRule
 from kernlock._internal.model.spec import KernelSpec
 from kernlock._internal.model.target import Target

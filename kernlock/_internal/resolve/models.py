@@ -17,12 +17,12 @@ from pathlib import Path
 
 from kernlock._internal.compat.model_kernels import LayerKernel, discover, mapping_digest
 from kernlock._internal.compat.transformers import installed_transformers
-from kernlock.errors import ModelError
-from kernlock._internal.model.devices import device_type
 from kernlock._internal.lockfile.model import LockedModel
+from kernlock._internal.model.devices import device_type
 from kernlock._internal.model.spec import KernelSpec, Origin, parse_spec
 from kernlock._internal.model.target import Target
 from kernlock._internal.project.scan import ModelRef
+from kernlock.errors import ModelError
 
 
 def _spec_text(kernel: LayerKernel) -> str:

@@ -2,31 +2,36 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
 
-from kernlock._internal.model.target import parse_target
-from kernlock.errors import KernlockError, StaleLockError, TrustError, UsageError
 from kernlock._internal.hub.client import Hub
 from kernlock._internal.lockfile.kernels_json import migration_for
 from kernlock._internal.lockfile.model import Lockfile, format_for
 from kernlock._internal.lockfile.serialize import dumps_lockfile, write_lockfile
-from kernlock._internal.project.config import Project, collect_specs, project_targets, resolving_target
+from kernlock._internal.model.spec import parse_spec
+from kernlock._internal.model.target import parse_target
 from kernlock._internal.project.advisory_sources import load_advisories
+from kernlock._internal.project.config import (
+    Project,
+    collect_specs,
+    project_targets,
+    resolving_target,
+)
 from kernlock._internal.project.models import project_models
-from kernlock._internal.resolve.models import model_kernels
-from kernlock._internal.resolve.request import LockRequest
+from kernlock._internal.project.pyproject_edit import edit_pyproject, relative_to, restore_pyproject
+from kernlock._internal.project.signers import project_policy
+from kernlock._internal.project.workspace import Workspace, exclusive_workspace
 from kernlock._internal.resolve.changes import LockResult, lock_changes
 from kernlock._internal.resolve.guards import refuse_overwrite
-from kernlock._internal.project.pyproject_edit import edit_pyproject, relative_to, restore_pyproject
+from kernlock._internal.resolve.models import model_kernels
 from kernlock._internal.resolve.options import ResolveOptions
+from kernlock._internal.resolve.request import LockRequest
 from kernlock._internal.resolve.resolver import Resolver
-from kernlock._internal.project.signers import project_policy
-from kernlock._internal.model.spec import parse_spec
-from kernlock._internal.project.workspace import Workspace, exclusive_workspace
-
+from kernlock.errors import KernlockError, StaleLockError, TrustError, UsageError
 
 REASONS = ("branch moved", "upgraded", "added", "removed", "override", "re-verified")
 # Besides these, a per-target pin (`kernlock._internal.lockfile.target_pins`) gives its own reason ("build appended at <commit>",
@@ -206,10 +211,9 @@ def _relock(workspace: Workspace, project: Project, request: LockRequest, *,
             written = write_lockfile(result, path)
         except BaseException:  # as uv does: pyproject.toml never keeps a spec whose lock was not written
             if edited:
-                try:
+                # the disk refuses that too: the lock's own error is the one to say
+                with contextlib.suppress(OSError, KernlockError):
                     restore_pyproject(project.pyproject, before)
-                except (OSError, KernlockError):
-                    pass  # the disk refuses that too: the lock's own error is the one to say
             raise
     return LockResult(
         lockfile=result,

@@ -15,12 +15,10 @@ from dataclasses import replace
 
 from kernlock._internal.compat.kernels_api import warm_variant_ranking
 from kernlock._internal.compat.transformers import default_version
-from kernlock._internal.model.ids import is_git_sha
-from kernlock._internal.model.target import Target
 from kernlock._internal.host import interpreter
-from kernlock.errors import NoVariantError, ResolutionError, TrustError
-from kernlock._internal.lockfile.kernels_json import MIGRATED
 from kernlock._internal.hub.client import Hub, Ref, TreeFile
+from kernlock._internal.hub.variants import choose_variant, group_variants, python_choices
+from kernlock._internal.lockfile.kernels_json import MIGRATED
 from kernlock._internal.lockfile.model import (
     SIGNATURE_FILE,
     LockedFile,
@@ -29,16 +27,22 @@ from kernlock._internal.lockfile.model import (
     Lockfile,
     format_for,
 )
-from kernlock._internal.store.metadata import digest_mismatches, read_variant_metadata
-from kernlock._internal.model.spec import KernelSpec, looks_like_sha, version_of_branch
 from kernlock._internal.lockfile.target_pins import is_target_pin, pinned_target, target_pin
+from kernlock._internal.model.ids import is_git_sha
+from kernlock._internal.model.spec import KernelSpec, looks_like_sha, version_of_branch
+from kernlock._internal.model.target import Target
 from kernlock._internal.resolve.dependencies import dep_spec, refuse_dependency_cycles
 from kernlock._internal.resolve.jobs import Job, plan_jobs
-from kernlock._internal.resolve.options import ResolveOptions, resolving_context
-from kernlock._internal.resolve.signing import check_signed_digest, signature_expected, variant_signature
 from kernlock._internal.resolve.no_variant import no_variant_problem
+from kernlock._internal.resolve.options import ResolveOptions, resolving_context
+from kernlock._internal.resolve.signing import (
+    check_signed_digest,
+    signature_expected,
+    variant_signature,
+)
 from kernlock._internal.resolve.small_files import SmallFiles
-from kernlock._internal.hub.variants import choose_variant, group_variants, python_choices
+from kernlock._internal.store.metadata import digest_mismatches, read_variant_metadata
+from kernlock.errors import NoVariantError, ResolutionError, TrustError
 
 
 class Resolver:
@@ -87,7 +91,7 @@ class Resolver:
                     for entry in entries:
                         resolved[entry.identity] = entry
                 follow: dict[tuple[str, str], Job] = {}
-                for (entries, deps), job in zip(results, pending):
+                for (entries, deps), job in zip(results, pending, strict=False):
                     kernel = entries[0]
                     for dep in deps:
                         done = [k for identity, k in resolved.items() if identity[0] == dep.key]
@@ -223,8 +227,8 @@ class Resolver:
             if all(before.get(v.name, v.files) == v.files for v in moved.variants):  # the promise, by sha256
                 self.reasons[job.identity] = f"moved to {plan.move_to[:12]}: builds appended, locked variants unchanged"
                 return [(replace(moved, aliases=previous.aliases), job)]
-            plan = replace(plan, move_to=None, pins={t: plan.move_to for t in unbuilt},
-                           kept_at={t: "a locked variant's files differ there" for t in unbuilt})
+            plan = replace(plan, move_to=None, pins=dict.fromkeys(unbuilt, plan.move_to),
+                           kept_at=dict.fromkeys(unbuilt, "a locked variant's files differ there"))
         made: list[tuple[LockedKernel, Job]] = []
         for target, commit in sorted(plan.pins.items()):
             reason = f"build appended at {commit[:12]}"
@@ -341,7 +345,9 @@ class Resolver:
             return "trusted-publisher"
         raise TrustError.untrusted(repo)
 
-    def _lock_commit(self, job: Job, *, repo: str, commit: str, ref: str | None, version: int | None,
+    # Complexity 16: one pass over a commit whose refusals (missing commit, no variant, mixed digests) must run
+    # in this order, before anything is hashed or written; split up, the order would live in no one place.
+    def _lock_commit(self, job: Job, *, repo: str, commit: str, ref: str | None, version: int | None,  # noqa: C901
                      resolution: str, refs: list[Ref] | None = None) -> LockedKernel:
         spec_key = job.key
         trust = self._trust(repo)

@@ -24,7 +24,11 @@ def variant_signature(signing: SigningPolicy, repo: str, variant: str, files: tu
         raise SignatureError(f"{repo} {variant}: ships {SIGNATURE_FILE} but {'metadata.json' if metadata is None else 'it'} "
                              "is not a small git file kernlock can read; it cannot be verified",
                              fix=f"lock another revision ({repo}@<revision>)")
-    from kernlock._internal.check.signatures import ANOTHER_REVISION, trusted_root_path, verify_bundle
+    from kernlock._internal.check.signatures import (
+        ANOTHER_REVISION,
+        trusted_root_path,
+        verify_bundle,
+    )
 
     try:
         signature = verify_bundle(metadata, bundle, trusted_root_path(signing.trusted_root))

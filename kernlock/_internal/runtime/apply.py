@@ -31,11 +31,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from kernlock._internal.project import local_kernels
-from kernlock._internal.runtime import state
-from kernlock._internal.runtime.state import BOOK, Binding
-from kernlock._internal.runtime.entries import find_entry
-from kernlock._internal.runtime.notices import log_to_stderr, note_once, warn_once
 from kernlock._internal.compat.kernels_api import (
     kernel_metadata,
     kernels_target,
@@ -46,9 +41,22 @@ from kernlock._internal.compat.kernels_api import (
     target_decisions,
 )
 from kernlock._internal.compat.kernels_patch import LockHooks, patch_module, patch_points
-from kernlock._internal.runtime.rank_hook import check_initialised, patch_c10d
-from kernlock._internal.model.target import Target, parse_target
 from kernlock._internal.host import current_target
+from kernlock._internal.lockfile.model import LockedKernel, Lockfile
+from kernlock._internal.model.target import Target, parse_target
+from kernlock._internal.project import local_kernels
+from kernlock._internal.project.strict import lenient_hint
+from kernlock._internal.project.workspace import applied_workspace
+from kernlock._internal.runtime import state
+from kernlock._internal.runtime.entries import find_entry
+from kernlock._internal.runtime.gpu_arch import check_served, remember, require_device_archs
+from kernlock._internal.runtime.importguard import guard_import, is_verified, zip_spec
+from kernlock._internal.runtime.importguard import register as register_verified
+from kernlock._internal.runtime.notices import log_to_stderr, note_once, warn_once
+from kernlock._internal.runtime.rank_hook import check_initialised, patch_c10d
+from kernlock._internal.runtime.state import BOOK, Binding
+from kernlock._internal.settings import TARGET_ENV, strict_from_env, text
+from kernlock._internal.store.metadata import digest_problem
 from kernlock.errors import (
     IntegrityError,
     LocalKernelError,
@@ -56,14 +64,6 @@ from kernlock.errors import (
     UnlockedKernelError,
     VariantMismatchError,
 )
-from kernlock._internal.runtime.gpu_arch import check_served, remember, require_device_archs
-from kernlock._internal.runtime.importguard import guard_import, is_verified, zip_spec
-from kernlock._internal.runtime.importguard import register as register_verified
-from kernlock._internal.lockfile.model import LockedKernel, Lockfile
-from kernlock._internal.store.metadata import digest_problem
-from kernlock._internal.settings import TARGET_ENV, strict_from_env, text
-from kernlock._internal.project.strict import lenient_hint
-from kernlock._internal.project.workspace import applied_workspace
 
 logger = logging.getLogger("kernlock")
 

@@ -63,8 +63,8 @@ def disarm() -> None:
 
 
 def _apply_or_exit() -> None:
-    from kernlock.errors import KernlockError
     from kernlock._internal.runtime.apply import active_lock, apply
+    from kernlock.errors import KernlockError
 
     if active_lock() is not None:
         return
@@ -119,7 +119,7 @@ def _is_python(name: str) -> bool:
     return False
 
 
-def shebang_argv(program: str) -> "list[str] | None":
+def shebang_argv(program: str) -> list[str] | None:
     """The interpreter and its options from `program`'s `#!` line (a console script: `#!/usr/bin/python3 -I`,
     `#!/usr/bin/env -S python3 -E`), or None when it has none or cannot be read."""
     try:
@@ -140,7 +140,7 @@ def shebang_argv(program: str) -> "list[str] | None":
     return [interpreter, argument] if argument else [interpreter]  # the kernel passes the rest as one argument
 
 
-def hook_skipping_option(argv: "list[str] | tuple[str, ...]", program: "str | None" = None) -> "str | None":
+def hook_skipping_option(argv: list[str] | tuple[str, ...], program: str | None = None) -> str | None:
     """The option (`-E`, `-I`, `-S`, or a cluster such as `-BE`) with which a Python command line skips the start-up
     hook; with `program` (the file `argv[0]` runs), also one its `#!` line gives its Python (a console script)."""
     if not argv:
@@ -215,7 +215,7 @@ def guard_children(startup: str) -> None:
             os.__dict__[name] = _guarded_spawn(getattr(os, name))
 
 
-def _guarded_spawn(spawn: "Callable[..., int]") -> "Callable[..., int]":
+def _guarded_spawn(spawn: Callable[..., int]) -> Callable[..., int]:
     def guarded(path, argv, env, *args, **kwargs):  # noqa: ANN001, ANN202
         _warn_if_skipped(argv)
         return spawn(path, argv, child_environment(env) or env, *args, **kwargs)
@@ -223,7 +223,7 @@ def _guarded_spawn(spawn: "Callable[..., int]") -> "Callable[..., int]":
     return guarded
 
 
-def child_environment(env: "Mapping[str, str]") -> "dict[str, str] | None":
+def child_environment(env: Mapping[str, str]) -> dict[str, str] | None:
     """`env` repaired so that a child Python keeps the start-up hook, or None when it needs nothing."""
     startup = _guard.get("startup")
     if startup is None:

@@ -60,7 +60,9 @@ def _transformers_default(repo: str, version: int, target: Target | None) -> boo
     """Whether `version` is the one the installed Transformers asks for a bare `repo` (its default on the bound
     `target`, or on this machine's torch, which Transformers reads), so a lock pinning the bare spec at another version
     serves it, with the default-drift note."""
-    from kernlock._internal.compat.transformers import default_version  # only on this rare path: it reads Transformers' source
+    from kernlock._internal.compat.transformers import (
+        default_version,  # only on this rare path: it reads Transformers' source
+    )
 
     for on in (lambda: target, current_target):
         try:

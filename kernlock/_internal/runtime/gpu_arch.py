@@ -17,9 +17,9 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from kernlock.errors import GpuArchError
 from kernlock._internal.lockfile.model import LockedKernel, LockedVariant, Lockfile
 from kernlock._internal.model.target import Target
+from kernlock.errors import GpuArchError
 
 _served: dict[int, tuple[Any, LockedKernel, LockedVariant, Target]] = {}  # id(metadata) -> (metadata, entry, ...)
 

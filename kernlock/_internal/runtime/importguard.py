@@ -46,8 +46,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from kernlock.errors import IntegrityError
 from kernlock._internal.lockfile.model import LockedKernel, LockedVariant
+from kernlock.errors import IntegrityError
 
 _verified: dict[str, tuple[LockedKernel, LockedVariant]] = {}  # real variant root -> what it must hold
 _handed: dict[str, str] = {}  # variant path as handed to kernels (absolute, unresolved) -> its real root

@@ -20,6 +20,7 @@ from torch.distributed and imports this module only then.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
@@ -30,11 +31,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from kernlock.errors import RankMismatchError
+from kernlock._internal.lockfile.model import Lockfile
 from kernlock._internal.settings import MIXED_ENV, flag, seconds, text
 from kernlock._internal.settings import RANK_CHECK_ENV as CHECK_ENV
 from kernlock._internal.settings import RANK_CHECK_TIMEOUT_ENV as TIMEOUT_ENV
-from kernlock._internal.lockfile.model import Lockfile
+from kernlock.errors import RankMismatchError
 
 logger = logging.getLogger("kernlock")
 
@@ -210,7 +211,7 @@ def _table(records: list[RankRecord]) -> str:
             f"{digest[:12]} {members[0].lockfile}", target, *(by_spec.get(spec, "-") for spec in specs),
         ])
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    return "\n".join("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
+    return "\n".join("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)).rstrip() for row in rows)
 
 
 # ---------------------------------------------------------------- the exchange
@@ -233,10 +234,9 @@ def exchange(store: Any, rank: int, world_size: int, payload: bytes, timeout: fl
         values = [bytes(store.get(key)) if store.check([key]) else None for key in keys]
     store.set(f"{prefix}read/{rank}", b"1")
     readers = [f"{prefix}read/{r}" for r, value in enumerate(values) if value is not None]
-    try:
+    # a rank died between publishing and reading: nothing left to wait for
+    with contextlib.suppress(RuntimeError):
         store.wait(readers, timedelta(seconds=timeout))
-    except RuntimeError:  # a rank died between publishing and reading: nothing left to wait for
-        pass
     return values
 
 

@@ -16,12 +16,12 @@ import hashlib
 import json
 import os
 import shutil
-from pathlib import Path
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernlock.errors import IntegrityError, KernlockError, MissingFilesError
 from kernlock._internal.lockfile.model import LockedFile, LockedKernel, LockedVariant
+from kernlock.errors import IntegrityError, KernlockError, MissingFilesError
 
 if TYPE_CHECKING:
     pass

@@ -7,9 +7,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernlock._internal.compat.kernels_api import kernel_request, metadata_archs, metadata_digest, variant_metadata
-from kernlock.errors import ResolutionError
+from kernlock._internal.compat.kernels_api import (
+    kernel_request,
+    metadata_archs,
+    metadata_digest,
+    variant_metadata,
+)
 from kernlock._internal.lockfile.model import LockedFile, Provenance
+from kernlock.errors import ResolutionError
 
 MAX_METADATA_BYTES = 1 << 20
 # The digest algorithms kernels' `Digest` has (`DigestAlgorithm`), each base64 of the file's hashlib digest.
@@ -103,9 +108,7 @@ def digest_mismatches(digest: dict[str, str], files: tuple[LockedFile, ...], alg
         if algorithm == "sha256":
             if by_path.get(path) != expected.hex():
                 mismatched.append(path)
-        elif path not in by_path:
-            mismatched.append(path)
-        elif read is not None and (content := read(path)) is not None and hashlib.new(algorithm, content).digest() != expected:
+        elif path not in by_path or read is not None and (content := read(path)) is not None and hashlib.new(algorithm, content).digest() != expected:
             mismatched.append(path)
     return mismatched + sorted(set(by_path) - set(digest))
 

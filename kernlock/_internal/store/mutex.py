@@ -24,6 +24,7 @@ writes its pid into each mutex file; a waiter gives up after a timeout
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -33,9 +34,9 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from kernlock.errors import LockTimeoutError, UsageError
 from kernlock._internal.fs.private import NotPrivateError, open_private_dir
 from kernlock._internal.settings import LOCK_TIMEOUT_ENV, STATE_DIR_ENV, path, seconds
+from kernlock.errors import LockTimeoutError, UsageError
 
 DEFAULT_TIMEOUT = 300.0
 PROJECT_MUTEX_NAME = ".kernlock.lock"  # in the project root, beside kernels.lock; removed on release
@@ -125,10 +126,8 @@ def _mark(fd: int) -> None:
 
 def _mark_released(fd: int) -> None:
     """Clear the pid of a mutex file about to be unlocked (that stays behind)."""
-    try:
+    with contextlib.suppress(OSError):
         os.ftruncate(fd, 0)
-    except OSError:
-        pass
 
 
 class DirectoryMutex:

@@ -22,11 +22,11 @@ def explain_command(repo: str, targets: tuple[str, ...], lockfile: str | None, p
     """
     import json
 
-    from kernlock._internal.project.workspace import open_workspace
-    from kernlock._internal.model.target import parse_target
-    from kernlock.errors import UsageError
     from kernlock._internal.hub.variants import choose_variant
     from kernlock._internal.lockfile.target_pins import is_target_pin
+    from kernlock._internal.model.target import parse_target
+    from kernlock._internal.project.workspace import open_workspace
+    from kernlock.errors import UsageError
 
     lock = open_workspace(project_dir, lockfile).read_lock()
     kernels = [k for k in lock.kernels if repo in (*k.names(), k.spec)]

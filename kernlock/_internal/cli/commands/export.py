@@ -23,7 +23,11 @@ def export_command(fmt: str, output: str | None, lockfile: str | None, project_d
     """
     from pathlib import Path
 
-    from kernlock._internal.lockfile.kernels_json import exported_entries, export_kernels_json, kernels_json
+    from kernlock._internal.lockfile.kernels_json import (
+        export_kernels_json,
+        exported_entries,
+        kernels_json,
+    )
     from kernlock._internal.project.workspace import open_workspace
 
     workspace = open_workspace(project_dir, lockfile)

@@ -9,8 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from kernlock._internal.cli.options import handle_errors, json_option, lock_options, quiet_option, targets_option
 from kernlock._internal.check.report import plural
+from kernlock._internal.cli.options import (
+    handle_errors,
+    json_option,
+    lock_options,
+    quiet_option,
+    targets_option,
+)
 
 if TYPE_CHECKING:
     from kernlock._internal.resolve.changes import LockResult

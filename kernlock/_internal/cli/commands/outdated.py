@@ -7,13 +7,13 @@ from typing import TYPE_CHECKING
 
 import click
 
-from kernlock._internal.cli.options import handle_errors, json_option, lock_options
 from kernlock._internal.cli.commands.show import table
+from kernlock._internal.cli.options import handle_errors, json_option, lock_options
 
 if TYPE_CHECKING:
     from kernlock._internal.check.remote import KernelStatus
-    from kernlock._internal.model.advisories import Advisory
     from kernlock._internal.lockfile.model import Lockfile
+    from kernlock._internal.model.advisories import Advisory
     from kernlock._internal.project.config import Project
 
 

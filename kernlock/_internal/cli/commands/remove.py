@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from kernlock._internal.cli.options import handle_errors, json_option, lock_options
 from kernlock._internal.cli.commands.lock import clear_progress, progress_line, report
+from kernlock._internal.cli.options import handle_errors, json_option, lock_options
 
 
 @click.command("remove")

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
-import sys
 import shlex
 import shutil
+import sys
 from pathlib import Path
 
 import click
@@ -55,10 +55,10 @@ def run_command(lockfile: str | None, locked: bool, lenient: bool, vendor: str |
     """
     if not command and not export:
         fail("missing COMMAND; use `kernlock run -- COMMAND…`, or `kernlock run --export` for a job script", 2)
-    from kernlock._internal.host import current_target
-    from kernlock.errors import LockfileError, LockfileNotFoundError
     from kernlock._internal.check.coverage import require_coverage
+    from kernlock._internal.host import current_target
     from kernlock._internal.project.workspace import VENDOR_ENV, applied_workspace
+    from kernlock.errors import LockfileError, LockfileNotFoundError
 
     if vendor:
         os.environ[VENDOR_ENV] = str(Path(vendor).resolve())

@@ -12,7 +12,7 @@ from kernlock._internal.cli.options import handle_errors, json_option, lock_opti
 def table(rows: list[list[str]]) -> str:
     """Left-aligned columns separated by two spaces."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)).rstrip() for row in rows)
 
 
 def signer_text(variant: Any) -> str:

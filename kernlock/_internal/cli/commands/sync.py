@@ -7,7 +7,14 @@ import sys
 
 import click
 
-from kernlock._internal.cli.options import all_targets_option, handle_errors, json_option, lock_options, locked_option, targets_option
+from kernlock._internal.cli.options import (
+    all_targets_option,
+    handle_errors,
+    json_option,
+    lock_options,
+    locked_option,
+    targets_option,
+)
 
 
 @click.command("sync")

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import click
 
-from kernlock._internal.cli.options import all_targets_option, handle_errors, json_option, lock_options, targets_option
+from kernlock._internal.cli.options import (
+    all_targets_option,
+    handle_errors,
+    json_option,
+    lock_options,
+    targets_option,
+)
 
 
 @click.command("verify")
@@ -33,8 +39,8 @@ def verify_command(targets: tuple[str, ...], all_targets: bool, cache: bool, sig
     """
     import sys
 
-    from kernlock._internal.check.verify import verify
     from kernlock._internal.check.report import report_json
+    from kernlock._internal.check.verify import verify
 
     report = verify(project_dir, targets=targets, all_targets=all_targets, cache=cache, signatures=signatures,
                     remote=remote, lockfile=lockfile, against=against)
