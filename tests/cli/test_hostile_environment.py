@@ -427,7 +427,7 @@ def test_a_kernlock_target_that_is_not_this_machine_is_said_by_apply_and_verify(
         assert same.returncode == 0 and "stands in for this machine" not in same.stderr, same.stderr
 
 
-@pytest.mark.parametrize("how", ["another user's", "group-writable"])
+@pytest.mark.parametrize("how", ["another user's", "group-writable", "in a group-writable directory"])
 def test_a_sigstore_trusted_root_someone_else_controls_is_refused(hub: TestHub, tmp_path: Path, monkeypatch,
                                                                  how: str) -> None:
     from kernlock._internal.check.signatures import TRUSTED_ROOT_ENV
@@ -439,8 +439,11 @@ def test_a_sigstore_trusted_root_someone_else_controls_is_refused(hub: TestHub, 
     shutil.copy(os.environ[TRUSTED_ROOT_ENV], theirs)  # the test Sigstore's root, as a teammate's copy
     if how == "another user's":
         os.chown(theirs, 65534, 65534)
-    else:
+    elif how == "group-writable":
         theirs.chmod(0o664)
+    else:  # the team set-up (setgid 2775): the file is yours, but a group member can rename another over it
+        theirs.chmod(0o644)
+        theirs.parent.chmod(0o2775)
     monkeypatch.setenv(TRUSTED_ROOT_ENV, str(theirs))
     project = make_project(tmp_path / "p", ["kernels-community/signed@v1"], targets=[CPU])
     refused = cli("lock", cwd=project)  # was: locked, that root's signatures recorded as kernels-community's

@@ -49,7 +49,8 @@ def trusted_root_path(configured: Path | None = None) -> Path:
 
 def _refuse_shared_root(path: Path, named: str) -> Path:
     """`path`, unless someone else controls it: another user's (not root's), writable by others, or in a directory
-    every user can write. Whoever can change the trusted root decides whose signatures count as a publisher's."""
+    others can write without the sticky bit (they can rename another file over it). Whoever can change the trusted
+    root decides whose signatures count as a publisher's."""
     import stat
 
     from kernlock._internal.project.config import unsafe_reason
@@ -61,6 +62,10 @@ def _refuse_shared_root(path: Path, named: str) -> Path:
         return path  # missing or unreadable: `_verifier` says so
     if reason is None and mode & (stat.S_IWGRP | stat.S_IWOTH):
         reason = f"it is writable by {'its group' if mode & stat.S_IWGRP else 'every user'}"
+    if reason is None:
+        folder = path.resolve().parent.stat().st_mode
+        if folder & (stat.S_IWGRP | stat.S_IWOTH) and not folder & stat.S_ISVTX:
+            reason = f"its directory is writable by {'its group' if folder & stat.S_IWGRP else 'every user'}"
     if reason is None:
         return path
     raise SignatureError(
