@@ -1,4 +1,5 @@
-"""Error types. Every error kernlock raises on purpose is a `KernlockError`, and every public one is here.
+"""Error types. Every error kernlock raises on purpose is a `KernlockError`, and every public one is
+here.
 
 Each names the problem in one line and keeps the fix as data (`fix`, as pip's
 `DiagnosticPipError` does): `str(error)` is `problem; fix: fix`, which the CLI
@@ -23,7 +24,8 @@ _HF_TOKEN = r"\bhf_[A-Za-z0-9]{20,}"
 
 
 def redact(text: str) -> str:
-    """`text` with credentials replaced by `***`: `user:password@` in URLs, secret query parameters, HF tokens."""
+    """`text` with credentials replaced by `***`: `user:password@` in URLs, secret query parameters,
+    HF tokens."""
     text = re.sub(_URL_CREDENTIALS, "***@", text)
     return re.sub(_HF_TOKEN, "hf_***", re.sub(_SECRET_PARAMS, r"\1***", text))
 
@@ -36,17 +38,21 @@ class _NoFix(enum.Enum):
 
 
 NO_FIX: Final = _NoFix.NO_FIX
-"""The `fix=` of an error the user can do nothing about: written at the call site, with a comment saying why.
+"""The `fix=` of an error the user can do nothing about: written at the call site, with a comment
+saying why.
 
-Every error takes `fix` as a required keyword (a test reads every construction in `kernlock/`), so that
-a missing fix is a decision, never a default. `error.fix` is then None.
+Every error takes `fix` as a required keyword (a test reads every construction in `kernlock/`), so
+that a missing fix is a decision, never a default. `error.fix` is then None.
 """
 
 Fix = str | _NoFix
-"""What `fix=` takes: the action that removes the problem (a command, a setting, an edit), or `NO_FIX`."""
+"""What `fix=` takes: the action that removes the problem (a command, a setting, an edit), or
+`NO_FIX`."""
 
 
-def _restore(cls: type[KernlockError], args: tuple[Any, ...], state: dict[str, Any]) -> KernlockError:
+def _restore(
+    cls: type[KernlockError], args: tuple[Any, ...], state: dict[str, Any]
+) -> KernlockError:
     """Unpickle an error without calling its constructor (whose keywords are required)."""
     error = cls.__new__(cls, *args)
     error.args = args
@@ -68,7 +74,8 @@ class KernlockError(Exception):
         self.fix: str | None = None if fix is NO_FIX else fix
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # Errors cross process boundaries (ranks, pools) intact, whatever their constructor requires.
+        # Errors cross process boundaries (ranks, pools) intact, whatever their constructor
+        # requires.
         return _restore, (type(self), self.args, self.__dict__)
 
     @property
@@ -85,7 +92,11 @@ class KernlockError(Exception):
         if not self.fix:
             return self.message
         message = self.message
-        return f"{message}\nfix: {self.fix_text}" if "\n" in message else f"{message}; fix: {self.fix_text}"
+        return (
+            f"{message}\nfix: {self.fix_text}"
+            if "\n" in message
+            else f"{message}; fix: {self.fix_text}"
+        )
 
 
 class UsageError(KernlockError):
@@ -107,7 +118,8 @@ class ConfigError(UsageError):
 
 
 def key_text(key_path: tuple[str | int, ...]) -> str:
-    """A key path spelled the way the lock reads: `("kernel", 2, "files", 0)` → `kernel[2].files[0]`."""
+    """A key path spelled the way the lock reads: `("kernel", 2, "files", 0)` →
+    `kernel[2].files[0]`."""
     text = ""
     for part in key_path:
         text += f"[{part}]" if isinstance(part, int) else f".{part}" if text else part
@@ -119,26 +131,36 @@ class ModelError(UsageError):
 
 
 class WriteError(KernlockError):
-    """A file kernlock replaces could not be written (disk full, read-only); the old file is unchanged."""
+    """A file kernlock replaces could not be written (disk full, read-only); the old file is
+    unchanged."""
 
 
-def local_write_problem(error: BaseException, cache: os.PathLike[str] | str) -> tuple[str, str] | None:
-    """(problem, fix) of a failure to write into `cache` (the Hub cache) when it is this machine's disk, not the Hub;
-    else None."""
+def local_write_problem(
+    error: BaseException, cache: os.PathLike[str] | str
+) -> tuple[str, str] | None:
+    """(problem, fix) of a failure to write into `cache` (the Hub cache) when it is this machine's
+    disk, not the Hub; else None."""
     import errno
 
     if not isinstance(error, OSError) or error.errno is None:
         return None
     where = error.filename or cache
     if error.errno in (errno.ENOSPC, errno.EDQUOT):
-        return (f"the disk holding {where} is full ({error.strerror})",
-                "free space, or point HF_HUB_CACHE at another disk")
+        return (
+            f"the disk holding {where} is full ({error.strerror})",
+            "free space, or point HF_HUB_CACHE at another disk",
+        )
     if error.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-        return (f"the cache {cache} is not writable ({error.strerror}: {where})",
-                "run `kernlock sync` as a user who can write it, or point HF_HUB_CACHE at a writable directory")
+        return (
+            f"the cache {cache} is not writable ({error.strerror}: {where})",
+            "run `kernlock sync` as a user who can write it, or point HF_HUB_CACHE at a "
+            "writable directory",
+        )
     if error.errno == errno.ENAMETOOLONG:
-        return (f"a file name in the cache {cache} is too long for its file system ({where})",
-                "point HF_HUB_CACHE at a directory on a file system that allows longer names")
+        return (
+            f"a file name in the cache {cache} is too long for its file system ({where})",
+            "point HF_HUB_CACHE at a directory on a file system that allows longer names",
+        )
     return None
 
 
@@ -152,15 +174,22 @@ class LockfileError(KernlockError):
 
     exit_code = 2
 
-    def __init__(self, problem: str, *, key_path: tuple[str | int, ...] = (), source: str | None = None,
-                 fix: Fix):
+    def __init__(
+        self,
+        problem: str,
+        *,
+        key_path: tuple[str | int, ...] = (),
+        source: str | None = None,
+        fix: Fix,
+    ):
         self.problem, self.key_path, self.source = problem, tuple(key_path), source
         location = ": ".join(part for part in (source, self.key) if part)
         super().__init__(f"{location + ': ' if location else ''}{problem}", fix=fix)
 
     @property
     def located(self) -> str:
-        """The message without its fix: location, then `problem` (for reports that print the fix apart)."""
+        """The message without its fix: location, then `problem` (for reports that print the fix
+        apart)."""
         location = ": ".join(part for part in (self.source, self.key) if part)
         return f"{location + ': ' if location else ''}{self.problem}"
 
@@ -171,12 +200,19 @@ class LockfileError(KernlockError):
 
     def under(self, *keys: str | int) -> LockfileError:
         """The same error, located inside `keys` (a parent prefixes its key to a nested error)."""
-        return type(self)(self.problem, key_path=(*keys, *self.key_path), source=self.source, fix=self.fix or NO_FIX)  # NO_FIX: only
+        return type(self)(
+            self.problem,
+            key_path=(*keys, *self.key_path),
+            source=self.source,
+            fix=self.fix or NO_FIX,
+        )  # NO_FIX: only
         # where the error it copies had none (a copy keeps its fix, never invents one)
 
     def in_file(self, source: str) -> LockfileError:
         """The same error, naming the file (or `file:line`) it was found in."""
-        return type(self)(self.problem, key_path=self.key_path, source=source, fix=self.fix or NO_FIX)  # as in `under`
+        return type(self)(
+            self.problem, key_path=self.key_path, source=source, fix=self.fix or NO_FIX
+        )  # as in `under`
 
 
 class LockfileVersionError(LockfileError):
@@ -192,7 +228,8 @@ class LockfileNotFoundError(LockfileError):
 
 
 class StaleLockError(KernlockError):
-    """The lock no longer matches the project's sources and `--locked` / `locked=True` asked for a fresh one."""
+    """The lock no longer matches the project's sources and `--locked` / `locked=True` asked for a
+    fresh one."""
 
 
 class ResolutionError(KernlockError):
@@ -212,11 +249,15 @@ class TrustError(ResolutionError):
 
     @classmethod
     def untrusted(cls, repo: str, rerun: str = "") -> TrustError:
-        """The refusal of `repo`'s publisher; `rerun` is the rest of the `kernlock lock` command to repeat with the
-        fix (its specs and options, which a refused lock did not record)."""
-        return cls(f"{repo}: publisher {repo.split('/', 1)[0]!r} is not a trusted kernel publisher; review the kernel",
-                   repo=repo, fix=f"`kernlock lock {rerun + ' ' if rerun else ''}--trust {repo}` "
-                                  "(recorded in [tool.kernlock] trust of pyproject.toml)")
+        """The refusal of `repo`'s publisher; `rerun` is the rest of the `kernlock lock` command to
+        repeat with the fix (its specs and options, which a refused lock did not record)."""
+        return cls(
+            f"{repo}: publisher {repo.split('/', 1)[0]!r} is not a trusted kernel "
+            "publisher; review the kernel",
+            repo=repo,
+            fix=f"`kernlock lock {rerun + ' ' if rerun else ''}--trust {repo}` "
+            "(recorded in [tool.kernlock] trust of pyproject.toml)",
+        )
 
 
 class SignatureError(ResolutionError):
@@ -228,9 +269,11 @@ class NoVariantError(KernlockError):
 
 
 class GpuArchError(NoVariantError, RuntimeError):
-    """A locked build does not support a GPU architecture it must run on (a declared `gpu-archs`, or this device).
+    """A locked build does not support a GPU architecture it must run on (a declared `gpu-archs`, or
+    this device).
 
-    Also a `RuntimeError`, as kernels' `ArchValidator` raises: `has_kernel` still answers False for it.
+    Also a `RuntimeError`, as kernels' `ArchValidator` raises: `has_kernel` still answers False for
+    it.
     """
 
 
@@ -239,7 +282,8 @@ class UnlockedKernelError(KernlockError):
 
 
 class LocalKernelError(UnlockedKernelError):
-    """A local kernel (`LOCAL_KERNELS`, `get_local_kernel`) was loaded under strict mode without `KERNLOCK_ALLOW_LOCAL=1`."""
+    """A local kernel (`LOCAL_KERNELS`, `get_local_kernel`) was loaded under strict mode without
+    `KERNLOCK_ALLOW_LOCAL=1`."""
 
 
 class IntegrityError(KernlockError):
@@ -251,7 +295,8 @@ class MissingFilesError(KernlockError):
 
 
 class CompatibilityError(KernlockError):
-    """The installed packages or interpreter cannot load the locked kernels (see `kernlock verify`)."""
+    """The installed packages or interpreter cannot load the locked kernels (see `kernlock
+    verify`)."""
 
 
 class VariantMismatchError(KernlockError):
@@ -263,4 +308,5 @@ class RankMismatchError(KernlockError):
 
 
 class LockTimeoutError(KernlockError):
-    """Another kernlock process held the project mutex (`.kernlock.lock`) for longer than the timeout."""
+    """Another kernlock process held the project mutex (`.kernlock.lock`) for longer than the
+    timeout."""

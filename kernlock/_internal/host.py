@@ -1,8 +1,9 @@
 """The running machine: its Python, CPU and OS, installed distributions' versions, and its target.
 
 `current_target()` reads Torch's installed metadata and `torch/version.py`
-instead of importing Torch, so checks stay fast. `kernlock._internal.compat.kernels_api.kernels_target()`
-asks kernels itself (importing Torch) and is what the loader patch uses.
+instead of importing Torch, so checks stay fast.
+`kernlock._internal.compat.kernels_api.kernels_target()` asks kernels itself (importing Torch) and
+is what the loader patch uses.
 
 Imports model (`Target`) and errors; `kernlock._internal.model` itself reads nothing of the machine.
 """
@@ -23,17 +24,20 @@ _VERSION_FIELD_RE = re.compile(r"^(cuda|hip|xpu)\s*(?::[^=]*)?=\s*'([^']*)'", re
 
 
 def interpreter(target: Target) -> tuple[str, bool]:
-    """The Python `major.minor` and free-threading kernels ranks `target`'s variants for: declared, else the running one."""
+    """The Python `major.minor` and free-threading kernels ranks `target`'s variants for: declared,
+    else the running one."""
     return (target.python, target.free_threaded) if target.python else running_python()
 
 
 def running_python() -> tuple[str, bool]:
-    """This interpreter's Python `major.minor` and whether it is free-threaded, as kernels 0.19 detects them
-    (`sys.version_info`, `sysconfig`'s `Py_GIL_DISABLED`)."""
+    """This interpreter's Python `major.minor` and whether it is free-threaded, as kernels 0.19
+    detects them (`sys.version_info`, `sysconfig`'s `Py_GIL_DISABLED`)."""
     import sys
     import sysconfig
 
-    return f"{sys.version_info.major}.{sys.version_info.minor}", bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+    return f"{sys.version_info.major}.{sys.version_info.minor}", bool(
+        sysconfig.get_config_var("Py_GIL_DISABLED")
+    )
 
 
 def system_platform() -> tuple[str, str]:
@@ -77,17 +81,21 @@ def installed_version(distribution: str) -> str | None:
     """A distribution's installed version without importing it (its import name must match).
 
     Read from the `.dist-info` folder beside the package when there is exactly one
-    (cheap), else from `importlib.metadata` (about 25 ms to import; an editable install, say). Cached for the
-    process, like the installed Transformers (`compat.transformers.installed_transformers`).
+    (cheap), else from `importlib.metadata` (about 25 ms to import; an editable install, say).
+    Cached for the process, like the installed Transformers
+    (`compat.transformers.installed_transformers`).
     """
-    # sys.path only: import hooks (kernlock's own start-up hook among them) must not fire for a version lookup
+    # sys.path only: import hooks (kernlock's own start-up hook among them) must not fire for a
+    # version lookup
     spec = importlib.machinery.PathFinder.find_spec(distribution)
     if spec is not None and spec.submodule_search_locations:
         folder = os.path.dirname(next(iter(spec.submodule_search_locations)))
         prefix, suffix = f"{distribution}-", ".dist-info"
-        found = [name for name in os.listdir(folder) if name.startswith(prefix) and name.endswith(suffix)]
+        found = [
+            name for name in os.listdir(folder) if name.startswith(prefix) and name.endswith(suffix)
+        ]
         if len(found) == 1:  # a name test, not Path.glob: a glob compiles a pattern per call
-            return found[0][len(prefix):-len(suffix)]
+            return found[0][len(prefix) : -len(suffix)]
     from importlib import metadata
 
     try:
@@ -103,16 +111,19 @@ def current_target() -> Target:
     """
     version = installed_version("torch")
     if version is None:
-        raise TargetError("torch is not installed, so there is no current environment",
-                          fix="pass --target explicitly (or declare [tool.kernlock] targets)")
+        raise TargetError(
+            "torch is not installed, so there is no current environment",
+            fix="pass --target explicitly (or declare [tool.kernlock] targets)",
+        )
     numbers = re.match(r"(\d+)\.(\d+)", version)
     if not numbers:
-        raise TargetError(f"cannot read the installed torch version {version!r}",
-                          fix="pass --target explicitly (or declare [tool.kernlock] targets)")
+        raise TargetError(
+            f"cannot read the installed torch version {version!r}",
+            fix="pass --target explicitly (or declare [tool.kernlock] targets)",
+        )
     cpu, os_name = system_platform()
     torch = (int(numbers.group(1)), int(numbers.group(2)))
     # Torch wheels switched to the C++11 ABI in 2.7; earlier PyPI wheels used the old ABI.
     cxx11 = (torch >= (2, 7)) if os_name == "linux" else None
     backend = _backend_from_version_file(_torch_version_file(), os_name)
     return Target(torch=torch, backend=backend, cpu=cpu, os=os_name, cxx11_abi=cxx11)
-

@@ -33,15 +33,27 @@ VENDOR_ENV = "KERNLOCK_VENDOR_DIR"  # a vendored lock and its files
 CACHE_DIR_ENV = "KERNLOCK_CACHE_DIR"  # kernlock's private parse cache
 NO_CACHE_ENV = "KERNLOCK_NO_CACHE"  # turn that cache off
 STATE_DIR_ENV = "KERNLOCK_STATE_DIR"  # where the project mutexes live
-LOCK_TIMEOUT_ENV = "KERNLOCK_LOCK_TIMEOUT"  # seconds to wait for another `kernlock lock` of the project (0: none)
-DEADLINE_ENV = "KERNLOCK_HUB_DEADLINE"  # seconds one request or file download may take, retries and waits included
-RATE_LIMIT_WAIT_ENV = "KERNLOCK_RATE_LIMIT_WAIT"  # the longest wait for a rate-limit window to reset
+LOCK_TIMEOUT_ENV = (
+    "KERNLOCK_LOCK_TIMEOUT"  # seconds to wait for another `kernlock lock` of the project (0: none)
+)
+# seconds one request or file download may take, retries and waits included
+DEADLINE_ENV = "KERNLOCK_HUB_DEADLINE"
+RATE_LIMIT_WAIT_ENV = (
+    "KERNLOCK_RATE_LIMIT_WAIT"  # the longest wait for a rate-limit window to reset
+)
 RANK_CHECK_ENV = "KERNLOCK_RANK_CHECK"  # the cross-rank check at init_process_group
 RANK_CHECK_TIMEOUT_ENV = "KERNLOCK_RANK_CHECK_TIMEOUT"  # seconds to wait for every rank's record
-RUN_PYTHON_ENV = "KERNLOCK_RUN_PYTHON"  # set by `kernlock run`: the interpreter kernlock itself runs in
-MIXED_ENV = "KERNLOCK_ALLOW_MIXED_VARIANTS"  # let ranks of one job load different variants of the same commits
+RUN_PYTHON_ENV = (
+    "KERNLOCK_RUN_PYTHON"  # set by `kernlock run`: the interpreter kernlock itself runs in
+)
+# let ranks of one job load different variants of the same commits
+MIXED_ENV = "KERNLOCK_ALLOW_MIXED_VARIANTS"
 
-UPGRADE_FIX = 'upgrade kernlock: install the newer one from its checkout or wheel (`python -m pip install -U <kernlock checkout or .whl>`; kernlock is not on PyPI)'  # kernlock is installed from a checkout or a wheel
+# kernlock is installed from a checkout or a wheel
+UPGRADE_FIX = (
+    "upgrade kernlock: install the newer one from its checkout or wheel (`python -m "
+    "pip install -U <kernlock checkout or .whl>`; kernlock is not on PyPI)"
+)
 
 TRUE = ("1", "true", "yes", "on")
 FALSE = ("0", "false", "no", "off")
@@ -50,7 +62,9 @@ FALSE = ("0", "false", "no", "off")
 def _usage(name: str, raw: str, accepted: str, example: str) -> UsageError:
     from kernlock.errors import UsageError
 
-    return UsageError(f"${name}={raw!r} is not {accepted}", fix=f"set it to e.g. {example} or unset it")
+    return UsageError(
+        f"${name}={raw!r} is not {accepted}", fix=f"set it to e.g. {example} or unset it"
+    )
 
 
 def flag(name: str, default: bool) -> bool:
@@ -63,11 +77,14 @@ def flag(name: str, default: bool) -> bool:
         return True
     if value in FALSE:
         return False
-    raise _usage(name, raw, f"one of {'/'.join(TRUE)} or {'/'.join(FALSE)}", "1" if not default else "0")
+    raise _usage(
+        name, raw, f"one of {'/'.join(TRUE)} or {'/'.join(FALSE)}", "1" if not default else "0"
+    )
 
 
 def seconds(name: str, default: float, *, zero: bool = False) -> float:
-    """`$name` as a finite number of seconds, above 0 (or 0 too, with `zero`); `default` when unset or empty."""
+    """`$name` as a finite number of seconds, above 0 (or 0 too, with `zero`); `default` when unset
+    or empty."""
     raw = os.environ.get(name, "")
     if not raw.strip():
         return default
@@ -76,16 +93,25 @@ def seconds(name: str, default: float, *, zero: bool = False) -> float:
     except ValueError:
         value = math.nan
     if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
-        raise _usage(name, raw, f"a number of seconds{' (0 or more)' if zero else ' above 0'}", f"{default:g}")
+        raise _usage(
+            name,
+            raw,
+            f"a number of seconds{' (0 or more)' if zero else ' above 0'}",
+            f"{default:g}",
+        )
     return value
 
 
-HUB_INT_ENVS = ("HF_HUB_ETAG_TIMEOUT", "HF_HUB_DOWNLOAD_TIMEOUT")  # huggingface_hub reads them with int() at import
+HUB_INT_ENVS = (
+    "HF_HUB_ETAG_TIMEOUT",
+    "HF_HUB_DOWNLOAD_TIMEOUT",
+)  # huggingface_hub reads them with int() at import
 
 
 def check_hub_environment() -> None:
-    """Refuse (`UsageError`) a huggingface_hub setting its import would die on (`HF_HUB_DOWNLOAD_TIMEOUT=abc` is a
-    `ValueError` traceback from deep in `huggingface_hub.constants`), before anything imports it."""
+    """Refuse (`UsageError`) a huggingface_hub setting its import would die on
+    (`HF_HUB_DOWNLOAD_TIMEOUT=abc` is a `ValueError` traceback from deep in
+    `huggingface_hub.constants`), before anything imports it."""
     for name in HUB_INT_ENVS:
         raw = os.environ.get(name)
         if raw is None:
@@ -93,7 +119,9 @@ def check_hub_environment() -> None:
         try:
             int(raw)
         except ValueError:
-            raise _usage(name, raw, "a whole number of seconds (huggingface_hub reads it with int())", "10") from None
+            raise _usage(
+                name, raw, "a whole number of seconds (huggingface_hub reads it with int())", "10"
+            ) from None
 
 
 def path(name: str) -> Path | None:
@@ -110,7 +138,8 @@ def text(name: str) -> str | None:
 
 
 def apply_requested() -> bool:
-    """Whether `$KERNLOCK_APPLY` asks for the lock in every Python process (`kernlock run` sets it)."""
+    """Whether `$KERNLOCK_APPLY` asks for the lock in every Python process (`kernlock run` sets
+    it)."""
     return flag(APPLY_ENV, False)
 
 
@@ -120,5 +149,6 @@ def strict_from_env() -> bool:
 
 
 def verbose() -> bool:
-    """Whether `$KERNLOCK_VERBOSE` asks for each binding to be logged (and tracebacks under the start-up hook)."""
+    """Whether `$KERNLOCK_VERBOSE` asks for each binding to be logged (and tracebacks under the
+    start-up hook)."""
     return flag(VERBOSE_ENV, False)

@@ -1,5 +1,6 @@
-"""The Hub's answers, one method per endpoint of the Hub API the test Hub serves (`kernlock.testing.hub`): refs,
-tree, paths-info, repo info, resolve, the CDN, commits, models and an organisation's overview."""
+"""The Hub's answers, one method per endpoint of the Hub API the test Hub serves
+(`kernlock.testing.hub`): refs, tree, paths-info, repo info, resolve, the CDN, commits, models and
+an organisation's overview."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from kernlock.testing.handler import HubError, Response, json_response, ranged
 
 
 class HubEndpoints:
-    """`TestHub`'s endpoints, over the state `TestHub` keeps (declared here for the type checker)."""
+    """`TestHub`'s endpoints, over the state `TestHub` keeps (declared here for the type
+    checker)."""
 
     repos: dict[str, GitRepo]
     models: set[str]
@@ -57,8 +59,16 @@ class HubEndpoints:
             }
         )
 
-    def tree(self, repo_id: str, rev: str, path: str, recursive: bool, expand: bool, cursor: str | None = None,
-             page_url: str = "") -> Response:
+    def tree(
+        self,
+        repo_id: str,
+        rev: str,
+        path: str,
+        recursive: bool,
+        expand: bool,
+        cursor: str | None = None,
+        page_url: str = "",
+    ) -> Response:
         repo = self._repo(repo_id)
         commit = self._commit(repo, rev)
         entries = repo.entries(commit)
@@ -81,7 +91,9 @@ class HubEndpoints:
         response = json_response([e.to_json(last.get(e.path), self.xet) for e in page])
         if start + size < len(selected):
             separator = "&" if "?" in page_url else "?"
-            response.headers["Link"] = f'<{self.url}{page_url}{separator}cursor={start + size}>; rel="next"'
+            response.headers["Link"] = (
+                f'<{self.url}{page_url}{separator}cursor={start + size}>; rel="next"'
+            )
         return response
 
     def paths_info(self, repo_id: str, rev: str, paths: list[str], expand: bool) -> Response:
@@ -93,7 +105,8 @@ class HubEndpoints:
         return json_response([e.to_json(last.get(e.path), self.xet) for e in found])
 
     def repo_info(self, repo_id: str, rev: str) -> Response:
-        """A kernel repo's info. Like the real Hub, it lists no ``siblings``: clients list the tree instead."""
+        """A kernel repo's info. Like the real Hub, it lists no ``siblings``: clients list the tree
+        instead."""
         repo = self._repo(repo_id)
         commit = self._commit(repo, rev)
         timestamp, _ = repo.commit_info(commit)
@@ -133,21 +146,36 @@ class HubEndpoints:
             if self.cdn_redirect:
                 with self._lock:
                     self._cdn_blobs[entry.lfs["oid"]] = content
-                location = f"{self.cdn_url}/cdn/{entry.lfs['oid']}/{path.rsplit('/', 1)[-1]}?Expires=9999999999"
+                location = (
+                    f"{self.cdn_url}/cdn/{entry.lfs['oid']}/"
+                    f"{path.rsplit('/', 1)[-1]}?Expires=9999999999"
+                )
                 text = f"Found. Redirecting to {location}".encode()
-                return Response(302, text, {
-                    "Content-Type": "text/plain; charset=utf-8", "Location": location, "X-Repo-Commit": commit,
-                    "X-Linked-Etag": headers["X-Linked-Etag"], "X-Linked-Size": headers["X-Linked-Size"],
-                    "ETag": f'W/"{hashlib.sha1(text).hexdigest()[:27]}"',
-                })
+                return Response(
+                    302,
+                    text,
+                    {
+                        "Content-Type": "text/plain; charset=utf-8",
+                        "Location": location,
+                        "X-Repo-Commit": commit,
+                        "X-Linked-Etag": headers["X-Linked-Etag"],
+                        "X-Linked-Size": headers["X-Linked-Size"],
+                        "ETag": f'W/"{hashlib.sha1(text).hexdigest()[:27]}"',
+                    },
+                )
         return ranged(content, headers, range_header)
 
     def cdn(self, sha256: str, range_header: str | None, if_range: str | None = None) -> Response:
-        """The CDN's answer for a blob: the bytes, with the CDN's own (different) ETag and no Hub headers."""
+        """The CDN's answer for a blob: the bytes, with the CDN's own (different) ETag and no Hub
+        headers."""
         with self._lock:
             content = self._cdn_blobs.get(sha256)
         if content is None:
-            return Response(403, b"<Error><Code>AccessDenied</Code></Error>", {"Content-Type": "application/xml"})
+            return Response(
+                403,
+                b"<Error><Code>AccessDenied</Code></Error>",
+                {"Content-Type": "application/xml"},
+            )
         headers = {
             "Content-Type": "application/octet-stream",
             "Accept-Ranges": "bytes",
@@ -164,16 +192,33 @@ class HubEndpoints:
         items = []
         for line in out.splitlines():
             sha, timestamp, title = line.split("\t", 2)
-            items.append({"id": sha, "title": title, "message": "", "date": iso_time(int(timestamp)),
-                          "authors": [{"user": "fixture"}]})
+            items.append(
+                {
+                    "id": sha,
+                    "title": title,
+                    "message": "",
+                    "date": iso_time(int(timestamp)),
+                    "authors": [{"user": "fixture"}],
+                }
+            )
         return json_response(items)
 
     def model_info(self, repo_id: str) -> Response:
         if repo_id not in self.models:
             raise HubError(404, "RepoNotFound", "Repository not found")
-        return json_response({"_id": hashlib.sha1(repo_id.encode()).hexdigest()[:24], "id": repo_id,
-                              "modelId": repo_id, "author": repo_id.split("/")[0], "private": False,
-                              "gated": False, "disabled": False, "tags": [], "siblings": []})
+        return json_response(
+            {
+                "_id": hashlib.sha1(repo_id.encode()).hexdigest()[:24],
+                "id": repo_id,
+                "modelId": repo_id,
+                "author": repo_id.split("/")[0],
+                "private": False,
+                "gated": False,
+                "disabled": False,
+                "tags": [],
+                "siblings": [],
+            }
+        )
 
     def overview(self, org: str) -> Response:
         if org not in self.trusted_orgs and not any(r.split("/")[0] == org for r in self.repos):

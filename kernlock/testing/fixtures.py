@@ -7,11 +7,13 @@ Each ``fixtures/<org>__<name>.toml`` describes one kernel repository::
     layout = "package"              # "package": build/<variant>/<python_name>/__init__.py
                                     # "flat":    build/<variant>/__init__.py
                                     # "kernel-builder": flat, plus the compiled library from
-                                    #   fixtures/native/<native>/ and the <python_name>/ compat folder
-                                    # "zip":     build/<variant>/<id>.zip holding the package's files
-                                    #   (metadata `build-layout = "zip"`, kernels 0.19)
-    native = "relu"                 # kernel-builder layout: the library's folder under fixtures/native/
-    kernel-depends = [{ repo-id = "kernels-community/activation", version = 1 }]  # optional
+                                    #   fixtures/native/<native>/ and the <python_name>/ compat
+                                    folder # "zip":     build/<variant>/<id>.zip holding the
+                                    package's files #   (metadata `build-layout = "zip"`, kernels
+                                    0.19)
+    native = "relu"                 # kernel-builder layout: the library's folder under
+    fixtures/native/ kernel-depends = [{ repo-id = "kernels-community/activation", version = 1 }]  #
+    optional
 
     [variant-sets]                  # optional named groups of build variants
     cuda = ["torch210-cxx11-cu128-x86_64-linux", ...]
@@ -20,27 +22,33 @@ Each ``fixtures/<org>__<name>.toml`` describes one kernel repository::
     label = "flash-attn2 v1 #1"     # build label, embedded in the kernel code (KERNEL_IDENTITY)
     branch = "v1"                   # branch the commit is made on (parent: its current tip)
     from = "main"                   # optional: parent for a new branch
-    append = true                   # optional: keep the parent's files byte for byte and add these variants
-                                    #   (kernel-builder appending a build for a new Torch to a version branch)
+    append = true                   # optional: keep the parent's files byte for byte and add these
+    variants
+                                    #   (kernel-builder appending a build for a new Torch to a
+                                    version branch)
     also = ["main"]                 # optional: other branches moved to this commit
     tags = ["v1.0.0"]               # optional: lightweight tags on this commit
     variants = ["cuda", "torch213-cxx11-cpu-x86_64-linux"]   # set names or variant names
     version = 1                     # optional: metadata version (default: N of branch vN, else 1)
     archs = ["10.0"]                # optional: the GPU archs its CUDA/ROCm builds list (default:
                                     #   CUDA ["8.0", "9.0"], ROCm ["gfx942"])
-    signed = true                   # optional: ship metadata.json.sigstore, a real Sigstore bundle over
-                                    # metadata.json from the test Sigstore (kernlock.testing.sigstore),
-                                    # signed as kernels-community's build workflow; or a table naming
-                                    # another identity (any GitHubSigner field) or instance:
+    signed = true                   # optional: ship metadata.json.sigstore, a real Sigstore bundle
+    over
+                                    # metadata.json from the test Sigstore
+                                    (kernlock.testing.sigstore), # signed as kernels-community's
+                                    build workflow; or a table naming # another identity (any
+                                    GitHubSigner field) or instance:
     # signed = { workflow = "https://github.com/o/r/.github/workflows/build.yaml@refs/heads/main",
-    #            source-repository = "https://github.com/fork/r", issuer = "https://...", seed = "other" }
+    #            source-repository = "https://github.com/fork/r", issuer = "https://...", seed =
+    "other" }
 
     [commits.metadata]              # optional: merged into every variant's metadata.json
     kernels-minver = "0.17.0"
     provenance = { kernel-builder = { version = "0.9.1", commit = "...", dirty = false } }
-    digest = true                   # kernel-builder's per-file sha256 digest (the default); false: none;
-                                    # "stale": a digest the files do not match (a build edited after signing);
-                                    # "stale-lfs": only its LFS files (`.so`) do not match
+    digest = true                   # kernel-builder's per-file sha256 digest (the default); false:
+    none;
+                                    # "stale": a digest the files do not match (a build edited after
+                                    signing); # "stale-lfs": only its LFS files (`.so`) do not match
     digest-algorithm = "sha512"     # optional: the digest's algorithm (default "sha256")
 
 Commits are written with ``git fast-import`` using fixed author, committer and
@@ -53,7 +61,6 @@ import base64
 import hashlib
 import json
 import os
-import random
 import re
 import subprocess
 from collections.abc import Mapping
@@ -62,7 +69,8 @@ from typing import Any
 
 import tomlkit
 
-from kernlock.testing.sigstore import GitHubSigner, TestSigstore
+from kernlock.testing.build_files import bundle, fake_binary, native_library, zip_archive
+from kernlock.testing.sigstore import TestSigstore
 
 _AUTHOR = "Kernlock Fixtures <fixtures@kernlock.invalid>"
 _EPOCH = 1767225600  # 2026-01-01T00:00:00Z
@@ -116,12 +124,16 @@ def ensure_fixture_repos(fixtures_dir: Path, dest: Path) -> dict[str, Path]:
     """Build the fixture repos into ``dest`` unless it already holds them; returns them."""
     if not dest.is_dir() or not any(dest.glob("*.git")):
         return build_fixture_repos(fixtures_dir, dest)
-    return {p.name.removesuffix(".git").replace("__", "/", 1): p for p in sorted(dest.glob("*.git"))}
+    return {
+        p.name.removesuffix(".git").replace("__", "/", 1): p for p in sorted(dest.glob("*.git"))
+    }
 
 
 def _build_repo(spec: Mapping[str, Any], templates_dir: Path, repo_path: Path) -> None:
     git(repo_path.parent, "init", "-q", "--bare", "-b", "main", str(repo_path))
-    sigstores: dict[str, TestSigstore] = {}  # by seed: one log per repo, so each repo's bundles are reproducible
+    sigstores: dict[
+        str, TestSigstore
+    ] = {}  # by seed: one log per repo, so each repo's bundles are reproducible
     stream = bytearray()
     marks: dict[str, int] = {}  # branch -> mark of its tip
     snapshots: dict[int, dict[str, bytes]] = {}  # mark -> the commit's files
@@ -132,7 +144,10 @@ def _build_repo(spec: Mapping[str, Any], templates_dir: Path, repo_path: Path) -
         if commit.get("append"):
             if parent is None:
                 raise ValueError(f"{spec['repo']}: commit {commit['label']!r} appends to no parent")
-            files = {**snapshots[parent], **{p: c for p, c in files.items() if p.startswith("build/")}}
+            files = {
+                **snapshots[parent],
+                **{p: c for p, c in files.items() if p.startswith("build/")},
+            }
         snapshots[index] = files
         stream += _commit_command(
             f"refs/heads/{branch}",
@@ -181,8 +196,12 @@ def _commit_command(
     return bytes(out + b"\n")
 
 
-def _render_commit(spec: Mapping[str, Any], commit: Mapping[str, Any], templates_dir: Path,
-                   sigstores: dict[str, TestSigstore]) -> dict[str, bytes]:
+def _render_commit(
+    spec: Mapping[str, Any],
+    commit: Mapping[str, Any],
+    templates_dir: Path,
+    sigstores: dict[str, TestSigstore],
+) -> dict[str, bytes]:
     """All files of one fixture commit: README plus one build directory per variant."""
     repo_id: str = spec["repo"]
     label: str = commit["label"]
@@ -200,8 +219,10 @@ def _render_commit(spec: Mapping[str, Any], commit: Mapping[str, Any], templates
     }
     layout = spec.get("layout", "package")
     library = None
-    if layout == "kernel-builder":  # the build id is the library's: its module and torch.ops namespace
-        library = _native_library(templates_dir.parent / "native" / spec["native"])
+    if (
+        layout == "kernel-builder"
+    ):  # the build id is the library's: its module and torch.ops namespace
+        library = native_library(templates_dir.parent / "native" / spec["native"])
         substitutions[b"@@OPS@@"] = library.name.split(".")[0].encode()
 
     files = {"README.md": f"# {repo_id}\n\nFixture kernel, build `{label}`.\n".encode()}
@@ -209,8 +230,12 @@ def _render_commit(spec: Mapping[str, Any], commit: Mapping[str, Any], templates
         base = f"build/{variant}"
         package = f"{base}/{python_name}" if layout == "package" else base
         # kernels 0.19 caches an import by this id: unique per build, like kernel-builder's
-        build_id = library.name.split(".")[0] if library is not None else \
-            f"_{python_name}_{hashlib.sha256(f'{repo_id}@{label}/{variant}'.encode()).hexdigest()[:7]}"
+        build_id = (
+            library.name.split(".")[0]
+            if library is not None
+            else f"_{python_name}_"
+            f"{hashlib.sha256(f'{repo_id}@{label}/{variant}'.encode()).hexdigest()[:7]}"
+        )
         metadata: dict[str, Any] = {
             "id": build_id,
             "name": kernel_name,
@@ -232,55 +257,46 @@ def _render_commit(spec: Mapping[str, Any], commit: Mapping[str, Any], templates
             variant_files[f"{package}/{name}"] = source
         if layout == "zip":
             metadata["build-layout"] = "zip"
-            variant_files = {f"{base}/{build_id}.zip": _zip({p[len(base) + 1:]: c for p, c in variant_files.items()})}
+            variant_files = {
+                f"{base}/{build_id}.zip": zip_archive(
+                    {p[len(base) + 1 :]: c for p, c in variant_files.items()}
+                )
+            }
         elif library is not None:
             variant_files[f"{base}/{library.name}"] = library.read_bytes()
-            variant_files[f"{base}/{python_name}/__init__.py"] = (templates_dir / "kernel-builder" / "compat.py").read_bytes()
+            variant_files[f"{base}/{python_name}/__init__.py"] = (
+                templates_dir / "kernel-builder" / "compat.py"
+            ).read_bytes()
         else:
-            variant_files[f"{package}/_ops.so"] = _fake_binary(f"{repo_id}/{variant}@{label}")
-        if with_digest:  # kernel-builder's per-file digest: base64 sha256 (or sha512) by path relative to the variant
+            variant_files[f"{package}/_ops.so"] = fake_binary(f"{repo_id}/{variant}@{label}")
+        # kernel-builder's per-file digest: base64 sha256 (or sha512) by path relative to the
+        # variant
+        if with_digest:
             metadata["digest"] = {
                 "algorithm": algorithm,
                 "files": {
-                    path[len(base) + 1:]: base64.b64encode(hashlib.new(algorithm,
-                        content + (b"stale" if with_digest == "stale" or (with_digest == "stale-lfs" and path.endswith(".so"))
-                                   else b"")).digest()).decode()
+                    path[len(base) + 1 :]: base64.b64encode(
+                        hashlib.new(
+                            algorithm,
+                            content
+                            + (
+                                b"stale"
+                                if with_digest == "stale"
+                                or (with_digest == "stale-lfs" and path.endswith(".so"))
+                                else b""
+                            ),
+                        ).digest()
+                    ).decode()
                     for path, content in sorted(variant_files.items())
                 },
             }
         files[f"{base}/metadata.json"] = (json.dumps(metadata, indent=2) + "\n").encode()
         if commit.get("signed"):
-            files[f"{base}/metadata.json.sigstore"] = _bundle(files[f"{base}/metadata.json"], commit["signed"], sigstores)
+            files[f"{base}/metadata.json.sigstore"] = bundle(
+                files[f"{base}/metadata.json"], commit["signed"], sigstores
+            )
         files.update(variant_files)
     return files
-
-
-def _zip(files: Mapping[str, bytes]) -> bytes:
-    """A deterministic ZIP archive of `files` (fixed dates and order)."""
-    import io
-    import zipfile
-
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, content in sorted(files.items()):
-            info = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
-            info.compress_type, info.external_attr = zipfile.ZIP_DEFLATED, 0o644 << 16
-            archive.writestr(info, content)
-    return buffer.getvalue()
-
-
-def _native_library(folder: Path) -> Path:
-    """The one prebuilt ``*.abi3.so`` in ``folder`` (see its build script)."""
-    [library] = sorted(folder.glob("*.abi3.so"))
-    return library
-
-
-def _bundle(metadata: bytes, signed: bool | Mapping[str, str], sigstores: dict[str, TestSigstore]) -> bytes:
-    """A real ``metadata.json.sigstore`` over ``metadata`` from the test Sigstore, as ``signed`` says (see the module)."""
-    options = dict(signed) if isinstance(signed, Mapping) else {}
-    seed = options.pop("seed", TestSigstore.seed)
-    sigstore = sigstores.setdefault(seed, TestSigstore(seed=seed))
-    return sigstore.sign(metadata, GitHubSigner(**{key.replace("-", "_"): value for key, value in options.items()}))
 
 
 def _template_sources(templates_dir: Path, template: str) -> dict[str, bytes]:
@@ -293,10 +309,12 @@ def _branch_version(branch: str) -> int:
 
 
 def _backend(variant: str, archs: list[str] | None = None) -> dict[str, Any]:
-    """The metadata.json ``backend`` of a variant name (noarch ``universal`` builds are CPU); `archs` replaces a GPU
-    build's default architectures."""
+    """The metadata.json ``backend`` of a variant name (noarch ``universal`` builds are CPU);
+    `archs` replaces a GPU build's default architectures."""
     for part in variant.split("-"):
-        if part == "cuda" or (part.startswith("cu") and part[2:].isdigit()):  # new-style `cuda-12.8`, legacy `cu128`
+        if part == "cuda" or (
+            part.startswith("cu") and part[2:].isdigit()
+        ):  # new-style `cuda-12.8`, legacy `cu128`
             return {"type": "cuda", "archs": list(archs) if archs is not None else ["8.0", "9.0"]}
         if part.startswith("rocm"):
             return {"type": "rocm", "archs": list(archs) if archs is not None else ["gfx942"]}
@@ -307,18 +325,18 @@ def _backend(variant: str, archs: list[str] | None = None) -> dict[str, Any]:
     return {"type": "cpu"}
 
 
-def _fake_binary(seed: str) -> bytes:
-    """Deterministic, incompressible ELF-looking bytes of 2-32 KiB."""
-    rng = random.Random(seed)
-    return b"\x7fELF\x02\x01\x01\x00" + rng.randbytes(rng.randint(2048, 32 * 1024))
-
-
 def rev_parse(repo_path: Path, rev: str) -> str:
     """The commit SHA of ``rev`` (branch, tag or SHA) in ``repo_path``."""
-    return git(repo_path, "rev-parse", "--verify", "--end-of-options", f"{rev}^{{commit}}").decode().strip()
+    return (
+        git(repo_path, "rev-parse", "--verify", "--end-of-options", f"{rev}^{{commit}}")
+        .decode()
+        .strip()
+    )
 
 
-def push_commit(repo_path: Path, branch: str, files: Mapping[str, bytes | None], message: str) -> str:
+def push_commit(
+    repo_path: Path, branch: str, files: Mapping[str, bytes | None], message: str
+) -> str:
     """Add a commit on ``branch`` changing ``files`` (``None`` deletes); returns its SHA.
 
     The commit is dated one interval after its parent, so SHAs stay deterministic.
@@ -357,28 +375,42 @@ def advance_branch(repo_path: Path, branch: str) -> str:
     return push_build(repo_path, branch, changed, f"Move {branch}")
 
 
-def push_build(repo_path: Path, branch: str, files: Mapping[str, bytes | None], message: str,
-               sigstore: TestSigstore | None = None) -> str:
-    """`push_commit` as a publisher's rebuild: each build ``files`` touches gets a new id and a matching digest,
-    and, when it was signed, a new bundle from the same signer (``sigstore``: the test Sigstore that signed it)."""
+def push_build(
+    repo_path: Path,
+    branch: str,
+    files: Mapping[str, bytes | None],
+    message: str,
+    sigstore: TestSigstore | None = None,
+) -> str:
+    """`push_commit` as a publisher's rebuild: each build ``files`` touches gets a new id and a
+    matching digest, and, when it was signed, a new bundle from the same signer (``sigstore``: the
+    test Sigstore that signed it)."""
     tip = rev_parse(repo_path, f"refs/heads/{branch}")
     sigstore = sigstore or TestSigstore()
     rebuilt: dict[str, bytes | None] = {}
-    for base in sorted({"/".join(path.split("/")[:2]) for path in files if path.startswith("build/")}):
+    for base in sorted(
+        {"/".join(path.split("/")[:2]) for path in files if path.startswith("build/")}
+    ):
         if f"{base}/metadata.json" in files:
             continue
         metadata = json.loads(git(repo_path, "cat-file", "blob", f"{tip}:{base}/metadata.json"))
-        metadata["id"] = f"{metadata['id']}_{hashlib.sha256(f'{tip}{message}'.encode()).hexdigest()[:7]}"
+        metadata["id"] = (
+            f"{metadata['id']}_{hashlib.sha256(f'{tip}{message}'.encode()).hexdigest()[:7]}"
+        )
         digest = metadata.get("digest", {}).get("files")
         algorithm = metadata.get("digest", {}).get("algorithm", "sha256")
         for path, content in files.items():
             if digest is not None and path.startswith(f"{base}/"):
                 if content is None:
-                    digest.pop(path[len(base) + 1:], None)
+                    digest.pop(path[len(base) + 1 :], None)
                 else:
-                    digest[path[len(base) + 1:]] = base64.b64encode(hashlib.new(algorithm, content).digest()).decode()
+                    digest[path[len(base) + 1 :]] = base64.b64encode(
+                        hashlib.new(algorithm, content).digest()
+                    ).decode()
         rebuilt[f"{base}/metadata.json"] = signed = (json.dumps(metadata, indent=2) + "\n").encode()
-        if f"{base}/metadata.json.sigstore" not in files and _exists(repo_path, tip, f"{base}/metadata.json.sigstore"):
+        if f"{base}/metadata.json.sigstore" not in files and _exists(
+            repo_path, tip, f"{base}/metadata.json.sigstore"
+        ):
             bundle = git(repo_path, "cat-file", "blob", f"{tip}:{base}/metadata.json.sigstore")
             rebuilt[f"{base}/metadata.json.sigstore"] = sigstore.resign(bundle, signed)
     return push_commit(repo_path, branch, {**files, **rebuilt}, message)
@@ -396,7 +428,9 @@ def rewrite_branch(repo_path: Path, branch: str) -> str:
     """
     old = rev_parse(repo_path, f"refs/heads/{branch}")
     move_branch(repo_path, branch, rev_parse(repo_path, f"{old}^"))
-    new = push_commit(repo_path, branch, {"README.md": f"{branch} rewritten\n".encode()}, f"Rewrite {branch}")
+    new = push_commit(
+        repo_path, branch, {"README.md": f"{branch} rewritten\n".encode()}, f"Rewrite {branch}"
+    )
     git(repo_path, "reflog", "expire", "--expire=now", "--all")
     git(repo_path, "gc", "--quiet", "--prune=now")
     return new

@@ -29,8 +29,15 @@ class Entry:
     lfs: dict[str, Any] | None = None
     xet_hash: str | None = None
 
-    def to_json(self, last_commit: dict[str, str] | None = None, xet: bool = False) -> dict[str, Any]:
-        data: dict[str, Any] = {"type": self.type, "oid": self.oid, "size": self.size, "path": self.path}
+    def to_json(
+        self, last_commit: dict[str, str] | None = None, xet: bool = False
+    ) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "type": self.type,
+            "oid": self.oid,
+            "size": self.size,
+            "path": self.path,
+        }
         if self.lfs is not None:
             data["lfs"] = self.lfs
         if xet and self.xet_hash is not None:
@@ -38,7 +45,11 @@ class Entry:
         if last_commit is not None:
             data["lastCommit"] = last_commit
             if self.type == "file":
-                data["securityFileStatus"] = {"status": "safe", "avScan": None, "pickleImportScan": None}
+                data["securityFileStatus"] = {
+                    "status": "safe",
+                    "avScan": None,
+                    "pickleImportScan": None,
+                }
         return data
 
 
@@ -63,10 +74,13 @@ class GitRepo:
     _blobs: ClassVar[dict[str, bytes]] = {}
     _commit_infos: ClassVar[dict[str, tuple[int, str]]] = {}
     _frozen_refs: ClassVar[dict[Path, dict[str, str]]] = {}  # refs of immutable repositories
-    _frozen_commits: ClassVar[set[tuple[Path, str]]] = set()  # (immutable repository, a commit SHA in it)
+    _frozen_commits: ClassVar[set[tuple[Path, str]]] = (
+        set()
+    )  # (immutable repository, a commit SHA in it)
 
     def __init__(self, path: Path, immutable: bool = False) -> None:
-        """``immutable``: nothing changes the repository while any hub serves it, so its refs are read once."""
+        """``immutable``: nothing changes the repository while any hub serves it, so its refs are
+        read once."""
         self.path = path
         self.immutable = immutable
 
@@ -115,7 +129,12 @@ class GitRepo:
     def commit_info(self, commit: str) -> tuple[int, str]:
         """(committer timestamp, title) of ``commit``."""
         if commit not in self._commit_infos:
-            timestamp, _, title = git(self.path, "log", "-1", "--format=%ct %s", commit).decode().strip().partition(" ")
+            timestamp, _, title = (
+                git(self.path, "log", "-1", "--format=%ct %s", commit)
+                .decode()
+                .strip()
+                .partition(" ")
+            )
             self._commit_infos[commit] = (int(timestamp), title)
         return self._commit_infos[commit]
 
@@ -134,7 +153,9 @@ class GitRepo:
             meta, path = line.split("\t", 1)
             _mode, kind, oid, size = meta.split()
             rows.append((path, kind, oid, size))
-        self._read_blobs([oid for _, kind, oid, _ in rows if kind == "blob" and oid not in self._blobs])
+        self._read_blobs(
+            [oid for _, kind, oid, _ in rows if kind == "blob" and oid not in self._blobs]
+        )
         entries = {"": Entry(path="", type="directory", oid=tree, size=0)}
         for path, kind, oid, size in rows:
             if kind == "tree":
@@ -147,7 +168,9 @@ class GitRepo:
                 pointer_oid = hashlib.sha1(b"blob %d\0" % len(pointer) + pointer).hexdigest()
                 lfs = {"oid": sha256, "size": len(content), "pointerSize": len(pointer)}
                 xet_hash = hashlib.sha256(b"xet\0" + content).hexdigest()
-                entries[path] = Entry(path, "file", pointer_oid, len(content), blob=oid, lfs=lfs, xet_hash=xet_hash)
+                entries[path] = Entry(
+                    path, "file", pointer_oid, len(content), blob=oid, lfs=lfs, xet_hash=xet_hash
+                )
             else:
                 entries[path] = Entry(path, "file", oid, int(size), blob=oid)
         return entries
@@ -155,7 +178,9 @@ class GitRepo:
     def _read_blobs(self, oids: list[str]) -> None:
         if not oids:
             return
-        out = git(self.path, "cat-file", "--batch", input="".join(f"{oid}\n" for oid in oids).encode())
+        out = git(
+            self.path, "cat-file", "--batch", input="".join(f"{oid}\n" for oid in oids).encode()
+        )
         pos = 0
         for oid in oids:
             header_end = out.index(b"\n", pos)

@@ -1,4 +1,5 @@
-"""The test Hub's HTTP side: routing requests to a `TestHub`, its latency, rate limits and faults."""
+"""The test Hub's HTTP side: routing requests to a `TestHub`, its latency, rate limits and
+faults."""
 
 from __future__ import annotations
 
@@ -15,7 +16,17 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 FAULT_KINDS = (
-    "status", "reset", "truncate", "corrupt", "delay", "respond", "stall", "slowloris", "drip-headers", "endless", "pages",
+    "status",
+    "reset",
+    "truncate",
+    "corrupt",
+    "delay",
+    "respond",
+    "stall",
+    "slowloris",
+    "drip-headers",
+    "endless",
+    "pages",
 )
 
 
@@ -40,7 +51,9 @@ class Response:
 class HubError(Exception):
     """An error answered in the Hub's shape (``X-Error-Code`` header, JSON ``error`` body)."""
 
-    def __init__(self, status: int, code: str | None, message: str, headers: dict[str, str] | None = None):
+    def __init__(
+        self, status: int, code: str | None, message: str, headers: dict[str, str] | None = None
+    ):
         super().__init__(message)
         self.response = json_response({"error": message}, status)
         if code:
@@ -50,14 +63,18 @@ class HubError(Exception):
 
 
 def json_response(data: Any, status: int = 200) -> Response:
-    return Response(status, json.dumps(data).encode(), {"Content-Type": "application/json; charset=utf-8"})
+    return Response(
+        status, json.dumps(data).encode(), {"Content-Type": "application/json; charset=utf-8"}
+    )
 
 
 def _flag(value: str | None) -> bool:
     return (value or "").lower() in ("1", "true")
 
 
-def ranged(content: bytes, headers: dict[str, str], range_header: str | None, if_range: str | None = None) -> Response:
+def ranged(
+    content: bytes, headers: dict[str, str], range_header: str | None, if_range: str | None = None
+) -> Response:
     """A 200 with ``content``, or a 206 for a single satisfiable ``bytes=`` range.
 
     With ``If-Range``, the range is served only while it equals the answer's ``ETag``
@@ -69,11 +86,17 @@ def ranged(content: bytes, headers: dict[str, str], range_header: str | None, if
     if match and int(match[1]) < len(content):
         start = int(match[1])
         end = min(int(match[2]) if match[2] else len(content) - 1, len(content) - 1)
-        return Response(206, content[start : end + 1], {**headers, "Content-Range": f"bytes {start}-{end}/{len(content)}"})
+        return Response(
+            206,
+            content[start : end + 1],
+            {**headers, "Content-Range": f"bytes {start}-{end}/{len(content)}"},
+        )
     return Response(200, content, headers)
 
 
-_API_REPO = re.compile(r"/api/kernels/([^/]+)/([^/]+)(?:/(refs|tree|revision|paths-info|commits)(?:/([^/]+)(/.*)?)?)?")
+_API_REPO = re.compile(
+    r"/api/kernels/([^/]+)/([^/]+)(?:/(refs|tree|revision|paths-info|commits)(?:/([^/]+)(/.*)?)?)?"
+)
 _RESOLVE = re.compile(r"/kernels/([^/]+)/([^/]+)/resolve/([^/]+)/(.+)")
 _CDN = re.compile(r"/cdn/([0-9a-f]{64})/[^/]+")
 _MODEL = re.compile(r"/api/models/([^/]+)/([^/]+)")
@@ -87,8 +110,10 @@ class Handler(BaseHTTPRequestHandler):
     cdn: bool
     protocol_version = "HTTP/1.1"
     timeout = 60
-    # TCP_NODELAY: headers and body go out as separate writes; with Nagle's algorithm the body waited for the
-    # client's delayed ACK (~40 ms a request on loopback), so a "0 ms" Hub answered in ~50 ms and a "50 ms" Hub
+    # TCP_NODELAY: headers and body go out as separate writes; with Nagle's algorithm the body
+    # waited for the
+    # client's delayed ACK (~40 ms a request on loopback), so a "0 ms" Hub answered in ~50 ms and a
+    # "50 ms" Hub
     # in ~90 ms, flattering clients that overlap requests against those that do not (benchmarks/).
     disable_nagle_algorithm = True
 
@@ -107,20 +132,36 @@ class Handler(BaseHTTPRequestHandler):
     def _handle(self, method: str) -> None:
         url = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0)) if method == "POST" else b""
+        body = (
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if method == "POST"
+            else b""
+        )
         kind, call = self._route(method, url.path, query, body)
         self._kind, self._path = kind, url.path
-        fault = self.hub._record(method, url.path, kind, self.headers.get("Authorization"),
-                                 self.headers.get("Range"), self.headers.get("If-Range"))
+        fault = self.hub._record(
+            method,
+            url.path,
+            kind,
+            self.headers.get("Authorization"),
+            self.headers.get("Range"),
+            self.headers.get("If-Range"),
+        )
         limits, over = self.hub._rate_limit(kind)
         moved = self.hub._renamed(url.path)
         if over:
-            response = json_response({"error": "You have exceeded our rate limit, please retry later"}, 429)
+            response = json_response(
+                {"error": "You have exceeded our rate limit, please retry later"}, 429
+            )
         elif moved is not None:
-            response = Response(307, b"", {"Location": moved + (f"?{url.query}" if url.query else "")})
+            response = Response(
+                307, b"", {"Location": moved + (f"?{url.query}" if url.query else "")}
+            )
         else:
             try:
-                response = call() if call is not None else json_response({"error": "Not found"}, 404)
+                response = (
+                    call() if call is not None else json_response({"error": "Not found"}, 404)
+                )
             except HubError as error:
                 response = error.response
         response.headers.update(limits)
@@ -132,7 +173,9 @@ class Handler(BaseHTTPRequestHandler):
         hub = self.hub
         if self.cdn:
             if (m := _CDN.fullmatch(path)) and method in ("GET", "HEAD"):
-                return "cdn", lambda: hub.cdn(m[1], self.headers.get("Range"), self.headers.get("If-Range"))
+                return "cdn", lambda: hub.cdn(
+                    m[1], self.headers.get("Range"), self.headers.get("If-Range")
+                )
             return "cdn", None
         if m := _OVERVIEW.fullmatch(path):
             return "overview", lambda: hub.overview(unquote(m[1]))
@@ -154,8 +197,15 @@ class Handler(BaseHTTPRequestHandler):
                 return "revision", lambda: hub.repo_info(repo_id, rev)
             if action == "tree" and method == "GET" and m[4]:
                 recursive, expand = _flag(query.get("recursive")), _flag(query.get("expand"))
-                return "tree", lambda: hub.tree(repo_id, rev, sub, recursive, expand, query.get("cursor"),
-                                                self.path.split("&cursor=")[0].split("?cursor=")[0])
+                return "tree", lambda: hub.tree(
+                    repo_id,
+                    rev,
+                    sub,
+                    recursive,
+                    expand,
+                    query.get("cursor"),
+                    self.path.split("&cursor=")[0].split("?cursor=")[0],
+                )
             if action == "commits" and method == "GET" and m[4] and not sub:
                 return "commits", lambda: hub.commits(repo_id, rev)
             if action == "paths-info" and method == "POST" and m[4] and not sub:
@@ -190,16 +240,30 @@ class Handler(BaseHTTPRequestHandler):
             if not isinstance(payload, (bytes, str)):
                 payload = json.dumps(payload)
             body = payload.encode() if isinstance(payload, str) else payload
-            response = Response(int(fault.params.get("status", 200)), body, {
-                "Content-Type": "application/json", **fault.params.get("headers", {})})
+            response = Response(
+                int(fault.params.get("status", 200)),
+                body,
+                {"Content-Type": "application/json", **fault.params.get("headers", {})},
+            )
         elif fault is not None and fault.kind == "pages":
             body = json.dumps(fault.params.get("body", [])).encode()
-            cursor = f"{self._path}?cursor={uuid.uuid4().hex}"  # a fresh next page every time: a listing never ending
-            response = Response(200, body, {"Content-Type": "application/json",
-                                            "Link": f'<http://{self.headers.get("Host")}{cursor}>; rel="next"'})
+            # a fresh next page every time: a listing never ending
+            cursor = f"{self._path}?cursor={uuid.uuid4().hex}"
+            response = Response(
+                200,
+                body,
+                {
+                    "Content-Type": "application/json",
+                    "Link": f'<http://{self.headers.get("Host")}{cursor}>; rel="next"',
+                },
+            )
         elif fault is not None and fault.kind == "corrupt" and body:
             middle = len(body) // 2
-            body = body[:middle] + bytes(b ^ 0xFF for b in body[middle : middle + 16]) + body[middle + 16 :]
+            body = (
+                body[:middle]
+                + bytes(b ^ 0xFF for b in body[middle : middle + 16])
+                + body[middle + 16 :]
+            )
         reset = fault is not None and fault.kind == "reset"
         cut = reset or (fault is not None and fault.kind == "truncate")
         if cut and (method == "HEAD" or not body):
@@ -212,12 +276,17 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if method == "HEAD":
             return
-        sent = body[: int(fault.params.get("after", len(body) // 2))] if cut and fault is not None else body
+        sent = (
+            body[: int(fault.params.get("after", len(body) // 2))]
+            if cut and fault is not None
+            else body
+        )
         pace = self.hub.cdn_pace if self._kind == "cdn" else 0.0
         step = 1024 if pace else max(len(sent), 1)
         try:
             for at in range(0, len(sent), step):  # paced: 1 KiB every `cdn_pace` seconds
-                # Counted before the write: a client that has read these bytes always finds them counted.
+                # Counted before the write: a client that has read these bytes always finds them
+                # counted.
                 self.hub._count_bytes(len(sent[at : at + step]), kind=self._kind, path=self._path)
                 self.wfile.write(sent[at : at + step])
                 if pace:
@@ -230,8 +299,8 @@ class Handler(BaseHTTPRequestHandler):
             self._abort(reset=reset)
 
     def _hold(self, method: str, response: Response, fault: Fault) -> None:
-        """Hold the connection: say nothing (stall), drip the body (slowloris) or the headers (drip-headers), or
-        never end the body (endless)."""
+        """Hold the connection: say nothing (stall), drip the body (slowloris) or the headers
+        (drip-headers), or never end the body (endless)."""
         stopping = self.hub._stopping
         self.close_connection = True
         interval = float(fault.params.get("interval", 0.2))
@@ -267,9 +336,11 @@ class Handler(BaseHTTPRequestHandler):
         except OSError:  # the client gave up
             return
 
-    def _drip_headers(self, stopping: threading.Event, interval: float, seconds: float | None) -> None:
-        """The status line, then one header byte every `interval` (each well within a read timeout), for
-        `seconds` (then the connection closes) or for ever."""
+    def _drip_headers(
+        self, stopping: threading.Event, interval: float, seconds: float | None
+    ) -> None:
+        """The status line, then one header byte every `interval` (each well within a read timeout),
+        for `seconds` (then the connection closes) or for ever."""
         until = None if seconds is None else time.monotonic() + float(seconds)
         try:
             self.wfile.write(b"HTTP/1.1 200 OK\r\n")

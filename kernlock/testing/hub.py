@@ -4,9 +4,12 @@ It implements the subset of the Hub API that ``huggingface_hub`` and ``kernels``
 use for ``repo_type="kernel"``:
 
 - ``GET  /api/kernels/{repo}/refs``                      branches and tags
-- ``GET  /api/kernels/{repo}/tree/{rev}[/{path}]``       ``recursive`` and ``expand``, paginated (``Link: rel="next"``)
-- ``GET  /api/kernels/{repo}[/revision/{rev}]``          repo info (no ``siblings``, as on the real Hub)
-- ``POST /api/kernels/{repo}/paths-info/{rev}``          form or JSON body with ``paths`` and ``expand``
+- ``GET  /api/kernels/{repo}/tree/{rev}[/{path}]``       ``recursive`` and ``expand``, paginated
+  (``Link: rel="next"``)
+- ``GET  /api/kernels/{repo}[/revision/{rev}]``          repo info (no ``siblings``, as on the real
+  Hub)
+- ``POST /api/kernels/{repo}/paths-info/{rev}``          form or JSON body with ``paths`` and
+  ``expand``
 - ``GET|HEAD /kernels/{repo}/resolve/{rev}/{path}``      file bytes (single ``Range`` supported)
 - ``GET  /api/kernels/{repo}/commits/{rev}``              commit history (newest first)
 - ``GET  /api/organizations/{org}/overview``             with ``trustedKernelPublisher``
@@ -37,7 +40,8 @@ Real-Hub transport behaviours, each an attribute a test can switch:
   requests beyond the quota of the current fixed window (windows follow on from a
   bucket's first request) get 429. ``None``: off.
 - the CDN honours ``Range`` and ``If-Range`` (against its ``ETag``; change ``cdn_etag_salt``
-  to change it); ``ranges`` logs both headers of every request, ``cdn_bytes_sent`` the CDN's body bytes.
+  to change it); ``ranges`` logs both headers of every request, ``cdn_bytes_sent`` the CDN's body
+  bytes.
 - faults (``add_fault``), among them ``stall`` (accept, never answer), ``slowloris``
   (headers, then a byte now and then), ``drip-headers`` (header lines a byte now and
   then, never ending) and ``endless`` (a body that never ends).
@@ -72,7 +76,8 @@ from kernlock.testing.sigstore import TestSigstore
 RATE_LIMITS = {"api": 500, "resolvers": 3000}  # the Hub's anonymous quotas per window
 RATE_WINDOW = 300.0  # seconds; the Hub counts in fixed 5-minute windows
 TREE_PAGE_SIZE = 1000
-_POLL_INTERVAL = 0.02  # seconds between the serving loop's checks for stop() (the standard 0.5 makes each stop slow)
+# seconds between the serving loop's checks for stop() (the standard 0.5 makes each stop slow)
+_POLL_INTERVAL = 0.02
 
 
 class TestHub(HubEndpoints):
@@ -95,11 +100,19 @@ class TestHub(HubEndpoints):
         models: set[str] | frozenset[str] = frozenset(),
         copy_on_change: Path | None = None,
     ) -> None:
-        # With copy_on_change, the repos given are never changed (repo_path() hands out copies): read their refs once.
-        self.repos = {repo_id: GitRepo(Path(path), immutable=copy_on_change is not None) for repo_id, path in repos.items()}
+        # With copy_on_change, the repos given are never changed (repo_path() hands out copies):
+        # read their refs once.
+        self.repos = {
+            repo_id: GitRepo(Path(path), immutable=copy_on_change is not None)
+            for repo_id, path in repos.items()
+        }
         self._copy_on_change = copy_on_change  # where repo_path() puts private copies
-        self.models = set(models)  # model repo ids: answered on /api/models/, not as kernels (as the Hub does)
-        self.renames = dict(renames or {})  # old repo id -> new: answered with a 307, as the Hub does
+        self.models = set(
+            models
+        )  # model repo ids: answered on /api/models/, not as kernels (as the Hub does)
+        self.renames = dict(
+            renames or {}
+        )  # old repo id -> new: answered with a 307, as the Hub does
         self.trusted_orgs = set(trusted_orgs)
         self.latency = latency
         self.cdn_redirect = True
@@ -108,18 +121,26 @@ class TestHub(HubEndpoints):
         self.rate_limits: dict[str, int] | None = dict(RATE_LIMITS)
         self.rate_window = RATE_WINDOW
         self.fired: collections.Counter[str] = collections.Counter()
-        self.first_fired: dict[str, float] = {}  # fault kind -> time.monotonic() it first hit a request
+        self.first_fired: dict[
+            str, float
+        ] = {}  # fault kind -> time.monotonic() it first hit a request
         self.cdn_url = ""
         self._cdn_blobs: dict[str, bytes] = {}
         self._windows: dict[str, tuple[float, int]] = {}  # bucket -> (window start, requests in it)
         self._stopping = threading.Event()
         self.requests: collections.Counter[str] = collections.Counter()
         self.log: list[tuple[str, str]] = []
-        self.ranges: list[tuple[str, str | None, str | None]] = []  # (path, Range, If-Range) of every request
+        self.ranges: list[
+            tuple[str, str | None, str | None]
+        ] = []  # (path, Range, If-Range) of every request
         self.cdn_bytes_sent = 0  # body bytes the CDN sent
-        self.bytes_by_path: collections.Counter[str] = collections.Counter()  # the CDN's body bytes, by path
+        self.bytes_by_path: collections.Counter[str] = (
+            collections.Counter()
+        )  # the CDN's body bytes, by path
         self.cdn_pace = 0.0  # seconds the CDN waits after each KiB of a body (0: no pacing)
-        self.cdn_etag_salt = b""  # change it to change the CDN's ETag (a re-uploaded object): If-Range fails
+        self.cdn_etag_salt = (
+            b""  # change it to change the CDN's ETag (a re-uploaded object): If-Range fails
+        )
         self.authorizations: list[str | None] = []
         self.bytes_sent = 0
         self.url = ""
@@ -129,7 +150,8 @@ class TestHub(HubEndpoints):
         self._cdn: ThreadingHTTPServer | None = None
 
     def start(self, port: int = 0) -> TestHub:
-        """Start serving on 127.0.0.1:``port`` (0: a free port), and the CDN on another port and host name.
+        """Start serving on 127.0.0.1:``port`` (0: a free port), and the CDN on another port and
+        host name.
 
         The CDN is named ``localhost``: like the real Hub's CDN it is another host, so a
         client that follows same-host redirects (huggingface_hub 1.x) stops at the Hub's answer.
@@ -142,11 +164,17 @@ class TestHub(HubEndpoints):
         return self
 
     def _serve(self, port: int, cdn: bool) -> ThreadingHTTPServer:
-        server = ThreadingHTTPServer(("127.0.0.1", port), type("Handler", (Handler,), {"hub": self, "cdn": cdn}))
+        server = ThreadingHTTPServer(
+            ("127.0.0.1", port), type("Handler", (Handler,), {"hub": self, "cdn": cdn})
+        )
         server.daemon_threads = True
         # A short poll keeps stop() quick: shutdown() waits for the serving loop's next poll.
-        threading.Thread(target=server.serve_forever, args=(_POLL_INTERVAL,), name="TestHub-CDN" if cdn else "TestHub",
-                         daemon=True).start()
+        threading.Thread(
+            target=server.serve_forever,
+            args=(_POLL_INTERVAL,),
+            name="TestHub-CDN" if cdn else "TestHub",
+            daemon=True,
+        ).start()
         return server
 
     def stop(self) -> None:
@@ -168,11 +196,14 @@ class TestHub(HubEndpoints):
         """The git repository served as ``repo_id``, for a test to read or change.
 
         With ``copy_on_change``, the repos given are shared templates: the first call copies
-        ``repo_id`` there and serves the copy from then on, so only the repos a test touches are copied.
+        ``repo_id`` there and serves the copy from then on, so only the repos a test touches are
+        copied.
         """
         with self._lock:
             repo = self.repos[repo_id]
-            if repo.immutable and self._copy_on_change is not None:  # immutable only with copy_on_change
+            if (
+                repo.immutable and self._copy_on_change is not None
+            ):  # immutable only with copy_on_change
                 copy = shutil.copytree(repo.path, self._copy_on_change / repo.path.name)
                 self.repos[repo_id] = repo = GitRepo(Path(copy))
             return repo.path
@@ -191,32 +222,46 @@ class TestHub(HubEndpoints):
             self.bytes_sent = 0
 
     def add_fault(
-        self, kind: str, *, match: str = "", times: int = 1, method: str | None = None, **params: Any
+        self,
+        kind: str,
+        *,
+        match: str = "",
+        times: int = 1,
+        method: str | None = None,
+        **params: Any,
     ) -> None:
         """Inject a failure into the next ``times`` requests whose path matches regex ``match``
         (and whose HTTP method is ``method``, if given).
 
         Kinds: ``status`` (``code`` = 500, optional ``retry_after``), ``reset`` (connection reset
-        mid-body, after ``after`` bytes = half), ``truncate`` (fewer bytes than ``Content-Length``, ``after``
-        of them, then close), ``corrupt``
+        mid-body, after ``after`` bytes = half), ``truncate`` (fewer bytes than ``Content-Length``,
+        ``after`` of them, then close), ``corrupt``
         (bytes of the body flipped), ``delay`` (sleep ``seconds`` = 1.0 before answering),
         ``respond`` (answer with ``body`` — bytes, str or JSON-able — ``status`` = 200 and
         optional ``headers`` instead: a hostile or broken Hub), ``stall`` (read the request,
         never answer), ``slowloris`` (headers, then one byte every ``interval`` = 0.2 s),
         ``drip-headers`` (the status line, then header bytes one every ``interval``, for
-        ``seconds`` or never ending), ``endless`` (the headers without ``Content-Length``, then a body that never
-        ends), ``pages`` (a listing page of ``body`` = ``[]`` linking to a fresh next page: pagination that never
-        ends). The last four hold the connection until the client leaves or the Hub stops.
+        ``seconds`` or never ending), ``endless`` (the headers without ``Content-Length``, then a
+        body that never ends), ``pages`` (a listing page of ``body`` = ``[]`` linking to a fresh
+        next page: pagination that never ends). The last four hold the connection until the client
+        leaves or the Hub stops.
         """
         if kind not in FAULT_KINDS:
             raise ValueError(f"Unknown fault kind {kind!r}, expected one of {FAULT_KINDS}")
         with self._lock:
             self._faults.append(Fault(kind, match, times, method, params))
 
-    def _record(self, method: str, path: str, kind: str, authorization: str | None = None,
-                range_header: str | None = None, if_range: str | None = None) -> Fault | None:
-        """Count a request (and the Authorization, Range and If-Range headers it carried) and take the first
-        matching fault."""
+    def _record(
+        self,
+        method: str,
+        path: str,
+        kind: str,
+        authorization: str | None = None,
+        range_header: str | None = None,
+        if_range: str | None = None,
+    ) -> Fault | None:
+        """Count a request (and the Authorization, Range and If-Range headers it carried) and take
+        the first matching fault."""
         with self._lock:
             self.requests[kind] += 1
             self.log.append((method, path))
@@ -233,14 +278,23 @@ class TestHub(HubEndpoints):
         return None
 
     def _rate_limit(self, kind: str) -> tuple[dict[str, str], bool]:
-        """The RateLimit headers for a request of ``kind``, and whether it is over the quota (a 429)."""
-        bucket = "resolvers" if kind == "resolve" else "api" if kind not in ("cdn", "agent-registry") else None
+        """The RateLimit headers for a request of ``kind``, and whether it is over the quota (a
+        429)."""
+        bucket = (
+            "resolvers"
+            if kind == "resolve"
+            else "api"
+            if kind not in ("cdn", "agent-registry")
+            else None
+        )
         if self.rate_limits is None or bucket not in self.rate_limits:
             return {}, False
         quota, window = self.rate_limits[bucket], self.rate_window
         now = time.time()
         with self._lock:
-            anchor = self._windows.get(bucket, (now, 0))[0]  # windows follow on from the bucket's first request
+            anchor = self._windows.get(bucket, (now, 0))[
+                0
+            ]  # windows follow on from the bucket's first request
             start = anchor + (now - anchor) // window * window
             seen_start, count = self._windows.get(bucket, (start, 0))
             count = count + 1 if seen_start == start else 1
@@ -259,7 +313,7 @@ class TestHub(HubEndpoints):
         for old, new in self.renames.items():
             for prefix in ("/api/kernels/", "/kernels/"):
                 if path.startswith(f"{prefix}{old}/") or path == f"{prefix}{old}":
-                    return prefix + new + path[len(prefix) + len(old):]
+                    return prefix + new + path[len(prefix) + len(old) :]
         return None
 
     def _count_bytes(self, n: int, kind: str = "", path: str = "") -> None:
@@ -272,11 +326,19 @@ class TestHub(HubEndpoints):
 
 def main(argv: list[str] | None = None) -> None:
     """Build the fixture repos into ``--workdir`` (if absent) and serve them until killed."""
-    parser = argparse.ArgumentParser(prog="python -m kernlock.testing.hub", description=main.__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m kernlock.testing.hub", description=main.__doc__
+    )
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: a free port)")
-    parser.add_argument("--workdir", type=Path, required=True, help="directory holding the git repos")
-    parser.add_argument("--fixtures", type=Path, default=default_fixtures_dir(), help="fixture TOML directory")
-    parser.add_argument("--latency", type=float, default=0.0, help="seconds to sleep before each response")
+    parser.add_argument(
+        "--workdir", type=Path, required=True, help="directory holding the git repos"
+    )
+    parser.add_argument(
+        "--fixtures", type=Path, default=default_fixtures_dir(), help="fixture TOML directory"
+    )
+    parser.add_argument(
+        "--latency", type=float, default=0.0, help="seconds to sleep before each response"
+    )
     args = parser.parse_args(argv)
 
     repos = ensure_fixture_repos(args.fixtures, args.workdir)
@@ -285,8 +347,12 @@ def main(argv: list[str] | None = None) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     with TestHub(repos, latency=args.latency).start(args.port) as hub:
-        # No Xet server here (plain HTTP); the fixtures' bundles verify against the test Sigstore's root.
-        print(f"HF_ENDPOINT={hub.url}\nHF_HUB_DISABLE_XET=1\n{TRUSTED_ROOT_ENV}={trusted_root}", flush=True)
+        # No Xet server here (plain HTTP); the fixtures' bundles verify against the test Sigstore's
+        # root.
+        print(
+            f"HF_ENDPOINT={hub.url}\nHF_HUB_DISABLE_XET=1\n{TRUSTED_ROOT_ENV}={trusted_root}",
+            flush=True,
+        )
         while not stop.wait(1.0):
             pass
 

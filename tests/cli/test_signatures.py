@@ -19,7 +19,7 @@ from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock._internal.check.signatures import production_trusted_root, verify_bundle
 from kernlock.testing.fixtures import move_branch, push_commit, rev_parse
 from kernlock.testing.hub import TestHub
-from kernlock.testing.sigstore import GITHUB_ISSUER, KERNELS_COMMUNITY_BUILD
+from kernlock.testing.github_signer import GITHUB_ISSUER, KERNELS_COMMUNITY_BUILD
 
 SIGNED = "kernels-community/signed"
 MY_ORG = "my-org/signed-kernel"

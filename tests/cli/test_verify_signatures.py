@@ -21,7 +21,8 @@ from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock._internal.check.signatures import TRUSTED_ROOT_ENV
 from kernlock.testing.fixtures import advance_branch, move_branch, rev_parse
 from kernlock.testing.hub import TestHub
-from kernlock.testing.sigstore import KERNELS_COMMUNITY_BUILD, TestSigstore
+from kernlock.testing.github_signer import KERNELS_COMMUNITY_BUILD
+from kernlock.testing.sigstore import TestSigstore
 
 SIGNED = "kernels-community/signed"
 CPU_VARIANT = "torch213-cxx11-cpu-x86_64-linux"

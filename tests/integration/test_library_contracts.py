@@ -15,7 +15,8 @@ import kernlock
 from kernlock._internal.compat import kernels_api as kernels_adapter
 from kernlock._internal.compat import kernels_json_lock, kernels_patch
 from kernlock._internal.compat.kernels_json_lock import KernelsPin
-from kernlock._internal.compat.kernels_api import LINES, check_internal, internals, line, line_for, target_decisions
+from kernlock._internal.compat.kernels_api import LINES, line, line_for, target_decisions
+from kernlock._internal.compat.kernels_contract import broken_internals, check_internal, internals
 from kernlock._internal.compat.transformers import (
     alias_repo,
     default_version,
@@ -40,7 +41,7 @@ def test_a_changed_internal_is_named(monkeypatch) -> None:
     monkeypatch.setattr(variants, "_resolve_variant_for_system", lambda variants, selected_backend: None)
     monkeypatch.delattr(variants, "_METAL_MIN_MACOS_VERSION")
     name = variants.__name__
-    assert kernels_adapter.broken_internals() == [
+    assert broken_internals() == [
         f"{name}._resolve_variant_for_system: no longer accepts cpu, os, torch_version, torch_cxx11_abi, "
         "tvm_ffi_version, macos_version" + (", python_version, free_threaded" if kernels_adapter.line().PYTHON_ABI else ""),
         f"{name}._METAL_MIN_MACOS_VERSION: missing (module '{name}' has no attribute '_METAL_MIN_MACOS_VERSION')",
@@ -60,7 +61,7 @@ def test_another_lines_contract_names_exactly_what_moved() -> None:
     for other in LINES:
         if other is installed:
             continue
-        broken = kernels_adapter.broken_internals(other)
+        broken = broken_internals(other)
         assert broken, f"{other.__name__} holds against kernels {kernels_adapter.installed_version('kernels')}"
         if other.ROOT != installed.ROOT:  # 0.19 moved every module: each private one is named, nothing else
             private = [i for i in internals(other) if i.module not in ("kernels", "kernels._rust")]

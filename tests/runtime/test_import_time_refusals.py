@@ -14,8 +14,7 @@ import pytest
 import kernlock
 import kernlock._internal.runtime.importguard
 from helpers import ACTIVATION, CPU, UNIVERSAL, LockedProjectFactory, clear_loaded_kernels, cli, kernels_module
-from kernlock._internal.runtime.apply import VariantMismatchError
-from kernlock.errors import IntegrityError, MissingFilesError, UnlockedKernelError
+from kernlock.errors import IntegrityError, MissingFilesError, UnlockedKernelError, VariantMismatchError
 from kernlock.testing.fixtures import advance_branch, push_build
 from kernlock.testing.hub import TestHub
 from scripts.harness import variant_of
@@ -75,7 +74,7 @@ def test_a_variant_path_swapped_before_import_is_refused(locked, tmp_path: Path,
         root.rename(root.with_name(root.name + ".verified"))
         root.symlink_to(planted, target_is_directory=True)
 
-    monkeypatch.setattr("kernlock._internal.runtime.apply.register_verified", register_then_swap)
+    monkeypatch.setattr("kernlock._internal.runtime.locked_build.register_verified", register_then_swap)
     kernlock.apply(project / "kernels.lock")
     with pytest.raises(IntegrityError, match=rf"was verified as .* but now resolves to {planted}; refusing to import it"):
         kernels.get_kernel(ACTIVATION, version=1)
@@ -93,7 +92,7 @@ def test_a_variant_path_that_no_longer_resolves_before_import_is_refused(locked,
         if gone == "dangling link":
             root.symlink_to(tmp_path / "nowhere", target_is_directory=True)
 
-    monkeypatch.setattr("kernlock._internal.runtime.apply.register_verified", register_then_remove)
+    monkeypatch.setattr("kernlock._internal.runtime.locked_build.register_verified", register_then_remove)
     kernlock.apply(project / "kernels.lock")
     expected = (MissingFilesError, r"__init__\.py is missing from .*; fix: run `kernlock sync --repair`") if gone == "removed" \
         else (IntegrityError, rf"now resolves to {tmp_path / 'nowhere'}; refusing to import it")

@@ -14,14 +14,22 @@ from kernlock._internal.project.advisory_sources import load_advisories
 from kernlock._internal.project.config import Project
 
 
-def lock_advisories(lock: Lockfile, advisories: tuple[Advisory, ...]
-                    ) -> list[tuple[LockedKernel, LockedVariant, Advisory | None, list[Advisory]]]:
-    """Each locked variant an advisory covers (or may cover): (entry, variant, advisory, undecided ones)."""
+def lock_advisories(
+    lock: Lockfile, advisories: tuple[Advisory, ...]
+) -> list[tuple[LockedKernel, LockedVariant, Advisory | None, list[Advisory]]]:
+    """Each locked variant an advisory covers (or may cover): (entry, variant, advisory, undecided
+    ones)."""
     found = []
     for kernel in lock.kernels:
         for variant in kernel.variants:
-            advisory, undecided = first_advisory(advisories, kernel.names(), kernel.commit, kernel.ref, variant.name,
-                                                 (f.sha256 for f in variant.files))
+            advisory, undecided = first_advisory(
+                advisories,
+                kernel.names(),
+                kernel.commit,
+                kernel.ref,
+                variant.name,
+                (f.sha256 for f in variant.files),
+            )
             if advisory is not None or undecided:
                 found.append((kernel, variant, advisory, undecided))
     return found
@@ -33,12 +41,20 @@ def check_advisories(project: Project, lock: Lockfile, result: CheckResult) -> N
     for kernel, variant, advisory, undecided in lock_advisories(lock, advisories):
         targets = ", ".join(map(str, variant.targets)) or "no target"
         if advisory is not None:
-            result.problem(f"{kernel.spec}: {variant.name} at {kernel.commit[:12]} ({targets}) is advised by "
-                           f"{advisory.title} ({advisory.source})",
-                           f"kernlock lock (it re-pins those targets; the advisory's fix: {advisory.fix_text(kernel.repo)})",
-                           kernel=kernel.spec, variant=variant.name, advisory=advisory.id)
+            result.problem(
+                f"{kernel.spec}: {variant.name} at {kernel.commit[:12]} ({targets}) is advised by "
+                f"{advisory.title} ({advisory.source})",
+                "kernlock lock (it re-pins those targets; the advisory's fix: "
+                f"{advisory.fix_text(kernel.repo)})",
+                kernel=kernel.spec,
+                variant=variant.name,
+                advisory=advisory.id,
+            )
         for maybe in undecided:
-            result.notes.append(f"{kernel.spec}: whether {kernel.commit[:12]} lies in {maybe.id}'s range of "
-                                f"{maybe.branch} needs the branch's history; `kernlock lock` checks it against the Hub")
+            result.notes.append(
+                f"{kernel.spec}: whether {kernel.commit[:12]} lies in {maybe.id}'s range of "
+                f"{maybe.branch} needs the branch's history; `kernlock lock` checks it "
+                "against the Hub"
+            )
     count = f"{len(advisories)} advisor{'y' if len(advisories) == 1 else 'ies'}"
     result.summary = f"{count} from {plural(len(project.advisories), 'source')}"

@@ -1,8 +1,8 @@
 """Coverage: does the lock hold a variant of every kernel for a target, and if not, what fixes it.
 
 `verify` records it (`check_coverage`); `apply()` and `kernlock run` refuse an
-uncovered environment with the same diagnosis (`require_coverage`, through `uncovered_problem`). When the
-locked commit has no build for the target at all, adding the target cannot
+uncovered environment with the same diagnosis (`require_coverage`, through `uncovered_problem`).
+When the locked commit has no build for the target at all, adding the target cannot
 succeed, so the fix is another version instead.
 """
 
@@ -21,8 +21,9 @@ if TYPE_CHECKING:  # apply() imports this module; only verify builds reports
 
 
 def simulated_target_note() -> str | None:
-    """When `$KERNLOCK_TARGET` stands in for a machine it is not (a forged or stale value), the line that says so:
-    the lock's builds for that target load here, and this machine may not run them. None when unset or it matches."""
+    """When `$KERNLOCK_TARGET` stands in for a machine it is not (a forged or stale value), the line
+    that says so: the lock's builds for that target load here, and this machine may not run them.
+    None when unset or it matches."""
     from kernlock._internal.host import current_target
     from kernlock._internal.model.target import parse_target
     from kernlock._internal.settings import TARGET_ENV, text
@@ -33,12 +34,17 @@ def simulated_target_note() -> str | None:
         return None
     try:
         named, detected = parse_target(simulated), current_target()
-    except TargetError:  # a bad value is refused where it is used; no torch here: nothing to compare with
+    except (
+        TargetError
+    ):  # a bad value is refused where it is used; no torch here: nothing to compare with
         return None
     if named == detected:
         return None
-    return (f"${TARGET_ENV}={simulated} stands in for this machine ({detected}): the builds locked for {named} load "
-            f"here, and this machine may not run them; unset {TARGET_ENV} to load this machine's")
+    return (
+        f"${TARGET_ENV}={simulated} stands in for this machine ({detected}): the builds "
+        f"locked for {named} load "
+        f"here, and this machine may not run them; unset {TARGET_ENV} to load this machine's"
+    )
 
 
 def builds(variant_names: Iterable[str], target: Target) -> bool:
@@ -49,32 +55,47 @@ def builds(variant_names: Iterable[str], target: Target) -> bool:
 
 
 def buildable(kernel: LockedKernel, target: Target) -> bool:
-    """Whether the locked commit has a build kernels would load on `target` (True when the lock does not say)."""
+    """Whether the locked commit has a build kernels would load on `target` (True when the lock does
+    not say)."""
     return not kernel.build_variants or builds(kernel.build_variants, target)
 
 
 def uncovered_problem(kernel: LockedKernel, target: Target) -> tuple[str, str]:
     """Why `kernel` has no variant for `target`, and the fix that works."""
     if not buildable(kernel, target):
-        return (f"{kernel.spec}: the locked commit {kernel.commit[:12]} has no build for {target} "
-                f"(its builds: {', '.join(kernel.build_variants)}); pin a version that has one in its spec",
-                f"kernlock explain {kernel.repo} --target {target}")
-    return f"{kernel.spec} has no locked variant for target {target}", f"kernlock lock --target {target}"
+        return (
+            f"{kernel.spec}: the locked commit {kernel.commit[:12]} has no build for {target} "
+            f"(its builds: {', '.join(kernel.build_variants)}); pin a version that has "
+            "one in its spec",
+            f"kernlock explain {kernel.repo} --target {target}",
+        )
+    return (
+        f"{kernel.spec} has no locked variant for target {target}",
+        f"kernlock lock --target {target}",
+    )
 
 
-def require_coverage(lock: Lockfile, target: Target, lockfile: os.PathLike[str] | str = LOCK_FILENAME) -> None:
+def require_coverage(
+    lock: Lockfile, target: Target, lockfile: os.PathLike[str] | str = LOCK_FILENAME
+) -> None:
     """Raise `NoVariantError` unless every locked kernel has a variant for `target`."""
     missing = lock.uncovered(target)
     if not missing:
         return
-    unbuildable = [kernel for spec in missing if (kernel := lock.kernel(spec)) is not None and not buildable(kernel, target)]
+    unbuildable = [
+        kernel
+        for spec in missing
+        if (kernel := lock.kernel(spec)) is not None and not buildable(kernel, target)
+    ]
     if unbuildable:  # adding this target cannot work: the locked commit has no build for it
         message, fix = uncovered_problem(unbuildable[0], target)
         raise NoVariantError(f"{lockfile}: {message}", fix=f"`{fix}`")
     have = ", ".join(map(str, lock.targets)) or "none"
     raise NoVariantError(
-        f"{lockfile} has no build variant for this environment ({target}) for {', '.join(missing)}; "
-        f"locked targets: {have}", fix=f"`kernlock lock --target {target}`"
+        f"{lockfile} has no build variant for this environment ({target}) for "
+        f"{', '.join(missing)}; "
+        f"locked targets: {have}",
+        fix=f"`kernlock lock --target {target}`",
     )
 
 
@@ -82,12 +103,20 @@ def check_coverage(lock: Lockfile, targets: list[Target], result: CheckResult) -
     """Each kernel has a locked variant for every checked target."""
     for target in targets:
         name = str(target)
-        kernels = [kernel for spec in lock.uncovered(target) if (kernel := lock.kernel(spec)) is not None]
-        if target not in lock.targets:  # adding the target is the fix, unless a locked commit has no build for it
+        kernels = [
+            kernel for spec in lock.uncovered(target) if (kernel := lock.kernel(spec)) is not None
+        ]
+        if (
+            target not in lock.targets
+        ):  # adding the target is the fix, unless a locked commit has no build for it
             kernels = [k for k in lock.kernels if k.serves(target) and not buildable(k, target)]
             if not kernels:
-                result.problem(f"target {name} is not covered by the lock (locked targets: "
-                               f"{', '.join(map(str, lock.targets)) or 'none'})", f"kernlock lock --target {name}", target=name)
+                result.problem(
+                    f"target {name} is not covered by the lock (locked targets: "
+                    f"{', '.join(map(str, lock.targets)) or 'none'})",
+                    f"kernlock lock --target {name}",
+                    target=name,
+                )
                 continue
         for kernel in kernels:
             message, fix = uncovered_problem(kernel, target)

@@ -1,4 +1,5 @@
-"""Compatibility doctor: environment problems that would break kernel loading, found before GPU time.
+"""Compatibility doctor: environment problems that would break kernel loading, found before GPU
+time.
 
 Checks, each a `Finding` with the package, installed and required versions and
 a fix that pip can install:
@@ -36,7 +37,8 @@ from kernlock._internal.settings import TRUE
 from kernlock.errors import CompatibilityError
 
 # The kernels releases this kernlock works with, as a [min, max) window like Transformers' own
-# (pyproject.toml's dependency; every release in it is a matrix cell: 0.17.0-0.17.2, 0.18.3, 0.19.1),
+# (pyproject.toml's dependency; every release in it is a matrix cell: 0.17.0-0.17.2, 0.18.3,
+# 0.19.1),
 # and the Transformers releases whose accepted kernels window overlaps it (5.18-5.25).
 SUPPORTED_KERNELS = ("0.17.0", "0.20")
 SUPPORTED_TRANSFORMERS = ("5.18", "5.26")
@@ -89,11 +91,17 @@ def kernels_support_finding() -> Finding | None:
         return None
     window = kernels_window() if installed_transformers().version else None
     overlap = _overlap(window) if window else None
-    if window is not None and overlap is None:  # this Transformers accepts no supported kernels: change both
+    if (
+        window is not None and overlap is None
+    ):  # this Transformers accepts no supported kernels: change both
         fix = _pip(("kernels", SUPPORTED_KERNELS), ("transformers", SUPPORTED_TRANSFORMERS))
     else:
         fix = _pip(("kernels", overlap or SUPPORTED_KERNELS))
-    return Finding(f"kernlock {__version__} supports {_window('kernels', SUPPORTED_KERNELS)}; installed kernels {kernels}", fix)
+    return Finding(
+        f"kernlock {__version__} supports {_window('kernels', SUPPORTED_KERNELS)}; "
+        f"installed kernels {kernels}",
+        fix,
+    )
 
 
 def kernels_window_finding() -> Finding | None:
@@ -102,8 +110,10 @@ def kernels_window_finding() -> Finding | None:
     window = kernels_window()
     if kernels is None or transformers is None or window is None or not _outside(kernels, window):
         return None
-    message = (f"kernels {kernels} is outside the window transformers {transformers} accepts "
-               f"(>={window[0]},<{window[1]}); Transformers would silently skip Hub kernels")
+    message = (
+        f"kernels {kernels} is outside the window transformers {transformers} accepts "
+        f"(>={window[0]},<{window[1]}); Transformers would silently skip Hub kernels"
+    )
     overlap = _overlap(window)
     if overlap is not None:
         return Finding(message, _pip(("kernels", overlap)))
@@ -127,20 +137,26 @@ def minver_findings(entries: Iterable[tuple[LockedKernel, LockedVariant]]) -> li
         required = _parse(variant.kernels_minver)
         if required is None or installed >= required:
             continue
-        message = f"{kernel.spec} {variant.name} needs kernels>={variant.kernels_minver}, installed kernels {kernels}"
+        message = (
+            f"{kernel.spec} {variant.name} needs kernels>={variant.kernels_minver}, "
+            f"installed kernels {kernels}"
+        )
         if required < _parse(high):
             findings.append(Finding(message, _pip(("kernels", (variant.kernels_minver, high)))))
         else:  # beyond what this kernlock supports: an older build of the kernel is the way out
-            findings.append(Finding(
-                f"{message}; this kernlock supports {_window('kernels', SUPPORTED_KERNELS)}",
-                f"lock a build of {kernel.repo} that accepts kernels {SUPPORTED_KERNELS[0]}: "
-                f"kernlock lock {kernel.repo}@<older revision>",
-            ))
+            findings.append(
+                Finding(
+                    f"{message}; this kernlock supports {_window('kernels', SUPPORTED_KERNELS)}",
+                    f"lock a build of {kernel.repo} that accepts kernels {SUPPORTED_KERNELS[0]}: "
+                    f"kernlock lock {kernel.repo}@<older revision>",
+                )
+            )
     return findings
 
 
 def _dependency_imports(name: str, backend: str) -> list[tuple[str, str]] | None:
-    """(pip package, import name) pairs kernels maps a `python-depends` entry to, from its data file."""
+    """(pip package, import name) pairs kernels maps a `python-depends` entry to, from its data
+    file."""
     spec = importlib.util.find_spec("kernels")
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -156,24 +172,32 @@ def _dependency_imports(name: str, backend: str) -> list[tuple[str, str]] | None
     return [(p["pkg"], p["import"]) for p in info.get("python", []) if p.get("import")]
 
 
-def python_depends_findings(entries: Iterable[tuple[LockedKernel, LockedVariant]], backend: str) -> list[Finding]:
+def python_depends_findings(
+    entries: Iterable[tuple[LockedKernel, LockedVariant]], backend: str
+) -> list[Finding]:
     """Locked variants whose Python dependencies are not importable here."""
     findings = []
     for kernel, variant in entries:
         for dependency in variant.python_depends:
             pairs = _dependency_imports(dependency, backend)
             if pairs is None:
-                findings.append(Finding(
-                    f"{kernel.spec} {variant.name} depends on {dependency!r}, which the installed kernels does not know",
-                    "upgrade kernels, or pin a build of the kernel without that dependency",
-                ))
+                findings.append(
+                    Finding(
+                        f"{kernel.spec} {variant.name} depends on {dependency!r}, which "
+                        "the installed kernels does not know",
+                        "upgrade kernels, or pin a build of the kernel without that dependency",
+                    )
+                )
                 continue
             for package, module in pairs:
                 if importlib.util.find_spec(module) is None:
-                    findings.append(Finding(
-                        f"{kernel.spec} {variant.name} needs Python package {package} (import {module}), which is not installed",
-                        f"pip install {package}",
-                    ))
+                    findings.append(
+                        Finding(
+                            f"{kernel.spec} {variant.name} needs Python package "
+                            f"{package} (import {module}), which is not installed",
+                            f"pip install {package}",
+                        )
+                    )
     return findings
 
 
@@ -187,7 +211,8 @@ def free_threaded_findings(entries: Iterable[tuple[LockedKernel, LockedVariant]]
         return []
     return [
         Finding(
-            f"{kernel.spec} {variant.name} is an arch kernel; free-threaded Python {sys.version.split()[0]} cannot load it",
+            f"{kernel.spec} {variant.name} is an arch kernel; free-threaded Python "
+            f"{sys.version.split()[0]} cannot load it",
             "use a regular (GIL) interpreter, or Python 3.15+",
         )
         for kernel, variant in entries
@@ -197,28 +222,39 @@ def free_threaded_findings(entries: Iterable[tuple[LockedKernel, LockedVariant]]
 
 def telemetry_finding() -> Finding | None:
     """The kernels 0.17 + huggingface_hub ≥ 2.4 failure when telemetry is disabled."""
-    if os.environ.get("HF_HUB_DISABLE_TELEMETRY", "").lower() not in TRUE or os.environ.get("HF_HUB_USER_AGENT_ORIGIN"):
+    if os.environ.get("HF_HUB_DISABLE_TELEMETRY", "").lower() not in TRUE or os.environ.get(
+        "HF_HUB_USER_AGENT_ORIGIN"
+    ):
         return None
     kernels, hub = installed_version("kernels"), installed_version("huggingface_hub")
     if kernels is None or hub is None:
         return None
-    if not (_parse(kernels) and _parse(kernels).release[:2] == (0, 17) and _parse(hub) and _parse(hub).release[:2] >= (2, 4)):
+    if not (
+        _parse(kernels)
+        and _parse(kernels).release[:2] == (0, 17)
+        and _parse(hub)
+        and _parse(hub).release[:2] >= (2, 4)
+    ):
         return None
     return Finding(
-        f"HF_HUB_DISABLE_TELEMETRY=1 with kernels {kernels} and huggingface_hub {hub} makes every unlocked kernels request "
-        "fail before it is sent (reported as \"could not verify publisher trust status\"); locked loads are not affected",
+        f"HF_HUB_DISABLE_TELEMETRY=1 with kernels {kernels} and huggingface_hub {hub} "
+        "makes every unlocked kernels request "
+        'fail before it is sent (reported as "could not verify publisher trust status"); '
+        "locked loads are not affected",
         "export HF_HUB_USER_AGENT_ORIGIN=kernlock (or unset HF_HUB_DISABLE_TELEMETRY)",
         blocking=False,
     )
 
 
 def installed_stack_finding() -> Finding | None:
-    """The installed kernels/Transformers pair cannot load kernels through kernlock (no lock needed to tell)."""
+    """The installed kernels/Transformers pair cannot load kernels through kernlock (no lock needed
+    to tell)."""
     return kernels_support_finding() or kernels_window_finding()
 
 
 def require_compatible(lock: Lockfile, target: Target) -> list[Finding]:
-    """Raise `CompatibilityError` when this machine cannot load `lock`'s variants for `target`; the warnings otherwise."""
+    """Raise `CompatibilityError` when this machine cannot load `lock`'s variants for `target`; the
+    warnings otherwise."""
     entries = [(k, v) for k in lock.kernels if (v := k.variant_for(target)) is not None]
     findings = diagnose(entries, backend_name(target.backend))
     blocking = next((finding for finding in findings if finding.blocking), None)

@@ -4,8 +4,8 @@ The specs of the sources (`[tool.kernlock] kernels`, `[tool.kernels.dependencies
 `[tool.kernlock] scan` paths, `use-kernels`) must be exactly the lock's `inputs`,
 the configured overrides the lock's override entries, the declared models the
 lock's `[[model]]` records (found with the installed Transformers release and its
-kernelize mapping), and every configured target locked. No network; like `uv lock --check`. `verify` reports it; `--locked`
-(`require_fresh`) refuses a stale lock.
+kernelize mapping), and every configured target locked. No network; like `uv lock --check`. `verify`
+reports it; `--locked` (`require_fresh`) refuses a stale lock.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from kernlock.errors import StaleLockError, TargetError, TrustError, UsageError
 
 
 def _resolving_target(project: Project, lock: Lockfile) -> Target | None:
-    """Whose Transformers defaults expand aliases: this environment, else the first declared target."""
+    """Whose Transformers defaults expand aliases: this environment, else the first declared
+    target."""
     return resolving_target(tuple(sorted({*map(parse_target, project.targets), *lock.targets})))
 
 
@@ -38,8 +39,10 @@ def _project_specs(project: Project, lock: Lockfile) -> list[KernelSpec]:
         return found
     target = _resolving_target(project, lock)
     if target is None:
-        raise TargetError("cannot expand flash_attention_N without a target",
-                          fix="declare the targets in [tool.kernlock] targets of pyproject.toml")
+        raise TargetError(
+            "cannot expand flash_attention_N without a target",
+            fix="declare the targets in [tool.kernlock] targets of pyproject.toml",
+        )
     return expand_aliases(found, target)
 
 
@@ -60,17 +63,27 @@ def check_fresh(project: Project, lock: Lockfile, result: CheckResult) -> None:
         spec = by_key[key]
         origin = spec.origin
         where = f"{origin}: " if origin is not None else ""
-        context = {"spec": key, "file": origin.where if origin else None, "line": origin.line if origin else None}
+        context = {
+            "spec": key,
+            "file": origin.where if origin else None,
+            "line": origin.line if origin else None,
+        }
         old = removed_by_repo.get(spec.repo, [])
         if len(old) == 1 and old[0] not in changed:
             changed.add(old[0])
-            result.problem(f"{where}{spec.text} changed: the lock has {old[0]}, the sources ask for {key}",
-                           "kernlock lock", was=old[0], **context)
+            result.problem(
+                f"{where}{spec.text} changed: the lock has {old[0]}, the sources ask for {key}",
+                "kernlock lock",
+                was=old[0],
+                **context,
+            )
         else:
             result.problem(f"{where}{spec.text} is not in the lock", "kernlock lock", **context)
     for key in removed:
         if key not in changed:
-            result.problem(f"{key} is locked but no longer named by any source", "kernlock lock", spec=key)
+            result.problem(
+                f"{key} is locked but no longer named by any source", "kernlock lock", spec=key
+            )
     _check_overrides(project, lock, result)
     _check_models(project, lock, result)
     for _repo, message, fix in allowlist_problems(project, lock):
@@ -78,20 +91,31 @@ def check_fresh(project: Project, lock: Lockfile, result: CheckResult) -> None:
     for text in project.targets:
         target = parse_target(text)
         if target not in lock.targets:
-            result.problem(f"target {target} is declared in [tool.kernlock] targets but not locked",
-                           "kernlock lock", target=str(target))
+            result.problem(
+                f"target {target} is declared in [tool.kernlock] targets but not locked",
+                "kernlock lock",
+                target=str(target),
+            )
     result.summary = plural(len(by_key), "spec")
     if not added and not removed:
         _note_default_drift(lock, by_key, project, result)
 
 
 def allowlist_problems(project: Project, lock: Lockfile) -> list[tuple[str, str, str]]:
-    """(repo, problem, fix) for each entry locked as `trust = "allowlist"` whose repo `[tool.kernlock] trust` does not list."""
+    """(repo, problem, fix) for each entry locked as `trust = "allowlist"` whose repo
+    `[tool.kernlock] trust` does not list."""
     allowed = set(project.trust)
     return [
-        (kernel.repo, f"{kernel.spec} is locked as trust = \"allowlist\" but {project.pyproject} [tool.kernlock] trust does not "
-         f"list {kernel.repo}", f"review it and add {kernel.repo!r} to [tool.kernlock] trust, or `kernlock remove {kernel.spec}`")
-        for kernel in lock.kernels if kernel.trust == "allowlist" and kernel.repo not in allowed
+        (
+            kernel.repo,
+            f'{kernel.spec} is locked as trust = "allowlist" but {project.pyproject} '
+            "[tool.kernlock] trust does not "
+            f"list {kernel.repo}",
+            f"review it and add {kernel.repo!r} to [tool.kernlock] trust, or `kernlock "
+            f"remove {kernel.spec}`",
+        )
+        for kernel in lock.kernels
+        if kernel.trust == "allowlist" and kernel.repo not in allowed
     ]
 
 
@@ -108,9 +132,11 @@ def require_trusted(workspace: Workspace, lock: Lockfile) -> None:
 
 
 def _check_models(project: Project, lock: Lockfile, result: CheckResult) -> None:
-    """Declared models ↔ the lock's `[[model]]` records, and the Transformers that found their kernels ↔ this one.
+    """Declared models ↔ the lock's `[[model]]` records, and the Transformers that found their
+    kernels ↔ this one.
 
-    Reads Transformers' version and kernelize mapping source from disk; imports neither torch nor Transformers.
+    Reads Transformers' version and kernelize mapping source from disk; imports neither torch nor
+    Transformers.
     """
     from kernlock._internal.compat.model_kernels import mapping_digest
     from kernlock._internal.compat.transformers import installed_transformers
@@ -118,31 +144,49 @@ def _check_models(project: Project, lock: Lockfile, result: CheckResult) -> None
     from kernlock._internal.project.models import project_models
 
     if not any(device_type(target.backend) for target in lock.targets):
-        return  # models matter only where Transformers kernelizes: no GPU target, no [[model]] records
+        # models matter only where Transformers kernelizes: no GPU target, no [[model]] records
+        return
     declared = {ref.name: ref for ref in project_models(project)}
     locked = {model.name: model for model in lock.models}
     for name in sorted(declared.keys() - locked.keys()):
         origin = declared[name].origin
         result.problem(f"{origin}: model {name} is not in the lock", "kernlock lock", model=name)
     for name in sorted(locked.keys() - declared.keys()):
-        result.problem(f"model {name} is locked but no longer declared or loaded by scanned code", "kernlock lock",
-                       model=name)
+        result.problem(
+            f"model {name} is locked but no longer declared or loaded by scanned code",
+            "kernlock lock",
+            model=name,
+        )
     if not locked:
         return
     info = installed_transformers()
     if info.version is None or info.root is None:
-        result.notes.append("the lock's [[model]] kernels cannot be checked against Transformers here: it is not installed")
+        result.notes.append(
+            "the lock's [[model]] kernels cannot be checked against Transformers here: "
+            "it is not installed"
+        )
         return
     digest = mapping_digest(info.root)
     for model in sorted(locked.values(), key=lambda m: m.name):
         if model.kernel_mapping != digest:
-            result.problem(f"model {model.name}: transformers {info.version} kernelizes with another mapping than "
-                           f"transformers {model.transformers}, which found the kernels the lock holds for it",
-                           "kernlock lock", model=model.name, transformers=info.version)
+            result.problem(
+                f"model {model.name}: transformers {info.version} kernelizes with "
+                "another mapping than "
+                f"transformers {model.transformers}, which found the kernels the lock holds for it",
+                "kernlock lock",
+                model=model.name,
+                transformers=info.version,
+            )
         elif model.transformers != info.version:
-            result.problem(f"model {model.name}: its kernels were found with transformers {model.transformers}, "
-                           f"{info.version} is installed (the same kernelize mapping; its model classes may differ)",
-                           "kernlock lock", model=model.name, transformers=info.version)
+            result.problem(
+                f"model {model.name}: its kernels were found with transformers "
+                f"{model.transformers}, "
+                f"{info.version} is installed (the same kernelize mapping; its model "
+                "classes may differ)",
+                "kernlock lock",
+                model=model.name,
+                transformers=info.version,
+            )
 
 
 def _check_overrides(project: Project, lock: Lockfile, result: CheckResult) -> None:
@@ -150,25 +194,45 @@ def _check_overrides(project: Project, lock: Lockfile, result: CheckResult) -> N
     wanted = {
         (rule.when, rule.use, rule.repo)
         for rule in project.overrides
-        if any(rule.matches(t) for t in lock.targets) and any(rule.repo in k.names() for k in lock.kernels)
+        if any(rule.matches(t) for t in lock.targets)
+        and any(rule.repo in k.names() for k in lock.kernels)
     }
     locked = {
         (k.override.when, k.override.use, name)
-        for k in lock.kernels if k.override is not None and not is_target_pin(k.override) for name in k.names()
+        for k in lock.kernels
+        if k.override is not None and not is_target_pin(k.override)
+        for name in k.names()
     }
     for when, use, repo in sorted(wanted - locked):
-        result.problem(f"override for {repo} ({when} → {use}) is not in the lock", "kernlock lock", spec=repo)
+        result.problem(
+            f"override for {repo} ({when} → {use}) is not in the lock", "kernlock lock", spec=repo
+        )
     configured = {(when, use) for when, use, _ in wanted}
     for kernel in lock.kernels:
-        if kernel.override is not None and not is_target_pin(kernel.override) \
-                and (kernel.override.when, kernel.override.use) not in configured:
-            result.problem(f"{kernel.spec}: the lock has an override ({kernel.override.when} → {kernel.override.use}) "
-                           "that [tool.kernlock.overrides] no longer declares", "kernlock lock", spec=kernel.spec)
+        if (
+            kernel.override is not None
+            and not is_target_pin(kernel.override)
+            and (kernel.override.when, kernel.override.use) not in configured
+        ):
+            result.problem(
+                f"{kernel.spec}: the lock has an override ({kernel.override.when} → "
+                f"{kernel.override.use}) "
+                "that [tool.kernlock.overrides] no longer declares",
+                "kernlock lock",
+                spec=kernel.spec,
+            )
 
 
-def _note_default_drift(lock: Lockfile, specs: dict[str, KernelSpec], project: Project, result: CheckResult) -> None:
-    """A note when the installed Transformers would now pick another default version for a bare spec."""
-    floating = [k for k in lock.kernels if k.spec in specs and specs[k.spec].floating and k.version is not None]
+def _note_default_drift(
+    lock: Lockfile, specs: dict[str, KernelSpec], project: Project, result: CheckResult
+) -> None:
+    """A note when the installed Transformers would now pick another default version for a bare
+    spec."""
+    floating = [
+        k
+        for k in lock.kernels
+        if k.spec in specs and specs[k.spec].floating and k.version is not None
+    ]
     if not floating:
         return
     from kernlock._internal.compat.transformers import default_version, installed_transformers
@@ -184,8 +248,10 @@ def _note_default_drift(lock: Lockfile, specs: dict[str, KernelSpec], project: P
         version, _ = default_version(kernel.repo, target)
         if version != kernel.version:
             result.notes.append(
-                f"{kernel.spec}: transformers {installed} would load v{version} by default, the lock pins "
-                f"v{kernel.version} (locked with transformers {recorded}); kernlock.apply() keeps the lock's pin; "
+                f"{kernel.spec}: transformers {installed} would load v{version} by "
+                "default, the lock pins "
+                f"v{kernel.version} (locked with transformers {recorded}); "
+                "kernlock.apply() keeps the lock's pin; "
                 f"`kernlock lock -P {kernel.repo}` takes the new default"
             )
 
@@ -197,12 +263,16 @@ def require_fresh(workspace: Workspace, lock: Lockfile) -> None:
     and `kernlock run` with a named lock open a workspace without reading them.
     """
     if not workspace.has_sources:
-        raise UsageError(f"--locked compares the lock with a pyproject.toml and {workspace.root} has none",
-                         fix="run it in the project directory (or drop --locked)")
+        raise UsageError(
+            f"--locked compares the lock with a pyproject.toml and {workspace.root} has none",
+            fix="run it in the project directory (or drop --locked)",
+        )
     result = CheckResult("fresh")
     check_fresh(load_project(workspace.root), lock, result)
     if result.problems:
         first = result.problems[0]
         more = f" (and {len(result.problems) - 1} more)" if len(result.problems) > 1 else ""
-        raise StaleLockError(f"{workspace.lockfile} is stale: {first.message}{more}",
-                             fix=f"run `{first.fix or 'kernlock lock'}`")
+        raise StaleLockError(
+            f"{workspace.lockfile} is stale: {first.message}{more}",
+            fix=f"run `{first.fix or 'kernlock lock'}`",
+        )

@@ -1,8 +1,9 @@
-"""GPU architectures as part of coverage: does each locked CUDA/ROCm build support the GPUs it must run on?
+"""GPU architectures as part of coverage: does each locked CUDA/ROCm build support the GPUs it must
+run on?
 
 kernels' `ArchValidator` refuses, at the first load, a build whose `backend.archs` do not cover the
-device (an A100 against a 9.0-only build). The lock records each variant's archs (`archs`), so this is
-decided offline, with kernels' own matching (`compat.kernels_api.arch_covers`):
+device (an A100 against a 9.0-only build). The lock records each variant's archs (`archs`), so this
+is decided offline, with kernels' own matching (`compat.kernels_api.arch_covers`):
 
 * `verify` (`check_gpu_archs`): against the architectures the project declares for its targets
   (`[tool.kernlock] gpu-archs`, `kernlock._internal.project.gpu_archs`), before any GPU time;
@@ -20,19 +21,29 @@ if TYPE_CHECKING:
     from kernlock._internal.check.report import CheckResult
 
 
-def unsupported_problem(kernel: LockedKernel, variant: LockedVariant, archs: tuple[str, ...], device: str,
-                        where: str) -> tuple[str, str]:
-    """The one line (and its fix) for a locked build whose `archs` do not cover `device` (`where` names the GPU)."""
+def unsupported_problem(
+    kernel: LockedKernel, variant: LockedVariant, archs: tuple[str, ...], device: str, where: str
+) -> tuple[str, str]:
+    """The one line (and its fix) for a locked build whose `archs` do not cover `device` (`where`
+    names the GPU)."""
     repo = kernel.repo
-    return (f"{kernel.spec} {variant.name} at {kernel.commit[:12]} is built for GPU archs {', '.join(archs)}, "
-            f"which do not cover {where}; kernels would refuse to load it there",
-            f"lock a build of {repo} that supports {device} (`kernlock explain {repo}`, then "
-            f"`kernlock lock {repo}@<revision>`)")
+    return (
+        f"{kernel.spec} {variant.name} at {kernel.commit[:12]} is built for GPU archs "
+        f"{', '.join(archs)}, "
+        f"which do not cover {where}; kernels would refuse to load it there",
+        f"lock a build of {repo} that supports {device} (`kernlock explain {repo}`, then "
+        f"`kernlock lock {repo}@<revision>`)",
+    )
 
 
-def check_gpu_archs(lock: Lockfile, targets: list[Target], declarations: tuple[tuple[str, tuple[Any, ...]], ...],
-                    result: CheckResult) -> None:
-    """Every locked build of every locked (and checked) GPU target supports each architecture declared for it."""
+def check_gpu_archs(
+    lock: Lockfile,
+    targets: list[Target],
+    declarations: tuple[tuple[str, tuple[Any, ...]], ...],
+    result: CheckResult,
+) -> None:
+    """Every locked build of every locked (and checked) GPU target supports each architecture
+    declared for it."""
     from kernlock._internal.compat.kernels_api import arch_covers, gpu_family
     from kernlock._internal.project.gpu_archs import declared_archs
 
@@ -46,16 +57,29 @@ def check_gpu_archs(lock: Lockfile, targets: list[Target], declarations: tuple[t
             if variant is None or not kernel.serves(target):
                 continue
             if not variant.archs and old_format:
-                result.notes.append(f"{kernel.spec} {variant.name}: this lock predates recorded GPU archs; "
-                                    "`kernlock lock` records them")
+                result.notes.append(
+                    f"{kernel.spec} {variant.name}: this lock predates recorded GPU archs; "
+                    "`kernlock lock` records them"
+                )
                 continue
             checked += 1
             for arch in archs:
                 if not arch_covers(variant.archs, family or "", arch.arch):
-                    message, fix = unsupported_problem(kernel, variant, variant.archs, arch.arch,
-                                                       f"declared GPU arch {arch} of target {target}")
-                    result.problem(message, f"{fix}, or drop {arch.declared!r} from [tool.kernlock] gpu-archs",
-                                   kernel=kernel.spec, variant=variant.name, target=str(target), arch=arch.arch)
+                    message, fix = unsupported_problem(
+                        kernel,
+                        variant,
+                        variant.archs,
+                        arch.arch,
+                        f"declared GPU arch {arch} of target {target}",
+                    )
+                    result.problem(
+                        message,
+                        f"{fix}, or drop {arch.declared!r} from [tool.kernlock] gpu-archs",
+                        kernel=kernel.spec,
+                        variant=variant.name,
+                        target=str(target),
+                        arch=arch.arch,
+                    )
     from kernlock._internal.check.report import plural
 
     result.summary = f"{plural(checked, 'GPU build')} against the declared gpu-archs"

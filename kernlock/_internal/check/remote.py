@@ -25,15 +25,21 @@ class KernelStatus:
     """How a locked kernel compares with its repo's refs on the Hub now."""
 
     kernel: LockedKernel
-    current: str | None          # commit the locked ref points at now (None: no ref, or ref gone)
-    ref_kind: str | None         # "branch", "tag" or None
-    latest_version: int | None   # highest `vN` branch on the Hub
-    error: str | None = None     # the Hub could not be asked
+    current: str | None  # commit the locked ref points at now (None: no ref, or ref gone)
+    ref_kind: str | None  # "branch", "tag" or None
+    latest_version: int | None  # highest `vN` branch on the Hub
+    error: str | None = None  # the Hub could not be asked
     renamed_to: str | None = None  # the Hub redirects the spec's repo to this name
-    rewritten: bool = False      # the ref moved to a history without the locked commit (a force-push)
-    usable_version: int | None = None  # the newest version above the locked one with a build for every locked target
-    unbuildable: tuple[int, ...] = ()  # newer versions checked and found without a build for a locked target
-    appended: tuple[str, ...] = ()  # variants on the moved branch that the locked commit lacks and no locked target loads
+    rewritten: bool = False  # the ref moved to a history without the locked commit (a force-push)
+    usable_version: int | None = (
+        None  # the newest version above the locked one with a build for every locked target
+    )
+    unbuildable: tuple[
+        int, ...
+    ] = ()  # newer versions checked and found without a build for a locked target
+    appended: tuple[
+        str, ...
+    ] = ()  # variants on the moved branch that the locked commit lacks and no locked target loads
 
     @property
     def moved(self) -> bool:
@@ -45,9 +51,14 @@ class KernelStatus:
 
     @property
     def newer_version(self) -> int | None:
-        """The highest `vN` branch, when it is above the locked version (whether or not it builds for the targets)."""
+        """The highest `vN` branch, when it is above the locked version (whether or not it builds
+        for the targets)."""
         version = locked_version(self.kernel)
-        if version is not None and self.latest_version is not None and self.latest_version > version:
+        if (
+            version is not None
+            and self.latest_version is not None
+            and self.latest_version > version
+        ):
             return self.latest_version
         return None
 
@@ -83,7 +94,9 @@ def _default_hub(hub: Hub | None) -> Hub:
     return Hub()
 
 
-def kernel_statuses(lock: Lockfile, hub: Hub | None = None, *, inspect: bool = False) -> list[KernelStatus]:
+def kernel_statuses(
+    lock: Lockfile, hub: Hub | None = None, *, inspect: bool = False
+) -> list[KernelStatus]:
     """Each locked kernel against its repo's current refs.
 
     `inspect` (for `kernlock outdated`) also asks the Hub whether a moved branch was
@@ -97,7 +110,11 @@ def kernel_statuses(lock: Lockfile, hub: Hub | None = None, *, inspect: bool = F
         if isinstance(found, str):
             statuses.append(KernelStatus(kernel, None, None, None, error=found))
             continue
-        versions = {v: r.commit for r in found if r.kind == "branch" and (v := version_of_branch(r.name)) is not None}
+        versions = {
+            v: r.commit
+            for r in found
+            if r.kind == "branch" and (v := version_of_branch(r.name)) is not None
+        }
         match = next((r for r in found if r.name == kernel.ref), None) if kernel.ref else None
         canonical = hub.canonical_repo(spec_repo(kernel))
         status = KernelStatus(
@@ -119,27 +136,49 @@ def _inspected(status: KernelStatus, versions: dict[int, str], hub: Hub) -> Kern
     from kernlock._internal.hub.variants import group_variants
 
     kernel = status.kernel
-    rewritten = (status.moved and status.ref_kind == "branch" and kernel.ref is not None
-                 and kernel.commit not in hub.commits(kernel.repo, kernel.ref))
+    rewritten = (
+        status.moved
+        and status.ref_kind == "branch"
+        and kernel.ref is not None
+        and kernel.commit not in hub.commits(kernel.repo, kernel.ref)
+    )
     targets = {target for variant in kernel.variants for target in variant.targets}
     usable, unbuildable = None, []
     locked = locked_version(kernel)
-    newer = sorted((v for v in versions if v > locked), reverse=True) if status.newer_version and locked is not None else []
+    newer = (
+        sorted((v for v in versions if v > locked), reverse=True)
+        if status.newer_version and locked is not None
+        else []
+    )
     for version in newer:
-        names = group_variants(kernel.repo, versions[version], hub.tree(kernel.repo, versions[version]))
+        names = group_variants(
+            kernel.repo, versions[version], hub.tree(kernel.repo, versions[version])
+        )
         if all(builds(names, target) for target in targets):
             usable = version
             break
         unbuildable.append(version)
     appended: tuple[str, ...] = ()
-    if status.moved and not rewritten and status.ref_kind == "branch" and status.current is not None:
+    if (
+        status.moved
+        and not rewritten
+        and status.ref_kind == "branch"
+        and status.current is not None
+    ):
         from kernlock._internal.hub.variants import choose_variant
 
-        at_tip = sorted(group_variants(kernel.repo, status.current, hub.tree(kernel.repo, status.current)))
+        at_tip = sorted(
+            group_variants(kernel.repo, status.current, hub.tree(kernel.repo, status.current))
+        )
         loaded = {choose_variant(at_tip, target)[0] for target in targets}
         appended = tuple(n for n in at_tip if n not in kernel.build_variants and n not in loaded)
-    return replace(status, rewritten=rewritten, usable_version=usable, unbuildable=tuple(sorted(unbuildable)),
-                   appended=appended)
+    return replace(
+        status,
+        rewritten=rewritten,
+        usable_version=usable,
+        unbuildable=tuple(sorted(unbuildable)),
+        appended=appended,
+    )
 
 
 def locked_version(kernel: LockedKernel) -> int | None:
@@ -152,7 +191,9 @@ def spec_repo(kernel: LockedKernel) -> str:
     return kernel.spec.split("@", 1)[0]
 
 
-def check_remote(lock: Lockfile, result: CheckResult, hub: Hub | None = None, trusted_root: Path | None = None) -> None:
+def check_remote(
+    lock: Lockfile, result: CheckResult, hub: Hub | None = None, trusted_root: Path | None = None
+) -> None:
     """Re-check what the lock claims against the Hub; moved branches are notes.
 
     Each locked commit must still exist and hold exactly the locked files of every
@@ -160,8 +201,8 @@ def check_remote(lock: Lockfile, result: CheckResult, hub: Hub | None = None, tr
     small files fetched and hashed); each alias must be a rename the Hub still
     redirects to the locked repo; a "trusted-publisher" entry's publisher must be
     marked trusted on the Hub; each signed variant's bundle, as fetched, must verify against
-    the Sigstore root (`trusted_root`, else the default of `kernlock._internal.check.signatures`) and name the
-    locked signer.
+    the Sigstore root (`trusted_root`, else the default of `kernlock._internal.check.signatures`)
+    and name the locked signer.
     """
     import time
 
@@ -169,7 +210,9 @@ def check_remote(lock: Lockfile, result: CheckResult, hub: Hub | None = None, tr
 
     hub = _default_hub(hub)
     limit = hub_deadline()
-    deadline = time.monotonic() + limit  # the whole check, however many files: one request's deadline
+    deadline = (
+        time.monotonic() + limit
+    )  # the whole check, however many files: one request's deadline
     with overall_deadline(deadline):
         statuses = kernel_statuses(lock, hub)
         _check_statuses(statuses, result, hub, trusted_root, deadline, limit)
@@ -177,15 +220,22 @@ def check_remote(lock: Lockfile, result: CheckResult, hub: Hub | None = None, tr
 
 
 class _OutOfTime(Exception):
-    """The whole remote check's deadline passed (with the problems found in the entry being checked)."""
+    """The whole remote check's deadline passed (with the problems found in the entry being
+    checked)."""
 
     def __init__(self, problems: list[str] | None = None) -> None:
         super().__init__()
         self.problems = problems or []
 
 
-def _check_statuses(statuses: list[KernelStatus], result: CheckResult, hub: Hub, trusted_root: Path | None,
-                    deadline: float, limit: float) -> None:
+def _check_statuses(
+    statuses: list[KernelStatus],
+    result: CheckResult,
+    hub: Hub,
+    trusted_root: Path | None,
+    deadline: float,
+    limit: float,
+) -> None:
     import time
 
     from kernlock._internal.settings import DEADLINE_ENV
@@ -194,7 +244,9 @@ def _check_statuses(statuses: list[KernelStatus], result: CheckResult, hub: Hub,
         kernel = status.kernel
         fix = f"kernlock lock -P {kernel.repo}"
         if status.error is not None:
-            result.problem(status.error, "check the network, HF_ENDPOINT and HF_TOKEN", kernel=kernel.spec)
+            result.problem(
+                status.error, "check the network, HF_ENDPOINT and HF_TOKEN", kernel=kernel.spec
+            )
             continue
         try:
             if time.monotonic() >= deadline:
@@ -203,37 +255,56 @@ def _check_statuses(statuses: list[KernelStatus], result: CheckResult, hub: Hub,
         except _OutOfTime as stopped:
             for problem in stopped.problems:
                 result.problem(f"{kernel.spec}: {problem}", fix, kernel=kernel.spec)
-            result.problem(f"the remote check did not finish within {limit:g} s (${DEADLINE_ENV}); "
-                           f"{len(statuses) - done} of {len(statuses)} entries were not checked, from {kernel.spec} on",
-                           f"check the network and HF_ENDPOINT, or raise ${DEADLINE_ENV}", kernel=kernel.spec)
+            result.problem(
+                f"the remote check did not finish within {limit:g} s (${DEADLINE_ENV}); "
+                f"{len(statuses) - done} of {len(statuses)} entries were not checked, "
+                f"from {kernel.spec} on",
+                f"check the network and HF_ENDPOINT, or raise ${DEADLINE_ENV}",
+                kernel=kernel.spec,
+            )
             return
         except CommitGone:
             gone = True
-            repin = f"name a revision the Hub has in the spec of {kernel.spec}, then run kernlock lock"
-            result.problem(f"{kernel.spec}: locked commit {kernel.commit[:12]} is gone from the Hub (it answers 404 for it)",
-                           fix if status.current is not None else repin, kernel=kernel.spec)
+            repin = (
+                f"name a revision the Hub has in the spec of {kernel.spec}, then run kernlock lock"
+            )
+            result.problem(
+                f"{kernel.spec}: locked commit {kernel.commit[:12]} is gone from the Hub "
+                "(it answers 404 for it)",
+                fix if status.current is not None else repin,
+                kernel=kernel.spec,
+            )
         else:
             gone = False
             for problem in problems:
                 result.problem(f"{kernel.spec}: {problem}", fix, kernel=kernel.spec)
         if status.renamed_to is not None:
-            result.notes.append(f"{kernel.spec}: {spec_repo(kernel)} was renamed to {status.renamed_to} on the Hub; "
-                                f"update the spec (loads keep working under both names)")
+            result.notes.append(
+                f"{kernel.spec}: {spec_repo(kernel)} was renamed to {status.renamed_to} "
+                "on the Hub; "
+                f"update the spec (loads keep working under both names)"
+            )
         if status.moved and status.current is not None:
-            result.notes.append(f"{kernel.spec}: {status.ref_kind} {kernel.ref} moved from {kernel.commit[:12]} "
-                                f"to {status.current[:12]}; `{fix}` to take it")
+            result.notes.append(
+                f"{kernel.spec}: {status.ref_kind} {kernel.ref} moved from {kernel.commit[:12]} "
+                f"to {status.current[:12]}; `{fix}` to take it"
+            )
         elif status.ref_gone and not gone:
-            result.notes.append(f"{kernel.spec}: ref {kernel.ref} no longer exists on the Hub (the locked commit does)")
+            result.notes.append(
+                f"{kernel.spec}: ref {kernel.ref} no longer exists on the Hub (the "
+                "locked commit does)"
+            )
 
 
 class CommitGone(Exception):
     """The Hub answers 404 for a locked commit."""
 
 
-def remote_problems(kernel: LockedKernel, hub: Hub, trusted_root: Path | None = None,
-                    deadline: float | None = None) -> list[str]:
-    """How a lock entry disagrees with the Hub: files and hashes, signers, aliases, trust; `CommitGone` if the commit
-    is; `_OutOfTime` once `deadline` (the whole check's) has passed."""
+def remote_problems(
+    kernel: LockedKernel, hub: Hub, trusted_root: Path | None = None, deadline: float | None = None
+) -> list[str]:
+    """How a lock entry disagrees with the Hub: files and hashes, signers, aliases, trust;
+    `CommitGone` if the commit is; `_OutOfTime` once `deadline` (the whole check's) has passed."""
     import hashlib
     import time
 
@@ -250,11 +321,13 @@ def remote_problems(kernel: LockedKernel, hub: Hub, trusted_root: Path | None = 
     problems = []
     for variant in kernel.variants:
         prefix = f"build/{variant.name}/"
-        listed = {f.path[len(prefix):]: f for f in tree if f.path.startswith(prefix)}
+        listed = {f.path[len(prefix) :]: f for f in tree if f.path.startswith(prefix)}
         if set(listed) != {f.path for f in variant.files}:
             differ = sorted(set(listed) ^ {f.path for f in variant.files})
-            problems.append(f"{variant.name} at {kernel.commit[:12]} does not hold the locked files "
-                            f"(differs in {', '.join(differ[:3])}{'…' if len(differ) > 3 else ''})")
+            problems.append(
+                f"{variant.name} at {kernel.commit[:12]} does not hold the locked files "
+                f"(differs in {', '.join(differ[:3])}{'…' if len(differ) > 3 else ''})"
+            )
             continue
         fetched = {}
         for locked in variant.files:
@@ -265,26 +338,42 @@ def remote_problems(kernel: LockedKernel, hub: Hub, trusted_root: Path | None = 
                 if entry.lfs_sha256:
                     sha256 = entry.lfs_sha256
                 else:
-                    fetched[locked.path] = hub.fetch(kernel.repo, kernel.commit, entry.path, entry.blob_id, entry.size)
+                    fetched[locked.path] = hub.fetch(
+                        kernel.repo, kernel.commit, entry.path, entry.blob_id, entry.size
+                    )
                     sha256 = hashlib.sha256(fetched[locked.path]).hexdigest()
             except HubError as error:
                 problems.append(f"cannot fetch {entry.path} to check its hash ({error})")
                 continue
             if (sha256, entry.size) != (locked.sha256, locked.size):
-                problems.append(f"{variant.name}/{locked.path}: the Hub has sha256 {sha256} ({entry.size} bytes), "
-                                f"the lock says {locked.sha256} ({locked.size} bytes)")
+                problems.append(
+                    f"{variant.name}/{locked.path}: the Hub has sha256 {sha256} "
+                    f"({entry.size} bytes), "
+                    f"the lock says {locked.sha256} ({locked.size} bytes)"
+                )
         if variant.signed and "metadata.json" in fetched and SIGNATURE_FILE in fetched:
             from kernlock._internal.check.signatures import recheck, trusted_root_path
 
-            problem = recheck(kernel.repo, variant, fetched["metadata.json"], fetched[SIGNATURE_FILE],
-                              trusted_root_path(trusted_root))
+            problem = recheck(
+                kernel.repo,
+                variant,
+                fetched["metadata.json"],
+                fetched[SIGNATURE_FILE],
+                trusted_root_path(trusted_root),
+            )
             if problem is not None:
                 problems.append(problem[0].removeprefix(f"{kernel.repo} "))
     for alias in kernel.aliases:
         canonical = hub.canonical_repo(alias)
         if canonical != kernel.repo:
-            problems.append(f"alias {alias} is not a rename of {kernel.repo} on the Hub (it is {canonical})")
-    if kernel.trust == "trusted-publisher" and not hub.publisher_trusted(kernel.repo.split("/", 1)[0]):
-        problems.append(f"the lock says its publisher is trusted, but the Hub does not mark "
-                        f"{kernel.repo.split('/', 1)[0]!r} as a trusted kernel publisher")
+            problems.append(
+                f"alias {alias} is not a rename of {kernel.repo} on the Hub (it is {canonical})"
+            )
+    if kernel.trust == "trusted-publisher" and not hub.publisher_trusted(
+        kernel.repo.split("/", 1)[0]
+    ):
+        problems.append(
+            f"the lock says its publisher is trusted, but the Hub does not mark "
+            f"{kernel.repo.split('/', 1)[0]!r} as a trusted kernel publisher"
+        )
     return problems

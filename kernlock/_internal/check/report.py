@@ -15,7 +15,8 @@ JSON form (`VerifyReport.to_json()`, `kernlock verify --json`)::
              # optional context keys, present where they apply:
              "spec": str, "kernel": str, "target": str, "file": str, "line": int,
              "variant": str, "path": str,
-             "key_path": [str | int]}    # where in the lock an invalid value is (LockfileError.key_path)
+             "key_path": [str | int]}    # where in the lock an invalid value is
+             (LockfileError.key_path)
           ],
           "notes": [str]               # informational, never fail the check
         }
@@ -59,12 +60,17 @@ class CheckResult:
         return not self.problems
 
     def problem(self, message: str, fix: str | None, **context: Any) -> None:
-        self.problems.append(Problem(message, fix, {k: v for k, v in context.items() if v is not None}))
+        self.problems.append(
+            Problem(message, fix, {k: v for k, v in context.items() if v is not None})
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "name": self.name, "ok": self.ok, "summary": self.summary,
-            "problems": [p.to_json() for p in self.problems], "notes": list(self.notes),
+            "name": self.name,
+            "ok": self.ok,
+            "summary": self.summary,
+            "problems": [p.to_json() for p in self.problems],
+            "notes": list(self.notes),
         }
 
 
@@ -91,18 +97,26 @@ class VerifyReport:
         return next((c for c in self.checks if c.name == name), None)
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "lockfile": str(self.lockfile), "checks": [c.to_json() for c in self.checks]}
+        return {
+            "ok": self.ok,
+            "lockfile": str(self.lockfile),
+            "checks": [c.to_json() for c in self.checks],
+        }
 
     def format(self) -> str:
         """Human-readable report: one line per check, problems indented with their fix."""
         lines = []
         for check in self.checks:
             if check.ok:
-                lines.append(f"ok   {check.name}" + (f" ({check.summary})" if check.summary else ""))
+                lines.append(
+                    f"ok   {check.name}" + (f" ({check.summary})" if check.summary else "")
+                )
             else:
                 count = len(check.problems)
-                lines.append(f"FAIL {check.name}: {count} problem{'s' if count != 1 else ''}"
-                             + (f" ({check.summary})" if check.summary else ""))
+                lines.append(
+                    f"FAIL {check.name}: {count} problem{'s' if count != 1 else ''}"
+                    + (f" ({check.summary})" if check.summary else "")
+                )
             for problem in check.problems:
                 lines.append(f"     {problem.message}")
                 if problem.fix:

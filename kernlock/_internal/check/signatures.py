@@ -1,4 +1,5 @@
-"""Verify a variant's `metadata.json.sigstore` bundle offline, against a pinned Sigstore trusted root.
+"""Verify a variant's `metadata.json.sigstore` bundle offline, against a pinned Sigstore trusted
+root.
 
 sigstore-python's `Verifier` checks the leaf certificate's chain to the root's Fulcio CAs at the
 log's signed time, its embedded SCT against the root's CT logs, the Rekor entry's inclusion proof,
@@ -21,25 +22,31 @@ TRUSTED_ROOT_ENV = "KERNLOCK_SIGSTORE_TRUSTED_ROOT"
 _PRODUCTION = ("_store", "https%3A%2F%2Ftuf-repo-cdn.sigstore.dev", "trusted_root.json")
 _FULCIO = "1.3.6.1.4.1.57264.1."
 _ISSUER_V1, _ISSUER_V2, _BUILD_SIGNER, _SOURCE_REPOSITORY, _SOURCE_COMMIT = 1, 8, 9, 12, 13
-ANOTHER_REVISION = ("do not lock this build: lock another revision, or, for a private Sigstore, set [tool.kernlock] "
-                    "sigstore-trusted-root")
-"""The fix of a bundle that does not verify (a tampered or mixed build, or one signed under another root)."""
+ANOTHER_REVISION = (
+    "do not lock this build: lock another revision, or, for a private Sigstore, set "
+    "[tool.kernlock] sigstore-trusted-root"
+)
+"""The fix of a bundle that does not verify (a tampered or mixed build, or one signed under another
+root)."""
 
 
 def production_trusted_root() -> Path:
-    """The production Sigstore `trusted_root.json` shipped inside the sigstore package (found without importing it)."""
+    """The production Sigstore `trusted_root.json` shipped inside the sigstore package (found
+    without importing it)."""
     import importlib.util
 
     spec = importlib.util.find_spec("sigstore")
     if spec is None or spec.origin is None:
-        raise SignatureError("sigstore is not installed, and verifying signatures needs it",
-                             fix="`pip install 'sigstore>=4,<5'`")
+        raise SignatureError(
+            "sigstore is not installed, and verifying signatures needs it",
+            fix="`pip install 'sigstore>=4,<5'`",
+        )
     return Path(spec.origin).parent.joinpath(*_PRODUCTION)
 
 
 def trusted_root_path(configured: Path | None = None) -> Path:
-    """The root to verify against: `configured` ([tool.kernlock] sigstore-trusted-root), else $KERNLOCK_SIGSTORE_TRUSTED_ROOT,
-    else the production root."""
+    """The root to verify against: `configured` ([tool.kernlock] sigstore-trusted-root), else
+    $KERNLOCK_SIGSTORE_TRUSTED_ROOT, else the production root."""
     if configured is not None:
         return _refuse_shared_root(configured, "[tool.kernlock] sigstore-trusted-root")
     if os.environ.get(TRUSTED_ROOT_ENV):
@@ -48,9 +55,9 @@ def trusted_root_path(configured: Path | None = None) -> Path:
 
 
 def _refuse_shared_root(path: Path, named: str) -> Path:
-    """`path`, unless someone else controls it: another user's (not root's), writable by others, or in a directory
-    others can write without the sticky bit (they can rename another file over it). Whoever can change the trusted
-    root decides whose signatures count as a publisher's."""
+    """`path`, unless someone else controls it: another user's (not root's), writable by others, or
+    in a directory others can write without the sticky bit (they can rename another file over it).
+    Whoever can change the trusted root decides whose signatures count as a publisher's."""
     import stat
 
     from kernlock._internal.project.config import unsafe_reason
@@ -65,14 +72,18 @@ def _refuse_shared_root(path: Path, named: str) -> Path:
     if reason is None:
         folder = path.resolve().parent.stat().st_mode
         if folder & (stat.S_IWGRP | stat.S_IWOTH) and not folder & stat.S_ISVTX:
-            reason = f"its directory is writable by {'its group' if folder & stat.S_IWGRP else 'every user'}"
+            who = "its group" if folder & stat.S_IWGRP else "every user"
+            reason = f"its directory is writable by {who}"
     if reason is None:
         return path
     raise SignatureError(
-        f"refusing the Sigstore trusted root {path} (named by {named}): {reason}, so someone else decides whose "
+        f"refusing the Sigstore trusted root {path} (named by {named}): {reason}, so "
+        "someone else decides whose "
         "signatures count as a publisher's; nothing was verified against it",
-        fix=f"review it and keep your own copy (`install -D -m 644 {path} ~/.config/kernlock/trusted_root.json`), then "
-            f"point {named} at the copy, or unset it for the production root")
+        fix=f"review it and keep your own copy (`install -D -m 644 {path} "
+        "~/.config/kernlock/trusted_root.json`), then "
+        f"point {named} at the copy, or unset it for the production root",
+    )
 
 
 @functools.cache
@@ -83,9 +94,12 @@ def _verifier(path: str) -> Any:
     try:
         return Verifier(trusted_root=TrustedRoot.from_file(path))
     except (OSError, ValueError) as error:
-        raise SignatureError(f"cannot read the Sigstore trusted root {path} ({error})",
-                             fix=f"correct [tool.kernlock] sigstore-trusted-root or ${TRUSTED_ROOT_ENV}, or unset them "
-                                 "to use the production root") from None
+        raise SignatureError(
+            f"cannot read the Sigstore trusted root {path} ({error})",
+            fix=f"correct [tool.kernlock] sigstore-trusted-root or ${TRUSTED_ROOT_ENV}, or "
+            "unset them "
+            "to use the production root",
+        ) from None
 
 
 def _extension(certificate: Any, number: int, der: bool) -> str | None:
@@ -93,23 +107,30 @@ def _extension(certificate: Any, number: int, der: bool) -> str | None:
     from cryptography.x509 import ExtensionNotFound, ObjectIdentifier
 
     try:
-        value = certificate.extensions.get_extension_for_oid(ObjectIdentifier(f"{_FULCIO}{number}")).value.value
+        value = certificate.extensions.get_extension_for_oid(
+            ObjectIdentifier(f"{_FULCIO}{number}")
+        ).value.value
     except ExtensionNotFound:
         return None
     return asn1.decode_der(str, value) if der else value.decode()
 
 
 def certificate_identity(certificate: Any) -> tuple[str, str, str | None, str | None]:
-    """(issuer, build signer URI, source repository URI, source commit) of a Fulcio leaf certificate.
+    """(issuer, build signer URI, source repository URI, source commit) of a Fulcio leaf
+    certificate.
 
     The build signer falls back to the certificate's SAN URI (certificates from before Fulcio's v2
-    extensions); the issuer is the v2 extension, else v1, and the two must agree when both are present.
+    extensions); the issuer is the v2 extension, else v1, and the two must agree when both are
+    present.
     """
     from cryptography.x509 import SubjectAlternativeName, UniformResourceIdentifier
 
     v1, v2 = _extension(certificate, _ISSUER_V1, False), _extension(certificate, _ISSUER_V2, True)
     if v1 is not None and v2 is not None and v1 != v2:
-        raise SignatureError(f"the certificate's OIDC issuer extensions disagree ({v1} and {v2})", fix=ANOTHER_REVISION)
+        raise SignatureError(
+            f"the certificate's OIDC issuer extensions disagree ({v1} and {v2})",
+            fix=ANOTHER_REVISION,
+        )
     signer = _extension(certificate, _BUILD_SIGNER, True)
     if signer is None:
         try:
@@ -117,22 +138,28 @@ def certificate_identity(certificate: Any) -> tuple[str, str, str | None, str | 
             signer = next(iter(names.get_values_for_type(UniformResourceIdentifier)), None)
         except Exception:
             signer = None
-    return (v2 or v1 or "unknown issuer", signer or "unknown signer", _extension(certificate, _SOURCE_REPOSITORY, True),
-            _extension(certificate, _SOURCE_COMMIT, True))
+    return (
+        v2 or v1 or "unknown issuer",
+        signer or "unknown signer",
+        _extension(certificate, _SOURCE_REPOSITORY, True),
+        _extension(certificate, _SOURCE_COMMIT, True),
+    )
 
 
 class _Recorder:
-    """A sigstore `VerificationPolicy` that accepts any identity: kernlock checks it after verification, with its own
-    messages (`kernlock._internal.project.signers`)."""
+    """A sigstore `VerificationPolicy` that accepts any identity: kernlock checks it after
+    verification, with its own messages (`kernlock._internal.project.signers`)."""
 
     def verify(self, certificate: Any) -> None:
         return None
 
 
 def verify_bundle(metadata: bytes, bundle: bytes, trusted_root: Path) -> Signature:
-    """Verify `bundle` (a Sigstore bundle's JSON) over `metadata` against `trusted_root`; return who signed it.
+    """Verify `bundle` (a Sigstore bundle's JSON) over `metadata` against `trusted_root`; return who
+    signed it.
 
-    Raises `SignatureError` with sigstore's reason (and the identity the certificate claims) when it does not verify.
+    Raises `SignatureError` with sigstore's reason (and the identity the certificate claims) when it
+    does not verify.
     """
     from sigstore.errors import Error as SigstoreError
     from sigstore.models import Bundle
@@ -141,17 +168,28 @@ def verify_bundle(metadata: bytes, bundle: bytes, trusted_root: Path) -> Signatu
     try:
         parsed = Bundle.from_json(bundle)
     except SigstoreError as error:
-        raise SignatureError(f"the bundle is not a valid Sigstore bundle ({_first_line(error)})",
-                             fix=ANOTHER_REVISION) from None
+        raise SignatureError(
+            f"the bundle is not a valid Sigstore bundle ({_first_line(error)})",
+            fix=ANOTHER_REVISION,
+        ) from None
     issuer, signer, repository, commit = certificate_identity(parsed.signing_certificate)
     try:
         verifier.verify_artifact(metadata, parsed, _Recorder())
     except SigstoreError as error:
-        raise SignatureError(f"the signature does not verify against the Sigstore trusted root {trusted_root} "
-                             f"({_first_line(error)}; the certificate claims {signer})", fix=ANOTHER_REVISION) from None
+        raise SignatureError(
+            f"the signature does not verify against the Sigstore trusted root {trusted_root} "
+            f"({_first_line(error)}; the certificate claims {signer})",
+            fix=ANOTHER_REVISION,
+        ) from None
     entry = parsed.log_entry._inner
-    return Signature(issuer=issuer, build_signer=signer, source_repository=repository, source_commit=commit,
-                     log_index=int(entry.log_index), integrated_time=int(entry.integrated_time or 0))
+    return Signature(
+        issuer=issuer,
+        build_signer=signer,
+        source_repository=repository,
+        source_commit=commit,
+        log_index=int(entry.log_index),
+        integrated_time=int(entry.integrated_time or 0),
+    )
 
 
 def _first_line(error: BaseException) -> str:
@@ -160,23 +198,36 @@ def _first_line(error: BaseException) -> str:
 
 def root_fix(trusted_root: Path) -> str:
     """The fix for a locked bundle that no longer verifies against `trusted_root`."""
-    return (f"verify against the Sigstore root the lock was made with: point [tool.kernlock] sigstore-trusted-root "
-            f"or ${TRUSTED_ROOT_ENV} at it (now {trusted_root}), or unset both for the production root")
+    return (
+        "verify against the Sigstore root the lock was made with: point [tool.kernlock] "
+        "sigstore-trusted-root "
+        f"or ${TRUSTED_ROOT_ENV} at it (now {trusted_root}), or unset both for the production root"
+    )
 
 
-def recheck(repo: str, variant: LockedVariant, metadata: bytes, bundle: bytes, trusted_root: Path) -> tuple[str, str] | None:
-    """(problem, fix) when `bundle` no longer backs the signer the lock records for `variant`; None when it does."""
+def recheck(
+    repo: str, variant: LockedVariant, metadata: bytes, bundle: bytes, trusted_root: Path
+) -> tuple[str, str] | None:
+    """(problem, fix) when `bundle` no longer backs the signer the lock records for `variant`; None
+    when it does."""
     where, relock = f"{repo} {variant.name}", f"kernlock lock -P {repo}"
     recorded = variant.signature
     if recorded is None:
-        return f"{where}: the lock records no signer for it (written before lock format 1.1)", relock
+        return (
+            f"{where}: the lock records no signer for it (written before lock format 1.1)",
+            relock,
+        )
     try:
         found = verify_bundle(metadata, bundle, trusted_root)
     except SignatureError as error:
         return f"{where}: {error.message}", (
-            error.fix if error.fix and error.fix != ANOTHER_REVISION else root_fix(trusted_root))
+            error.fix if error.fix and error.fix != ANOTHER_REVISION else root_fix(trusted_root)
+        )
     if found != recorded:
-        return (f"{where}: the bundle names {found.build_signer} (log index {found.log_index}, integrated "
-                f"{found.integrated_time}), but the lock records {recorded.build_signer} (log index "
-                f"{recorded.log_index}, integrated {recorded.integrated_time})"), relock
+        return (
+            f"{where}: the bundle names {found.build_signer} (log index "
+            f"{found.log_index}, integrated "
+            f"{found.integrated_time}), but the lock records {recorded.build_signer} (log index "
+            f"{recorded.log_index}, integrated {recorded.integrated_time})"
+        ), relock
     return None

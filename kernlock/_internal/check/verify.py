@@ -23,7 +23,8 @@ Checks, in order (later ones run only when the lock parses):
 * ``signatures`` — (opt-in) every cached signed variant of the checked targets: its
   `metadata.json` and bundle are the locked bytes, the bundle verifies against the
   pinned Sigstore root (no network) and names the signer the lock records, and that
-  signer (or an unsigned variant) passes the project's policy (`kernlock._internal.project.signers`).
+  signer (or an unsigned variant) passes the project's policy
+  (`kernlock._internal.project.signers`).
 * ``against``  — (opt-in) the lock loads exactly what a checkpoint's run recorded in its
   `kernlock.json` (`kernlock._internal.check.against`).
 * ``remote``   — (opt-in) every locked commit still exists on the Hub; branches
@@ -34,7 +35,8 @@ Plain verification (``lock``, ``fresh``, ``coverage``, ``doctor``) imports neith
 Transformers, kernels, huggingface_hub nor sigstore; ``gpu-archs`` imports kernels (not Torch).
 
 The report model and its JSON form are in `kernlock._internal.check.report`; ``fresh`` is
-`kernlock._internal.check.freshness`, ``coverage`` `kernlock._internal.check.coverage`, ``remote`` `kernlock._internal.check.remote`.
+`kernlock._internal.check.freshness`, ``coverage`` `kernlock._internal.check.coverage`, ``remote``
+`kernlock._internal.check.remote`.
 """
 
 from __future__ import annotations
@@ -67,17 +69,24 @@ def check_lock_consistency(lock: Lockfile, result: CheckResult) -> None:
     specs = {k.spec for k in lock.kernels}
     for key in lock.inputs:
         if key not in specs:
-            result.problem(f"inputs lists {key} but the lock has no [[kernel]] entry for it",
-                           "kernlock lock", spec=key)
+            result.problem(
+                f"inputs lists {key} but the lock has no [[kernel]] entry for it",
+                "kernlock lock",
+                spec=key,
+            )
     for kernel in lock.kernels:
         for dep in kernel.depends:
             if dep not in specs:
-                result.problem(f"{kernel.spec} depends on {dep}, which the lock does not contain",
-                               "kernlock lock", spec=kernel.spec)
+                result.problem(
+                    f"{kernel.spec} depends on {dep}, which the lock does not contain",
+                    "kernlock lock",
+                    spec=kernel.spec,
+                )
 
 
 def check_doctor(lock: Lockfile, targets: list[Target], result: CheckResult) -> None:
-    """This machine can load the locked kernels: kernels version window, minver, Python deps, interpreter."""
+    """This machine can load the locked kernels: kernels version window, minver, Python deps,
+    interpreter."""
     from kernlock._internal.check.doctor import backend_name, diagnose
     from kernlock._internal.project.local_kernels import verify_findings
     from kernlock._internal.project.strict import strict_from_env
@@ -88,31 +97,42 @@ def check_doctor(lock: Lockfile, targets: list[Target], result: CheckResult) -> 
             checked.append(here)
     except TargetError:
         pass
-    # Each checked target's locked variants, as kernels would validate them at load there: kernels-minver against
+    # Each checked target's locked variants, as kernels would validate them at load there:
+    # kernels-minver against
     # the installed kernels, python-depends through kernels' mapping for the target's backend.
     seen: set[tuple[str, str]] = set()
     reported: set[tuple[str, str]] = set()
     entries = []
     for target in checked:
-        found = [(k, v) for k in lock.kernels if (v := k.variant_for(target)) is not None and (k.spec, v.name) not in seen]
+        found = [
+            (k, v)
+            for k in lock.kernels
+            if (v := k.variant_for(target)) is not None and (k.spec, v.name) not in seen
+        ]
         seen.update((k.spec, v.name) for k, v in found)
         entries += found
         for finding in diagnose(found, backend_name(target.backend)):
             if (finding.message, finding.fix) not in reported:
                 reported.add((finding.message, finding.fix))
                 result.problem(finding.message, finding.fix)
-    for blocking, message, fix in verify_findings({r for k in lock.kernels for r in k.names()}, strict_from_env()):
+    for blocking, message, fix in verify_findings(
+        {r for k in lock.kernels for r in k.names()}, strict_from_env()
+    ):
         if blocking:
             result.problem(message, fix)
         else:
             result.notes.append(message)
     for kernel in lock.kernels:
         for variant in kernel.variants:
-            if variant.provenance is not None and variant.provenance.dirty and any(
-                t in variant.targets for t in targets
+            if (
+                variant.provenance is not None
+                and variant.provenance.dirty
+                and any(t in variant.targets for t in targets)
             ):
-                result.notes.append(f"{kernel.spec} {variant.name} was built from a dirty tree "
-                                    "(its recorded source revision does not fully identify it)")
+                result.notes.append(
+                    f"{kernel.spec} {variant.name} was built from a dirty tree "
+                    "(its recorded source revision does not fully identify it)"
+                )
     result.summary = f"{plural(len(entries), 'variant')} for {plural(len(checked), 'target')}"
 
 
@@ -132,32 +152,57 @@ def check_cache(lock: Lockfile, targets: list[Target], result: CheckResult) -> N
             directory = cache.variant_dir(kernel, variant.name, root)
             context = {"kernel": kernel.spec, "variant": variant.name, "target": str(target)}
             missing = cache.missing_files(kernel, variant, directory)
-            problems = [p for p in cache.variant_problems(kernel, variant, directory, stamped=True)
-                        if not isinstance(p, MissingFilesError)]
-            if missing:  # one problem for them all; `kernlock sync` fetches them unless other files need repair
+            problems = [
+                p
+                for p in cache.variant_problems(kernel, variant, directory, stamped=True)
+                if not isinstance(p, MissingFilesError)
+            ]
+            # one problem for them all; `kernlock sync` fetches them unless other files need repair
+            if missing:
                 names = ", ".join(f.path for f in missing[:3]) + ("…" if len(missing) > 3 else "")
-                result.problem(f"{kernel.spec}: {len(missing)} of {len(variant.files)} file(s) of {variant.name} "
-                               f"are not in the cache ({names})", "kernlock sync --repair" if problems else "kernlock sync",
-                               path=str(directory), **context)
+                result.problem(
+                    f"{kernel.spec}: {len(missing)} of {len(variant.files)} file(s) of "
+                    f"{variant.name} "
+                    f"are not in the cache ({names})",
+                    "kernlock sync --repair" if problems else "kernlock sync",
+                    path=str(directory),
+                    **context,
+                )
             for problem in problems:
                 result.problem(problem.message, problem.fix, path=str(directory), **context)
             digest = None
-            if not missing and not problems and variant.digest not in (None, "sha256"):  # sha256: checked when locked
+            if (
+                not missing and not problems and variant.digest not in (None, "sha256")
+            ):  # sha256: checked when locked
                 from kernlock._internal.store.metadata import cached_digest_problem
 
                 if (digest := cached_digest_problem(directory, variant.files)) is not None:
-                    result.problem(f"{kernel.spec} {variant.name} at {kernel.commit[:12]}: {digest}; kernels would refuse "
-                                   "to load it", f"kernlock lock {kernel.repo}@<another revision>", path=str(directory),
-                                   **context)
-            if (not missing and not problems and digest is None
-                    and (inert := cache.extra_files(variant, directory, bytecode=True))):
-                result.notes.append(f"{kernel.spec}: {directory} holds bytecode caches kernlock never reads "
-                                    f"({', '.join(inert[:3])}); `kernlock sync --repair` removes them")
+                    result.problem(
+                        f"{kernel.spec} {variant.name} at {kernel.commit[:12]}: "
+                        f"{digest}; kernels would refuse "
+                        "to load it",
+                        f"kernlock lock {kernel.repo}@<another revision>",
+                        path=str(directory),
+                        **context,
+                    )
+            if (
+                not missing
+                and not problems
+                and digest is None
+                and (inert := cache.extra_files(variant, directory, bytecode=True))
+            ):
+                result.notes.append(
+                    f"{kernel.spec}: {directory} holds bytecode caches kernlock never reads "
+                    f"({', '.join(inert[:3])}); `kernlock sync --repair` removes them"
+                )
     result.summary = f"{plural(len(seen), 'variant')} in {root}"
 
 
-def check_signatures(lock: Lockfile, targets: list[Target], result: CheckResult, policy: SigningPolicy) -> None:
-    """Cached signed variants of the checked targets re-verified offline against the lock's signers and the policy."""
+def check_signatures(
+    lock: Lockfile, targets: list[Target], result: CheckResult, policy: SigningPolicy
+) -> None:
+    """Cached signed variants of the checked targets re-verified offline against the lock's signers
+    and the policy."""
     import hashlib
 
     from kernlock._internal.check.signatures import recheck, trusted_root_path
@@ -166,11 +211,18 @@ def check_signatures(lock: Lockfile, targets: list[Target], result: CheckResult,
     from kernlock.errors import SignatureError
 
     root, trusted_root, verified = cache.hub_cache_dir(), None, 0
-    pairs = {(k.spec, v.name): (k, v, t) for k in lock.kernels for t in targets if (v := k.variant_for(t)) is not None}
+    pairs = {
+        (k.spec, v.name): (k, v, t)
+        for k in lock.kernels
+        for t in targets
+        if (v := k.variant_for(t)) is not None
+    }
     for kernel, variant, target in pairs.values():
         context = {"kernel": kernel.spec, "variant": variant.name}
         try:
-            if variant.signature is not None or not variant.signed:  # a signed one without a signer: recheck says so
+            if (
+                variant.signature is not None or not variant.signed
+            ):  # a signed one without a signer: recheck says so
                 policy.check(kernel.repo, variant.name, variant.signature)
         except SignatureError as error:
             result.problem(error.message, error.fix, **context)
@@ -182,25 +234,37 @@ def check_signatures(lock: Lockfile, targets: list[Target], result: CheckResult,
             try:
                 data = (directory / locked.path).read_bytes()
             except OSError:
-                result.problem(f"{kernel.repo} {variant.name}: {locked.path} is not in the cache ({directory})",
-                               f"kernlock sync --target {target}", **context)
+                result.problem(
+                    f"{kernel.repo} {variant.name}: {locked.path} is not in the cache "
+                    f"({directory})",
+                    f"kernlock sync --target {target}",
+                    **context,
+                )
                 continue
             if hashlib.sha256(data).hexdigest() != locked.sha256:
-                result.problem(f"{kernel.repo} {variant.name}: {locked.path} in the cache is not the locked file "
-                               f"(sha256 {hashlib.sha256(data).hexdigest()}, the lock says {locked.sha256})",
-                               f"kernlock sync --repair --target {target}", path=str(directory), **context)
+                result.problem(
+                    f"{kernel.repo} {variant.name}: {locked.path} in the cache is not "
+                    "the locked file "
+                    f"(sha256 {hashlib.sha256(data).hexdigest()}, the lock says {locked.sha256})",
+                    f"kernlock sync --repair --target {target}",
+                    path=str(directory),
+                    **context,
+                )
                 continue
             read[locked.path] = data
         if len(read) < 2:
             continue
         trusted_root = trusted_root or trusted_root_path(policy.trusted_root)
-        problem = recheck(kernel.repo, variant, read["metadata.json"], read[SIGNATURE_FILE], trusted_root)
+        problem = recheck(
+            kernel.repo, variant, read["metadata.json"], read[SIGNATURE_FILE], trusted_root
+        )
         if problem is None:
             verified += 1
         else:
             result.problem(problem[0], problem[1], path=str(directory), **context)
-    result.summary = (f"{verified} signature{'s' if verified != 1 else ''} verified"
-                      + (f" against {trusted_root}" if trusted_root else ""))
+    result.summary = f"{verified} signature{'s' if verified != 1 else ''} verified" + (
+        f" against {trusted_root}" if trusted_root else ""
+    )
 
 
 # ---------------------------------------------------------------- entry point
@@ -247,15 +311,39 @@ def verify(
         if (note := simulated_target_note()) is not None:
             first.notes.append(note)  # the checks below are for that target, not for this machine
     for name, run in (
-        ("fresh", (lambda r: check_fresh(project, lock, r)) if workspace.has_sources else _no_sources),
+        (
+            "fresh",
+            (lambda r: check_fresh(project, lock, r)) if workspace.has_sources else _no_sources,
+        ),
         ("coverage", lambda r: check_coverage(lock, checked, r)),
-        ("gpu-archs", (lambda r: check_gpu_archs(lock, checked, project.gpu_archs, r)) if project.gpu_archs else None),
+        (
+            "gpu-archs",
+            (lambda r: check_gpu_archs(lock, checked, project.gpu_archs, r))
+            if project.gpu_archs
+            else None,
+        ),
         ("doctor", lambda r: check_doctor(lock, checked, r)),
-        ("advisories", (lambda r: check_advisories(project, lock, r)) if project.advisories else None),
+        (
+            "advisories",
+            (lambda r: check_advisories(project, lock, r)) if project.advisories else None,
+        ),
         ("cache", (lambda r: check_cache(lock, checked, r)) if cache else None),
-        ("signatures", (lambda r: check_signatures(lock, checked, r, project_policy(project))) if signatures else None),
-        ("remote", (lambda r: check_remote(lock, r, hub, project_policy(project).trusted_root)) if remote else None),
-        ("against", (lambda r: check_against(lock, Path(against), r)) if against is not None else None),
+        (
+            "signatures",
+            (lambda r: check_signatures(lock, checked, r, project_policy(project)))
+            if signatures
+            else None,
+        ),
+        (
+            "remote",
+            (lambda r: check_remote(lock, r, hub, project_policy(project).trusted_root))
+            if remote
+            else None,
+        ),
+        (
+            "against",
+            (lambda r: check_against(lock, Path(against), r)) if against is not None else None,
+        ),
     ):
         if run is None:
             continue

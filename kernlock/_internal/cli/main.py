@@ -50,4 +50,5 @@ def main() -> None:
     """Lock Hugging Face Hub kernels to exact commits, build variants and file hashes."""
     from kernlock._internal.runtime.autoapply import disarm
 
-    disarm()  # kernlock's own commands never apply the lock at start-up (KERNLOCK_APPLY=1 may be set)
+    # kernlock's own commands never apply the lock at start-up (KERNLOCK_APPLY=1 may be set)
+    disarm()

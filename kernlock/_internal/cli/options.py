@@ -18,15 +18,31 @@ from kernlock.errors import KernlockError
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
-project_option = click.option("--project", "project_dir", default=".", type=click.Path(file_okay=False),
-                              help="Project directory.")
-lockfile_option = click.option("--lockfile", type=click.Path(dir_okay=False),
-                               help="Lock file path (default: the project's, [tool.kernlock] lockfile or kernels.lock).")
-locked_option = click.option("--locked", is_flag=True,
-                             help="Fail unless the lock is fresh against the project's sources (like cargo --locked).")
-quiet_option = click.option("-q", "--quiet", is_flag=True, help="Print nothing but warnings and errors.")
-all_targets_option = click.option("--all-targets", is_flag=True,
-                                  help="Every target declared in [tool.kernlock] targets, else every locked target.")
+project_option = click.option(
+    "--project",
+    "project_dir",
+    default=".",
+    type=click.Path(file_okay=False),
+    help="Project directory.",
+)
+lockfile_option = click.option(
+    "--lockfile",
+    type=click.Path(dir_okay=False),
+    help="Lock file path (default: the project's, [tool.kernlock] lockfile or kernels.lock).",
+)
+locked_option = click.option(
+    "--locked",
+    is_flag=True,
+    help="Fail unless the lock is fresh against the project's sources (like cargo --locked).",
+)
+quiet_option = click.option(
+    "-q", "--quiet", is_flag=True, help="Print nothing but warnings and errors."
+)
+all_targets_option = click.option(
+    "--all-targets",
+    is_flag=True,
+    help="Every target declared in [tool.kernlock] targets, else every locked target.",
+)
 
 
 def json_option(help: str = "Print machine-readable JSON.") -> Decorator:
@@ -57,18 +73,29 @@ def error_json(error: KernlockError) -> str:
     (what is wrong), ``fix`` (what to do about it, or null where nothing can be done), ``message``
     (the one line the text form prints after ``kernlock: error:``, problem and fix together) and
     ``exit_code``, as pip's `DiagnosticPipError` keeps its context and hint apart. A lock error's
-    ``problem`` is without its location, which it adds as ``source`` and ``key_path`` where it has them.
+    ``problem`` is without its location, which it adds as ``source`` and ``key_path`` where it has
+    them.
     """
     import json
 
     from kernlock.errors import LockfileError, redact
 
-    body: dict[str, Any] = {"type": type(error).__name__, "problem": error.message, "fix": error.fix_text,
-                            "message": str(error), "exit_code": error.exit_code}
+    body: dict[str, Any] = {
+        "type": type(error).__name__,
+        "problem": error.message,
+        "fix": error.fix_text,
+        "message": str(error),
+        "exit_code": error.exit_code,
+    }
     if isinstance(error, LockfileError):
         body["problem"] = redact(error.problem)
-        body.update({key: value for key, value in (("source", error.source), ("key_path", list(error.key_path)))
-                     if value})
+        body.update(
+            {
+                key: value
+                for key, value in (("source", error.source), ("key_path", list(error.key_path)))
+                if value
+            }
+        )
     return json.dumps({"ok": False, "error": body}, indent=2, ensure_ascii=False)
 
 

@@ -12,14 +12,19 @@ from typing import Any
 FIRST = (0, 17)
 ROOT = "kernels"  # the package kernels' modules live in
 PYTHON_DEPENDS = "python_depends.json"  # relative to the kernels package
-# no Python dimension: `_resolve_variant_for_system` takes no `python_version`/`free_threaded`, and new-style
+# no Python dimension: `_resolve_variant_for_system` takes no `python_version`/`free_threaded`, and
+# new-style
 # (`cpython-3.9-abi3`) variant names do not parse as arch builds
 PYTHON_ABI = False
 REVISION_LOOKUP: tuple[str, str, tuple[str, ...]] | None = (
-    "_versions", "select_revision_or_version", ("repo_id", "revision", "version", "local_files_only"),
+    "_versions",
+    "select_revision_or_version",
+    ("repo_id", "revision", "version", "local_files_only"),
 )
 VALIDATORS: str | None = None  # the module of load-time kernel validators
-SIGNING_POLICY = "DEFAULT_POLICIES"  # in `verify`: kernels' default signers, a list of `GitHubWorkflowPolicy`
+SIGNING_POLICY = (
+    "DEFAULT_POLICIES"  # in `verify`: kernels' default signers, a list of `GitHubWorkflowPolicy`
+)
 
 
 def parse_backend(parse: Any, name: str) -> Any:

@@ -13,12 +13,14 @@ from typing import Any
 FIRST = (0, 18)
 ROOT = "kernels"
 PYTHON_DEPENDS = "python_depends.json"
-# no Python dimension: `_resolve_variant_for_system` takes no `python_version`/`free_threaded`, and new-style
+# no Python dimension: `_resolve_variant_for_system` takes no `python_version`/`free_threaded`, and
+# new-style
 # (`cpython-3.9-abi3`) variant names do not parse as arch builds
 PYTHON_ABI = False
 REVISION_LOOKUP: tuple[str, str, tuple[str, ...]] | None = None
 VALIDATORS: str | None = "validate"
-SIGNING_POLICY = "DEFAULT_POLICY"  # in `verify`: kernels' default signers, sigstore's `AnyOf` over `GitHubWorkflowPolicy`s
+# in `verify`: kernels' default signers, sigstore's `AnyOf` over `GitHubWorkflowPolicy`s
+SIGNING_POLICY = "DEFAULT_POLICY"
 
 
 def parse_backend(parse: Any, name: str) -> Any:

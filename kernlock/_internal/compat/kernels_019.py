@@ -12,11 +12,13 @@ from typing import Any
 FIRST = (0, 19)
 ROOT = "kernels._internals"
 PYTHON_DEPENDS = "_internals/python_depends.json"
-# `_resolve_variant_for_system` takes `python_version` and `free_threaded` (new-style `cpython-3.9-abi3` variants)
+# `_resolve_variant_for_system` takes `python_version` and `free_threaded` (new-style
+# `cpython-3.9-abi3` variants)
 PYTHON_ABI = True
 REVISION_LOOKUP: tuple[str, str, tuple[str, ...]] | None = None
 VALIDATORS: str | None = "validate"
-SIGNING_POLICY = "DEFAULT_POLICY"  # in `verify`: kernels' default signers, sigstore's `AnyOf` over `GitHubWorkflowPolicy`s
+# in `verify`: kernels' default signers, sigstore's `AnyOf` over `GitHubWorkflowPolicy`s
+SIGNING_POLICY = "DEFAULT_POLICY"
 
 
 def parse_backend(parse: Any, name: str) -> Any:

@@ -8,8 +8,8 @@ is reached here, behind kernlock's own small types (`Decision`, `Target`, plain
 tuples). Where kernels lines differ (0.19 moved every module under
 `kernels._internals`), the line's module (`kernels_017`, `kernels_018`,
 `kernels_019`, chosen once by `line()`) says how. Each name kernlock relies on is
-listed by `internals()`: `broken_internals()` (run by the contract tests against
-every supported kernels) names the one that moved or changed shape.
+listed by `kernels_contract.internals()`: `broken_internals()` (run by the contract tests
+against every supported kernels) names the one that moved or changed shape.
 
 Nothing here imports kernels or Torch at module import time.
 """
@@ -53,7 +53,8 @@ def line() -> ModuleType:
 
 
 def module_name(name: str, kernels_line: ModuleType | None = None) -> str:
-    """Where kernels module `name` (`variants`, `resolver`, …; `_rust` and the public `kernels` never moved) lives."""
+    """Where kernels module `name` (`variants`, `resolver`, …; `_rust` and the public `kernels`
+    never moved) lives."""
     if name in ("kernels", "_rust"):
         return "kernels" if name == "kernels" else "kernels._rust"
     return f"{(kernels_line or line()).ROOT}.{name}"
@@ -68,116 +69,12 @@ def kernels_module(name: str) -> ModuleType:
     return _module(name)
 
 
-# ---------------------------------------------------------------- the contract
-
-
-class Internal(NamedTuple):
-    """A kernels name kernlock relies on: where it lives and what it must accept."""
-
-    module: str
-    name: str
-    parameters: tuple[str, ...] = ()  # keyword parameters a callable must accept
-    attributes: tuple[str, ...] = ()  # attributes a class or value must have
-
-    @property
-    def dotted(self) -> str:
-        return f"{self.module}.{self.name}"
-
-
-# By kernels module, as `module_name` places it; `kernels` is the public API.
-_CONTRACT: tuple[Internal, ...] = (
-    Internal("kernels", "Metadata", attributes=("read_from_file", "from_bytes", "kernel_depends", "digest")),
-    Internal("kernels", "VariantAccepted", attributes=("variant",)),
-    Internal("kernels", "VariantRejected", attributes=("variant", "reason")),
-    Internal("kernels", "get_kernel_variants", ("repo_id", "revision", "version", "backend")),
-    Internal("variants", "parse_variant"),
-    Internal("archs", "_supports_cuda_capability", ("archs", "capability")),  # read by arch_covers
-    Internal("archs", "_check_arch_incompatibility", ("metadata", "variant")),  # ArchValidator: what arch_covers mirrors
-    Internal("variants", "resolve_variants", ("variants", "backend")),
-    Internal("variants", "_resolve_variant_for_system", (
-        "variants", "selected_backend", "cpu", "os", "torch_version", "torch_cxx11_abi", "tvm_ffi_version", "macos_version",
-    )),
-    Internal("variants", "_METAL_MIN_MACOS_VERSION"),
-    Internal("variants", "get_kernel_variants", ("repo_id", "revision", "version", "backend")),
-    Internal("backends", "parse_backend"),
-    Internal("backends", "_select_backend"),
-    Internal("_rust", "KernelDependency", attributes=("repo_id", "version")),
-    Internal("_rust", "KernelVersion", attributes=("Version", "Revision")),
-    Internal("_rust", "KernelLock", attributes=("commit",)),
-    Internal("_rust", "KernelLocks", attributes=("from_json", "to_json", "keys")),
-    Internal("resolver", "LocalKernel", ("variant_path", "metadata", "origin")),
-    Internal("resolver", "RemoteKernel", ("repo_id", "revision", "metadata", "variant")),
-    Internal("resolver", "resolve_local_kernel", ("repo_path", "backend")),
-    Internal("resolver", "SequentialResolver", attributes=("resolvers",)),
-    Internal("resolver", "RepoPathsResolver", attributes=("local_kernels",)),
-    Internal("importer", "_import_from_path", ("variant_path", "deps", "repo_info")),
-    Internal("deps", "resolve_kernel_tree", ("api", "kernel", "backend", "resolver")),
-    Internal("load", "_parse_local_kernel_overrides", ("local_kernels",)),  # mirrored by local_kernel_overrides
-    Internal("locking", "get_locked_kernel_revision", ("repo_id", "lockfile")),
-    Internal("locking", "get_caller_locked_kernel_revision", ("repo_id",)),
-    Internal("validate", "ArchValidator", attributes=("validate_metadata",)),  # wrapped by _patch_validators
-)
-
-
-def internals(kernels_line: ModuleType | None = None) -> tuple[Internal, ...]:
-    """Every kernels name kernlock relies on with `kernels_line` (default: the installed one), by full module path."""
-    kernels_line = kernels_line or line()
-    contract = list(_CONTRACT)
-    if kernels_line.REVISION_LOOKUP is not None:
-        module, name, parameters = kernels_line.REVISION_LOOKUP
-        contract.append(Internal(module, name, parameters))
-    if kernels_line.VALIDATORS is not None:
-        contract += [Internal(kernels_line.VALIDATORS, name, attributes=("validate_kernel",))
-                     for name in ("DigestValidator", "SignatureValidator")]
-    if kernels_line.PYTHON_ABI:  # 0.19+: targets pass their Python version and free-threading too
-        contract = [c._replace(parameters=(*c.parameters, "python_version", "free_threaded"))
-                    if c.name == "_resolve_variant_for_system" else c for c in contract]
-    contract.append(Internal("verify", kernels_line.SIGNING_POLICY))  # read by default_signers
-    return tuple(internal._replace(module=module_name(internal.module, kernels_line)) for internal in contract)
-
-
-def _resolve(internal: Internal) -> Any:
-    return getattr(importlib.import_module(internal.module), internal.name)
-
-
-def _accepted_parameters(value: Any) -> set[str] | None:
-    import inspect
-
-    target = value.__init__ if inspect.isclass(value) else value
-    try:
-        return set(inspect.signature(target).parameters)
-    except (TypeError, ValueError):  # compiled (Rust) callables have no signature
-        return None
-
-
-def check_internal(internal: Internal) -> str | None:
-    """What changed about one internal (`kernels.x.name: ...`), or None when it still holds."""
-    try:
-        value = _resolve(internal)
-    except (ImportError, AttributeError) as error:
-        return f"{internal.dotted}: missing ({error})"
-    accepted = _accepted_parameters(value) if internal.parameters else None
-    if accepted is not None:
-        lacking = [p for p in internal.parameters if p not in accepted]
-        if lacking:
-            return f"{internal.dotted}: no longer accepts {', '.join(lacking)}"
-    fields = getattr(value, "__dataclass_fields__", {})
-    lacking = [a for a in internal.attributes if not hasattr(value, a) and a not in fields]
-    if lacking:
-        return f"{internal.dotted}: has no {', '.join(lacking)}"
-    return None
-
-
-def broken_internals(kernels_line: ModuleType | None = None) -> list[str]:
-    """One line per kernels name that is missing or changed shape; empty when all hold."""
-    return [problem for internal in internals(kernels_line) if (problem := check_internal(internal)) is not None]
-
-
 # ---------------------------------------------------------------- variants
 
 
 class Decision(NamedTuple):
-    """kernels' verdict on one build variant: accepted (ranked first to last) or rejected with a reason."""
+    """kernels' verdict on one build variant: accepted (ranked first to last) or rejected with a
+    reason."""
 
     variant: str
     accepted: bool
@@ -185,8 +82,8 @@ class Decision(NamedTuple):
 
 
 def preferred(decisions: list[Decision]) -> str | None:
-    """The variant kernels loads, from its ranked verdicts (`target_decisions`, `system_decisions`): the first,
-    when accepted; None when kernels loads none."""
+    """The variant kernels loads, from its ranked verdicts (`target_decisions`, `system_decisions`):
+    the first, when accepted; None when kernels loads none."""
     return decisions[0].variant if decisions and decisions[0].accepted else None
 
 
@@ -205,7 +102,8 @@ def _decisions(trace: list[Any]) -> list[Decision]:
     from kernels import VariantAccepted
 
     return [
-        Decision(d.variant.variant_str, True) if isinstance(d, VariantAccepted)
+        Decision(d.variant.variant_str, True)
+        if isinstance(d, VariantAccepted)
         else Decision(d.variant.variant_str, False, d.reason)
         for d in trace
     ]
@@ -247,21 +145,26 @@ def system_parameters(target: Target) -> dict[str, Any]:
 def target_decisions(variant_names: Iterable[str], target: Target) -> list[Decision]:
     """kernels' ranked verdicts over `variant_names` for `target`: accepted first, best first.
 
-    Remembered per set of names and target (for the kernels module in use): a lock asks the same question for every
-    kernel built with the same variants, and for each Python of a target (`python_choices`)."""
+    Remembered per set of names and target (for the kernels module in use): a lock asks the same
+    question for every kernel built with the same variants, and for each Python of a target
+    (`python_choices`)."""
     return list(_target_decisions(tuple(variant_names), target, _module("variants")))
 
 
 def warm_variant_ranking() -> None:
-    """Import kernels' variant ranking now (in a thread of its own: the import takes a third of a second); a failure
-    is left for `target_decisions` to report."""
+    """Import kernels' variant ranking now (in a thread of its own: the import takes a third of a
+    second); a failure is left for `target_decisions` to report."""
     with contextlib.suppress(Exception):
         _module("variants")
 
 
 @functools.lru_cache(maxsize=4096)
-def _target_decisions(variant_names: tuple[str, ...], target: Target, variants: ModuleType) -> tuple[Decision, ...]:
-    _, trace = variants._resolve_variant_for_system(variants=_parsed(variant_names), **system_parameters(target))
+def _target_decisions(
+    variant_names: tuple[str, ...], target: Target, variants: ModuleType
+) -> tuple[Decision, ...]:
+    _, trace = variants._resolve_variant_for_system(
+        variants=_parsed(variant_names), **system_parameters(target)
+    )
     return tuple(_decisions(trace))
 
 
@@ -272,7 +175,8 @@ def system_decisions(variant_names: Iterable[str], backend: str | None = None) -
 
 
 def system_variant_trace(variant_names: Iterable[str], backend: str | None) -> list[Any]:
-    """kernels' own decision objects for this machine (what `kernels.get_kernel_variants` returns)."""
+    """kernels' own decision objects for this machine (what `kernels.get_kernel_variants`
+    returns)."""
     return _module("variants").resolve_variants(_parsed(variant_names), backend)[1]
 
 
@@ -300,7 +204,8 @@ def kernels_target() -> Target:
     )
 
 
-# ---------------------------------------------------------------- kernels' metadata, resolvers and loads
+# ---------------------------------------------------------------- kernels' metadata, resolvers and
+# loads
 
 
 def variant_metadata(data: bytes) -> Any:
@@ -311,19 +216,23 @@ def variant_metadata(data: bytes) -> Any:
 
 
 def default_signers() -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """kernels' curated signers, from its default signature policy: (GitHub repository, allowed build-signer URIs).
+    """kernels' curated signers, from its default signature policy: (GitHub repository, allowed
+    build-signer URIs).
 
-    The line names the policy (0.17: `verify.DEFAULT_POLICIES`, a list; 0.18+: `verify.DEFAULT_POLICY`,
-    sigstore's `AnyOf`); each child is a `GitHubWorkflowPolicy` with `repo_id` and `signer_uris`.
-    Imports sigstore (through kernels): call it only to verify.
+    The line names the policy (0.17: `verify.DEFAULT_POLICIES`, a list; 0.18+:
+    `verify.DEFAULT_POLICY`, sigstore's `AnyOf`); each child is a `GitHubWorkflowPolicy` with
+    `repo_id` and `signer_uris`. Imports sigstore (through kernels): call it only to verify.
     """
     policy = getattr(_module("verify"), line().SIGNING_POLICY)
-    children = getattr(policy, "_children", policy)  # sigstore's AnyOf keeps its policies in _children
+    children = getattr(
+        policy, "_children", policy
+    )  # sigstore's AnyOf keeps its policies in _children
     return tuple((child.repo_id, tuple(child.signer_uris)) for child in children)
 
 
 def metadata_digest(metadata: Any) -> tuple[str, dict[str, str]] | None:
-    """A parsed `metadata.json`'s digest: `(algorithm, {relative path: base64 hash})`, or None without one."""
+    """A parsed `metadata.json`'s digest: `(algorithm, {relative path: base64 hash})`, or None
+    without one."""
     digest = metadata.digest
     if digest is None:
         return None
@@ -332,28 +241,32 @@ def metadata_digest(metadata: Any) -> tuple[str, dict[str, str]] | None:
 
 
 def metadata_archs(metadata: Any) -> tuple[str, ...]:
-    """The GPU architectures a parsed `metadata.json` lists (`backend.archs`: `8.0`, `9.0a`, `10.0f+PTX`, `gfx942`)."""
+    """The GPU architectures a parsed `metadata.json` lists (`backend.archs`: `8.0`, `9.0a`,
+    `10.0f+PTX`, `gfx942`)."""
     return tuple(metadata.backend.archs or ())
 
 
-# ---------------------------------------------------------------- GPU architectures (kernels' ArchValidator)
+# ---------------------------------------------------------------- GPU architectures (kernels'
+# ArchValidator)
 
 
 def gpu_family(backend: str) -> str | None:
-    """`cuda` or `rocm` for a target backend whose builds kernels checks against the device's architecture, else None."""
+    """`cuda` or `rocm` for a target backend whose builds kernels checks against the device's
+    architecture, else None."""
     if backend.startswith("cu") and backend[2:].isdigit():
         return "cuda"
     return "rocm" if backend.startswith("rocm") else None
 
 
 def arch_covers(archs: Iterable[str], family: str, device: str) -> bool:
-    """Whether a build listing `archs` loads on a `family` device of architecture `device`, as kernels'
-    `ArchValidator` decides (`archs._check_arch_incompatibility`).
+    """Whether a build listing `archs` loads on a `family` device of architecture `device`, as
+    kernels' `ArchValidator` decides (`archs._check_arch_incompatibility`).
 
-    CUDA: `device` is a compute capability (`9.0`), matched by kernels' own `_supports_cuda_capability` (suffixes
-    `a`/`f`, `+PTX`; a list in no known format covers everything). ROCm: `device` is a `gfx` name, which must be
-    listed (kernels compares it inline). A build without archs is not checked by kernels, so it covers every device.
-    Pure: imports kernels' `archs` module (no Torch, no device).
+    CUDA: `device` is a compute capability (`9.0`), matched by kernels' own
+    `_supports_cuda_capability` (suffixes `a`/`f`, `+PTX`; a list in no known format covers
+    everything). ROCm: `device` is a `gfx` name, which must be listed (kernels compares it inline).
+    A build without archs is not checked by kernels, so it covers every device. Pure: imports
+    kernels' `archs` module (no Torch, no device).
     """
     archs = list(archs)
     if not archs:
@@ -365,8 +278,9 @@ def arch_covers(archs: Iterable[str], family: str, device: str) -> bool:
 
 
 def device_arch(family: str) -> str | None:
-    """This machine's GPU architecture as kernels' `ArchValidator` reads it (`9.0`, `gfx942`), or None where kernels
-    does not check (no such GPU, or a Torch built for another backend). Imports Torch and initialises the device."""
+    """This machine's GPU architecture as kernels' `ArchValidator` reads it (`9.0`, `gfx942`), or
+    None where kernels does not check (no such GPU, or a Torch built for another backend). Imports
+    Torch and initialises the device."""
     import torch
 
     if family == "cuda":
@@ -377,7 +291,9 @@ def device_arch(family: str) -> str | None:
     if family == "rocm":
         if torch.version.hip is None or not torch.cuda.is_available():
             return None
-        return str(torch.cuda.get_device_properties(torch.cuda.current_device()).gcnArchName).split(":")[0]
+        return str(torch.cuda.get_device_properties(torch.cuda.current_device()).gcnArchName).split(
+            ":"
+        )[0]
     return None
 
 
@@ -388,7 +304,11 @@ def kernel_metadata(kernel: Any) -> Any:
 
 def kernel_request(kernel: Any) -> tuple[str, int | None, str | None]:
     """`(repo, version, revision)` of the `KernelDependency` kernels asks a resolver for."""
-    return kernel.repo_id, getattr(kernel.version, "version", None), getattr(kernel.version, "revision", None)
+    return (
+        kernel.repo_id,
+        getattr(kernel.version, "version", None),
+        getattr(kernel.version, "revision", None),
+    )
 
 
 def locked_kernel(root: Path, repo: str, commit: str, variant: str) -> Any:
@@ -397,8 +317,12 @@ def locked_kernel(root: Path, repo: str, commit: str, variant: str) -> Any:
 
     resolver = _module("resolver")
     metadata = Metadata.read_from_file(root / "metadata.json")
-    origin = resolver.RemoteKernel(repo_id=repo, revision=line().revision(commit), metadata=metadata,
-                                   variant=_module("variants").parse_variant(variant))
+    origin = resolver.RemoteKernel(
+        repo_id=repo,
+        revision=line().revision(commit),
+        metadata=metadata,
+        variant=_module("variants").parse_variant(variant),
+    )
     return resolver.LocalKernel(variant_path=root, metadata=metadata, origin=origin)
 
 
@@ -416,14 +340,18 @@ def local_kernel_overrides(value: str | None) -> dict[str, Path]:
     overrides = {}
     for entry in (value or "").split(":") if value else []:
         if "=" not in entry:
-            raise ValueError(f"Invalid LOCAL_KERNELS entry: {entry}. Expected format: repo_id_1=path_1:repo_id_2=path_2")
+            raise ValueError(
+                f"Invalid LOCAL_KERNELS entry: {entry}. Expected format: "
+                "repo_id_1=path_1:repo_id_2=path_2"
+            )
         repo, path = entry.split("=", 1)
         overrides[repo] = Path(path)
     return overrides
 
 
 def locked_dependency(repo: str, commit: str) -> tuple[Any, Any]:
-    """What kernels' lock readers return: `(KernelLocks, KernelDependency)` pinning `repo` to `commit`."""
+    """What kernels' lock readers return: `(KernelLocks, KernelDependency)` pinning `repo` to
+    `commit`."""
     from kernels._rust import KernelDependency, KernelLock, KernelLocks, KernelVersion
 
     dependency = KernelDependency(repo_id=repo, version=KernelVersion.Revision(commit))

@@ -1,4 +1,5 @@
-"""kernels' own JSON lock (`KernelLocks`), read and written through kernels' Rust classes, as plain pins."""
+"""kernels' own JSON lock (`KernelLocks`), read and written through kernels' Rust classes, as plain
+pins."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from kernlock._internal.compat.kernels_api import kernel_request
 
 
 class KernelsPin(NamedTuple):
-    """One entry of kernels' JSON lock: a dependency (repo and version or revision) and its commit."""
+    """One entry of kernels' JSON lock: a dependency (repo and version or revision) and its
+    commit."""
 
     repo: str
     version: int | None
@@ -23,7 +25,8 @@ def parse_kernels_lock(text: str) -> list[KernelsPin]:
 
     locks = KernelLocks.from_json(text)
     pins = []
-    # kernels' KernelLocks is its own mapping class: only keys() is promised to give the dependencies
+    # kernels' KernelLocks is its own mapping class: only keys() is promised to give the
+    # dependencies
     for dependency in locks.keys():  # noqa: SIM118
         repo, version, revision = kernel_request(dependency)
         pins.append(KernelsPin(repo, version, revision, str(locks.get(dependency).commit)))
@@ -36,6 +39,12 @@ def kernels_lock_json(pins: Iterable[KernelsPin]) -> str:
 
     locks: dict[Any, Any] = {}  # KernelDependency -> KernelLock (kernels' Rust classes, untyped)
     for pin in pins:
-        version = KernelVersion.Version(pin.version) if pin.version is not None else KernelVersion.Revision(pin.revision)
-        locks.setdefault(KernelDependency(repo_id=pin.repo, version=version), KernelLock(commit=pin.commit))
+        version = (
+            KernelVersion.Version(pin.version)
+            if pin.version is not None
+            else KernelVersion.Revision(pin.revision)
+        )
+        locks.setdefault(
+            KernelDependency(repo_id=pin.repo, version=version), KernelLock(commit=pin.commit)
+        )
     return KernelLocks(locks=locks).to_json()

@@ -1,5 +1,6 @@
-"""Patching kernels' modules: `kernlock.apply()`'s hooks (`LockHooks`) wrapped around kernels' loaders,
-resolvers, lock readers, variant ranking and load-time validators, per kernels line (`patch_points`)."""
+"""Patching kernels' modules: `kernlock.apply()`'s hooks (`LockHooks`) wrapped around kernels'
+loaders, resolvers, lock readers, variant ranking and load-time validators, per kernels line
+(`patch_points`)."""
 
 from __future__ import annotations
 
@@ -21,9 +22,11 @@ from kernlock._internal.compat.kernels_api import (
 
 
 class LockHooks(NamedTuple):
-    """kernlock's answers to kernels, in kernlock's terms; each returns None to let kernels proceed as usual."""
+    """kernlock's answers to kernels, in kernlock's terms; each returns None to let kernels proceed
+    as usual."""
 
-    # (repo, version, revision, backend, the path `get_local_kernel` names for repo or None) -> a kernels kernel
+    # (repo, version, revision, backend, the path `get_local_kernel` names for repo or None) -> a
+    # kernels kernel
     # location (from `locked_kernel`/`local_path_kernel`)
     resolve: Callable[[str, int | None, str | None, str | None, Path | None], Any]
     # (repo, where kernels was going to read its lock) -> the commit to load
@@ -34,12 +37,16 @@ class LockHooks(NamedTuple):
     variants_for: Callable[[str, int | None, str | None], Iterable[str] | None]
     # wraps kernels' `_import_from_path(variant_path, deps, repo_info)`, which imports every variant
     wrap_import: Callable[[Callable[..., ModuleType]], Callable[..., ModuleType]]
-    # variant path -> whether kernlock verified it against the lock (kernels 0.18+ validators then step aside)
+    # variant path -> whether kernlock verified it against the lock (kernels 0.18+ validators then
+    # step aside)
     verified: Callable[[Path], bool]
-    # (parsed metadata.json, variant name) -> None, or raises kernlock's one-line refusal, before kernels'
-    # `ArchValidator` checks the same build against this device (only where kernels checks: `check_arch=True`)
+    # (parsed metadata.json, variant name) -> None, or raises kernlock's one-line refusal, before
+    # kernels'
+    # `ArchValidator` checks the same build against this device (only where kernels checks:
+    # `check_arch=True`)
     check_arch: Callable[[Any, str], None] = lambda metadata, variant: None
-    # (kernels' spec of a "zip"-layout variant, variant path, archive path) -> the spec to import (kernels 0.19)
+    # (kernels' spec of a "zip"-layout variant, variant path, archive path) -> the spec to import
+    # (kernels 0.19)
     zip_spec: Callable[[Any, Path, str], Any] = lambda spec, variant_path, archive: spec
 
 
@@ -50,27 +57,45 @@ class _LockedResolver:
         self.hooks, self.inner = hooks, inner
 
     def resolve(self, *, api: Any, backend: str | None, kernel: Any) -> Any:
-        located = self.hooks.resolve(*kernel_request(kernel), backend, _requested_path(self.inner, kernel.repo_id))
+        located = self.hooks.resolve(
+            *kernel_request(kernel), backend, _requested_path(self.inner, kernel.repo_id)
+        )
         if located is not None or self.inner is None:
             return located
         return self.inner.resolve(api=api, backend=backend, kernel=kernel)
 
 
 def _requested_path(resolver: Any, repo: str) -> Path | None:
-    """The path `get_local_kernel(path)` asks for as `repo`: its `RepoPathsResolver` in the chain names it."""
+    """The path `get_local_kernel(path)` asks for as `repo`: its `RepoPathsResolver` in the chain
+    names it."""
     resolvers = kernels_module("resolver")
     if isinstance(resolver, resolvers.SequentialResolver):
-        return next((path for inner in resolver.resolvers if (path := _requested_path(inner, repo)) is not None), None)
-    return resolver.local_kernels.get(repo) if isinstance(resolver, resolvers.RepoPathsResolver) else None
+        return next(
+            (
+                path
+                for inner in resolver.resolvers
+                if (path := _requested_path(inner, repo)) is not None
+            ),
+            None,
+        )
+    return (
+        resolver.local_kernels.get(repo)
+        if isinstance(resolver, resolvers.RepoPathsResolver)
+        else None
+    )
 
 
 def _patch_importer(module: ModuleType, hooks: LockHooks) -> None:
     replace_function(module, "_import_from_path", hooks.wrap_import)
     if hasattr(module, "_zip_spec"):  # kernels 0.19: the "zip" build layout
+
         def make(original: Callable[..., Any]) -> Callable[..., Any]:
             def _zip_spec(variant_path: Path, metadata: Any) -> Any:
                 spec = original(variant_path, metadata)
-                return hooks.zip_spec(spec, variant_path, str(Path(variant_path) / f"{metadata.id}.zip"))
+                return hooks.zip_spec(
+                    spec, variant_path, str(Path(variant_path) / f"{metadata.id}.zip")
+                )
+
             return _zip_spec
 
         replace_function(module, "_zip_spec", make)
@@ -80,10 +105,13 @@ def _patch_deps(module: ModuleType, hooks: LockHooks) -> None:
     # Every load (get_kernel, has_kernel, load_kernel, get_locked_kernel, layer and function
     # repositories, get_local_kernel, install_kernel) resolves its kernel tree here.
     def make(original: Callable[..., Any]) -> Callable[..., Any]:
-        def resolve_kernel_tree(api: Any, kernel: Any, backend: str | None, resolver: Any, seen: Any = None) -> Any:
+        def resolve_kernel_tree(
+            api: Any, kernel: Any, backend: str | None, resolver: Any, seen: Any = None
+        ) -> Any:
             if not isinstance(resolver, _LockedResolver):
                 resolver = _LockedResolver(hooks, resolver)
             return original(api=api, kernel=kernel, backend=backend, resolver=resolver, seen=seen)
+
         return resolve_kernel_tree
 
     replace_function(module, "resolve_kernel_tree", make)
@@ -98,11 +126,13 @@ def _patch_locking(module: ModuleType, hooks: LockHooks) -> None:
     def make_file(original: Callable[..., Any]) -> Callable[..., Any]:
         def get_locked_kernel_revision(repo_id: str, lockfile: Any) -> Any:
             return served(repo_id, f"kernels lock {lockfile}") or original(repo_id, lockfile)
+
         return get_locked_kernel_revision
 
     def make_caller(original: Callable[..., Any]) -> Callable[..., Any]:
         def get_caller_locked_kernel_revision(repo_id: str) -> Any:
             return served(repo_id, "kernels lock in package metadata") or original(repo_id)
+
         return get_caller_locked_kernel_revision
 
     replace_function(module, "get_locked_kernel_revision", make_file)
@@ -112,12 +142,16 @@ def _patch_locking(module: ModuleType, hooks: LockHooks) -> None:
 def _patch_versions(module: ModuleType, hooks: LockHooks) -> None:
     # Version -> commit lookups of layer and function repositories.
     def make(original: Callable[..., Any]) -> Callable[..., Any]:
-        def select_revision_or_version(repo_id: str, *, revision: str | None, version: int | None,
-                                       local_files_only: bool) -> str:
+        def select_revision_or_version(
+            repo_id: str, *, revision: str | None, version: int | None, local_files_only: bool
+        ) -> str:
             commit = hooks.commit_for(repo_id, version, revision)
             if commit is not None:
                 return commit
-            return original(repo_id, revision=revision, version=version, local_files_only=local_files_only)
+            return original(
+                repo_id, revision=revision, version=version, local_files_only=local_files_only
+            )
+
         return select_revision_or_version
 
     replace_function(module, "select_revision_or_version", make)
@@ -126,24 +160,34 @@ def _patch_versions(module: ModuleType, hooks: LockHooks) -> None:
 def _patch_variants(module: ModuleType, hooks: LockHooks) -> None:
     # `get_kernel_variants`: kernels' own ranking over the variants the hooks name.
     def make(original: Callable[..., Any]) -> Callable[..., Any]:
-        def get_kernel_variants(repo_id: str, *, revision: str | None = None, version: int | None = None,
-                                backend: str | None = None) -> Any:
+        def get_kernel_variants(
+            repo_id: str,
+            *,
+            revision: str | None = None,
+            version: int | None = None,
+            backend: str | None = None,
+        ) -> Any:
             names = hooks.variants_for(repo_id, version, revision)
             if names is None:
                 return original(repo_id, revision=revision, version=version, backend=backend)
             return system_variant_trace(names, backend)
+
         return get_kernel_variants
 
     replace_function(module, "get_kernel_variants", make)
 
 
 def _patch_validators(module: ModuleType, hooks: LockHooks) -> None:
-    # kernels' ArchValidator (every line; `check_arch=True`): kernlock refuses a build it served that does not
-    # support this device with its own one line first, then kernels checks as usual (a RuntimeError either way).
+    # kernels' ArchValidator (every line; `check_arch=True`): kernlock refuses a build it served
+    # that does not
+    # support this device with its own one line first, then kernels checks as usual (a RuntimeError
+    # either way).
     arch = module.ArchValidator
     arch_original = arch.validate_metadata
 
-    def validate_metadata(self: Any, *, metadata: Any, variant: str, _original: Callable[..., None] = arch_original) -> None:
+    def validate_metadata(
+        self: Any, *, metadata: Any, variant: str, _original: Callable[..., None] = arch_original
+    ) -> None:
         hooks.check_arch(metadata, variant)
         _original(self, metadata=metadata, variant=variant)
 
@@ -159,7 +203,9 @@ def _patch_validators(module: ModuleType, hooks: LockHooks) -> None:
         validator = getattr(module, name)
         original = validator.validate_kernel
 
-        def validate_kernel(self: Any, *, kernel: Any, _original: Callable[..., None] = original) -> None:
+        def validate_kernel(
+            self: Any, *, kernel: Any, _original: Callable[..., None] = original
+        ) -> None:
             if not hooks.verified(kernel.variant_path):
                 _original(self, kernel=kernel)
 
@@ -168,7 +214,8 @@ def _patch_validators(module: ModuleType, hooks: LockHooks) -> None:
 
 
 def patch_points() -> dict[str, Callable[[ModuleType, LockHooks], None]]:
-    """The kernels modules `kernlock.apply()` wraps, by full name, for the installed kernels line."""
+    """The kernels modules `kernlock.apply()` wraps, by full name, for the installed kernels
+    line."""
     kernels_line = line()
     points: dict[str, Callable[[ModuleType, LockHooks], None]] = {
         module_name("importer"): _patch_importer,
@@ -178,21 +225,29 @@ def patch_points() -> dict[str, Callable[[ModuleType, LockHooks], None]]:
     }
     if kernels_line.REVISION_LOOKUP is not None:
         points[module_name(kernels_line.REVISION_LOOKUP[0])] = _patch_versions
-    points[module_name("validate")] = _patch_validators  # ArchValidator on every line; 0.18+: Digest and Signature too
+    points[module_name("validate")] = (
+        _patch_validators  # ArchValidator on every line; 0.18+: Digest and Signature too
+    )
     return points
 
 
 def patch_module(name: str, module: ModuleType, hooks: LockHooks) -> None:
-    """Wrap the functions of kernels module `name` (a key of `patch_points()`) so they ask `hooks` first."""
+    """Wrap the functions of kernels module `name` (a key of `patch_points()`) so they ask `hooks`
+    first."""
     patch_points()[name](module, hooks)
 
 
-def replace_function(module: ModuleType, name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
-    """Replace `module.name` with `make(original)`, also where kernels modules imported it by name."""
+def replace_function(
+    module: ModuleType, name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]
+) -> None:
+    """Replace `module.name` with `make(original)`, also where kernels modules imported it by
+    name."""
     original = getattr(module, name)
     replacement = make(original)
     functools.update_wrapper(replacement, original)
     setattr(module, name, replacement)
     for other_name, other in list(sys.modules.items()):
-        if (other_name == "kernels" or other_name.startswith("kernels.")) and getattr(other, name, None) is original:
+        if (other_name == "kernels" or other_name.startswith("kernels.")) and getattr(
+            other, name, None
+        ) is original:
             setattr(other, name, replacement)

@@ -28,13 +28,15 @@ from typing import Any, NamedTuple
 from kernlock.errors import ModelError
 
 MODES = ("training", "inference")
-# Compute capabilities (major*10+minor) the discovery assumes per device type; the union of what they select.
+# Compute capabilities (major*10+minor) the discovery assumes per device type; the union of what
+# they select.
 CAPABILITIES = {"cuda": (80, 90, 100), "rocm": (94,)}
 MAPPING_SOURCE = "integrations/hub_kernels.py"  # where Transformers keeps its kernelize mapping
 
 
 class LayerKernel(NamedTuple):
-    """One kernel Transformers' default kernelize loads for a model: which layer, repo, device type and mode."""
+    """One kernel Transformers' default kernelize loads for a model: which layer, repo, device type
+    and mode."""
 
     layer: str  # the name the model class registers (`RMSNorm`, `rotary_pos_emb`)
     repo: str
@@ -53,7 +55,8 @@ class ModelKernels(NamedTuple):
 
 
 def mapping_digest(transformers_root: Path) -> str | None:
-    """sha256 of Transformers' kernelize mapping source (read, not imported); None when it has none."""
+    """sha256 of Transformers' kernelize mapping source (read, not imported); None when it has
+    none."""
     try:
         return hashlib.sha256((transformers_root / MAPPING_SOURCE).read_bytes()).hexdigest()
     except OSError:
@@ -61,7 +64,8 @@ def mapping_digest(transformers_root: Path) -> str | None:
 
 
 def _model_class(config: Any) -> Any:
-    """The class `from_pretrained` builds for `config`: its first architecture, else the causal-LM auto class."""
+    """The class `from_pretrained` builds for `config`: its first architecture, else the causal-LM
+    auto class."""
     import transformers
 
     for name in getattr(config, "architectures", None) or ():
@@ -87,14 +91,18 @@ def _meta_model(name: str, root: Path) -> Any:
             return cls._from_config(config)
     except (OSError, ValueError, KeyError) as error:
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise ModelError(f"model {name}: cannot build it from its config.json ({first})",
-                         fix=f"point [tool.kernlock] models at a directory holding config.json or a Hub model id; "
-                             f"{name!r} is neither") from None
+        raise ModelError(
+            f"model {name}: cannot build it from its config.json ({first})",
+            fix="point [tool.kernlock] models at a directory holding config.json or a Hub "
+            "model id; "
+            f"{name!r} is neither",
+        ) from None
 
 
 @contextlib.contextmanager
 def _recording(mapping: dict[str, Any], asked: list[Any]) -> Iterator[None]:
-    """Every repository in `mapping` notes its load in `asked` and raises `FileNotFoundError` (kernels falls back)."""
+    """Every repository in `mapping` notes its load in `asked` and raises `FileNotFoundError`
+    (kernels falls back)."""
     from kernlock._internal.compat.kernels_api import kernels_module
 
     repos_module = kernels_module("layer.repos")
@@ -133,7 +141,8 @@ def _layer_names(mapping: dict[str, Any]) -> dict[int, str]:
 
 
 def discover(name: str, devices: Iterable[str], root: Path) -> ModelKernels:
-    """What the installed Transformers' default kernelize loads for model `name` on each device type, in each mode."""
+    """What the installed Transformers' default kernelize loads for model `name` on each device
+    type, in each mode."""
     from kernels import KernelizeFallback, Mode, kernelize, use_kernel_mapping
     from transformers.integrations.hub_kernels import get_kernel_mapping_transformers
 
@@ -148,16 +157,31 @@ def discover(name: str, devices: Iterable[str], root: Path) -> ModelKernels:
     with _recording(mapping, asked), use_kernel_mapping(mapping, inherit_mapping=False):
         for device in sorted(set(devices)):
             for capability in CAPABILITIES.get(device, (0,)):
-                setattr(repos_module, "_find_capability", lambda device_index=None, _c=capability: _c)  # noqa: B010
+                setattr(  # noqa: B010
+                    repos_module, "_find_capability", lambda device_index=None, _c=capability: _c
+                )
                 for mode_name, mode in (("training", Mode.TRAINING), ("inference", Mode.INFERENCE)):
                     asked.clear()
                     kernelize(model, device=device, mode=mode, use_fallback=KernelizeFallback.ALL)
                     for repo in asked:
-                        found.add(LayerKernel(names.get(id(repo), getattr(repo, "layer_name", "?")), repo._repo_id,
-                                              getattr(repo, "_version", None), getattr(repo, "_revision", None),
-                                              device, mode_name))
+                        found.add(
+                            LayerKernel(
+                                names.get(id(repo), getattr(repo, "layer_name", "?")),
+                                repo._repo_id,
+                                getattr(repo, "_version", None),
+                                getattr(repo, "_revision", None),
+                                device,
+                                mode_name,
+                            )
+                        )
     return ModelKernels(name, type(model).__name__, tuple(sorted(found, key=_order)))
 
 
 def _order(kernel: LayerKernel) -> tuple[str, str, str, str, str]:
-    return kernel.repo, str(kernel.version), kernel.revision or "", kernel.layer, kernel.device + kernel.mode
+    return (
+        kernel.repo,
+        str(kernel.version),
+        kernel.revision or "",
+        kernel.layer,
+        kernel.device + kernel.mode,
+    )

@@ -24,11 +24,25 @@ from kernlock._internal.model.target import Target
 
 # Transformers' tables, read from its source (importing Transformers takes seconds).
 TRANSFORMERS_TABLES = {
-    "FLASH_ATTN_KERNEL_VERSIONS": ("modeling_flash_attention_utils.py", "transformers.modeling_flash_attention_utils"),
-    "FLASH_ATTN_KERNEL_FALLBACK": ("modeling_flash_attention_utils.py", "transformers.modeling_flash_attention_utils"),
+    "FLASH_ATTN_KERNEL_VERSIONS": (
+        "modeling_flash_attention_utils.py",
+        "transformers.modeling_flash_attention_utils",
+    ),
+    "FLASH_ATTN_KERNEL_FALLBACK": (
+        "modeling_flash_attention_utils.py",
+        "transformers.modeling_flash_attention_utils",
+    ),
 }
-TRANSFORMERS_KERNELS_WINDOW = ("utils/import_utils.py", "KERNELS_MIN_VERSION", "KERNELS_MAX_VERSION")
-TRANSFORMERS_HUB_KERNELS = ("transformers.integrations.hub_kernels", "get_kernel_mapping_transformers", "_HUB_KERNEL_MAPPING")
+TRANSFORMERS_KERNELS_WINDOW = (
+    "utils/import_utils.py",
+    "KERNELS_MIN_VERSION",
+    "KERNELS_MAX_VERSION",
+)
+TRANSFORMERS_HUB_KERNELS = (
+    "transformers.integrations.hub_kernels",
+    "get_kernel_mapping_transformers",
+    "_HUB_KERNEL_MAPPING",
+)
 
 
 # Used only when Transformers is not installed (values of Transformers 5.22).
@@ -53,7 +67,11 @@ def installed_transformers() -> TransformersInfo:
     if version is None:
         return TransformersInfo(version=None, root=None)
     spec = importlib.util.find_spec("transformers")
-    root = Path(next(iter(spec.submodule_search_locations))) if spec and spec.submodule_search_locations else None
+    root = (
+        Path(next(iter(spec.submodule_search_locations)))
+        if spec and spec.submodule_search_locations
+        else None
+    )
     return TransformersInfo(version=version, root=root)
 
 
@@ -75,7 +93,8 @@ def default_version(repo: str, target: Target) -> tuple[int, str]:
 
 
 def alias_repo(alias: str, target: Target | None) -> str:
-    """The Hub kernel Transformers falls back to for `flash_attention_N` without flash-attn (`target` None: no target known)."""
+    """The Hub kernel Transformers falls back to for `flash_attention_N` without flash-attn
+    (`target` None: no target known)."""
     root = installed_transformers().root
     table = transformers_table(root, "FLASH_ATTN_KERNEL_FALLBACK", target) if root else None
     if table is None and root is not None:
@@ -85,7 +104,8 @@ def alias_repo(alias: str, target: Target | None) -> str:
 
 @functools.lru_cache(maxsize=1)
 def kernels_window() -> tuple[str, str] | None:
-    """`(min, max)` versions of kernels the installed Transformers accepts (outside it, it skips Hub kernels)."""
+    """`(min, max)` versions of kernels the installed Transformers accepts (outside it, it skips Hub
+    kernels)."""
     root = installed_transformers().root
     return transformers_kernels_window(root) if root is not None else None
 
@@ -109,8 +129,8 @@ def transformers_table(root: Path, name: str, target: Target | None) -> dict | N
     """Transformers' table `name` as it evaluates on `target`, read from its source under `root`.
 
     Understands the conditional entries (`4 if is_torch_greater_or_equal("2.10") else 3`);
-    None when the table is missing or uses something else, or a condition with no `target` to decide it
-    (then use `transformers_live_table`).
+    None when the table is missing or uses something else, or a condition with no `target` to decide
+    it (then use `transformers_live_table`).
     """
     relative, _ = TRANSFORMERS_TABLES[name]
     node = _module_assignments(root / relative).get(name)
@@ -130,7 +150,11 @@ def _evaluate(node: ast.expr, target: Target | None) -> Any:
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, ast.Dict):
-        return {_evaluate(k, target): _evaluate(v, target) for k, v in zip(node.keys, node.values, strict=False) if k is not None}
+        return {
+            _evaluate(k, target): _evaluate(v, target)
+            for k, v in zip(node.keys, node.values, strict=False)
+            if k is not None
+        }
     if isinstance(node, (ast.Tuple, ast.List)):
         return tuple(_evaluate(e, target) for e in node.elts)
     if isinstance(node, ast.IfExp):
@@ -143,7 +167,9 @@ def _evaluate(node: ast.expr, target: Target | None) -> Any:
             return target.backend.startswith("rocm")
         if node.func.id in ("is_torch_greater_or_equal", "is_torch_less_or_equal") and node.args:
             wanted = Version(str(_evaluate(node.args[0], target)))
-            return torch >= wanted if node.func.id == "is_torch_greater_or_equal" else torch <= wanted
+            return (
+                torch >= wanted if node.func.id == "is_torch_greater_or_equal" else torch <= wanted
+            )
     raise UnsupportedExpression(ast.dump(node))
 
 
@@ -155,9 +181,17 @@ def _module_assignments(path: Path) -> dict[str, ast.expr]:
         return {}
     found: dict[str, ast.expr] = {}
     for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+        ):
             found[node.targets[0].id] = node.value
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+        elif (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and node.value is not None
+        ):
             found[node.target.id] = node.value
     return found
 
@@ -174,7 +208,8 @@ def transformers_live_table(name: str) -> dict | None:
 
 
 def transformers_kernels_window(root: Path) -> tuple[str, str] | None:
-    """`(KERNELS_MIN_VERSION, KERNELS_MAX_VERSION)` from Transformers' source (a line match: the module is large)."""
+    """`(KERNELS_MIN_VERSION, KERNELS_MAX_VERSION)` from Transformers' source (a line match: the
+    module is large)."""
     import re
 
     relative, low, high = TRANSFORMERS_KERNELS_WINDOW
@@ -182,16 +217,24 @@ def transformers_kernels_window(root: Path) -> tuple[str, str] | None:
         data = (root / relative).read_bytes()
     except OSError:
         return None
-    # Every apply() reads this 130 KB file: bytes (no decoding), and lines found by their "\n" rather than
-    # `^` with MULTILINE, whose literal prefix lets `re` skip ahead (six times fewer instructions in all).
+    # Every apply() reads this 130 KB file: bytes (no decoding), and lines found by their "\n"
+    # rather than
+    # `^` with MULTILINE, whose literal prefix lets `re` skip ahead (six times fewer instructions in
+    # all).
     pattern = rf"""\n({low}|{high})\s*=\s*["']([^"']+)["']""".encode()
-    found = {name.decode(): value.decode("utf-8", "replace") for name, value in re.findall(pattern, b"\n" + data)}
+    found = {
+        name.decode(): value.decode("utf-8", "replace")
+        for name, value in re.findall(pattern, b"\n" + data)
+    }
     return (found[low], found[high]) if low in found and high in found else None
 
 
-@functools.lru_cache(maxsize=1)  # asked at every kernelize (each train()/eval()); Transformers builds the table once
+@functools.lru_cache(
+    maxsize=1
+)  # asked at every kernelize (each train()/eval()); Transformers builds the table once
 def kernelize_requests() -> frozenset[tuple[str, int | None, str | None]]:
-    """`(repo, version, revision)` of every repository in Transformers' kernelize mapping (imports it)."""
+    """`(repo, version, revision)` of every repository in Transformers' kernelize mapping (imports
+    it)."""
     module_name, getter_name, _ = TRANSFORMERS_HUB_KERNELS
     found: set[tuple[str, int | None, str | None]] = set()
     _visit_repositories(getattr(importlib.import_module(module_name), getter_name)(), found)
@@ -204,7 +247,8 @@ def trainer_callback_class() -> type:
 
 
 def _visit_repositories(value: object, found: set[tuple[str, int | None, str | None]]) -> None:
-    """Add the `(repo, version, revision)` of every kernels Layer/FuncRepository inside `value` to `found`."""
+    """Add the `(repo, version, revision)` of every kernels Layer/FuncRepository inside `value` to
+    `found`."""
     if isinstance(value, dict):
         for item in value.values():
             _visit_repositories(item, found)
@@ -216,7 +260,8 @@ def _visit_repositories(value: object, found: set[tuple[str, int | None, str | N
 
 
 def transformers_hub_kernels() -> list[tuple[str, int | None, str | None]]:
-    """Hub kernels Transformers' `use_kernels=True` maps layers to: `(repo, version, revision)` each (imports it)."""
+    """Hub kernels Transformers' `use_kernels=True` maps layers to: `(repo, version, revision)` each
+    (imports it)."""
     module_name, getter_name, table_name = TRANSFORMERS_HUB_KERNELS
     hub_kernels = importlib.import_module(module_name)
     found: set[tuple[str, int | None, str | None]] = set()

@@ -1,8 +1,10 @@
-"""The download engine: locked files fetched into the Hub cache as `hf_hub_download` would, each verified against
-the lock before it is linked, resumed where a partial was left, under huggingface_hub's per-file lock; and
-`ensure_variant`, the verified directory of a locked variant (from the vendor directory, the cache, or the Hub).
+"""The download engine: locked files fetched into the Hub cache as `hf_hub_download` would, each
+verified against the lock before it is linked, resumed where a partial was left, under
+huggingface_hub's per-file lock; and `ensure_variant`, the verified directory of a locked variant
+(from the vendor directory, the cache, or the Hub).
 
-Where the files live and whether they are intact is `kernlock._internal.store.hub_cache` (below `check`, which reads it).
+Where the files live and whether they are intact is `kernlock._internal.store.hub_cache` (below
+`check`, which reads it).
 """
 
 from __future__ import annotations
@@ -60,9 +62,17 @@ if TYPE_CHECKING:
     from kernlock._internal.hub.client import Hub
 
 
-def _install_file(hub: Hub, kernel: LockedKernel, variant: str, locked: LockedFile, cache: Path,
-                  force: bool, fetched: list[int] | None = None) -> FileKey | None:
-    """Download one locked file into the Hub cache as `hf_hub_download` would, verified before it is linked.
+def _install_file(
+    hub: Hub,
+    kernel: LockedKernel,
+    variant: str,
+    locked: LockedFile,
+    cache: Path,
+    force: bool,
+    fetched: list[int] | None = None,
+) -> FileKey | None:
+    """Download one locked file into the Hub cache as `hf_hub_download` would, verified before it is
+    linked.
 
     Same blob name (the ETag: sha256 for LFS files, else the git blob id), same lock file
     (`.locks/<repo folder>/<etag>.lock`), blob mode from the umask, a relative snapshot
@@ -77,19 +87,23 @@ def _install_file(hub: Hub, kernel: LockedKernel, variant: str, locked: LockedFi
     storage = cache / repo_folder(kernel.repo)
     link = storage / "snapshots" / kernel.commit / "build" / variant / locked.path
     locks = cache / ".locks" / repo_folder(kernel.repo)
-    os.close(open_below(cache, ".locks", repo_folder(kernel.repo)))  # created here, and never a link
+    os.close(
+        open_below(cache, ".locks", repo_folder(kernel.repo))
+    )  # created here, and never a link
     # One process per file asks the Hub; the others wait here (bounded) and find it in place.
     with download_lock(locks / _file_lock_name(kernel.commit, variant, locked.path)):
         if link.is_file() and not force:
             return None
-        return _fetch_blob_and_link(hub, kernel, variant, locked, storage, link, locks, force, fetched)
+        return _fetch_blob_and_link(
+            hub, kernel, variant, locked, storage, link, locks, force, fetched
+        )
 
 
 @contextmanager
 def download_lock(path: Path) -> Iterator[None]:
     """huggingface_hub's lock on `path` (the one `hf_hub_download` takes), waited on for at most
-    `KERNLOCK_HUB_DEADLINE` seconds: a process that holds it longer (stopped, or a lock held on purpose) ends the
-    wait with one line, never a hang."""
+    `KERNLOCK_HUB_DEADLINE` seconds: a process that holds it longer (stopped, or a lock held on
+    purpose) ends the wait with one line, never a hang."""
     from filelock import Timeout
     from huggingface_hub.utils import WeakFileLock
 
@@ -101,46 +115,68 @@ def download_lock(path: Path) -> Iterator[None]:
             held.enter_context(WeakFileLock(path, timeout=waited))
         except Timeout:
             raise HubError(
-                f"another process (a kernlock, kernels or hf_hub_download of the same file) has held the download "
-                f"lock {path} for over {waited:g} s (${settings.DEADLINE_ENV}); nothing was downloaded",
-                fix=f"wait for it and run the command again, stop that process, or raise ${settings.DEADLINE_ENV}",
+                "another process (a kernlock, kernels or hf_hub_download of the same "
+                "file) has held the download "
+                f"lock {path} for over {waited:g} s (${settings.DEADLINE_ENV}); nothing "
+                "was downloaded",
+                fix="wait for it and run the command again, stop that process, or raise "
+                f"${settings.DEADLINE_ENV}",
             ) from None
         yield
 
 
 def _file_lock_name(commit: str, variant: str, path: str) -> str:
-    """The per-file lock's name: readable where it fits a file name (255 bytes), else named by the path's hash."""
+    """The per-file lock's name: readable where it fits a file name (255 bytes), else named by the
+    path's hash."""
     name = f"{commit}-{variant}-{path.replace('/', '--')}.lock"
     if len(name.encode("utf-8")) <= 255:
         return name
     return f"{commit}-{variant}-{hashlib.sha256(path.encode('utf-8')).hexdigest()}.lock"
 
 
-def _fetch_blob_and_link(hub: Hub, kernel: LockedKernel, variant: str, locked: LockedFile, storage: Path, link: Path,
-                         locks: Path, force: bool, fetched: list[int] | None = None) -> FileKey | None:
+def _fetch_blob_and_link(
+    hub: Hub,
+    kernel: LockedKernel,
+    variant: str,
+    locked: LockedFile,
+    storage: Path,
+    link: Path,
+    locks: Path,
+    force: bool,
+    fetched: list[int] | None = None,
+) -> FileKey | None:
     from huggingface_hub.errors import RevisionNotFoundError
 
     from kernlock._internal.hub.transport import hub_deadline
 
     deadline = time.monotonic() + hub_deadline()
     try:
-        remote = hub.file_metadata(kernel.repo, kernel.commit, f"build/{variant}/{locked.path}", deadline)
+        remote = hub.file_metadata(
+            kernel.repo, kernel.commit, f"build/{variant}/{locked.path}", deadline
+        )
     except HubError as error:
         if isinstance(error.__cause__, RevisionNotFoundError):
             problem, fix = commit_gone(kernel)
             raise MissingFilesError(problem, fix=fix) from None
         raise
-    mismatch = (len(remote.etag) == 64 and remote.etag != locked.sha256) or remote.size not in (None, locked.size)
+    mismatch = (len(remote.etag) == 64 and remote.etag != locked.sha256) or remote.size not in (
+        None,
+        locked.size,
+    )
     if mismatch:
         raise IntegrityError(
-            f"{kernel.spec}: the Hub lists {variant}/{locked.path} with sha256 {remote.etag if len(remote.etag) == 64 else '?'} "
-            f"and size {remote.size}, but kernels.lock expects {locked.sha256} and {locked.size}; nothing was downloaded",
+            f"{kernel.spec}: the Hub lists {variant}/{locked.path} with sha256 "
+            f"{remote.etag if len(remote.etag) == 64 else '?'} "
+            f"and size {remote.size}, but kernels.lock expects {locked.sha256} and "
+            f"{locked.size}; nothing was downloaded",
             fix=f"re-lock with `kernlock lock -P {kernel.repo}` if the repository was rewritten",
         )
     blob = storage / "blobs" / remote.etag
     key: FileKey | None = None
-    with opened_below(storage.parent, storage.name, "blobs") as blobs_fd, \
-            download_lock(locks / f"{remote.etag}.lock"):
+    with (
+        opened_below(storage.parent, storage.name, "blobs") as blobs_fd,
+        download_lock(locks / f"{remote.etag}.lock"),
+    ):
         partial = _resumable_partial(blobs_fd, blob.parent, remote.etag)
         downloaded = force or not blob.is_file()
         if downloaded:
@@ -148,24 +184,34 @@ def _fetch_blob_and_link(hub: Hub, kernel: LockedKernel, variant: str, locked: L
             kept = False
             try:
                 for attempt in (1, 2):
-                    resumed, actual = hub.download_to(kernel.repo, remote, locked.size, temp, deadline)
+                    resumed, actual = hub.download_to(
+                        kernel.repo, remote, locked.size, temp, deadline
+                    )
                     if actual == locked.sha256 and os.fstat(temp.fd).st_size == locked.size:
                         break
-                    if attempt == 1 and resumed:  # a kept partial went bad: drop its bytes and start over once
+                    if (
+                        attempt == 1 and resumed
+                    ):  # a kept partial went bad: drop its bytes and start over once
                         temp.restart()
                         continue
                     raise IntegrityError(
-                        f"{kernel.spec}: the Hub sent {variant}/{locked.path} with sha256 {actual}, "
+                        f"{kernel.spec}: the Hub sent {variant}/{locked.path} with "
+                        f"sha256 {actual}, "
                         f"but kernels.lock expects {locked.sha256}; nothing was kept",
-                        fix=f"re-run, or re-lock with `kernlock lock -P {kernel.repo}` if the repository was rewritten",
+                        fix=f"re-run, or re-lock with `kernlock lock -P {kernel.repo}` if "
+                        "the repository was rewritten",
                     )
                 key = _publish(temp, blob, locked.sha256)
                 if fetched is not None:
-                    fetched.append(locked.size - resumed)  # list.append: safe from the pool's threads
+                    fetched.append(
+                        locked.size - resumed
+                    )  # list.append: safe from the pool's threads
             except KeyboardInterrupt:
                 kept = temp.resumable()
                 raise
-            except HubError as error:  # the Hub failed (not a stop: a cut-off or over-long body is never kept)
+            except (
+                HubError
+            ) as error:  # the Hub failed (not a stop: a cut-off or over-long body is never kept)
                 kept = error.__cause__ is not None and temp.resumable()
                 raise
             finally:
@@ -186,10 +232,12 @@ def _new_partial(blobs_fd: int, blobs: Path, etag: str) -> Partial:
 
 
 def _publish(temp: Partial, blob: Path, sha256: str) -> FileKey | None:
-    """Move a verified download into place as `blob`, with huggingface_hub's blob mode (from the umask).
+    """Move a verified download into place as `blob`, with huggingface_hub's blob mode (from the
+    umask).
 
-    Returns the key of the very file that was written and hashed, or None when the umask lets others write the
-    blob (a group-shared cache): then the check that follows hashes it again before anything trusts it.
+    Returns the key of the very file that was written and hashed, or None when the umask lets others
+    write the blob (a group-shared cache): then the check that follows hashes it again before
+    anything trusts it.
     """
     mode = 0o666 & ~current_umask()
     os.fchmod(temp.fd, mode)
@@ -197,14 +245,17 @@ def _publish(temp: Partial, blob: Path, sha256: str) -> FileKey | None:
     written = os.fstat(temp.fd)
     placed = os.stat(blob.name, dir_fd=temp.dir_fd, follow_symlinks=False)
     if (placed.st_dev, placed.st_ino) != (written.st_dev, written.st_ino):
-        raise IntegrityError(f"{blob} is not the file kernlock downloaded and verified: another user of the shared "
-                             "cache put another file in its place while it was moved there",
-                             fix=f"remove it (`rm -- {blob}`) and run the command again")
+        raise IntegrityError(
+            f"{blob} is not the file kernlock downloaded and verified: another user of the shared "
+            "cache put another file in its place while it was moved there",
+            fix=f"remove it (`rm -- {blob}`) and run the command again",
+        )
     return None if mode & (stat.S_IWGRP | stat.S_IWOTH) else file_key(written, sha256)
 
 
 def _link(storage: Path, link: Path, blobs_fd: int, blob: Path) -> None:
-    """Point the snapshot entry `link` at `blob` (relative, as huggingface_hub does), never through a link."""
+    """Point the snapshot entry `link` at `blob` (relative, as huggingface_hub does), never through
+    a link."""
     parts = link.parent.relative_to(storage).parts
     with opened_below(storage.parent, storage.name, *parts) as link_fd:
         with suppress(FileNotFoundError):
@@ -214,7 +265,9 @@ def _link(storage: Path, link: Path, blobs_fd: int, blob: Path) -> None:
         except OSError as error:
             if error.errno == errno.EEXIST:
                 raise
-            _copy_blob(blobs_fd, blob.name, link_fd, link.name)  # no symlinks here: a plain copy, as huggingface_hub
+            _copy_blob(
+                blobs_fd, blob.name, link_fd, link.name
+            )  # no symlinks here: a plain copy, as huggingface_hub
 
 
 def _copy_blob(blobs_fd: int, blob: str, link_fd: int, name: str) -> None:
@@ -232,8 +285,9 @@ def _copy_blob(blobs_fd: int, blob: str, link_fd: int, name: str) -> None:
 
 
 def _resumable_partial(blobs_fd: int, blobs: Path, etag: str) -> Partial | None:
-    """The largest partial download of `etag` a killed or failed run of this user left (with its validator), open;
-    this user's others are removed. Another user's, or one others can write, is never resumed (`open_partial`).
+    """The largest partial download of `etag` a killed or failed run of this user left (with its
+    validator), open; this user's others are removed. Another user's, or one others can write, is
+    never resumed (`open_partial`).
 
     Called under the blob's lock: no other process writes these now.
     """
@@ -243,7 +297,9 @@ def _resumable_partial(blobs_fd: int, blobs: Path, etag: str) -> Partial | None:
         if name.endswith("incomplete"):
             fd = open_partial(blobs_fd, name)
             if fd is None:
-                drop(blobs_fd, name)  # only this user's files go; another user's stay and are never resumed
+                drop(
+                    blobs_fd, name
+                )  # only this user's files go; another user's stay and are never resumed
             else:
                 found.append((os.fstat(fd).st_size, name, fd))
     found.sort()
@@ -262,16 +318,30 @@ def commit_gone(kernel: LockedKernel) -> tuple[str, str]:
     if kernel.ref is not None:
         fix = f"re-lock it to what {kernel.ref} holds now: `kernlock lock -P {kernel.repo}`"
     else:
-        fix = "its spec pins that commit: name a revision the Hub has in the spec, then run `kernlock lock`"
-    return (f"{kernel.spec}: the locked commit {kernel.commit[:12]} is gone from the Hub (it answers 404 for it: "
-            f"the repo's history was rewritten)", fix)
+        fix = (
+            "its spec pins that commit: name a revision the Hub has in the spec, then run "
+            "`kernlock lock`"
+        )
+    return (
+        f"{kernel.spec}: the locked commit {kernel.commit[:12]} is gone from the Hub (it "
+        "answers 404 for it: "
+        f"the repo's history was rewritten)",
+        fix,
+    )
 
 
-def download_variant(kernel: LockedKernel, variant: LockedVariant, cache: Path, files: list[LockedFile] | None = None,
-                     force: bool = False, fetched: list[int] | None = None) -> dict[str, FileKey]:
-    """Fetch locked files of one variant into the Hub cache (only those files, at the locked commit); the keys of
-    those this call downloaded, each verified against the lock as its bytes arrived (for `check_variant`).
-    `fetched` gets the bytes each download really transferred (a resumed one: only what it added)."""
+def download_variant(
+    kernel: LockedKernel,
+    variant: LockedVariant,
+    cache: Path,
+    files: list[LockedFile] | None = None,
+    force: bool = False,
+    fetched: list[int] | None = None,
+) -> dict[str, FileKey]:
+    """Fetch locked files of one variant into the Hub cache (only those files, at the locked
+    commit); the keys of those this call downloaded, each verified against the lock as its bytes
+    arrived (for `check_variant`). `fetched` gets the bytes each download really transferred (a
+    resumed one: only what it added)."""
     from kernlock._internal.hub.client import Hub
 
     wanted = list(variant.files if files is None else files)
@@ -279,8 +349,14 @@ def download_variant(kernel: LockedKernel, variant: LockedVariant, cache: Path, 
         return {}
     hub = Hub()
     with ThreadPoolExecutor(max_workers=min(8, len(wanted))) as pool:
-        keys = list(pool.map(lambda locked: _install_file(hub, kernel, variant.name, locked, cache, force, fetched),
-                             wanted))
+        keys = list(
+            pool.map(
+                lambda locked: _install_file(
+                    hub, kernel, variant.name, locked, cache, force, fetched
+                ),
+                wanted,
+            )
+        )
     return {locked.path: key for locked, key in zip(wanted, keys, strict=False) if key is not None}
 
 
@@ -297,7 +373,9 @@ def discard(kernel: LockedKernel, variant: str, files: list[LockedFile], cache: 
     root = variant_dir(kernel, variant, cache)
     for locked in files:
         link = root / locked.path
-        blob = Path(os.path.normpath(link.parent / os.readlink(link))) if link.is_symlink() else None
+        blob = (
+            Path(os.path.normpath(link.parent / os.readlink(link))) if link.is_symlink() else None
+        )
         link.unlink(missing_ok=True)
         if blob is None or blob.parent != Path(os.path.normpath(storage / "blobs")):
             continue
@@ -307,7 +385,9 @@ def discard(kernel: LockedKernel, variant: str, files: list[LockedFile], cache: 
 
 def _points_to(link: Path, blob: Path) -> bool:
     try:
-        return link.is_symlink() and os.path.normpath(link.parent / os.readlink(link)) == os.path.normpath(blob)
+        return link.is_symlink() and os.path.normpath(
+            link.parent / os.readlink(link)
+        ) == os.path.normpath(blob)
     except OSError:
         return False
 
@@ -338,7 +418,8 @@ def ensure_variant(kernel: LockedKernel, variant: LockedVariant, *, offline: boo
     if missing:
         if offline:
             raise MissingFilesError(
-                f"{kernel.spec}: {len(missing)} locked file(s) of {variant.name} are not in the cache "
+                f"{kernel.spec}: {len(missing)} locked file(s) of {variant.name} are not "
+                "in the cache "
                 f"({_describe_files(missing)}) and the Hub is offline",
                 fix="run `kernlock sync` where the Hub is reachable",
             )
@@ -349,11 +430,14 @@ def ensure_variant(kernel: LockedKernel, variant: LockedVariant, *, offline: boo
         except Exception as error:
             local = local_write_problem(error, cache)
             if local is not None:
-                raise MissingFilesError(f"{kernel.spec}: cannot store {variant.name} in the cache: {local[0]}",
-                                        fix=local[1]) from None
+                raise MissingFilesError(
+                    f"{kernel.spec}: cannot store {variant.name} in the cache: {local[0]}",
+                    fix=local[1],
+                ) from None
             reason = error.message if isinstance(error, KernlockError) else type(error).__name__
             raise MissingFilesError(
-                f"{kernel.spec}: {len(missing)} locked file(s) of {variant.name} are not in the cache "
+                f"{kernel.spec}: {len(missing)} locked file(s) of {variant.name} are not "
+                "in the cache "
                 f"({_describe_files(missing)}) and cannot be downloaded ({reason})",
                 fix="run `kernlock sync` where the Hub is reachable",
             ) from None

@@ -53,14 +53,23 @@ class SyncReport:
 
     def to_dict(self) -> dict[str, object]:
         """The report as JSON (`kernlock sync --json`)."""
-        return {"cache": str(self.cache), "variants": self.variants, "verified": self.verified, "bytes": self.bytes,
-                "downloaded": self.downloaded, "repaired": self.repaired}
+        return {
+            "cache": str(self.cache),
+            "variants": self.variants,
+            "verified": self.verified,
+            "bytes": self.bytes,
+            "downloaded": self.downloaded,
+            "repaired": self.repaired,
+        }
 
 
-def selected_variants(lock: Lockfile, targets: Iterable[Target]) -> list[tuple[LockedKernel, LockedVariant]]:
+def selected_variants(
+    lock: Lockfile, targets: Iterable[Target]
+) -> list[tuple[LockedKernel, LockedVariant]]:
     """The (kernel, variant) pairs locked for `targets` (from `Workspace.chosen_targets`).
 
-    Each spec key's variant comes from the entry covering the target (an override's, or the spec's own).
+    Each spec key's variant comes from the entry covering the target (an override's, or the spec's
+    own).
     """
     chosen = sorted(set(targets), key=str)
     pairs = []
@@ -79,19 +88,32 @@ def selected_variants(lock: Lockfile, targets: Iterable[Target]) -> list[tuple[L
     return pairs
 
 
-def sync_variant(kernel: LockedKernel, variant: LockedVariant, cache: Path, repair: bool) -> SyncReport:
-    """Fetch one variant's missing files and verify all of them (re-fetching bad ones with `repair`)."""
+def sync_variant(
+    kernel: LockedKernel, variant: LockedVariant, cache: Path, repair: bool
+) -> SyncReport:
+    """Fetch one variant's missing files and verify all of them (re-fetching bad ones with
+    `repair`)."""
     report = SyncReport(cache=cache, variants=1, verified=len(variant.files))
     root = variant_dir(kernel, variant.name, cache)
     missing = missing_files(kernel, variant, root)
     just_verified = {}
-    fetched: list[int] = []  # bytes really transferred: a resumed download counts only what it added
+    fetched: list[
+        int
+    ] = []  # bytes really transferred: a resumed download counts only what it added
     if missing:
         just_verified = download_variant(kernel, variant, cache, missing, fetched=fetched)
         report.downloaded = [f"{kernel.spec} {variant.name}/{f.path}" for f in missing]
-    if repair and (inert := sorted(set(extra_files(variant, root, bytecode=True)) - set(extra_files(variant, root)))):
-        remove_extra_files(root, inert)  # bytecode caches only: never part of a commit, never read by kernlock
-        report.repaired += [f"{kernel.spec} {variant.name}/{path} (removed: bytecode cache)" for path in inert]
+    if repair and (
+        inert := sorted(
+            set(extra_files(variant, root, bytecode=True)) - set(extra_files(variant, root))
+        )
+    ):
+        remove_extra_files(
+            root, inert
+        )  # bytecode caches only: never part of a commit, never read by kernlock
+        report.repaired += [
+            f"{kernel.spec} {variant.name}/{path} (removed: bytecode cache)" for path in inert
+        ]
     try:
         check_variant(kernel, variant, root, just_verified=just_verified)
     except IntegrityError:
@@ -102,19 +124,27 @@ def sync_variant(kernel: LockedKernel, variant: LockedVariant, cache: Path, repa
             discard(kernel, variant.name, bad, cache)
             download_variant(kernel, variant, cache, bad, force=True, fetched=fetched)
             report.repaired += [f"{kernel.spec} {variant.name}/{f.path}" for f in bad]
-        if extra := extra_files(variant, root):  # left in place: they may be part of the commit (see the error)
+        if extra := extra_files(
+            variant, root
+        ):  # left in place: they may be part of the commit (see the error)
             held = _held_by_commit(kernel, variant, extra)
-            if held:  # the lock is what is wrong: restore it first (what else is unlisted is named on the next run)
+            # the lock is what is wrong: restore it first (what else is unlisted is named on the
+            # next run)
+            if held:
                 raise unlisted_files_error(kernel, root, held, in_commit=True) from None
-            raise unlisted_files_error(kernel, root, extra, in_commit=None if held is None else False) from None
+            raise unlisted_files_error(
+                kernel, root, extra, in_commit=None if held is None else False
+            ) from None
         check_variant(kernel, variant, root)
     report.bytes += sum(fetched)
     return report
 
 
-def _held_by_commit(kernel: LockedKernel, variant: LockedVariant, extra: list[str]) -> list[str] | None:
-    """Which of `extra` (entries of a variant directory the lock does not list) the Hub lists at the locked commit;
-    None when the Hub cannot say."""
+def _held_by_commit(
+    kernel: LockedKernel, variant: LockedVariant, extra: list[str]
+) -> list[str] | None:
+    """Which of `extra` (entries of a variant directory the lock does not list) the Hub lists at the
+    locked commit; None when the Hub cannot say."""
     from kernlock._internal.hub.client import Hub
 
     try:
@@ -122,8 +152,15 @@ def _held_by_commit(kernel: LockedKernel, variant: LockedVariant, extra: list[st
     except KernlockError:
         return None
     prefix = f"build/{variant.name}/"
-    return [path for path in extra
-            if (prefix + path in listed if not path.endswith("/") else any(p.startswith(prefix + path) for p in listed))]
+    return [
+        path
+        for path in extra
+        if (
+            prefix + path in listed
+            if not path.endswith("/")
+            else any(p.startswith(prefix + path) for p in listed)
+        )
+    ]
 
 
 def _mismatched(path: Path, sha256: str, size: int) -> bool:
@@ -159,10 +196,15 @@ def sync(
     return sync_variants(path, pairs, repair=repair, progress=progress)
 
 
-def sync_variants(path: Path, pairs: list[tuple[LockedKernel, LockedVariant]], *, repair: bool = False,
-                  progress: Callable[[int, int], None] | None = None) -> SyncReport:
-    """The core of `sync()` (and of `vendor()`): download and verify `pairs` (from `selected_variants`) of the lock at
-    `path` into the Hub cache."""
+def sync_variants(
+    path: Path,
+    pairs: list[tuple[LockedKernel, LockedVariant]],
+    *,
+    repair: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> SyncReport:
+    """The core of `sync()` (and of `vendor()`): download and verify `pairs` (from
+    `selected_variants`) of the lock at `path` into the Hub cache."""
     if not pairs:
         raise UsageError(f"{path} locks no kernels", fix="run `kernlock lock` first")
     cache = hub_cache_dir()
@@ -178,9 +220,12 @@ def sync_variants(path: Path, pairs: list[tuple[LockedKernel, LockedVariant]], *
             except Exception as error:
                 local = local_write_problem(error, cache)
                 if local is not None:
-                    raise MissingFilesError(f"cannot store the locked files: {local[0]}", fix=local[1]) from None
+                    raise MissingFilesError(
+                        f"cannot store the locked files: {local[0]}", fix=local[1]
+                    ) from None
                 raise MissingFilesError(
-                    f"cannot download locked files ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})",
+                    f"cannot download locked files ({type(error).__name__}: "
+                    f"{str(error).splitlines()[0] if str(error) else ''})",
                     fix="check HF_ENDPOINT, your network and HF_TOKEN, then re-run `kernlock sync`",
                 ) from None
             report.downloaded += part.downloaded

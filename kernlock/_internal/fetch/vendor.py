@@ -54,8 +54,13 @@ class VendorReport:
 
     def to_dict(self) -> dict[str, object]:
         """The report as JSON (`kernlock vendor --json`)."""
-        return {"directory": str(self.directory), "variants": self.variants, "files": self.files, "bytes": self.bytes,
-                "repaired": self.repaired}
+        return {
+            "directory": str(self.directory),
+            "variants": self.variants,
+            "files": self.files,
+            "bytes": self.bytes,
+            "repaired": self.repaired,
+        }
 
 
 def vendor(
@@ -71,7 +76,9 @@ def vendor(
 
     A variant already there must match the lock; with `repair`, one that does not is copied again.
     """
-    workspace = open_workspace(project_dir, lockfile, readers=False)  # the project's lock, not $KERNLOCK_VENDOR_DIR's
+    workspace = open_workspace(
+        project_dir, lockfile, readers=False
+    )  # the project's lock, not $KERNLOCK_VENDOR_DIR's
     path, lock = workspace.lockfile, workspace.read_lock()
     targets = tuple(targets)
     use_all = all_targets and not targets
@@ -80,16 +87,25 @@ def vendor(
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:  # an unwritable parent, a file in the way, a read-only disk
         where = f": {error.filename}" if error.filename and str(error.filename) != str(out) else ""
-        raise UsageError(f"cannot create the vendor directory {out} ({error.strerror}{where}); nothing was written",
-                         fix="vendor into a directory you can write (`kernlock vendor DIR`), or have its owner "
-                             f"create it for you (`mkdir -p {shlex.quote(str(out))}`)") from None
+        raise UsageError(
+            f"cannot create the vendor directory {out} ({error.strerror}{where}); "
+            "nothing was written",
+            fix="vendor into a directory you can write (`kernlock vendor DIR`), or have its owner "
+            f"create it for you (`mkdir -p {shlex.quote(str(out))}`)",
+        ) from None
     pairs = selected_variants(lock, workspace.chosen_targets(lock, targets, use_all))
     sync_variants(path, pairs)  # into the Hub cache, verified: the copies below come from there
     from kernlock._internal.store.hub_cache import hub_cache_dir
 
     cache = hub_cache_dir()
     timeout = settings.seconds(settings.LOCK_TIMEOUT_ENV, DEFAULT_TIMEOUT, zero=True)
-    mutex = DirectoryMutex(out, timeout, name=VENDOR_MUTEX_NAME, what=f"writing the vendor directory {out}", optional=False)
+    mutex = DirectoryMutex(
+        out,
+        timeout,
+        name=VENDOR_MUTEX_NAME,
+        what=f"writing the vendor directory {out}",
+        optional=False,
+    )
     mutex.acquire(time.monotonic() + timeout)
     try:
         return _vendor_into(out, path, pairs, cache, repair)
@@ -97,9 +113,13 @@ def vendor(
         from kernlock.errors import local_write_problem
 
         local = local_write_problem(error, out)
-        problem = local[0] if local else f"cannot write into {out} ({error.strerror}: {error.filename})"
-        raise WriteError(f"vendor: {problem}; the variants already there are unchanged",
-                         fix=f"make {out} writable, or vendor into another directory") from None
+        problem = (
+            local[0] if local else f"cannot write into {out} ({error.strerror}: {error.filename})"
+        )
+        raise WriteError(
+            f"vendor: {problem}; the variants already there are unchanged",
+            fix=f"make {out} writable, or vendor into another directory",
+        ) from None
     finally:
         mutex.release()
 
@@ -107,8 +127,13 @@ def vendor(
 VENDOR_MUTEX_NAME = ".kernlock-vendor.lock"  # held while a vendor run writes the directory
 
 
-def _vendor_into(out: Path, path: Path, pairs: list[tuple[LockedKernel, LockedVariant]], cache: Path,
-                 repair: bool) -> VendorReport:
+def _vendor_into(
+    out: Path,
+    path: Path,
+    pairs: list[tuple[LockedKernel, LockedVariant]],
+    cache: Path,
+    repair: bool,
+) -> VendorReport:
     files = size = repaired = 0
     for kernel, variant in pairs:
         final = vendored_variant_dir(kernel, variant.name, out)
@@ -124,24 +149,36 @@ def _vendor_into(out: Path, path: Path, pairs: list[tuple[LockedKernel, LockedVa
             _copy_variant(kernel, variant, variant_dir(kernel, variant.name, cache), final)
         files += len(variant.files)
         size += sum(f.size for f in variant.files)
-    atomic_write(out / LOCK_FILENAME, path.read_bytes())  # a run reading the vendor dir sees the old lock or the new one
-    atomic_write(out / VENDOR_MARKER, "kernlock vendor directory: set KERNLOCK_VENDOR_DIR to this directory\n")
-    return VendorReport(directory=out, variants=len(pairs), files=files, bytes=size, repaired=repaired)
+    atomic_write(
+        out / LOCK_FILENAME, path.read_bytes()
+    )  # a run reading the vendor dir sees the old lock or the new one
+    atomic_write(
+        out / VENDOR_MARKER,
+        "kernlock vendor directory: set KERNLOCK_VENDOR_DIR to this directory\n",
+    )
+    return VendorReport(
+        directory=out, variants=len(pairs), files=files, bytes=size, repaired=repaired
+    )
 
 
 def _copy_variant(kernel: LockedKernel, variant: LockedVariant, source: Path, final: Path) -> None:
-    """Copy the locked files of a verified variant from `source` to `final` (replacing it), checked before it lands."""
+    """Copy the locked files of a verified variant from `source` to `final` (replacing it), checked
+    before it lands."""
     out = final.parents[2]
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=out))
     try:
-        staging.chmod(0o777 & ~current_umask())  # mkdtemp's 0700 would hide the variant from other users
+        staging.chmod(
+            0o777 & ~current_umask()
+        )  # mkdtemp's 0700 would hide the variant from other users
         for locked in variant.files:
             destination = staging / locked.path
             destination.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source / locked.path, destination)
         check_variant(kernel, variant, staging)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)  # a failed copy leaves nothing half-written behind
+        shutil.rmtree(
+            staging, ignore_errors=True
+        )  # a failed copy leaves nothing half-written behind
         raise
     final.parent.mkdir(parents=True, exist_ok=True)
     if final.exists():

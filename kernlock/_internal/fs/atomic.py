@@ -6,8 +6,8 @@ kept) and an existing file's permission bits are kept. Every file kernlock
 writes from memory (locks, `pyproject.toml`, kernels' JSON lock, the vendor
 directory's lock) goes through `atomic_write`. Two writers rename on their own, by
 design: downloads (`hub_cache.py`, `partial.py`) stream into a private temporary blob
-that must match its hash before the rename, and the private store (`private.py`) writes relative to a
-directory descriptor and never follows a link.
+that must match its hash before the rename, and the private store (`private.py`) writes relative to
+a directory descriptor and never follows a link.
 """
 
 from __future__ import annotations
@@ -26,19 +26,27 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str) -> None:
     naming the file, which is then unchanged.
     """
     try:
-        _replace(Path(os.path.realpath(path)), data.encode("utf-8") if isinstance(data, str) else data)
+        _replace(
+            Path(os.path.realpath(path)), data.encode("utf-8") if isinstance(data, str) else data
+        )
     except OSError as error:
         import errno
 
-        fix = "free space on its disk and run the command again" if error.errno in (errno.ENOSPC, errno.EDQUOT) \
+        fix = (
+            "free space on its disk and run the command again"
+            if error.errno in (errno.ENOSPC, errno.EDQUOT)
             else "make its directory writable, or write it elsewhere"
+        )
         state = "it is unchanged" if os.path.lexists(path) else "nothing was written"
-        raise WriteError(f"cannot write {path} ({error.strerror or error}); {state}", fix=fix) from None
+        raise WriteError(
+            f"cannot write {path} ({error.strerror or error}); {state}", fix=fix
+        ) from None
 
 
 def _replace(target: Path, payload: bytes) -> None:
     """Write `payload` to a sibling temporary file, fsync it and rename it over `target`."""
-    import tempfile  # here, not at the top: readers (`verify`, `apply()`) import this module and never write
+    # here, not at the top: readers (`verify`, `apply()`) import this module and never write
+    import tempfile
 
     mode = file_mode_for(target)
     handle, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)

@@ -48,7 +48,10 @@ def cache_root() -> Path | None:
     """The private directory's path, or None when caching is turned off."""
     if settings.flag(NO_CACHE_ENV, False):
         return None
-    return settings.path(CACHE_DIR_ENV) or (settings.path("XDG_CACHE_HOME") or Path.home() / ".cache") / "kernlock"
+    return (
+        settings.path(CACHE_DIR_ENV)
+        or (settings.path("XDG_CACHE_HOME") or Path.home() / ".cache") / "kernlock"
+    )
 
 
 class NotPrivateError(PermissionError):
@@ -70,7 +73,8 @@ def _dir_problem(info: os.stat_result) -> str | None:
 
 
 def open_private_dir(path: str | os.PathLike[str], parent_fd: int | None = None) -> int:
-    """Open the per-user directory `path`, creating it (0700) if missing; with `parent_fd`, a name inside that one.
+    """Open the per-user directory `path`, creating it (0700) if missing; with `parent_fd`, a name
+    inside that one.
 
     Owner and mode are checked on the opened descriptor (`O_NOFOLLOW`, `fstat`): no check-then-use.
     Raises `NotPrivateError` when another user owns it or other users can write it, and
@@ -93,7 +97,8 @@ def open_private_dir(path: str | os.PathLike[str], parent_fd: int | None = None)
 
 
 def _read_key(fd: int, root: str = "") -> bytes | None:
-    """The directory's key: created when missing, repaired when empty or short; None (said once) when not usable."""
+    """The directory's key: created when missing, repaired when empty or short; None (said once)
+    when not usable."""
     flags = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     try:
         handle = os.open(_KEY_NAME, flags, dir_fd=fd)
@@ -107,19 +112,28 @@ def _read_key(fd: int, root: str = "") -> bytes | None:
     if not stat.S_ISREG(info.st_mode):
         return _cache_off(root, "its key file is not a regular file")
     if not _owned_and_private(info):
-        owner = f"owned by uid {info.st_uid}" if info.st_uid != os.geteuid() else "readable by other users"
+        owner = (
+            f"owned by uid {info.st_uid}"
+            if info.st_uid != os.geteuid()
+            else "readable by other users"
+        )
         return _cache_off(root, f"its key file is {owner}")
-    if len(key) != 32:  # left empty or short by a crash while it was written: nothing was ever signed with it
+    if (
+        len(key) != 32
+    ):  # left empty or short by a crash while it was written: nothing was ever signed with it
         return _new_key(fd, replace=True, root=root)
     return key
 
 
 def _new_key(fd: int, *, replace: bool, root: str) -> bytes | None:
-    """Write a new random key into place whole (a temporary linked or renamed over the name): a crash leaves no empty key.
+    """Write a new random key into place whole (a temporary linked or renamed over the name): a
+    crash leaves no empty key.
 
     Without `replace` another process's key that got there first wins (it is read instead).
     """
-    key = os.urandom(32)  # what secrets.token_bytes() returns, without importing secrets on apply()'s path
+    key = os.urandom(
+        32
+    )  # what secrets.token_bytes() returns, without importing secrets on apply()'s path
     temp = f".{_KEY_NAME}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
     handle = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=fd)
     try:
@@ -144,11 +158,15 @@ _said: set[str] = set()
 
 
 def _cache_off(root: str, why: str) -> bytes | None:
-    """Say once per process and directory why the private cache is off (it only costs speed), then None."""
+    """Say once per process and directory why the private cache is off (it only costs speed), then
+    None."""
     if root not in _said:
         _said.add(root)
-        sys.stderr.write(f"kernlock: warning: the private cache {root} is off: {why}; remove {os.path.join(root, _KEY_NAME)} "
-                         f"and kernlock makes a new one (or set {NO_CACHE_ENV}=1)\n")
+        sys.stderr.write(
+            f"kernlock: warning: the private cache {root} is off: {why}; remove "
+            f"{os.path.join(root, _KEY_NAME)} "
+            f"and kernlock makes a new one (or set {NO_CACHE_ENV}=1)\n"
+        )
     return None
 
 
@@ -183,7 +201,8 @@ def _directory() -> tuple[int, bytes] | None:
 
 
 def _same_directory(name: str, fd: int) -> bool:
-    """Whether the path still names the directory opened earlier (not replaced) and it is still private."""
+    """Whether the path still names the directory opened earlier (not replaced) and it is still
+    private."""
     try:
         now, then = os.stat(name, follow_symlinks=False), os.fstat(fd)
     except OSError:
@@ -219,7 +238,9 @@ def write_entry(name: str, payload: bytes) -> bool:
     fd, key = opened
     temp = f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
     try:
-        handle = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=fd)
+        handle = os.open(
+            temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=fd
+        )
         with os.fdopen(handle, "wb") as out:
             out.write(_mac(key, name, payload) + payload)
         os.replace(temp, name, src_dir_fd=fd, dst_dir_fd=fd)
@@ -238,7 +259,11 @@ def prune(prefix: str, keep: int) -> None:
     fd = opened[0]
     try:
         with os.scandir(fd) as entries:
-            found = [(e.stat(follow_symlinks=False).st_mtime_ns, e.name) for e in entries if e.name.startswith(prefix)]
+            found = [
+                (e.stat(follow_symlinks=False).st_mtime_ns, e.name)
+                for e in entries
+                if e.name.startswith(prefix)
+            ]
         for _, name in sorted(found)[:-keep] if keep else sorted(found):
             os.unlink(name, dir_fd=fd)
     except OSError:

@@ -8,7 +8,8 @@ TOO_DEEP = "nested too deeply to read"
 
 
 def loads(text: str) -> dict[str, Any]:
-    """Parse TOML text into plain Python values; any syntax error, or nesting past the parser's depth, is a `ValueError`."""
+    """Parse TOML text into plain Python values; any syntax error, or nesting past the parser's
+    depth, is a `ValueError`."""
     try:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
@@ -23,5 +24,7 @@ def loads(text: str) -> dict[str, Any]:
             raise ValueError(TOO_DEEP) from None
     try:
         return tomllib.loads(text)
-    except RecursionError:  # the parsers recurse per level: the interpreter's recursion limit is the bound
+    except (
+        RecursionError
+    ):  # the parsers recurse per level: the interpreter's recursion limit is the bound
         raise ValueError(TOO_DEEP) from None

@@ -1,22 +1,20 @@
 """The Hub, as kernlock needs it: refs, trees with hashes, files, publisher trust.
 
 A thin layer over huggingface_hub (its `HfApi` endpoint and token, `get_hf_file_metadata`)
-on `kernlock._internal.hub.transport`, which bounds, retries and describes every request; memoised and
-thread-safe, so one `Hub` serves a whole resolution.
+on `kernlock._internal.hub.transport`, which bounds, retries and describes every request; memoised
+and thread-safe, so one `Hub` serves a whole resolution.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import TypeVar
 from urllib.parse import urlsplit
 
+from kernlock._internal.hub.records import Ref, RemoteFile, TreeFile, git_blob_id
+from kernlock._internal.hub.resumable_download import Partial, download_to
 from kernlock._internal.hub.transport import (
     CHECK_ENDPOINT,
     Stop,
@@ -26,69 +24,36 @@ from kernlock._internal.hub.transport import (
     http_status,
 )
 from kernlock._internal.model.ids import is_git_sha, is_sha256
-from kernlock.errors import HubError, WriteError, local_write_problem, redact
-
-
-class Partial(Protocol):
-    """What a download writes into: an open private file and its recorded validator (`kernlock._internal.fetch.partial`)."""
-
-    fd: int
-    path: Path
-
-    def validator(self) -> str | None: ...
-
-    def record(self, etag: str | None) -> None: ...
+from kernlock.errors import HubError, redact
 
 T = TypeVar("T")
 
-MAX_LISTING = 20_000  # entries of one paginated listing: a kernel repo's build/ tree or history is far smaller
-MAX_PAGES = 1_000  # pages of one listing: MAX_LISTING entries at 20 a page (the Hub sends 50 or more)
-MAX_EMPTY_PAGES = 3  # pages in a row with no entry that still link to another: the Hub never sends one
-MAX_GIT_FILE = 16 << 20  # bytes of a file stored in git, not LFS (the Hub refuses git files over 10 MB)
-
-
-@dataclass(frozen=True)
-class Ref:
-    """A branch or tag and the commit it points at."""
-
-    name: str
-    kind: str  # "branch" or "tag"
-    commit: str
-
-
-@dataclass(frozen=True)
-class TreeFile:
-    """A file in a repo tree: path, size, git blob id and LFS sha256 when the Hub stores it in LFS."""
-
-    path: str
-    size: int
-    blob_id: str
-    lfs_sha256: str | None
-
-
-@dataclass(frozen=True)
-class RemoteFile:
-    """What the Hub says of a file: the ETag huggingface_hub names its blob by (sha256 for LFS
-    files, else the git blob id), the size and where the bytes are (the CDN for LFS files)."""
-
-    url: str
-    etag: str
-    size: int | None
-    location: str
-
-
-def git_blob_id(data: bytes) -> str:
-    """The git blob SHA-1 of `data` (what the Hub reports as `oid` for non-LFS files)."""
-    return hashlib.sha1(b"blob %d\x00" % len(data) + data).hexdigest()
+# entries of one paginated listing: a kernel repo's build/ tree or history is far smaller
+MAX_LISTING = 20_000
+MAX_PAGES = (
+    1_000  # pages of one listing: MAX_LISTING entries at 20 a page (the Hub sends 50 or more)
+)
+MAX_EMPTY_PAGES = (
+    3  # pages in a row with no entry that still link to another: the Hub never sends one
+)
+MAX_GIT_FILE = (
+    16 << 20
+)  # bytes of a file stored in git, not LFS (the Hub refuses git files over 10 MB)
 
 
 class Hub:
     """Hub access for one resolution: memoised, retried, thread-safe."""
 
-    def __init__(self, endpoint: str | None = None, token: str | bool | None = None, sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self,
+        endpoint: str | None = None,
+        token: str | bool | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
         from huggingface_hub import constants
 
-        # huggingface_hub's endpoint and token, as `HfApi` takes them; `HfApi` itself (a slow import: a quarter of
+        # huggingface_hub's endpoint and token, as `HfApi` takes them; `HfApi` itself (a slow
+        # import: a quarter of
         # `kernlock lock`'s start-up) only for the one call that needs it, `_not_a_kernel`
         self.endpoint = endpoint if endpoint is not None else constants.ENDPOINT
         self.token = token
@@ -99,19 +64,23 @@ class Hub:
         self._canonical: dict[str, str] = {}
 
     def _call(self, repo: str, fn: Callable[[float], T], deadline: float | None = None) -> T:
-        """`Transport.call`, naming a model repo given as a kernel instead of "repository not found"."""
+        """`Transport.call`, naming a model repo given as a kernel instead of "repository not
+        found"."""
         try:
             return self.transport.call(repo, fn, deadline)
         except HubError as error:
             if not self._not_a_kernel(repo, error.__cause__):
                 raise
-            raise HubError(f"{repo} is a model repository, not a kernel repository",
-                           fix="name the kernel repo to load instead (e.g. kernels-community/flash-attn2)") from error.__cause__
+            raise HubError(
+                f"{repo} is a model repository, not a kernel repository",
+                fix="name the kernel repo to load instead (e.g. kernels-community/flash-attn2)",
+            ) from error.__cause__
 
     def _not_a_kernel(self, repo: str, error: BaseException | None) -> bool:
         """Whether the Hub has no kernel repo `repo` but a model repo of that name.
 
-        The Hub answers 404 for the kernel endpoints of a model repo; `/api/models/<repo>` tells them apart.
+        The Hub answers 404 for the kernel endpoints of a model repo; `/api/models/<repo>` tells
+        them apart.
         """
         from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
 
@@ -120,7 +89,9 @@ class Hub:
         from huggingface_hub import HfApi
 
         try:
-            HfApi(endpoint=self.endpoint, token=self.token, library_name="kernlock").model_info(repo, timeout=etag_timeout())
+            HfApi(endpoint=self.endpoint, token=self.token, library_name="kernlock").model_info(
+                repo, timeout=etag_timeout()
+            )
         except GatedRepoError:
             pass
         except Exception:
@@ -128,7 +99,8 @@ class Hub:
         return True
 
     def refs(self, repo: str) -> list[Ref]:
-        """Branches and tags of a kernel repo (following a rename redirect, see `canonical_repo`)."""
+        """Branches and tags of a kernel repo (following a rename redirect, see
+        `canonical_repo`)."""
         url = f"{self.endpoint}/api/kernels/{repo}/refs"
 
         def fetch(deadline: float) -> tuple[dict, str]:
@@ -138,19 +110,28 @@ class Hub:
         data, final_path = self._call(repo, fetch)
         prefix = "/api/kernels/"
         if final_path.startswith(prefix) and final_path.endswith("/refs"):
-            canonical = final_path[len(prefix):-len("/refs")]
+            canonical = final_path[len(prefix) : -len("/refs")]
             with self._lock:
                 self._canonical[repo] = canonical
         refs: list[Ref] = []
         try:
             for kind, key in (("branch", "branches"), ("tag", "tags")):
-                refs.extend(Ref(str(item["name"]), kind, item["targetCommit"]) for item in data.get(key) or [])
+                refs.extend(
+                    Ref(str(item["name"]), kind, item["targetCommit"])
+                    for item in data.get(key) or []
+                )
         except (AttributeError, KeyError, TypeError):
-            raise HubError(f"{repo}: the Hub answered the refs request with unexpected JSON", fix=CHECK_ENDPOINT) from None
+            raise HubError(
+                f"{repo}: the Hub answered the refs request with unexpected JSON",
+                fix=CHECK_ENDPOINT,
+            ) from None
         for ref in refs:
             if not isinstance(ref.commit, str) or not is_git_sha(ref.commit):
-                raise HubError(f"{repo}: the Hub reported {ref.kind} {ref.name!r} at {ref.commit!r}, which is not a commit SHA",
-                               fix=CHECK_ENDPOINT)
+                raise HubError(
+                    f"{repo}: the Hub reported {ref.kind} {ref.name!r} at "
+                    f"{ref.commit!r}, which is not a commit SHA",
+                    fix=CHECK_ENDPOINT,
+                )
         return refs
 
     def canonical_repo(self, repo: str) -> str:
@@ -176,33 +157,60 @@ class Hub:
         seen: set[str] = set()
         empty = 0
         limit = hub_deadline()
-        deadline = time.monotonic() + limit  # the listing as a whole, however many pages: one request's deadline
+        deadline = (
+            time.monotonic() + limit
+        )  # the listing as a whole, however many pages: one request's deadline
         while next_url:
             if next_url in seen:
-                raise HubError(f"{repo}: the Hub's listing {redact(url)} links back to a page it already sent "
-                               f"({redact(next_url)})", fix=CHECK_ENDPOINT)
+                raise HubError(
+                    f"{repo}: the Hub's listing {redact(url)} links back to a page it already sent "
+                    f"({redact(next_url)})",
+                    fix=CHECK_ENDPOINT,
+                )
             if len(seen) >= MAX_PAGES or empty > MAX_EMPTY_PAGES:
-                why = f"{len(seen)} pages" if len(seen) >= MAX_PAGES else f"{empty} empty pages in a row"
-                raise HubError(f"{repo}: the Hub's listing {redact(url)} did not end after {why}, each linking to "
-                               "another; a kernel repo's listing is far shorter",
-                               fix="check HF_ENDPOINT (a proxy or mirror may be inventing pages)")
+                why = (
+                    f"{len(seen)} pages"
+                    if len(seen) >= MAX_PAGES
+                    else f"{empty} empty pages in a row"
+                )
+                raise HubError(
+                    f"{repo}: the Hub's listing {redact(url)} did not end after {why}, "
+                    "each linking to "
+                    "another; a kernel repo's listing is far shorter",
+                    fix="check HF_ENDPOINT (a proxy or mirror may be inventing pages)",
+                )
             if time.monotonic() >= deadline:
-                raise HubError(f"{repo}: the Hub's listing {redact(url)} did not end within {limit:g} s "
-                               f"({len(seen)} pages)", fix="check HF_ENDPOINT, or raise $KERNLOCK_HUB_DEADLINE")
+                raise HubError(
+                    f"{repo}: the Hub's listing {redact(url)} did not end within {limit:g} s "
+                    f"({len(seen)} pages)",
+                    fix="check HF_ENDPOINT, or raise $KERNLOCK_HUB_DEADLINE",
+                )
             seen.add(next_url)
-            def page(deadline: float, u: str = next_url, p: dict[str, str] | None = params if first else None):
+
+            def page(
+                deadline: float,
+                u: str = next_url,
+                p: dict[str, str] | None = params if first else None,
+            ):
                 response = self.transport.api_get(repo, u, deadline, p)
                 data = response.json()
                 if not isinstance(data, list):
-                    raise HubError(f"{repo}: the Hub answered {redact(u)} with unexpected JSON", fix=CHECK_ENDPOINT)
+                    raise HubError(
+                        f"{repo}: the Hub answered {redact(u)} with unexpected JSON",
+                        fix=CHECK_ENDPOINT,
+                    )
                 return data, response.links.get("next", {}).get("url")
 
             data, next_url = self._call(repo, page, deadline)
             items.extend(data)
             empty = 0 if data else empty + 1
             if len(items) > MAX_LISTING:
-                raise HubError(f"{repo}: the Hub's listing {redact(url)} has more than {MAX_LISTING} entries, more than "
-                               "kernlock accepts from one kernel repo", fix=CHECK_ENDPOINT)
+                raise HubError(
+                    f"{repo}: the Hub's listing {redact(url)} has more than "
+                    f"{MAX_LISTING} entries, more than "
+                    "kernlock accepts from one kernel repo",
+                    fix=CHECK_ENDPOINT,
+                )
             first = False
         return items
 
@@ -230,34 +238,55 @@ class Hub:
                     lfs_sha256=str(lfs["oid"]) if lfs else None,
                 )
             except (KeyError, TypeError, ValueError):
-                raise HubError(f"{repo}: the Hub listed a malformed tree entry at {commit[:12]}", fix=CHECK_ENDPOINT) from None
+                raise HubError(
+                    f"{repo}: the Hub listed a malformed tree entry at {commit[:12]}",
+                    fix=CHECK_ENDPOINT,
+                ) from None
             if (
-                item.size < 0 or not is_git_sha(item.blob_id)
+                item.size < 0
+                or not is_git_sha(item.blob_id)
                 or (item.lfs_sha256 is not None and not is_sha256(item.lfs_sha256))
             ):
-                raise HubError(f"{repo}: the Hub listed {item.path!r} at {commit[:12]} with an invalid size or hash",
-                               fix=CHECK_ENDPOINT)
-            if item.path in seen:  # else the lock model refuses the entry as a hand edit of the lock
-                raise HubError(f"{repo}: the Hub listed {item.path!r} at {commit[:12]} more than once",
-                               fix="check HF_ENDPOINT (a proxy or mirror may be repeating pages)")
+                raise HubError(
+                    f"{repo}: the Hub listed {item.path!r} at {commit[:12]} with an "
+                    "invalid size or hash",
+                    fix=CHECK_ENDPOINT,
+                )
+            if (
+                item.path in seen
+            ):  # else the lock model refuses the entry as a hand edit of the lock
+                raise HubError(
+                    f"{repo}: the Hub listed {item.path!r} at {commit[:12]} more than once",
+                    fix="check HF_ENDPOINT (a proxy or mirror may be repeating pages)",
+                )
             seen.add(item.path)
             files.append(item)
         return files
 
     def fetch(self, repo: str, commit: str, path: str, blob_id: str, size: int) -> bytes:
-        """Download one small file (at most its listed `size` bytes) and check it against its git blob id."""
+        """Download one small file (at most its listed `size` bytes) and check it against its git
+        blob id."""
         from huggingface_hub import hf_hub_url
 
         url = hf_hub_url(repo, path, repo_type="kernel", revision=commit, endpoint=self.endpoint)
         if size > MAX_GIT_FILE:
-            raise HubError(f"{repo}: the Hub lists {path} at {commit[:12]} as a {size}-byte file stored in git (not LFS); "
-                           f"kernlock reads at most {MAX_GIT_FILE} bytes of such a file (the Hub stores larger ones in "
-                           "LFS)", fix=CHECK_ENDPOINT)
+            raise HubError(
+                f"{repo}: the Hub lists {path} at {commit[:12]} as a {size}-byte file "
+                "stored in git (not LFS); "
+                f"kernlock reads at most {MAX_GIT_FILE} bytes of such a file (the Hub "
+                "stores larger ones in "
+                "LFS)",
+                fix=CHECK_ENDPOINT,
+            )
 
         def fetch(deadline: float) -> bytes:
-            data = self.transport.request(url, deadline, timeout=download_timeout(), limit=size, follow=True).content
+            data = self.transport.request(
+                url, deadline, timeout=download_timeout(), limit=size, follow=True
+            ).content
             if git_blob_id(data) != blob_id:
-                raise ConnectionError(f"{path}: the downloaded bytes do not match the Hub's blob id")
+                raise ConnectionError(
+                    f"{path}: the downloaded bytes do not match the Hub's blob id"
+                )
             return data
 
         return self._call(repo, fetch)
@@ -273,88 +302,33 @@ class Hub:
         url = hf_hub_url(repo, path, repo_type="kernel", revision=commit, endpoint=self.endpoint)
 
         def fetch(deadline: float) -> RemoteFile:
-            meta = get_hf_file_metadata(url, token=self.token, library_name="kernlock",
-                                        timeout=min(etag_timeout(), max(0.1, deadline - time.monotonic())))
+            meta = get_hf_file_metadata(
+                url,
+                token=self.token,
+                library_name="kernlock",
+                timeout=min(etag_timeout(), max(0.1, deadline - time.monotonic())),
+            )
             if meta.commit_hash not in (None, commit):
-                raise Stop(f"the Hub answered for {path} at commit {meta.commit_hash}, not the locked {commit}")
+                raise Stop(
+                    f"the Hub answered for {path} at commit {meta.commit_hash}, not the "
+                    f"locked {commit}"
+                )
             if not meta.etag or not (is_git_sha(meta.etag) or is_sha256(meta.etag)):
                 raise Stop(f"the Hub answered for {path} without a usable ETag ({meta.etag!r})")
             return RemoteFile(url=url, etag=meta.etag, size=meta.size, location=meta.location)
 
         return self._call(repo, fetch, deadline)
 
-    def download_to(self, repo: str, remote: RemoteFile, size: int, partial: Partial,
-                    deadline: float) -> tuple[int, str]:
-        """Stream `remote` into the open `partial`, at most `size` bytes, by `deadline`; return the bytes resumed and
-        the sha256 of the whole file, hashed as the bytes are written (a kept prefix is read once, from the same
-        descriptor: `partial` is a private file only this user can write, `kernlock._internal.fetch.partial`).
-
-        Bytes already in the file are kept and continued with `Range: bytes=N-` and
-        `If-Range: <validator>` when the server's validator (its `ETag`) is the one recorded
-        beside it when they were received; on every retry after a dropped
-        connection likewise. A full 200 (the validator changed, or ranges unsupported) starts
-        again from byte 0; so does a partial without a recorded validator.
-        """
-        headers = self.transport.headers()
-        if urlsplit(remote.location).netloc != urlsplit(remote.url).netloc:
-            headers.pop("authorization", None)  # a signed CDN URL: no token, as huggingface_hub does
-        fd = partial.fd
-        resumed = 0
-        digest = hashlib.sha256()
-
-        def fetch(deadline: float) -> None:
-            nonlocal resumed, digest
-            try:
-                offset = os.fstat(fd).st_size
-                validator = partial.validator() if offset else None
-                if offset and (validator is None or offset > size):
-                    os.ftruncate(fd, 0)
-                    offset = 0
-                if offset == size:  # all there already (killed before the rename): only the hash check is left
-                    resumed, digest = offset, _sha256_prefix(fd, offset)
-                    return
-                asked = dict(headers)
-                if offset:
-                    asked.update({"Range": f"bytes={offset}-", "If-Range": validator or ""})
-
-                def start(response: object) -> int:
-                    nonlocal offset, digest
-                    status = getattr(response, "status_code", 200)
-                    answered = getattr(response, "headers", {})
-                    if offset and status == 206 and answered.get("Content-Range", "").startswith(f"bytes {offset}-"):
-                        digest = _sha256_prefix(fd, offset)
-                        return size - offset
-                    digest = hashlib.sha256()
-                    if offset:  # a full answer after all: the bytes kept are dropped
-                        os.ftruncate(fd, 0)
-                        offset = 0
-                    etag = answered.get("ETag", "")
-                    partial.record(etag if etag and not etag.startswith("W/") else None)
-                    return size
-
-                def write(chunk: bytes) -> None:
-                    view = memoryview(chunk)
-                    while view:
-                        view = view[os.write(fd, view):]
-                    digest.update(chunk)
-
-                self.transport.request(remote.location, deadline, timeout=download_timeout(), limit=size - offset,
-                                       sink=write, follow=True, headers=asked, on_response=start)
-                resumed = max(resumed, offset)
-                received = os.fstat(fd).st_size
-                if received != size:
-                    raise ConnectionError(f"{remote.url}: received {received} of {size} bytes")
-            except OSError as error:  # this machine's disk (full, read-only) is never retried nor blamed on the Hub
-                local = local_write_problem(error, partial.path.parent)
-                if local is None:
-                    raise
-                raise WriteError(local[0], fix=local[1]) from None
-
-        self._call(repo, fetch, deadline)
-        return resumed, digest.hexdigest()
+    def download_to(
+        self, repo: str, remote: RemoteFile, size: int, partial: Partial, deadline: float
+    ) -> tuple[int, str]:
+        """Stream `remote` into the open `partial`, at most `size` bytes, by `deadline`; return the
+        bytes resumed and the sha256 of the whole file (see `resumable_download`)."""
+        return download_to(self.transport, self._call, repo, remote, size, partial, deadline)
 
     def publisher_trusted(self, org: str) -> bool:
-        """Whether the Hub marks `org` as a trusted kernel publisher (asked once per org, even by parallel callers)."""
+        """Whether the Hub marks `org` as a trusted kernel publisher (asked once per org, even by
+        parallel callers)."""
         with self._lock:
             org_lock = self._org_locks.setdefault(org, threading.Lock())
         with org_lock:
@@ -366,11 +340,15 @@ class Hub:
                 return self._org_trust[org]
 
         def fetch(deadline: float) -> bool:
-            response = self.transport.api_get(org, f"{self.endpoint}/api/organizations/{org}/overview", deadline)
+            response = self.transport.api_get(
+                org, f"{self.endpoint}/api/organizations/{org}/overview", deadline
+            )
             overview = response.json()
             if not isinstance(overview, dict):
-                raise HubError(f"{org}: the Hub answered the organization overview with unexpected JSON",
-                               fix=CHECK_ENDPOINT)
+                raise HubError(
+                    f"{org}: the Hub answered the organization overview with unexpected JSON",
+                    fix=CHECK_ENDPOINT,
+                )
             return bool(overview.get("trustedKernelPublisher", False))
 
         try:
@@ -383,13 +361,3 @@ class Hub:
         with self._lock:
             self._org_trust[org] = trusted
         return trusted
-
-
-def _sha256_prefix(fd: int, size: int) -> hashlib._Hash:
-    """A sha256 fed the first `size` bytes of the open file `fd` (the part of a resumed download already there)."""
-    digest = hashlib.sha256()
-    offset = 0
-    while offset < size and (chunk := os.pread(fd, min(size - offset, 1 << 20), offset)):
-        digest.update(chunk)
-        offset += len(chunk)
-    return digest

@@ -39,7 +39,8 @@ logger = logging.getLogger("kernlock")
 
 
 def etag_timeout() -> float:
-    """Connect/read timeout of API calls and metadata requests (`HF_HUB_ETAG_TIMEOUT`, as huggingface_hub)."""
+    """Connect/read timeout of API calls and metadata requests (`HF_HUB_ETAG_TIMEOUT`, as
+    huggingface_hub)."""
     from huggingface_hub import constants
 
     return seconds("HF_HUB_ETAG_TIMEOUT", constants.HF_HUB_ETAG_TIMEOUT)
@@ -57,7 +58,9 @@ def hub_deadline() -> float:
     return seconds(DEADLINE_ENV, DEFAULT_DEADLINE)
 
 
-_scope = threading.local()  # .deadline: time.monotonic() by which this thread's current Hub call must end
+_scope = (
+    threading.local()
+)  # .deadline: time.monotonic() by which this thread's current Hub call must end
 
 
 def current_deadline() -> float | None:
@@ -67,10 +70,12 @@ def current_deadline() -> float | None:
 
 @contextmanager
 def overall_deadline(deadline: float | None) -> Iterator[None]:
-    """Every Hub call of this thread inside ends by `deadline` (None: no change): a whole check bounded as one
-    request, however many calls it makes."""
+    """Every Hub call of this thread inside ends by `deadline` (None: no change): a whole check
+    bounded as one request, however many calls it makes."""
     outer = getattr(_scope, "deadline", None)
-    _scope.deadline = outer if deadline is None else deadline if outer is None else min(outer, deadline)
+    _scope.deadline = (
+        outer if deadline is None else deadline if outer is None else min(outer, deadline)
+    )
     try:
         yield
     finally:
@@ -78,7 +83,8 @@ def overall_deadline(deadline: float | None) -> Iterator[None]:
 
 
 def _bounded(timeout: float | None) -> float | None:
-    """`timeout`, cut to what is left of this thread's deadline: connect, headers and body all end by it."""
+    """`timeout`, cut to what is left of this thread's deadline: connect, headers and body all end
+    by it."""
     deadline = getattr(_scope, "deadline", None)
     if deadline is None:
         return timeout
@@ -102,8 +108,12 @@ class _DeadlineStream:
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         self._inner.write(buffer, _bounded(timeout))
 
-    def start_tls(self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None) -> Any:
-        return _DeadlineStream(self._inner.start_tls(ssl_context, server_hostname, _bounded(timeout)))
+    def start_tls(
+        self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None
+    ) -> Any:
+        return _DeadlineStream(
+            self._inner.start_tls(ssl_context, server_hostname, _bounded(timeout))
+        )
 
     def __getattr__(self, name: str) -> Any:  # close, get_extra_info
         return getattr(self._inner, name)
@@ -115,10 +125,14 @@ class _DeadlineBackend:
     def __init__(self, inner: Any) -> None:
         self._inner = inner
 
-    def connect_tcp(self, host: str, port: int, timeout: float | None = None, **kwargs: Any) -> _DeadlineStream:
+    def connect_tcp(
+        self, host: str, port: int, timeout: float | None = None, **kwargs: Any
+    ) -> _DeadlineStream:
         return _DeadlineStream(self._inner.connect_tcp(host, port, _bounded(timeout), **kwargs))
 
-    def connect_unix_socket(self, path: str, timeout: float | None = None, **kwargs: Any) -> _DeadlineStream:
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, **kwargs: Any
+    ) -> _DeadlineStream:
         return _DeadlineStream(self._inner.connect_unix_socket(path, _bounded(timeout), **kwargs))
 
     def __getattr__(self, name: str) -> Any:  # sleep
@@ -132,7 +146,10 @@ def _bound_session(session: Any) -> None:
     its connection pools' network backend is wrapped, and only a thread inside
     `Transport.call` has a deadline. Connections it opened before keep per-read timeouts.
     """
-    for transport in (getattr(session, "_transport", None), *getattr(session, "_mounts", {}).values()):
+    for transport in (
+        getattr(session, "_transport", None),
+        *getattr(session, "_mounts", {}).values(),
+    ):
         pool = getattr(transport, "_pool", None)
         backend = getattr(pool, "_network_backend", None)
         if pool is not None and backend is not None and not isinstance(backend, _DeadlineBackend):
@@ -187,24 +204,37 @@ def describe(error: BaseException, repo: str) -> tuple[str, str]:
 
     status = http_status(error)
     if isinstance(error, GatedRepoError) or status in (401, 403):
-        return (f"{repo}: access denied (HTTP {status}); the repo is gated or private",
-                "log in with `hf auth login` or set HF_TOKEN to a token with access")
+        return (
+            f"{repo}: access denied (HTTP {status}); the repo is gated or private",
+            "log in with `hf auth login` or set HF_TOKEN to a token with access",
+        )
     if isinstance(error, RepositoryNotFoundError):
-        return (f"{repo}: repository not found on the Hub",
-                "check the spelling (or authenticate if it is private)")
+        return (
+            f"{repo}: repository not found on the Hub",
+            "check the spelling (or authenticate if it is private)",
+        )
     if isinstance(error, RevisionNotFoundError):
-        return f"{repo}: revision not found on the Hub", "check the revision; the publisher may have deleted it"
+        return (
+            f"{repo}: revision not found on the Hub",
+            "check the revision; the publisher may have deleted it",
+        )
     if isinstance(error, RemoteEntryNotFoundError):
-        return f"{repo}: file not found on the Hub", "check the revision; the publisher may have rewritten it"
+        return (
+            f"{repo}: file not found on the Hub",
+            "check the revision; the publisher may have rewritten it",
+        )
     if status is not None:
         return f"{repo}: the Hub answered HTTP {status}", "try again later"
     detail = str(error).splitlines()[0] if str(error) else ""
-    return (redact(f"{repo}: cannot reach the Hub ({type(error).__name__}: {detail})"),
-            "check your network, HF_ENDPOINT and your proxy, then try again")
+    return (
+        redact(f"{repo}: cannot reach the Hub ({type(error).__name__}: {detail})"),
+        "check your network, HF_ENDPOINT and your proxy, then try again",
+    )
 
 
 class Stop(Exception):
-    """A failure not worth retrying (a body over its size, a deadline passed); carries the final message and its fix."""
+    """A failure not worth retrying (a body over its size, a deadline passed); carries the final
+    message and its fix."""
 
     def __init__(self, message: str, fix: str = CHECK_ENDPOINT) -> None:
         super().__init__(message)
@@ -212,9 +242,12 @@ class Stop(Exception):
 
 
 class Transport:
-    """huggingface_hub's session and headers for one token, with kernlock's bounds and retry policy."""
+    """huggingface_hub's session and headers for one token, with kernlock's bounds and retry
+    policy."""
 
-    def __init__(self, token: str | bool | None, sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self, token: str | bool | None, sleep: Callable[[float], None] = time.sleep
+    ) -> None:
         self.token = token
         self._sleep = sleep
         self._lock = threading.Lock()
@@ -230,7 +263,9 @@ class Transport:
 
         deadline = deadline if deadline is not None else time.monotonic() + hub_deadline()
         _bound_session(get_session())
-        outer = getattr(_scope, "deadline", None)  # a call inside a call (or `overall_deadline`) keeps the earlier one
+        outer = getattr(
+            _scope, "deadline", None
+        )  # a call inside a call (or `overall_deadline`) keeps the earlier one
         deadline = _scope.deadline = deadline if outer is None else min(outer, deadline)
         try:
             delay = BASE_DELAY
@@ -257,7 +292,11 @@ class Transport:
         from huggingface_hub.utils import parse_ratelimit_headers
 
         response = getattr(error, "response", None)
-        limit = parse_ratelimit_headers(response.headers) if http_status(error) == 429 and response is not None else None
+        limit = (
+            parse_ratelimit_headers(response.headers)
+            if http_status(error) == 429 and response is not None
+            else None
+        )
         left = deadline - time.monotonic()
         if limit is not None and limit.remaining == 0:
             wait = float(limit.reset_in_seconds)
@@ -267,24 +306,34 @@ class Transport:
             if wait > bound:
                 raise HubError(
                     f"{repo}: {why} for another {wait:.0f} s",
-                    fix=f"re-run after that (logged-in users, with HF_TOKEN, get a larger quota), or allow a longer "
-                        f"wait with {RATE_LIMIT_WAIT_ENV}",
+                    fix="re-run after that (logged-in users, with HF_TOKEN, get a larger "
+                    "quota), or allow a longer "
+                    f"wait with {RATE_LIMIT_WAIT_ENV}",
                 ) from None
-            logger.warning("kernlock: %s: %s; waiting %.0f s for the window to reset", repo, why, wait)
+            logger.warning(
+                "kernlock: %s: %s; waiting %.0f s for the window to reset", repo, why, wait
+            )
             return wait
         retry_after = _retry_after(error)
         wait = retry_after if retry_after is not None else backoff
         if wait > left:
             problem, fix = describe(error, repo)
-            raise HubError(f"{problem} (gave up: no answer within {hub_deadline():.0f} s, {DEADLINE_ENV})",
-                           fix=f"{fix}, or allow a longer wait with {DEADLINE_ENV}") from None
+            raise HubError(
+                f"{problem} (gave up: no answer within {hub_deadline():.0f} s, {DEADLINE_ENV})",
+                fix=f"{fix}, or allow a longer wait with {DEADLINE_ENV}",
+            ) from None
         if wait >= 1:
-            logger.warning("kernlock: %s: the Hub answered HTTP %s; retrying in %.0f s", repo, http_status(error), wait)
+            logger.warning(
+                "kernlock: %s: the Hub answered HTTP %s; retrying in %.0f s",
+                repo,
+                http_status(error),
+                wait,
+            )
         return wait
 
     def headers(self) -> dict[str, str]:
-        """huggingface_hub's request headers, built once: building them can cost a request of its own
-        (its once-a-day agent lookup), which parallel first calls would each make."""
+        """huggingface_hub's request headers, built once: building them can cost a request of its
+        own (its once-a-day agent lookup), which parallel first calls would each make."""
         from huggingface_hub.utils import build_hf_headers
 
         with self._lock:
@@ -292,11 +341,21 @@ class Transport:
                 self._hf_headers = build_hf_headers(token=self.token, library_name="kernlock")
             return dict(self._hf_headers)
 
-    def request(self, url: str, deadline: float, *, timeout: float, limit: int, params: dict[str, str] | None = None,
-                 sink: Callable[[bytes], object] | None = None, follow: bool = False,
-                 headers: dict[str, str] | None = None,
-                 on_response: Callable[[Any], int | None] | None = None) -> httpx2.Response:
-        """GET `url` with timeouts; read at most `limit` bytes before `deadline`; raise for HTTP errors.
+    def request(
+        self,
+        url: str,
+        deadline: float,
+        *,
+        timeout: float,
+        limit: int,
+        params: dict[str, str] | None = None,
+        sink: Callable[[bytes], object] | None = None,
+        follow: bool = False,
+        headers: dict[str, str] | None = None,
+        on_response: Callable[[Any], int | None] | None = None,
+    ) -> httpx2.Response:
+        """GET `url` with timeouts; read at most `limit` bytes before `deadline`; raise for HTTP
+        errors.
 
         The body goes to `sink` (a successful answer) or into the returned, complete response.
         `on_response` sees a successful answer's status and headers before its body, and may
@@ -304,17 +363,27 @@ class Transport:
         """
         from huggingface_hub.utils import get_session, hf_raise_for_status
 
-        # a float, not a Timeout object: the session is httpx2's (huggingface_hub 2.x) or httpx's (1.x)
-        with get_session().stream("GET", url, params=params, headers=headers or self.headers(),
-                                  timeout=timeout, follow_redirects=follow) as response:
+        # a float, not a Timeout object: the session is httpx2's (huggingface_hub 2.x) or httpx's
+        # (1.x)
+        with get_session().stream(
+            "GET",
+            url,
+            params=params,
+            headers=headers or self.headers(),
+            timeout=timeout,
+            follow_redirects=follow,
+        ) as response:
             ok = response.status_code < 300
             if ok and on_response is not None:
                 limit = on_response(response) or limit
             cap = limit if ok else ERROR_BODY_LIMIT
             declared = response.headers.get("Content-Length", "")
             if ok and declared.isdigit() and int(declared) > cap:
-                raise Stop(f"{redact(str(response.url))} announces {declared} bytes, more than the {cap} expected; "
-                            "nothing was kept")
+                raise Stop(
+                    f"{redact(str(response.url))} announces {declared} bytes, more than "
+                    f"the {cap} expected; "
+                    "nothing was kept"
+                )
             chunks: list[bytes] = []
             received = 0
             for chunk in response.iter_bytes():
@@ -322,32 +391,51 @@ class Transport:
                 if received > cap:
                     if not ok:
                         break
-                    raise Stop(f"{redact(str(response.url))} sent more than the {cap} bytes expected; nothing was kept")
+                    raise Stop(
+                        f"{redact(str(response.url))} sent more than the {cap} bytes "
+                        "expected; nothing was kept"
+                    )
                 if time.monotonic() > deadline:
-                    raise Stop(f"{redact(str(response.url))} did not finish within {hub_deadline():.0f} s "
-                                f"({DEADLINE_ENV}); nothing was kept",
-                                fix=f"try again on a faster network, or allow longer with {DEADLINE_ENV}")
+                    raise Stop(
+                        f"{redact(str(response.url))} did not finish within {hub_deadline():.0f} s "
+                        f"({DEADLINE_ENV}); nothing was kept",
+                        fix=f"try again on a faster network, or allow longer with {DEADLINE_ENV}",
+                    )
                 (sink if ok and sink is not None else chunks.append)(chunk)
             # The bytes are decoded already: drop the headers that would have them decoded twice.
-            kept = [(k, v) for k, v in response.headers.multi_items()
-                    if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
-            complete = type(response)(response.status_code, headers=kept, content=b"".join(chunks),
-                                      request=response.request)
+            kept = [
+                (k, v)
+                for k, v in response.headers.multi_items()
+                if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
+            ]
+            complete = type(response)(
+                response.status_code,
+                headers=kept,
+                content=b"".join(chunks),
+                request=response.request,
+            )
         if complete.status_code >= 400:
             hf_raise_for_status(complete)
         return complete
 
-    def api_get(self, repo: str, url: str, deadline: float, params: dict[str, str] | None = None) -> httpx2.Response:
-        """GET a Hub API URL, following redirects on the same host only (the Hub's answer for a renamed repo)."""
+    def api_get(
+        self, repo: str, url: str, deadline: float, params: dict[str, str] | None = None
+    ) -> httpx2.Response:
+        """GET a Hub API URL, following redirects on the same host only (the Hub's answer for a
+        renamed repo)."""
         for _ in range(MAX_REDIRECTS + 1):
-            response = self.request(url, deadline, timeout=etag_timeout(), limit=API_BODY_LIMIT, params=params)
+            response = self.request(
+                url, deadline, timeout=etag_timeout(), limit=API_BODY_LIMIT, params=params
+            )
             if not response.is_redirect:
                 return response
             target = urljoin(str(response.url), response.headers.get("Location", ""))
             if urlsplit(target).netloc != urlsplit(str(response.url)).netloc:
                 raise Stop(
-                    f"{redact(str(response.url))} redirects to {redact(target)}, on another host; kernlock does not "
-                    "follow it nor take it for a repo rename", fix="check HF_ENDPOINT and your proxy"
+                    f"{redact(str(response.url))} redirects to {redact(target)}, on "
+                    "another host; kernlock does not "
+                    "follow it nor take it for a repo rename",
+                    fix="check HF_ENDPOINT and your proxy",
                 )
             url, params = target, None
         raise Stop(f"{redact(url)}: more than {MAX_REDIRECTS} redirects")

@@ -1,8 +1,9 @@
-"""A commit's build variants: grouped from its file listing, and the one kernels would load on a target.
+"""A commit's build variants: grouped from its file listing, and the one kernels would load on a
+target.
 
-The choice is kernels' own parsing and ranking (`kernlock._internal.compat.kernels_api.target_decisions`),
-evaluated for any target rather than the running machine; used at lock time and by
-`kernlock explain`.
+The choice is kernels' own parsing and ranking
+(`kernlock._internal.compat.kernels_api.target_decisions`), evaluated for any target rather than the
+running machine; used at lock time and by `kernlock explain`.
 """
 
 from __future__ import annotations
@@ -27,7 +28,10 @@ def choose_variant(variant_names: Iterable[str], target: Target) -> tuple[str | 
     lines = []
     for decision in decisions:
         if decision.accepted:
-            lines.append(f"{decision.variant}: {'chosen' if decision.variant == chosen else 'compatible, lower preference'}")
+            lines.append(
+                f"{decision.variant}: "
+                f"{'chosen' if decision.variant == chosen else 'compatible, lower preference'}"
+            )
         else:
             lines.append(f"{decision.variant}: {decision.reason}")
     return chosen, lines
@@ -53,15 +57,18 @@ def variant_target(name: str) -> str | None:
 
 
 def python_choices(variant_names: Iterable[str], target: Target) -> dict[str, str | None]:
-    """For a target without a Python part: the variant kernels would load on each Python 3.9-3.15 (GIL), by version.
+    """For a target without a Python part: the variant kernels would load on each Python 3.9-3.15
+    (GIL), by version.
 
     One choice for all of them means the lock does not depend on the interpreter that wrote it.
     """
     from dataclasses import replace
 
     names = list(variant_names)
-    return {python: choose_variant(names, replace(target, python=python, free_threaded=False))[0]
-            for python in (f"3.{minor}" for minor in range(9, 16))}
+    return {
+        python: choose_variant(names, replace(target, python=python, free_threaded=False))[0]
+        for python in (f"3.{minor}" for minor in range(9, 16))
+    }
 
 
 def group_variants(repo: str, commit: str, files: list[TreeFile]) -> dict[str, list[TreeFile]]:
@@ -71,16 +78,28 @@ def group_variants(repo: str, commit: str, files: list[TreeFile]) -> dict[str, l
         path = entry.path
         parts = path.split("/")
         if not is_safe_relpath(path) or len(parts) < 3 or parts[0] != "build":
-            raise ResolutionError(f"{repo}@{commit[:12]}: the Hub listed an unsafe file path {path!r}; refusing to lock it",
-                                  fix=f"lock another revision ({repo}@<revision>), or report the repo to its publisher")
+            raise ResolutionError(
+                f"{repo}@{commit[:12]}: the Hub listed an unsafe file path {path!r}; "
+                "refusing to lock it",
+                fix=f"lock another revision ({repo}@<revision>), or report the repo to its "
+                "publisher",
+            )
         variant = parts[1]
         if not is_variant_name(variant):
-            raise ResolutionError(f"{repo}@{commit[:12]}: the Hub listed an unsafe variant name {variant!r}; refusing to lock it",
-                                  fix=f"lock another revision ({repo}@<revision>), or report the repo to its publisher")
+            raise ResolutionError(
+                f"{repo}@{commit[:12]}: the Hub listed an unsafe variant name "
+                f"{variant!r}; refusing to lock it",
+                fix=f"lock another revision ({repo}@<revision>), or report the repo to its "
+                "publisher",
+            )
         if _IGNORED.search(path):
             continue
         grouped.setdefault(variant, []).append(entry)
     if len(grouped) > MAX_VARIANTS:
-        raise ResolutionError(f"{repo}@{commit[:12]}: {len(grouped)} build variants is more than kernlock accepts ({MAX_VARIANTS})",
-                              fix=f"lock another revision ({repo}@<revision>), or ask the publisher to prune old builds")
+        raise ResolutionError(
+            f"{repo}@{commit[:12]}: {len(grouped)} build variants is more than kernlock "
+            f"accepts ({MAX_VARIANTS})",
+            fix=f"lock another revision ({repo}@<revision>), or ask the publisher to prune "
+            "old builds",
+        )
     return grouped

@@ -1,4 +1,5 @@
-"""kernels' own JSON `kernels.lock`: recognised, migrated into kernlock's lock, exported for kernels.
+"""kernels' own JSON `kernels.lock`: recognised, migrated into kernlock's lock, exported for
+kernels.
 
 `kernels lock` writes JSON to the same file name kernlock uses. `kernlock lock`
 never replaces it silently: without `--migrate` it stops and says how to
@@ -29,14 +30,20 @@ MIGRATED = "kept from kernels' JSON lock"
 
 
 def looks_like_kernels_lock(data: bytes) -> bool:
-    """Whether `data` is kernels' JSON lock (a list of dependency/lock pairs); cheap, imports nothing."""
+    """Whether `data` is kernels' JSON lock (a list of dependency/lock pairs); cheap, imports
+    nothing."""
     if not data.lstrip().startswith(b"["):
         return False
     try:
         entries = json.loads(data)
-    except (ValueError, RecursionError):  # `[` × 200 000: nested past the decoder's depth, so no kernels lock
+    except (
+        ValueError,
+        RecursionError,
+    ):  # `[` × 200 000: nested past the decoder's depth, so no kernels lock
         return False
-    return isinstance(entries, list) and all(isinstance(e, dict) and {"dependency", "lock"} <= set(e) for e in entries)
+    return isinstance(entries, list) and all(
+        isinstance(e, dict) and {"dependency", "lock"} <= set(e) for e in entries
+    )
 
 
 _ELSEWHERE = "export elsewhere (-o another path), or omit -o to write to standard output"
@@ -44,9 +51,12 @@ _ELSEWHERE = "export elsewhere (-o another path), or omit -o to write to standar
 
 def migrate_hint(path: Path) -> tuple[str, str]:
     """The problem of a kernels JSON lock where kernlock's lock is expected, and its fix."""
-    return (f"{path} holds kernels' own JSON lock, not kernlock's",
-            f"convert it with `kernlock lock --migrate` (its commits are kept as pins and the JSON is kept as "
-            f"{path.name}{JSON_SUFFIX})")
+    return (
+        f"{path} holds kernels' own JSON lock, not kernlock's",
+        "convert it with `kernlock lock --migrate` (its commits are kept as pins and "
+        "the JSON is kept as "
+        f"{path.name}{JSON_SUFFIX})",
+    )
 
 
 @dataclass(frozen=True)
@@ -62,11 +72,16 @@ class Migration:
         return self.source.with_name(self.source.name + JSON_SUFFIX)
 
     def as_previous_lock(self) -> Lockfile:
-        """The pins as a previous kernlock lock, so the resolver keeps each commit (entries without variants)."""
+        """The pins as a previous kernlock lock, so the resolver keeps each commit (entries without
+        variants)."""
         kernels = tuple(
             LockedKernel(
-                spec=_spec_key(pin), repo=pin.repo, commit=pin.commit, trust="",
-                resolution=f"{MIGRATED} ({_pin_text(pin)})", version=pin.version,
+                spec=_spec_key(pin),
+                repo=pin.repo,
+                commit=pin.commit,
+                trust="",
+                resolution=f"{MIGRATED} ({_pin_text(pin)})",
+                version=pin.version,
                 ref=f"v{pin.version}" if pin.version is not None else pin.revision,
             )
             for pin in self.pins
@@ -79,7 +94,8 @@ class Migration:
             if self.kept_as.read_bytes() == self.original:
                 return
             raise KernlockError(
-                f"cannot keep {self.source}'s kernels JSON lock as {self.kept_as}: that file exists and differs",
+                f"cannot keep {self.source}'s kernels JSON lock as {self.kept_as}: that "
+                "file exists and differs",
                 fix="move it away and run `kernlock lock --migrate` again",
             )
         atomic_write(self.kept_as, self.original)
@@ -90,7 +106,8 @@ class Migration:
         unused = [f"{_pin_text(p)}" for p in self.pins if (p.repo, p.commit) not in kept]
         line = (
             f"migrated kernels' JSON lock {self.source} ({len(self.pins)} pins, "
-            f"{len(self.pins) - len(unused)} kept as locked commits) to kernlock's format; the original is kept as {self.kept_as}"
+            f"{len(self.pins) - len(unused)} kept as locked commits) to kernlock's "
+            f"format; the original is kept as {self.kept_as}"
         )
         if unused:
             line += f"; not requested by any source, so dropped: {', '.join(unused)}"
@@ -106,7 +123,8 @@ def _pin_text(pin: KernelsPin) -> str:
 
 
 def migration_for(path: Path, migrate: bool) -> Migration | None:
-    """The migration of `path` if it holds kernels' JSON lock; without `migrate`, refuse with the fix."""
+    """The migration of `path` if it holds kernels' JSON lock; without `migrate`, refuse with the
+    fix."""
     from kernlock._internal.lockfile.read_bytes import read_lock_bytes
     from kernlock.errors import LockfileError
 
@@ -122,8 +140,10 @@ def migration_for(path: Path, migrate: bool) -> Migration | None:
     try:
         pins = tuple(parse_kernels_lock(data.decode("utf-8")))
     except (ValueError, UnicodeDecodeError) as error:
-        raise UsageError(f"{path}: kernels' JSON lock cannot be read ({error})",
-                         fix="correct or remove it, then run `kernlock lock`") from None
+        raise UsageError(
+            f"{path}: kernels' JSON lock cannot be read ({error})",
+            fix="correct or remove it, then run `kernlock lock`",
+        ) from None
     return Migration(source=path, original=data, pins=pins)
 
 
@@ -131,7 +151,8 @@ def migration_for(path: Path, migrate: bool) -> Migration | None:
 
 
 def kernels_pin(kernel: LockedKernel) -> KernelsPin:
-    """The kernels dependency (repo, version or revision) under which kernels looks a locked entry up."""
+    """The kernels dependency (repo, version or revision) under which kernels looks a locked entry
+    up."""
     spec = parse_spec(kernel.spec)
     if spec.revision is not None:
         number = version_of_branch(spec.revision)
@@ -159,15 +180,23 @@ def exported_entries(lock: Lockfile) -> tuple[list[LockedKernel], list[str]]:
             continue
         if not own:
             whens = ", ".join(k.override.when for k in lock.entries(kernel.spec) if k.override)
-            raise UsageError(f"{kernel.spec}: every locked target has an override ({whens}), each its own commit, and "
-                             "kernels' JSON lock holds one pin per kernel; nothing was written",
-                             fix="lock a target no override matches (`kernlock lock --target T`), or load through "
-                                 "kernlock (`kernlock run`, `kernlock.apply()`), which applies the overrides")
+            raise UsageError(
+                f"{kernel.spec}: every locked target has an override ({whens}), each its "
+                "own commit, and "
+                "kernels' JSON lock holds one pin per kernel; nothing was written",
+                fix="lock a target no override matches (`kernlock lock --target T`), or load "
+                "through "
+                "kernlock (`kernlock run`, `kernlock.apply()`), which applies the overrides",
+            )
         targets = ", ".join(sorted({str(t) for v in kernel.variants for t in v.targets}))
-        warnings.append(f"{kernel.spec}: the override for {kernel.override.when} ({kernel.override.use}, "
-                        f"{kernel.commit[:12]}; {targets}) is not written: kernels' JSON lock holds one pin per "
-                        f"kernel, so plain kernels loads the spec's own {own[0].commit[:12]} there too; load through "
-                        "kernlock (`kernlock run`, `kernlock.apply()`) for the override")
+        warnings.append(
+            f"{kernel.spec}: the override for {kernel.override.when} ({kernel.override.use}, "
+            f"{kernel.commit[:12]}; {targets}) is not written: kernels' JSON lock holds "
+            "one pin per "
+            f"kernel, so plain kernels loads the spec's own {own[0].commit[:12]} there "
+            "too; load through "
+            "kernlock (`kernlock run`, `kernlock.apply()`) for the override"
+        )
     return entries, warnings
 
 
@@ -197,21 +226,30 @@ def export_kernels_json(lock: Lockfile, lockfile: Path, output: Path) -> None:
     except FileNotFoundError:
         mode = None
     except OSError as error:
-        raise UsageError(f"cannot write {output} ({error.strerror}); nothing was written", fix=_ELSEWHERE) from None
+        raise UsageError(
+            f"cannot write {output} ({error.strerror}); nothing was written", fix=_ELSEWHERE
+        ) from None
     if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
         _write_stream(output, payload)
         return
     if not output.parent.is_dir():
-        raise UsageError(f"{output.parent} is not a directory; nothing was written",
-                         fix=f"create it (mkdir -p {output.parent}) or export elsewhere")
+        raise UsageError(
+            f"{output.parent} is not a directory; nothing was written",
+            fix=f"create it (mkdir -p {output.parent}) or export elsewhere",
+        )
     if output.resolve() == lockfile.resolve():
         problem = f"{output} is kernlock's lock"
-    elif mode is not None and (stat.S_ISDIR(mode) or not looks_like_kernels_lock(output.read_bytes())):
+    elif mode is not None and (
+        stat.S_ISDIR(mode) or not looks_like_kernels_lock(output.read_bytes())
+    ):
         problem = f"{output} exists and is not a kernels JSON lock"
     else:
         problem = None
     if problem:
-        raise UsageError(f"{problem}; nothing was written", fix=f"export elsewhere, e.g. -o {lockfile.name}{JSON_SUFFIX}")
+        raise UsageError(
+            f"{problem}; nothing was written",
+            fix=f"export elsewhere, e.g. -o {lockfile.name}{JSON_SUFFIX}",
+        )
     atomic_write(output, payload)
 
 
@@ -221,17 +259,22 @@ def _write_stream(output: Path, payload: bytes) -> None:
     import os
 
     try:
-        fd = os.open(output, os.O_WRONLY | os.O_NONBLOCK)  # a FIFO with no reader: ENXIO at once, not a hang
+        fd = os.open(
+            output, os.O_WRONLY | os.O_NONBLOCK
+        )  # a FIFO with no reader: ENXIO at once, not a hang
     except OSError as error:
         if error.errno == errno.ENXIO:
-            raise UsageError(f"cannot write {output}: no process is reading it",
-                             fix="start the reader first, or omit -o to write to standard output") from None
+            raise UsageError(
+                f"cannot write {output}: no process is reading it",
+                fix="start the reader first, or omit -o to write to standard output",
+            ) from None
         raise UsageError(f"cannot write {output} ({error.strerror})", fix=_ELSEWHERE) from None
     try:
         os.set_blocking(fd, True)
         with os.fdopen(fd, "wb") as stream:
             stream.write(payload)
     except OSError as error:
-        raise UsageError(f"cannot write {output} ({error.strerror})",
-                         fix="check that the reader is still running, or omit -o to write to standard output") from None
-
+        raise UsageError(
+            f"cannot write {output} ({error.strerror})",
+            fix="check that the reader is still running, or omit -o to write to standard output",
+        ) from None

@@ -1,4 +1,5 @@
-"""The lock model: frozen dataclasses mirroring `kernels.lock`, each read from and written to a plain dict.
+"""The lock model: frozen dataclasses mirroring `kernels.lock`, each read from and written to a
+plain dict.
 
 Shape (see the README for an annotated example)::
 
@@ -26,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import field
 from typing import Any
 
+from kernlock._internal.lockfile.signing_record import Provenance, Signature
 from kernlock._internal.lockfile.table import (
     ALWAYS_WRITTEN,
     REGENERATE,
@@ -48,8 +50,9 @@ from kernlock._internal.model.target import Target, parse_target
 from kernlock._internal.settings import UPGRADE_FIX
 from kernlock.errors import LockfileError, LockfileVersionError, key_text
 
-LOCK_VERSION = "1.3"  # major.minor of the newest format this kernlock reads and writes (1.1: variants' `signature`;
-                     # 1.2: `[[model]]`, entries' `devices` and `used-by`; 1.3: variants' `archs`)
+# major.minor of the newest format this kernlock reads and writes (1.1: variants' `signature`;
+LOCK_VERSION = "1.3"
+# 1.2: `[[model]]`, entries' `devices` and `used-by`; 1.3: variants' `archs`)
 LOCK_FILENAME = "kernels.lock"
 TRUST_KINDS = ("trusted-publisher", "allowlist")
 SIGNATURE_FILE = "metadata.json.sigstore"
@@ -58,10 +61,11 @@ _FORMAT_RE = re.compile(r"\d+\.\d+")
 
 
 def format_for(kernels: tuple[LockedKernel, ...], models: tuple[LockedModel, ...] = ()) -> str:
-    """The oldest format that holds `kernels` and `models`: "1.3" when a variant records its GPU archs, "1.2" with
-    models, "1.1" when a variant records its signer, else "1.0".
+    """The oldest format that holds `kernels` and `models`: "1.3" when a variant records its GPU
+    archs, "1.2" with models, "1.1" when a variant records its signer, else "1.0".
 
-    A lock without them keeps its bytes (no churn on re-lock), and older kernlocks read it without a warning.
+    A lock without them keeps its bytes (no churn on re-lock), and older kernlocks read it without a
+    warning.
     """
     if any(v.archs for k in kernels for v in k.variants):
         return "1.3"
@@ -97,70 +101,22 @@ class LockedFile(Table):
 
 
 @model
-class Provenance(Table):
-    """How a variant was built, from its `metadata.json` (kernel-builder and kernel source)."""
-
-    builder_version: str | None = None
-    builder_commit: str | None = None
-    builder_dirty: bool | None = None
-    source_commit: str | None = None
-    source_dirty: bool | None = None
-
-    @property
-    def dirty(self) -> bool:
-        """Whether the kernel source or kernel-builder had uncommitted changes."""
-        return bool(self.builder_dirty or self.source_dirty)
-
-    @classmethod
-    def _from_dict(cls, d: Mapping[str, Any], ignored: Ignored | None) -> Provenance:
-        cls._check_keys(d, ignored)
-        return cls(
-            builder_version=get(d, str, "builder-version"),
-            builder_commit=get(d, str, "builder-commit"),
-            builder_dirty=get(d, bool, "builder-dirty"),
-            source_commit=get(d, str, "source-commit"),
-            source_dirty=get(d, bool, "source-dirty"),
-        )
-
-
-@model
-class Signature(Table):
-    """Who signed a variant's `metadata.json`: from the verified bundle's certificate and transparency-log entry."""
-
-    issuer: str  # OIDC issuer (GitHub Actions: https://token.actions.githubusercontent.com)
-    build_signer: str  # build signer URI: the workflow that signed, https://github.com/<org>/<repo>/<path>@<ref>
-    source_repository: str | None = None
-    source_commit: str | None = None
-    log_index: int
-    integrated_time: int  # seconds since the epoch, as the log signed it
-
-    @classmethod
-    def _from_dict(cls, d: Mapping[str, Any], ignored: Ignored | None) -> Signature:
-        cls._check_keys(d, ignored)
-        log_index, integrated_time = get_required(d, int, "log-index"), get_required(d, int, "integrated-time")
-        ensure(log_index >= 0, "log-index", "expected a non-negative integer")
-        ensure(integrated_time >= 0, "integrated-time", "expected a non-negative integer")
-        return cls(
-            issuer=get_required(d, str, "issuer"),
-            build_signer=get_required(d, str, "build-signer"),
-            source_repository=get(d, str, "source-repository"),
-            source_commit=get(d, str, "source-commit"),
-            log_index=log_index,
-            integrated_time=integrated_time,
-        )
-
-
-@model
 class LockedVariant(Table):
     """A build variant chosen for one or more targets, with its files and build metadata."""
 
     name: str
     targets: tuple[Target, ...]  # parsed at load; written as their text
-    archs: tuple[str, ...] = ()  # GPU architectures of a CUDA/ROCm build (`backend.archs`: `9.0a`, `gfx942`; 1.3)
+    archs: tuple[
+        str, ...
+    ] = ()  # GPU architectures of a CUDA/ROCm build (`backend.archs`: `9.0a`, `gfx942`; 1.3)
     kernels_minver: str | None = None
     python_depends: tuple[str, ...] = ()
-    digest: str | None = None  # algorithm of the metadata digest, checked against `files` when locking
-    signed: bool = False  # ships kernel-builder's signature bundle (SIGNATURE_FILE, hash-locked like any file)
+    digest: str | None = (
+        None  # algorithm of the metadata digest, checked against `files` when locking
+    )
+    signed: bool = (
+        False  # ships kernel-builder's signature bundle (SIGNATURE_FILE, hash-locked like any file)
+    )
     signature: Signature | None = None  # who signed it, verified when locking (lock format 1.1)
     provenance: Provenance | None = None
     files: tuple[LockedFile, ...]
@@ -169,16 +125,23 @@ class LockedVariant(Table):
     def _from_dict(cls, d: Mapping[str, Any], ignored: Ignored | None) -> LockedVariant:
         cls._check_keys(d, ignored)
         name = get_required(d, str, "name")
-        ensure(is_variant_name(name), "name",
-               f"{name!r} is not a build variant name")
+        ensure(is_variant_name(name), "name", f"{name!r} is not a build variant name")
         files = get_objects(d, LockedFile, "files", ignored)
         paths = [f.path for f in files]
         ensure(len(paths) == len(set(paths)), "files", "duplicate file paths")
         signed = bool(get(d, bool, "signed"))
-        ensure(signed == (SIGNATURE_FILE in paths), "signed",
-               f"says {'' if signed else 'not '}signed, but the files {'lack' if signed else 'include'} {SIGNATURE_FILE}")
+        ensure(
+            signed == (SIGNATURE_FILE in paths),
+            "signed",
+            f"says {'' if signed else 'not '}signed, but the files "
+            f"{'lack' if signed else 'include'} {SIGNATURE_FILE}",
+        )
         signature = get_object(d, Signature, "signature", ignored)
-        ensure(signature is None or signed, "signature", f"records a signer, but the files lack {SIGNATURE_FILE}")
+        ensure(
+            signature is None or signed,
+            "signature",
+            f"records a signer, but the files lack {SIGNATURE_FILE}",
+        )
         return cls(
             name=name,
             targets=get_targets(d, "targets"),
@@ -204,8 +167,11 @@ class Override(Table):
     @classmethod
     def _from_dict(cls, d: Mapping[str, Any], ignored: Ignored | None) -> Override:
         cls._check_keys(d, ignored)
-        return cls(when=get_required(d, str, "when"), use=get_required(d, str, "use"),
-                   reason=get_required(d, str, "reason"))
+        return cls(
+            when=get_required(d, str, "when"),
+            use=get_required(d, str, "use"),
+            reason=get_required(d, str, "reason"),
+        )
 
 
 @model
@@ -224,15 +190,23 @@ class LockedKernel(Table):
     trust: str
     dependency_of: tuple[str, ...] = ()
     depends: tuple[str, ...] = ()
-    devices: tuple[str, ...] = ()  # device types (`cuda`) the entry is loaded on; empty: every target
-    used_by: tuple[str, ...] = ()  # the model layers Transformers' kernelize binds it to (`./model: RMSNorm (cuda)`)
+    devices: tuple[
+        str, ...
+    ] = ()  # device types (`cuda`) the entry is loaded on; empty: every target
+    used_by: tuple[
+        str, ...
+    ] = ()  # the model layers Transformers' kernelize binds it to (`./model: RMSNorm (cuda)`)
     build_variants: tuple[str, ...] = field(default=(), metadata=ALWAYS_WRITTEN)
     variants: tuple[LockedVariant, ...] = field(default=(), metadata={"key": "variant"})
 
     @classmethod
     def _from_dict(cls, d: Mapping[str, Any], ignored: Ignored | None) -> LockedKernel:
         cls._check_keys(d, ignored)
-        spec, repo, aliases = get_required(d, str, "spec"), get_required(d, str, "repo"), get_strings(d, "aliases")
+        spec, repo, aliases = (
+            get_required(d, str, "spec"),
+            get_required(d, str, "repo"),
+            get_strings(d, "aliases"),
+        )
         commit = get_required(d, str, "commit")
         ensure(is_git_sha(commit), "commit", f"{commit!r} is not a 40-character hex commit SHA")
         trust = get_required(d, str, "trust")
@@ -243,9 +217,14 @@ class LockedKernel(Table):
         names = [v.name for v in variants]
         ensure(len(names) == len(set(names)), "variant", "duplicate variant names")
         requested_repo = spec.split("@", 1)[0]
-        ensure(all(alias == requested_repo != repo for alias in aliases), "aliases",
-               f"{', '.join(aliases)} is not a rename recorded at lock time (only the spec's own repo, renamed on "
-               f"the Hub to {repo!r}, can be an alias)", fix=f"re-run `kernlock lock -P {repo}`")
+        ensure(
+            all(alias == requested_repo != repo for alias in aliases),
+            "aliases",
+            f"{', '.join(aliases)} is not a rename recorded at lock time (only the "
+            "spec's own repo, renamed on "
+            f"the Hub to {repo!r}, can be an alias)",
+            fix=f"re-run `kernlock lock -P {repo}`",
+        )
         return cls(
             spec=spec,
             repo=repo,
@@ -290,23 +269,30 @@ class LockedKernel(Table):
 
 @model
 class LockedModel(Table):
-    """A model the project trains (`[tool.kernlock] models`): what Transformers' default kernelize binds for it
-    was discovered with this Transformers release and kernelize mapping, and locked as the entries it names."""
+    """A model the project trains (`[tool.kernlock] models`): what Transformers' default kernelize
+    binds for it was discovered with this Transformers release and kernelize mapping, and locked as
+    the entries it names."""
 
     name: str  # as declared: a local directory or a Hub model id
     model_class: str
     transformers: str  # the release that discovered its kernels
     kernel_mapping: str  # sha256 of that release's kernelize mapping source
-    layers: tuple[str, ...] = ()  # `RMSNorm -> org/repo@v4 (cuda: inference, training)`, one per binding
+    layers: tuple[
+        str, ...
+    ] = ()  # `RMSNorm -> org/repo@v4 (cuda: inference, training)`, one per binding
 
     @classmethod
     def _from_dict(cls, d: Mapping[str, Any], ignored: Ignored | None) -> LockedModel:
         cls._check_keys(d, ignored)
         digest = get_required(d, str, "kernel-mapping")
         ensure(is_sha256(digest), "kernel-mapping", "expected 64 lower-case hex characters")
-        return cls(name=get_required(d, str, "name"), model_class=get_required(d, str, "model-class"),
-                   transformers=get_required(d, str, "transformers"), kernel_mapping=digest,
-                   layers=get_strings(d, "layers"))
+        return cls(
+            name=get_required(d, str, "name"),
+            model_class=get_required(d, str, "model-class"),
+            transformers=get_required(d, str, "transformers"),
+            kernel_mapping=digest,
+            layers=get_strings(d, "layers"),
+        )
 
 
 @model
@@ -322,7 +308,8 @@ class Lockfile(Table):
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], /, *, source: str | None = None) -> Lockfile:
-        """Validate a parsed lock; a newer minor format is read without its unknown keys (logged as a warning).
+        """Validate a parsed lock; a newer minor format is read without its unknown keys (logged as
+        a warning).
 
         `LockfileError` carries the key path of the bad value and names `source`;
         a newer major format is `LockfileVersionError`.
@@ -331,7 +318,9 @@ class Lockfile(Table):
             if not isinstance(d, dict):
                 raise type_error(d, dict)
             version = _read_version(d.get("version"))
-            ignored: Ignored | None = [] if format_version(version) > format_version(LOCK_VERSION) else None
+            ignored: Ignored | None = (
+                [] if format_version(version) > format_version(LOCK_VERSION) else None
+            )
             lock = cls._from_dict(d, ignored)
         except LockfileError as error:
             raise (error.in_file(source) if source else error) from None
@@ -341,7 +330,12 @@ class Lockfile(Table):
             keys = ", ".join(map(key_text, ignored))
             logging.getLogger("kernlock").warning(
                 "%s: written by a newer kernlock (lock format %s; this one reads %s); ignoring %s; "
-                "use them: " + UPGRADE_FIX, source or LOCK_FILENAME, version, LOCK_VERSION, keys)
+                "use them: " + UPGRADE_FIX,
+                source or LOCK_FILENAME,
+                version,
+                LOCK_VERSION,
+                keys,
+            )
         return lock
 
     @classmethod
@@ -371,7 +365,8 @@ class Lockfile(Table):
 
     @property
     def newer_format(self) -> bool:
-        """Whether a newer kernlock wrote this lock (a newer minor: readable, but not to be overwritten)."""
+        """Whether a newer kernlock wrote this lock (a newer minor: readable, but not to be
+        overwritten)."""
         return format_version(self.version) > format_version(LOCK_VERSION)
 
     def kernel(self, spec: str, target: Target | str | None = None) -> LockedKernel | None:
@@ -395,7 +390,11 @@ class Lockfile(Table):
             target = parse_target(target)
         covered = {k.spec for k in self.kernels if k.variant_for(target) is not None}
         needed = {k.spec for k in self.kernels if k.serves(target)}
-        return [spec for spec in dict.fromkeys(k.spec for k in self.kernels) if spec in needed and spec not in covered]
+        return [
+            spec
+            for spec in dict.fromkeys(k.spec for k in self.kernels)
+            if spec in needed and spec not in covered
+        ]
 
 
 def _read_version(value: Any) -> str:
@@ -403,10 +402,21 @@ def _read_version(value: Any) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         value = f"{value}.0"
     if not isinstance(value, str) or not _FORMAT_RE.fullmatch(value):
-        raise invalid(f"expected a format version like \"{LOCK_VERSION}\", got {value!r}", "version", fix=REGENERATE)
+        raise invalid(
+            f'expected a format version like "{LOCK_VERSION}", got {value!r}',
+            "version",
+            fix=REGENERATE,
+        )
     if format_version(value)[0] > format_version(LOCK_VERSION)[0]:
-        raise LockfileVersionError(f"lock format version {value} is newer than this kernlock understands ({LOCK_VERSION})",
-                                   key_path=("version",), fix=UPGRADE_FIX)
-    ensure(format_version(value)[0] == format_version(LOCK_VERSION)[0], "version",
-           f"unsupported lock format version {value}", fix=REGENERATE)
+        raise LockfileVersionError(
+            f"lock format version {value} is newer than this kernlock understands ({LOCK_VERSION})",
+            key_path=("version",),
+            fix=UPGRADE_FIX,
+        )
+    ensure(
+        format_version(value)[0] == format_version(LOCK_VERSION)[0],
+        "version",
+        f"unsupported lock format version {value}",
+        fix=REGENERATE,
+    )
     return value

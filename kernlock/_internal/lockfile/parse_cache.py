@@ -30,16 +30,23 @@ from kernlock._internal.lockfile.model import Lockfile
 MIN_CACHED_BYTES = 32 * 1024
 MAX_ENTRIES = 32
 _PREFIX = "parsed"
-# The modules whose code decides a parse, by name (imported before any parse: lockfile_toml is the caller).
-PARSING_CODE = ("kernlock._internal.lockfile.model", "kernlock._internal.lockfile.table", "kernlock._internal.lockfile.serialize")
+# The modules whose code decides a parse, by name (imported before any parse: lockfile_toml is the
+# caller).
+PARSING_CODE = (
+    "kernlock._internal.lockfile.model",
+    "kernlock._internal.lockfile.table",
+    "kernlock._internal.lockfile.serialize",
+)
 
 
 def entry_for(data: bytes) -> str | None:
     """The entry name of these lock bytes' parse, or None when they are not cached."""
     if len(data) < MIN_CACHED_BYTES or private.cache_root() is None:
         return None
-    code = "|".join(f"{info.st_size}|{info.st_mtime_ns}" for info in
-                    (Path(str(sys.modules[name].__file__)).stat() for name in PARSING_CODE))
+    code = "|".join(
+        f"{info.st_size}|{info.st_mtime_ns}"
+        for info in (Path(str(sys.modules[name].__file__)).stat() for name in PARSING_CODE)
+    )
     identity = f"{kernlock.__version__}|{code}|{sys.version}"
     return private.entry_name(_PREFIX, identity, data)
 
@@ -58,7 +65,8 @@ def load_parsed(entry: str | None) -> Lockfile | None:
 
 
 def store_parsed(entry: str | None, lock: Lockfile) -> None:
-    """Store `lock` under `entry` (from `entry_for`); drop the oldest entries beyond `MAX_ENTRIES`."""
+    """Store `lock` under `entry` (from `entry_for`); drop the oldest entries beyond
+    `MAX_ENTRIES`."""
     if entry is None:
         return
     if private.write_entry(entry, json.dumps(lock.to_dict(), separators=(",", ":")).encode()):

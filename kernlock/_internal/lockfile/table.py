@@ -1,4 +1,5 @@
-"""The lock model's dict form, in the style of `packaging.pylock`: typed access with key paths, generic `to_dict`.
+"""The lock model's dict form, in the style of `packaging.pylock`: typed access with key paths,
+generic `to_dict`.
 
 A model class derives from `Table` and writes its own `_from_dict(d, ignored)`
 with the `get*` helpers below, spelling each key once; a failure is a
@@ -22,17 +23,25 @@ from kernlock.errors import LockfileError, TargetError
 REGENERATE = "re-resolve every pin with `kernlock lock --upgrade`"
 REPAIR = f"undo the hand edit, or {REGENERATE}"  # the fix for a value this kernlock never writes
 
-if TYPE_CHECKING:  # typing has it from Python 3.11; at run time the decorator only marks the function
+if (
+    TYPE_CHECKING
+):  # typing has it from Python 3.11; at run time the decorator only marks the function
     from typing_extensions import dataclass_transform
 else:
+
     def dataclass_transform(**_options: Any) -> Callable[[Any], Any]:
         return lambda function: function
 
+
 _T = TypeVar("_T")
 _TableT = TypeVar("_TableT", bound="Table")
-Ignored = list[tuple[str | int, ...]]  # key paths of unknown keys, collected while reading a newer minor
+Ignored = list[
+    tuple[str | int, ...]
+]  # key paths of unknown keys, collected while reading a newer minor
 _ALWAYS = object()
-ALWAYS_WRITTEN = {"always": True}  # field metadata: `to_dict` writes it even when it holds its default
+ALWAYS_WRITTEN = {
+    "always": True
+}  # field metadata: `to_dict` writes it even when it holds its default
 
 
 def invalid(problem: str, *key_path: str | int, fix: str = REPAIR) -> LockfileError:
@@ -41,7 +50,13 @@ def invalid(problem: str, *key_path: str | int, fix: str = REPAIR) -> LockfileEr
 
 
 def _kind_name(kind: type) -> str:
-    return {str: "a string", int: "an integer", list: "an array", dict: "a table", bool: "a boolean"}.get(kind, kind.__name__)
+    return {
+        str: "a string",
+        int: "an integer",
+        list: "an array",
+        dict: "a table",
+        bool: "a boolean",
+    }.get(kind, kind.__name__)
 
 
 def type_error(value: Any, kind: type, *key_path: str | int) -> LockfileError:
@@ -94,8 +109,12 @@ def ensure(condition: bool, key: str, problem: str, fix: str = REPAIR) -> None:
         raise invalid(problem, key, fix=fix)
 
 
-def nested(parse: Callable[[Mapping[str, Any], Ignored | None], _T], value: Any, ignored: Ignored | None,
-           *keys: str | int) -> _T:
+def nested(
+    parse: Callable[[Mapping[str, Any], Ignored | None], _T],
+    value: Any,
+    ignored: Ignored | None,
+    *keys: str | int,
+) -> _T:
     """`parse(value)` located at `keys`: its errors and ignored keys get `keys` as their prefix."""
     if not isinstance(value, dict):
         raise type_error(value, dict, *keys)
@@ -109,16 +128,22 @@ def nested(parse: Callable[[Mapping[str, Any], Ignored | None], _T], value: Any,
     return result
 
 
-def get_object(d: Mapping[str, Any], cls: type[_TableT], key: str, ignored: Ignored | None) -> _TableT | None:
+def get_object(
+    d: Mapping[str, Any], cls: type[_TableT], key: str, ignored: Ignored | None
+) -> _TableT | None:
     """The table at `key` read as `cls`, or None when absent."""
     value = d.get(key)
     return None if value is None else nested(cls._from_dict, value, ignored, key)
 
 
-def get_objects(d: Mapping[str, Any], cls: type[_TableT], key: str, ignored: Ignored | None) -> tuple[_TableT, ...]:
+def get_objects(
+    d: Mapping[str, Any], cls: type[_TableT], key: str, ignored: Ignored | None
+) -> tuple[_TableT, ...]:
     """The array of tables at `key`, each read as `cls` (empty when absent)."""
     values = get(d, list, key) or ()
-    return tuple(nested(cls._from_dict, value, ignored, key, index) for index, value in enumerate(values))
+    return tuple(
+        nested(cls._from_dict, value, ignored, key, index) for index, value in enumerate(values)
+    )
 
 
 # ---------------------------------------------------------------- the shared base
@@ -130,12 +155,16 @@ _REBUILDERS: dict[type, tuple[tuple[str, str, Callable[[Any], Any] | None], ...]
 
 
 def _layout(cls: type) -> tuple[tuple[str, str, Any], ...]:
-    """Per field of a model class: attribute name, key in the lock, and the default `to_dict` leaves out."""
+    """Per field of a model class: attribute name, key in the lock, and the default `to_dict` leaves
+    out."""
     layout = _LAYOUTS.get(cls)
     if layout is None:
         layout = _LAYOUTS[cls] = tuple(
-            (f.name, f.metadata.get("key", f.name.replace("_", "-")),
-             _ALWAYS if f.default is MISSING or f.metadata.get("always") else f.default)
+            (
+                f.name,
+                f.metadata.get("key", f.name.replace("_", "-")),
+                _ALWAYS if f.default is MISSING or f.metadata.get("always") else f.default,
+            )
             for f in fields(cls)
         )
     return layout
@@ -150,7 +179,8 @@ def _keys(cls: type) -> frozenset[str]:
 
 
 def _rebuilders(cls: type) -> tuple[tuple[str, str, Callable[[Any], Any] | None], ...]:
-    """Per field: attribute name, key, and how to rebuild its value from `to_dict` output (from the type hints).
+    """Per field: attribute name, key, and how to rebuild its value from `to_dict` output (from the
+    type hints).
 
     Empty for a class whose `to_dict` output is already its keyword arguments (every key is the
     field's name and no value needs rebuilding): `LockedFile`, most of a lock's objects.
@@ -163,11 +193,15 @@ def _rebuilders(cls: type) -> tuple[tuple[str, str, Callable[[Any], Any] | None]
         rebuilders = []
         for name, key, _ in _layout(cls):
             kinds = (*typing.get_args(hints[name]), hints[name])
-            model = next((kind for kind in kinds if isinstance(kind, type) and issubclass(kind, Table)), None)
+            model = next(
+                (kind for kind in kinds if isinstance(kind, type) and issubclass(kind, Table)), None
+            )
             rebuild = model.from_own_dict if model else parse_target if Target in kinds else None
             rebuilders.append((name, key, rebuild))
-        plain = all(key == name and rebuild is None and typing.get_origin(hints[name]) is not tuple
-                    for name, key, rebuild in rebuilders)
+        plain = all(
+            key == name and rebuild is None and typing.get_origin(hints[name]) is not tuple
+            for name, key, rebuild in rebuilders
+        )
         found = _REBUILDERS[cls] = () if plain else tuple(rebuilders)
     return found
 
@@ -196,7 +230,8 @@ def model(cls: type[_TableT]) -> type[_TableT]:
 
 
 class Table:
-    """What every model class shares: `from_dict`, the generic `to_dict`, and value equality, hash and repr."""
+    """What every model class shares: `from_dict`, the generic `to_dict`, and value equality, hash
+    and repr."""
 
     __slots__: tuple[str, ...] = ()
 
@@ -221,23 +256,29 @@ class Table:
 
     @classmethod
     def _check_keys(cls, d: Mapping[str, Any], ignored: Ignored | None) -> None:
-        """Refuse keys this kernlock does not know; collect them instead while reading a newer minor."""
+        """Refuse keys this kernlock does not know; collect them instead while reading a newer
+        minor."""
         if d.keys() <= _keys(cls):
             return
         unknown = d.keys() - _keys(cls)
         if ignored is None:
-            raise invalid("unknown key (written by a newer kernlock?)", min(unknown),
-                          fix=f"upgrade kernlock, or {REGENERATE}")
+            raise invalid(
+                "unknown key (written by a newer kernlock?)",
+                min(unknown),
+                fix=f"upgrade kernlock, or {REGENERATE}",
+            )
         ignored.extend((key,) for key in sorted(unknown))
 
     @classmethod
     def from_dict(cls: type[_TableT], d: Mapping[str, Any], /) -> _TableT:
-        """Validate a parsed mapping (TOML keys) into this class; `LockfileError` names the bad key path."""
+        """Validate a parsed mapping (TOML keys) into this class; `LockfileError` names the bad key
+        path."""
         return nested(cls._from_dict, d, None)
 
     @classmethod
     def from_own_dict(cls: type[_TableT], d: Mapping[str, Any], /) -> _TableT:
-        """Rebuild from what this kernlock's `to_dict` wrote and signed (the parse cache), without validating again."""
+        """Rebuild from what this kernlock's `to_dict` wrote and signed (the parse cache), without
+        validating again."""
         rebuilders = _rebuilders(cls)
         if not rebuilders:
             return cls(**d)

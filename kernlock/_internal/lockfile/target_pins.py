@@ -1,11 +1,13 @@
-"""Per-target pins kernlock makes itself: one target of a spec locked at another commit than the spec's entry.
+"""Per-target pins kernlock makes itself: one target of a spec locked at another commit than the
+spec's entry.
 
 Two things make them: a build for a new target appended to the locked branch after the
 entry's commit (`kernlock._internal.resolve.appended`), and an advisory that rules out the build a
 target would get (`kernlock.advisories`). Each is a lock entry of its own, like an override's
 (`[tool.kernlock.overrides]`), whose `override` names the one target it covers::
 
-    override = {when = "target=torch2.14-cxx11-cpu-x86_64-linux", use = "<commit>", reason = "build appended at 0123456789ab"}
+    override = {when = "target=torch2.14-cxx11-cpu-x86_64-linux", use = "<commit>", reason = "build
+    appended at 0123456789ab"}
 
 `when` never looks like a configured override's (`backend=cu128 torch>=2.9`), so the
 freshness check tells them apart: no `[tool.kernlock.overrides]` declares these. A
@@ -27,10 +29,11 @@ def target_pin(target: Target, commit: str, reason: str) -> Override:
 
 
 def is_target_pin(override: Override | None) -> bool:
-    """Whether an entry's override is a per-target pin kernlock made (not one `[tool.kernlock.overrides]` declares)."""
+    """Whether an entry's override is a per-target pin kernlock made (not one
+    `[tool.kernlock.overrides]` declares)."""
     return override is not None and override.when.startswith(PREFIX)
 
 
 def pinned_target(override: Override) -> str:
     """The target text a per-target pin covers."""
-    return override.when[len(PREFIX):]
+    return override.when[len(PREFIX) :]

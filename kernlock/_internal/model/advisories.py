@@ -1,4 +1,5 @@
-"""Advisories: known-bad kernel builds, declared in a small TOML file a project (or an organisation) points at.
+"""Advisories: known-bad kernel builds, declared in a small TOML file a project (or an organisation)
+points at.
 
     [[advisory]]
     id = "KC-2026-1085"                          # unique; OSV/RustSec `id`
@@ -9,15 +10,17 @@
     references = ["https://github.com/huggingface/kernels-community/issues/1085"]
 
     [advisory.affected]                          # every key given must match (none given: refused)
-    branch = "v3"                                # commits in the history of this branch (an OSV GIT range) ...
-    introduced = "<commit>"                      #   ... from this one (OSV `introduced`; default "0": all earlier)
-    fixed = "<commit>"                           #   ... up to, not including, this one (OSV `fixed`)
-    commits = ["<commit>", ...]                  # or exactly these commits (OSV `versions`)
-    variants = ["*-cu128-*"]                     # build variant names, fnmatch patterns
-    sha256 = ["<64 hex>"]                        # or a variant holding a file with one of these hashes
+    branch = "v3"                                # commits in the history of this branch (an OSV GIT
+    range) ... introduced = "<commit>"                      #   ... from this one (OSV `introduced`;
+    default "0": all earlier) fixed = "<commit>"                           #   ... up to, not
+    including, this one (OSV `fixed`) commits = ["<commit>", ...]                  # or exactly
+    these commits (OSV `versions`) variants = ["*-cu128-*"]                     # build variant
+    names, fnmatch patterns sha256 = ["<64 hex>"]                        # or a variant holding a
+    file with one of these hashes
 
-    [advisory.fix]                               # where to go instead (RustSec `[versions] patched`)
-    version = 2                                  # or revision = "v2" (a branch or tag), or commit = "<sha>"
+    [advisory.fix]                               # where to go instead (RustSec `[versions]
+    patched`) version = 2                                  # or revision = "v2" (a branch or tag),
+    or commit = "<sha>"
 
 A build is (repo, ref, commit, variant, file hashes). Whether a commit is in a branch's
 range needs the branch's history (`history`: its commits, newest first, from the Hub);
@@ -37,7 +40,8 @@ from kernlock.errors import ConfigError
 
 _KEYS = {"id", "aliases", "repo", "summary", "details", "references", "affected", "fix"}
 FORMAT_FIX = "correct the advisory file (the format: README, Advisories)"
-"""The fix of every malformed advisory; `kernlock._internal.project.advisory_sources` names the file and the way out."""
+"""The fix of every malformed advisory; `kernlock._internal.project.advisory_sources` names the file
+and the way out."""
 _AFFECTED_KEYS = {"branch", "introduced", "fixed", "commits", "variants", "sha256"}
 _FIX_KEYS = {"version", "revision", "commit"}
 _HEX = set("0123456789abcdef")
@@ -83,17 +87,24 @@ class Advisory:
         return f"{self.id}{aliases}: {self.summary}"
 
     def fix_text(self, repo: str | None = None) -> str:
-        """The fix as a sentence's object: `kernels-community/flash-attn2@v2`, or `no fix published`."""
+        """The fix as a sentence's object: `kernels-community/flash-attn2@v2`, or `no fix
+        published`."""
         return f"{repo or self.repo}@{self.fix.revision_text}" if self.fix else "no fix published"
 
     def matches_build(self, variant: str, sha256s: Iterable[str] = ()) -> bool:
-        """Whether a variant (by name and file hashes) is among the affected ones, whatever its commit."""
-        if self.variants and not any(fnmatch.fnmatchcase(variant, pattern) for pattern in self.variants):
+        """Whether a variant (by name and file hashes) is among the affected ones, whatever its
+        commit."""
+        if self.variants and not any(
+            fnmatch.fnmatchcase(variant, pattern) for pattern in self.variants
+        ):
             return False
         return not self.sha256 or not self.sha256.isdisjoint(sha256s)
 
-    def matches_commit(self, commit: str, ref: str | None, history: Sequence[str] | None = None) -> bool | None:
-        """Whether `commit` (reached through `ref`) is affected; None when that cannot be told without `history`."""
+    def matches_commit(
+        self, commit: str, ref: str | None, history: Sequence[str] | None = None
+    ) -> bool | None:
+        """Whether `commit` (reached through `ref`) is affected; None when that cannot be told
+        without `history`."""
         if self.commits:
             return any(commit.startswith(c) for c in self.commits)
         if self.branch is None:
@@ -102,9 +113,15 @@ class Advisory:
             if commit not in history:
                 return False
             at = history.index(commit)
-            if self.introduced is not None and self.introduced in history and at > history.index(self.introduced):
+            if (
+                self.introduced is not None
+                and self.introduced in history
+                and at > history.index(self.introduced)
+            ):
                 return False  # older than the first affected commit
-            return not (self.fixed is not None and self.fixed in history and at <= history.index(self.fixed))
+            return not (
+                self.fixed is not None and self.fixed in history and at <= history.index(self.fixed)
+            )
         if commit == self.fixed:
             return False
         if commit == self.introduced:
@@ -113,8 +130,15 @@ class Advisory:
             return False
         return True if self.introduced is None and self.fixed is None else None
 
-    def affects(self, repo: str, commit: str, ref: str | None, variant: str, sha256s: Iterable[str] = (),
-                history: Sequence[str] | None = None) -> bool | None:
+    def affects(
+        self,
+        repo: str,
+        commit: str,
+        ref: str | None,
+        variant: str,
+        sha256s: Iterable[str] = (),
+        history: Sequence[str] | None = None,
+    ) -> bool | None:
         """Whether the advisory covers this build (None: undecided without the branch's history)."""
         if repo != self.repo or not self.matches_build(variant, sha256s):
             return False
@@ -122,17 +146,28 @@ class Advisory:
 
 
 def parse_advisories(data: Any, source: str) -> tuple[Advisory, ...]:
-    """The `[[advisory]]` tables of one advisory file (parsed TOML), validated; `ConfigError` names the bad key."""
+    """The `[[advisory]]` tables of one advisory file (parsed TOML), validated; `ConfigError` names
+    the bad key."""
     if not isinstance(data, dict) or set(data) - {"advisory"}:
-        raise ConfigError(f"{source}: an advisory file holds only [[advisory]] tables", fix=FORMAT_FIX)
+        raise ConfigError(
+            f"{source}: an advisory file holds only [[advisory]] tables", fix=FORMAT_FIX
+        )
     entries = data.get("advisory", [])
     if not isinstance(entries, list):
-        raise ConfigError(f"{source}: advisory must be an array of tables ([[advisory]])", fix=FORMAT_FIX)
-    advisories = [_advisory(entry, f"{source}: advisory[{index}]", source) for index, entry in enumerate(entries)]
+        raise ConfigError(
+            f"{source}: advisory must be an array of tables ([[advisory]])", fix=FORMAT_FIX
+        )
+    advisories = [
+        _advisory(entry, f"{source}: advisory[{index}]", source)
+        for index, entry in enumerate(entries)
+    ]
     ids = [a.id for a in advisories]
     duplicate = next((i for i in ids if ids.count(i) > 1), None)
     if duplicate is not None:
-        raise ConfigError(f"{source}: advisory id {duplicate!r} appears twice; give each advisory its own id", fix=FORMAT_FIX)
+        raise ConfigError(
+            f"{source}: advisory id {duplicate!r} appears twice; give each advisory its own id",
+            fix=FORMAT_FIX,
+        )
     return tuple(advisories)
 
 
@@ -154,7 +189,10 @@ def _text(entry: dict[str, Any], key: str, where: str, required: bool = False) -
 
 def _commit(value: str | None, key: str, where: str) -> str | None:
     if value is not None and not (7 <= len(value) <= 40 and set(value) <= _HEX):
-        raise ConfigError(f"{where}.{key}: {value!r} is not a commit SHA (7 to 40 lower-case hex characters)", fix=FORMAT_FIX)
+        raise ConfigError(
+            f"{where}.{key}: {value!r} is not a commit SHA (7 to 40 lower-case hex characters)",
+            fix=FORMAT_FIX,
+        )
     return value
 
 
@@ -165,39 +203,74 @@ def _advisory(entry: Any, where: str, source: str) -> Advisory:
         raise ConfigError(f"{where} must be a table", fix=FORMAT_FIX)
     unknown = sorted(set(entry) - _KEYS)
     if unknown:
-        raise ConfigError(f"{where}: unknown key {unknown[0]!r}; known keys: {', '.join(sorted(_KEYS))}", fix=FORMAT_FIX)
+        raise ConfigError(
+            f"{where}: unknown key {unknown[0]!r}; known keys: {', '.join(sorted(_KEYS))}",
+            fix=FORMAT_FIX,
+        )
     advisory_id, repo = _text(entry, "id", where, True), _text(entry, "repo", where, True)
     summary = _text(entry, "summary", where, True)
     assert advisory_id is not None and repo is not None and summary is not None
     if parse_spec(repo).text != repo or "/" not in repo:
-        raise ConfigError(f"{where}: repo = {repo!r} must be a kernel repo (org/repo), not a spec", fix=FORMAT_FIX)
+        raise ConfigError(
+            f"{where}: repo = {repo!r} must be a kernel repo (org/repo), not a spec", fix=FORMAT_FIX
+        )
     where = f"{where} ({advisory_id})"
     affected = entry.get("affected")
     if not isinstance(affected, dict) or not affected:
-        raise ConfigError(f"{where}: say which builds it affects in [advisory.affected] "
-                          "(branch, commits, variants or sha256)", fix=FORMAT_FIX)
+        raise ConfigError(
+            f"{where}: say which builds it affects in [advisory.affected] "
+            "(branch, commits, variants or sha256)",
+            fix=FORMAT_FIX,
+        )
     unknown = sorted(set(affected) - _AFFECTED_KEYS)
     if unknown:
-        raise ConfigError(f"{where}.affected: unknown key {unknown[0]!r}; known keys: {', '.join(sorted(_AFFECTED_KEYS))}",
-                          fix=FORMAT_FIX)
+        raise ConfigError(
+            f"{where}.affected: unknown key {unknown[0]!r}; known keys: "
+            f"{', '.join(sorted(_AFFECTED_KEYS))}",
+            fix=FORMAT_FIX,
+        )
     branch = _text(affected, "branch", f"{where}.affected")
-    commits = tuple(c for c in _strings(affected, "commits", f"{where}.affected") if _commit(c, "commits", where))
+    commits = tuple(
+        c
+        for c in _strings(affected, "commits", f"{where}.affected")
+        if _commit(c, "commits", where)
+    )
     if branch and commits:
-        raise ConfigError(f"{where}.affected: give a branch (with introduced/fixed) or a list of commits, not both",
-                          fix=FORMAT_FIX)
-    bounds = {key: _commit(_text(affected, key, f"{where}.affected"), key, f"{where}.affected")
-              for key in ("introduced", "fixed")}
+        raise ConfigError(
+            f"{where}.affected: give a branch (with introduced/fixed) or a list of "
+            "commits, not both",
+            fix=FORMAT_FIX,
+        )
+    bounds = {
+        key: _commit(_text(affected, key, f"{where}.affected"), key, f"{where}.affected")
+        for key in ("introduced", "fixed")
+    }
     if any(bounds.values()) and not branch:
-        raise ConfigError(f"{where}.affected: introduced and fixed bound a branch's history; name the branch", fix=FORMAT_FIX)
+        raise ConfigError(
+            f"{where}.affected: introduced and fixed bound a branch's history; name the branch",
+            fix=FORMAT_FIX,
+        )
     hashes = _strings(affected, "sha256", f"{where}.affected")
     if not all(is_sha256(h) for h in hashes):
-        raise ConfigError(f"{where}.affected.sha256: expected 64 lower-case hex characters each", fix=FORMAT_FIX)
+        raise ConfigError(
+            f"{where}.affected.sha256: expected 64 lower-case hex characters each", fix=FORMAT_FIX
+        )
     fix = _fix(entry.get("fix"), where)
     return Advisory(
-        id=advisory_id, repo=repo, summary=summary, source=source, aliases=_strings(entry, "aliases", where),
-        details=_text(entry, "details", where) or "", references=_strings(entry, "references", where),
-        branch=branch, introduced=bounds["introduced"], fixed=bounds["fixed"], commits=commits,
-        variants=_strings(affected, "variants", f"{where}.affected"), sha256=frozenset(hashes), fix=fix,
+        id=advisory_id,
+        repo=repo,
+        summary=summary,
+        source=source,
+        aliases=_strings(entry, "aliases", where),
+        details=_text(entry, "details", where) or "",
+        references=_strings(entry, "references", where),
+        branch=branch,
+        introduced=bounds["introduced"],
+        fixed=bounds["fixed"],
+        commits=commits,
+        variants=_strings(affected, "variants", f"{where}.affected"),
+        sha256=frozenset(hashes),
+        fix=fix,
     )
 
 
@@ -205,20 +278,34 @@ def _fix(table: Any, where: str) -> Fix | None:
     if table is None:
         return None
     if not isinstance(table, dict) or len(table) != 1 or set(table) - _FIX_KEYS:
-        raise ConfigError(f"{where} [advisory.fix] must name exactly one of version, revision or commit", fix=FORMAT_FIX)
+        raise ConfigError(
+            f"{where} [advisory.fix] must name exactly one of version, revision or commit",
+            fix=FORMAT_FIX,
+        )
     version = table.get("version")
-    if "version" in table and (isinstance(version, bool) or not isinstance(version, int) or version < 0):
+    if "version" in table and (
+        isinstance(version, bool) or not isinstance(version, int) or version < 0
+    ):
         raise ConfigError(f"{where}.fix.version must be a non-negative integer", fix=FORMAT_FIX)
     revision = _text(table, "revision", f"{where}.fix")
     commit = _commit(_text(table, "commit", f"{where}.fix"), "commit", f"{where}.fix")
     return Fix(version=version, revision=revision, commit=commit)
 
 
-def first_advisory(advisories: Iterable[Advisory], names: Iterable[str], commit: str, ref: str | None, variant: str,
-                   sha256s: Iterable[str] = (), history_of: Any = None) -> tuple[Advisory | None, list[Advisory]]:
-    """The first advisory that covers a build of a repo known by `names`, and those that cannot tell offline.
+def first_advisory(
+    advisories: Iterable[Advisory],
+    names: Iterable[str],
+    commit: str,
+    ref: str | None,
+    variant: str,
+    sha256s: Iterable[str] = (),
+    history_of: Any = None,
+) -> tuple[Advisory | None, list[Advisory]]:
+    """The first advisory that covers a build of a repo known by `names`, and those that cannot tell
+    offline.
 
-    `history_of(repo, branch)` gives a branch's commits (newest first) where the Hub can be asked; None: offline.
+    `history_of(repo, branch)` gives a branch's commits (newest first) where the Hub can be asked;
+    None: offline.
     """
     hashes = frozenset(sha256s)
     undecided: list[Advisory] = []
@@ -226,7 +313,11 @@ def first_advisory(advisories: Iterable[Advisory], names: Iterable[str], commit:
     for advisory in advisories:
         if advisory.repo not in known:
             continue
-        history = history_of(advisory.repo, advisory.branch) if history_of is not None and advisory.branch else None
+        history = (
+            history_of(advisory.repo, advisory.branch)
+            if history_of is not None and advisory.branch
+            else None
+        )
         verdict = advisory.affects(advisory.repo, commit, ref, variant, hashes, history)
         if verdict:
             return advisory, undecided

@@ -7,7 +7,8 @@ _DEVICE_TYPES = (("cu", "cuda"), ("rocm", "rocm"), ("xpu", "xpu"), ("metal", "mp
 
 
 def device_type(backend: str) -> str | None:
-    """kernels' device type for a target backend (`cu130` → `cuda`); None for a CPU backend, which has no device."""
+    """kernels' device type for a target backend (`cu130` → `cuda`); None for a CPU backend, which
+    has no device."""
     for prefix, name in _DEVICE_TYPES:
         if backend.startswith(prefix):
             return name

@@ -41,9 +41,13 @@ class OverrideRule:
     @property
     def when(self) -> str:
         """The match criteria as text, e.g. `backend=cu128 torch>=2.9`."""
-        parts = [f"{key}={getattr(self, key)}" for key in ("backend", "cpu", "os") if getattr(self, key)]
+        parts = [
+            f"{key}={getattr(self, key)}" for key in ("backend", "cpu", "os") if getattr(self, key)
+        ]
         if self.torch:
-            parts.append(f"torch{self.torch}" if self.torch[0] in "<>=!~" else f"torch=={self.torch}")
+            parts.append(
+                f"torch{self.torch}" if self.torch[0] in "<>=!~" else f"torch=={self.torch}"
+            )
         return " ".join(parts)
 
     @property
@@ -77,7 +81,9 @@ class OverrideRule:
         return pinned
 
 
-_ENTRY = "each override is a table of backend, torch, cpu or os, then version or revision, and a reason"
+_ENTRY = (
+    "each override is a table of backend, torch, cpu or os, then version or revision, and a reason"
+)
 
 
 def parse_overrides(table: Any, source: str) -> tuple[OverrideRule, ...]:
@@ -85,48 +91,73 @@ def parse_overrides(table: Any, source: str) -> tuple[OverrideRule, ...]:
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
     if not isinstance(table, dict):
-        raise ConfigError(f"{source}: [tool.kernlock.overrides] must be a table keyed by repo",
-                          fix='write one [tool.kernlock.overrides."org/repo"] table per kernel repo')
+        raise ConfigError(
+            f"{source}: [tool.kernlock.overrides] must be a table keyed by repo",
+            fix='write one [tool.kernlock.overrides."org/repo"] table per kernel repo',
+        )
     rules = []
     for repo, entries in table.items():
-        located = f"{source}: [tool.kernlock.overrides.\"{repo}\"]"
+        located = f'{source}: [tool.kernlock.overrides."{repo}"]'
         try:
             parsed = parse_spec(repo)
         except SpecError as error:
-            raise ConfigError(f"{located}: {error.message}", fix=error.fix or "key it by the org/repo it loads") from None
+            raise ConfigError(
+                f"{located}: {error.message}", fix=error.fix or "key it by the org/repo it loads"
+            ) from None
         if parsed.text != parsed.repo:
-            named = f"[tool.kernlock.overrides.\"{parsed.repo}\"]" if parsed.repo else "by the org/repo it loads"
-            raise ConfigError(f"{located}: the key must be a repo (org/repo), not a spec",
-                              fix=f"key it {named} (the override's version or revision is its pin)")
+            named = (
+                f'[tool.kernlock.overrides."{parsed.repo}"]'
+                if parsed.repo
+                else "by the org/repo it loads"
+            )
+            raise ConfigError(
+                f"{located}: the key must be a repo (org/repo), not a spec",
+                fix=f"key it {named} (the override's version or revision is its pin)",
+            )
         for index, entry in enumerate(entries if isinstance(entries, list) else [entries]):
             where = f"{located}[{index}]"
             if not isinstance(entry, dict):
                 raise ConfigError(f"{where} must be a table", fix=_ENTRY)
             unknown = sorted(set(entry) - {*_MATCH_KEYS, "version", "revision", "reason"})
             if unknown:
-                raise ConfigError(f"{where}: unknown key {unknown[0]!r}", fix=f"remove it; {_ENTRY}")
+                raise ConfigError(
+                    f"{where}: unknown key {unknown[0]!r}", fix=f"remove it; {_ENTRY}"
+                )
             if not any(entry.get(key) for key in _MATCH_KEYS):
-                raise ConfigError(f"{where}: the override matches no target",
-                                  fix="say which targets it applies to (backend, torch, cpu or os)")
+                raise ConfigError(
+                    f"{where}: the override matches no target",
+                    fix="say which targets it applies to (backend, torch, cpu or os)",
+                )
             if ("version" in entry) == ("revision" in entry):
-                raise ConfigError(f"{where}: the override pins {'both' if 'version' in entry else 'neither'} "
-                                  "version and revision", fix="give exactly one of version or revision")
+                raise ConfigError(
+                    f"{where}: the override pins {'both' if 'version' in entry else 'neither'} "
+                    "version and revision",
+                    fix="give exactly one of version or revision",
+                )
             if not isinstance(entry.get("reason"), str) or not entry["reason"].strip():
-                raise ConfigError(f"{where}: the override has no reason",
-                                  fix="give a reason (it is shown by kernlock show and explain)")
+                raise ConfigError(
+                    f"{where}: the override has no reason",
+                    fix="give a reason (it is shown by kernlock show and explain)",
+                )
             if entry.get("torch"):
                 try:
                     text = entry["torch"]
                     SpecifierSet(text if text[0] in "<>=!~" else f"=={text}")
                 except (InvalidSpecifier, TypeError, IndexError):
-                    raise ConfigError(f"{where}: torch = {entry['torch']!r} is not a version specifier",
-                                      fix='write a specifier such as ">=2.8" or a version such as "2.8"') from None
+                    raise ConfigError(
+                        f"{where}: torch = {entry['torch']!r} is not a version specifier",
+                        fix='write a specifier such as ">=2.8" or a version such as "2.8"',
+                    ) from None
             version = entry.get("version")
             if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
-                raise ConfigError(f"{where}: version must be an integer",
-                                  fix="write the kernel's major version as a number, e.g. version = 2")
+                raise ConfigError(
+                    f"{where}: version must be an integer",
+                    fix="write the kernel's major version as a number, e.g. version = 2",
+                )
             rule = OverrideRule(
-                repo=repo, reason=entry["reason"].strip(), version=version,
+                repo=repo,
+                reason=entry["reason"].strip(),
+                version=version,
                 revision=str(entry["revision"]) if "revision" in entry else None,
                 **{key: str(entry[key]) for key in _MATCH_KEYS if entry.get(key)},
             )

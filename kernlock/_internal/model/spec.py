@@ -58,8 +58,10 @@ class KernelSpec:
     paged: bool = False
     alias: str | None = None
     origin: Origin | None = None
-    # A spec found, not written: the device types Transformers loads it on (empty: every target) and the model
-    # layers that bring it in. Such a spec is derived from a declared model, so it is not one of the lock's inputs.
+    # A spec found, not written: the device types Transformers loads it on (empty: every target) and
+    # the model
+    # layers that bring it in. Such a spec is derived from a declared model, so it is not one of the
+    # lock's inputs.
     devices: tuple[str, ...] = ()
     used_by: tuple[str, ...] = ()
 
@@ -101,7 +103,9 @@ def parse_spec(text: str, origin: Origin | None = None) -> KernelSpec:
     if "|" in body:
         prefix, _, body = body.partition("|")
         if prefix != "paged":
-            raise _fail(text, f"unknown prefix {prefix + '|'!r} (only 'paged|' is accepted)", origin)
+            raise _fail(
+                text, f"unknown prefix {prefix + '|'!r} (only 'paged|' is accepted)", origin
+            )
         paged = True
     if body in FLASH_ATTENTION_ALIASES:
         return KernelSpec(text=text, paged=paged, alias=body, origin=origin)
@@ -120,11 +124,15 @@ def parse_spec(text: str, origin: Origin | None = None) -> KernelSpec:
         if "@" in revision:
             raise _fail(text, "more than one '@'", origin)
         if not _REVISION_RE.fullmatch(revision):
-            raise _fail(text, f"revision {revision!r} has characters a Hub revision cannot have", origin)
+            raise _fail(
+                text, f"revision {revision!r} has characters a Hub revision cannot have", origin
+            )
     match = _REPO_RE.fullmatch(body)
     if not match or "--" in body:
         raise _fail(text, f"{body!r} is not an org/repo id", origin)
-    return KernelSpec(text=text, repo=body, revision=revision, func=func, paged=paged, origin=origin)
+    return KernelSpec(
+        text=text, repo=body, revision=revision, func=func, paged=paged, origin=origin
+    )
 
 
 def spec_from_version(repo: str, version: object, origin: Origin | None = None) -> KernelSpec:

@@ -1,4 +1,5 @@
-"""Where a project's advisories come from: `[tool.kernlock] advisories`, files (relative to the project) or URLs.
+"""Where a project's advisories come from: `[tool.kernlock] advisories`, files (relative to the
+project) or URLs.
 
     [tool.kernlock]
     advisories = ["advisories.toml", "https://example.org/kernels-advisories.toml"]
@@ -24,7 +25,8 @@ def is_url(source: str) -> bool:
 
 
 def load_advisories(root: Path, sources: tuple[str, ...]) -> tuple[Advisory, ...]:
-    """Every advisory of every source, in order; an unreadable or invalid source is an error naming it."""
+    """Every advisory of every source, in order; an unreadable or invalid source is an error naming
+    it."""
     from kernlock._internal.fs import tomlio
 
     advisories: list[Advisory] = []
@@ -37,12 +39,17 @@ def load_advisories(root: Path, sources: tuple[str, ...]) -> tuple[Advisory, ...
         try:
             found = parse_advisories(data, source)
         except ConfigError as error:
-            raise ConfigError(error.message, fix=f"correct {source} (the format: README, Advisories) "
-                              "or remove it from [tool.kernlock] advisories") from None
+            raise ConfigError(
+                error.message,
+                fix=f"correct {source} (the format: README, Advisories) "
+                "or remove it from [tool.kernlock] advisories",
+            ) from None
         seen = {a.id: a.source for a in advisories}
         clash = next((a for a in found if a.id in seen), None)
         if clash is not None:
-            raise ConfigError(f"advisory {clash.id} is declared in {seen[clash.id]} and in {source}", fix=FIX)
+            raise ConfigError(
+                f"advisory {clash.id} is declared in {seen[clash.id]} and in {source}", fix=FIX
+            )
         advisories.extend(found)
     return tuple(advisories)
 
@@ -62,11 +69,18 @@ def _fetch(url: str) -> str:
 
     transport = Transport(token=False)  # a third-party URL never gets the Hub token
     try:
-        response = transport.call(url, lambda deadline: transport.request(
-            url, deadline, timeout=etag_timeout(), limit=MAX_BYTES, follow=True))
+        response = transport.call(
+            url,
+            lambda deadline: transport.request(
+                url, deadline, timeout=etag_timeout(), limit=MAX_BYTES, follow=True
+            ),
+        )
     except KernlockError as error:
-        raise KernlockError(f"advisories {url}: cannot be fetched ({error.message})",
-                            fix="check the URL and the network, or point [tool.kernlock] advisories at a local copy") from None
+        raise KernlockError(
+            f"advisories {url}: cannot be fetched ({error.message})",
+            fix="check the URL and the network, or point [tool.kernlock] advisories at a "
+            "local copy",
+        ) from None
     try:
         return response.content.decode("utf-8")
     except UnicodeDecodeError:

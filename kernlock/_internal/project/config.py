@@ -15,12 +15,12 @@ Transformers' mapping).
     scan = ["train.py", "configs/"]    # find attn_implementation values
     use-kernels = false                # or true, or a list of repos to keep
     lockfile = "kernels.lock"
-    allow-mixed-variants = false       # ranks of one job may load other variants of the same commits
-    require-signatures = false         # signatures and signers: see kernlock._internal.project.signers
-    sigstore-trusted-root = "..."
-    gpu-archs = ["8.0", "9.0"]         # the GPUs the targets run on: see kernlock._internal.project.gpu_archs
-    advisories = ["advisories.toml"]   # known-bad builds: see kernlock._internal.project.advisory_sources
-    [tool.kernlock.signers]
+    allow-mixed-variants = false       # ranks of one job may load other variants of the same
+    commits require-signatures = false         # signatures and signers: see
+    kernlock._internal.project.signers sigstore-trusted-root = "..."
+    gpu-archs = ["8.0", "9.0"]         # the GPUs the targets run on: see
+    kernlock._internal.project.gpu_archs advisories = ["advisories.toml"]   # known-bad builds: see
+    kernlock._internal.project.advisory_sources [tool.kernlock.signers]
 """
 
 from __future__ import annotations
@@ -40,14 +40,31 @@ from kernlock.errors import ConfigError, TargetError, UsageError
 if TYPE_CHECKING:
     from kernlock._internal.model.spec import KernelSpec
 
-# `apply()` reads the project's settings on every start; kernlock._internal.model.spec is imported only where specs are read.
+# `apply()` reads the project's settings on every start; kernlock._internal.model.spec is imported
+# only where specs are read.
 
 PYPROJECT = "pyproject.toml"
-_KNOWN_KEYS = {"kernels", "models", "advisories", "targets", "trust", "scan", "use-kernels", "lockfile", "overrides",
-               "allow-mixed-variants", "require-signatures", "sigstore-trusted-root", "signers", "gpu-archs"}
+_KNOWN_KEYS = {
+    "kernels",
+    "models",
+    "advisories",
+    "targets",
+    "trust",
+    "scan",
+    "use-kernels",
+    "lockfile",
+    "overrides",
+    "allow-mixed-variants",
+    "require-signatures",
+    "sigstore-trusted-root",
+    "signers",
+    "gpu-archs",
+}
 
 
-@dataclass(frozen=True, eq=False)  # compared by identity: no generated __eq__/__hash__ to build at import
+@dataclass(
+    frozen=True, eq=False
+)  # compared by identity: no generated __eq__/__hash__ to build at import
 class Project:
     """A directory with (optionally) a `pyproject.toml` and a `kernels.lock`."""
 
@@ -61,12 +78,19 @@ class Project:
     use_kernels: bool | tuple[str, ...] = False
     lockfile_name: str = LOCK_FILENAME
     overrides: tuple[Any, ...] = ()  # kernlock._internal.model.overrides.OverrideRule
-    gpu_archs: tuple[tuple[str, tuple[Any, ...]], ...] = ()  # (target glob, kernlock._internal.project.gpu_archs.GpuArch...)
+    gpu_archs: tuple[
+        tuple[str, tuple[Any, ...]], ...
+    ] = ()  # (target glob, kernlock._internal.project.gpu_archs.GpuArch...)
     allow_mixed_variants: bool = False
     require_signatures: bool = False
     sigstore_trusted_root: Path | None = None
-    signers: tuple[tuple[str, tuple[str, ...]], ...] = ()  # repo or glob -> allowed build-signer URIs
-    advisories: tuple[str, ...] = ()  # advisory files (relative to the root) or URLs: kernlock._internal.project.advisory_sources
+    signers: tuple[
+        tuple[str, tuple[str, ...]], ...
+    ] = ()  # repo or glob -> allowed build-signer URIs
+    advisories: tuple[
+        str, ...
+        # advisory files (relative to the root) or URLs: kernlock._internal.project.advisory_sources
+    ] = ()
     lines: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -76,8 +100,8 @@ class Project:
 
 
 def unsafe_reason(path: Path) -> str | None:
-    """Why a discovered file others may control is not to be used: owned by another user (not root), or lying in
-    a world-writable directory without the sticky bit; None when it is safe."""
+    """Why a discovered file others may control is not to be used: owned by another user (not root),
+    or lying in a world-writable directory without the sticky bit; None when it is safe."""
     import stat
 
     try:
@@ -95,11 +119,14 @@ def unsafe_reason(path: Path) -> str | None:
 
 def _markers(directory: Path) -> list[Path]:
     """The project markers in `directory`: `pyproject.toml`, `kernels.lock`, `.git`."""
-    return [directory / m for m in (PYPROJECT, LOCK_FILENAME, ".git") if os.path.lexists(directory / m)]
+    return [
+        directory / m for m in (PYPROJECT, LOCK_FILENAME, ".git") if os.path.lexists(directory / m)
+    ]
 
 
 def refuse_shared_new_project(root: Path) -> None:
-    """Refuse (`ConfigError`) to start a project, one with no marker yet, in a directory every user can write.
+    """Refuse (`ConfigError`) to start a project, one with no marker yet, in a directory every user
+    can write.
 
     Its `pyproject.toml` and `kernels.lock` would become the project of every directory
     below it that has none of its own (a checkout under /tmp, say).
@@ -109,14 +136,16 @@ def refuse_shared_new_project(root: Path) -> None:
     if _markers(root) or not root.stat().st_mode & stat.S_IWOTH:
         return
     raise ConfigError(
-        f"refusing to start a project in {root}: every user can write to it, and its pyproject.toml and kernels.lock "
+        f"refusing to start a project in {root}: every user can write to it, and its "
+        "pyproject.toml and kernels.lock "
         "would become the project of every directory below it",
         fix="run kernlock in a directory of your own (mkdir my-project && cd my-project)",
     )
 
 
 def find_project_root(start: Path) -> Path:
-    """The nearest directory at or above `start` with a `pyproject.toml`, `kernels.lock` or `.git`, else `start`.
+    """The nearest directory at or above `start` with a `pyproject.toml`, `kernels.lock` or `.git`,
+    else `start`.
 
     Like git, discovery never looks above the first project root it meets, and
     refuses (`ConfigError`) a root above `start` whose markers another user controls
@@ -128,12 +157,15 @@ def find_project_root(start: Path) -> Path:
         markers = _markers(directory)
         if not markers:
             continue
-        for marker in markers if directory != start else ():  # above start: the rules for discovered locks
+        for marker in (
+            markers if directory != start else ()
+        ):  # above start: the rules for discovered locks
             reason = unsafe_reason(marker)
             if reason is not None:
                 raise ConfigError(
                     f"refusing {directory} as the project ({marker}): {reason}",
-                    fix=f"make {start} a project of its own (add a pyproject.toml or run `git init` there)",
+                    fix=f"make {start} a project of its own (add a pyproject.toml or run "
+                    "`git init` there)",
                 )
         return directory
     return start
@@ -141,8 +173,10 @@ def find_project_root(start: Path) -> Path:
 
 def _string_list(value: Any, key: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"{PYPROJECT}: [tool.kernlock] {key} must be a list of strings",
-                          fix=f'write it as {key} = ["...", ...]')
+        raise ConfigError(
+            f"{PYPROJECT}: [tool.kernlock] {key} must be a list of strings",
+            fix=f'write it as {key} = ["...", ...]',
+        )
     return tuple(value)
 
 
@@ -162,52 +196,79 @@ def load_project(root: Path | str = ".") -> Project:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as error:
-        raise ConfigError(f"{path}: not valid UTF-8 (byte {error.start})", fix="save it as UTF-8") from None
+        raise ConfigError(
+            f"{path}: not valid UTF-8 (byte {error.start})", fix="save it as UTF-8"
+        ) from None
     except OSError as error:
-        raise ConfigError(f"{path}: cannot be read ({error.strerror})", fix="make it readable (check its permissions)") from None
+        raise ConfigError(
+            f"{path}: cannot be read ({error.strerror})",
+            fix="make it readable (check its permissions)",
+        ) from None
     try:
         data = tomlio.loads(text)
     except ValueError as error:
-        raise ConfigError(f"{path}: not valid TOML ({error})", fix="correct the TOML syntax there") from None
+        raise ConfigError(
+            f"{path}: not valid TOML ({error})", fix="correct the TOML syntax there"
+        ) from None
     tool = data.get("tool", {})
     config = tool.get("kernlock", {})
     if not isinstance(config, dict):
-        raise ConfigError(f"{path}: [tool.kernlock] must be a table", fix="write its keys under a [tool.kernlock] header")
+        raise ConfigError(
+            f"{path}: [tool.kernlock] must be a table",
+            fix="write its keys under a [tool.kernlock] header",
+        )
     unknown = sorted(set(config) - _KNOWN_KEYS)
     if unknown:
-        raise ConfigError(f"{path}: unknown key [tool.kernlock] {unknown[0]}",
-                          fix=f"correct or remove it; known keys: {', '.join(sorted(_KNOWN_KEYS))}")
+        raise ConfigError(
+            f"{path}: unknown key [tool.kernlock] {unknown[0]}",
+            fix=f"correct or remove it; known keys: {', '.join(sorted(_KNOWN_KEYS))}",
+        )
     deps = tool.get("kernels", {}).get("dependencies", {})
     if not isinstance(deps, dict):
-        raise ConfigError(f"{path}: [tool.kernels.dependencies] is not a table",
-                          fix='write it as a table of "org/repo" = <version>')
+        raise ConfigError(
+            f"{path}: [tool.kernels.dependencies] is not a table",
+            fix='write it as a table of "org/repo" = <version>',
+        )
     use_kernels = config.get("use-kernels", False)
     if isinstance(use_kernels, list):
         use_kernels = _string_list(use_kernels, "use-kernels")
     elif not isinstance(use_kernels, bool):
-        raise ConfigError(f"{path}: [tool.kernlock] use-kernels must be true, false or a list of repos",
-                          fix='write use-kernels = true, or use-kernels = ["org/repo", ...]')
+        raise ConfigError(
+            f"{path}: [tool.kernlock] use-kernels must be true, false or a list of repos",
+            fix='write use-kernels = true, or use-kernels = ["org/repo", ...]',
+        )
     lockfile = config.get("lockfile", LOCK_FILENAME)
     allow_mixed = config.get("allow-mixed-variants", False)
     if not isinstance(allow_mixed, bool):
-        raise ConfigError(f"{path}: [tool.kernlock] allow-mixed-variants must be true or false",
-                          fix="write allow-mixed-variants = true (or false)")
+        raise ConfigError(
+            f"{path}: [tool.kernlock] allow-mixed-variants must be true or false",
+            fix="write allow-mixed-variants = true (or false)",
+        )
     if not isinstance(lockfile, str) or not lockfile:
-        raise ConfigError(f"{path}: [tool.kernlock] lockfile must be a file name",
-                          fix='write lockfile = "kernels.lock" (or another path), or remove the key')
+        raise ConfigError(
+            f"{path}: [tool.kernlock] lockfile must be a file name",
+            fix='write lockfile = "kernels.lock" (or another path), or remove the key',
+        )
     require_signatures = config.get("require-signatures", False)
     if not isinstance(require_signatures, bool):
-        raise ConfigError(f"{path}: [tool.kernlock] require-signatures must be true or false",
-                          fix="write require-signatures = true (or false)")
+        raise ConfigError(
+            f"{path}: [tool.kernlock] require-signatures must be true or false",
+            fix="write require-signatures = true (or false)",
+        )
     trusted_root = config.get("sigstore-trusted-root")
     if trusted_root is not None and (not isinstance(trusted_root, str) or not trusted_root):
-        raise ConfigError(f"{path}: [tool.kernlock] sigstore-trusted-root must be the path of a trusted_root.json",
-                          fix='write sigstore-trusted-root = "path/to/trusted_root.json", or remove the key')
+        raise ConfigError(
+            f"{path}: [tool.kernlock] sigstore-trusted-root must be the path of a "
+            "trusted_root.json",
+            fix='write sigstore-trusted-root = "path/to/trusted_root.json", or remove the key',
+        )
     kernels = _string_list(config.get("kernels", []), "kernels")
     lines = {spec: line for spec in kernels if (line := _line_of(text, f'"{spec}"')) is not None}
     lines.update({repo: line for repo in deps if (line := _line_of(text, f'"{repo}"')) is not None})
     models = _string_list(config.get("models", []), "models")
-    lines.update({name: line for name in models if (line := _line_of(text, f'"{name}"')) is not None})
+    lines.update(
+        {name: line for name in models if (line := _line_of(text, f'"{name}"')) is not None}
+    )
     return Project(
         root=root,
         kernels=kernels,
@@ -232,18 +293,25 @@ def load_project(root: Path | str = ".") -> Project:
 def _signers(table: Any, path: Path) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """`[tool.kernlock.signers]`: repo (or glob) -> list of build-signer URIs."""
     if not isinstance(table, dict):
-        raise ConfigError(f"{path}: [tool.kernlock.signers] is not a table",
-                          fix='write it as a table of "org/repo" = ["<workflow URI>@<ref>", ...]')
+        raise ConfigError(
+            f"{path}: [tool.kernlock.signers] is not a table",
+            fix='write it as a table of "org/repo" = ["<workflow URI>@<ref>", ...]',
+        )
     entries = []
     for pattern, uris in table.items():
         if pattern.count("/") != 1 or not all(pattern.split("/")):
-            raise ConfigError(f"{path}: [tool.kernlock.signers] {pattern!r} is not a repo or a glob of repos",
-                              fix='key it "org/repo" or "org/*"')
+            raise ConfigError(
+                f"{path}: [tool.kernlock.signers] {pattern!r} is not a repo or a glob of repos",
+                fix='key it "org/repo" or "org/*"',
+            )
         signers = _string_list(uris, f"signers.{pattern!r}")
         bad = [uri for uri in signers if not uri.startswith("https://") or "@" not in uri]
         if bad:
-            raise ConfigError(f"{path}: [tool.kernlock.signers] {pattern!r}: {bad[0]!r} is not a build-signer URI",
-                              fix="write it as https://github.com/<org>/<repo>/.github/workflows/<file>@<ref>")
+            raise ConfigError(
+                f"{path}: [tool.kernlock.signers] {pattern!r}: {bad[0]!r} is not a "
+                "build-signer URI",
+                fix="write it as https://github.com/<org>/<repo>/.github/workflows/<file>@<ref>",
+            )
         entries.append((pattern, signers))
     return tuple(entries)
 
@@ -279,19 +347,26 @@ def project_targets(project: Project, extra: tuple[str, ...] = ()) -> tuple[Targ
     return tuple(sorted(set(targets)))
 
 
-def project_specs(project: Project, scan_paths: tuple[str, ...] = (), skipped: list[str] | None = None) -> list[KernelSpec]:
-    """Every spec the project declares, each with its origin (file and line); scanned non-literal sites into `skipped`."""
+def project_specs(
+    project: Project, scan_paths: tuple[str, ...] = (), skipped: list[str] | None = None
+) -> list[KernelSpec]:
+    """Every spec the project declares, each with its origin (file and line); scanned non-literal
+    sites into `skipped`."""
     from kernlock._internal.model.spec import Origin, parse_spec, spec_from_version
     from kernlock._internal.project.scan import scan_paths as scan
 
     pyproject = os.path.relpath(project.pyproject)
-    specs = [parse_spec(text, Origin(pyproject, project.lines.get(text))) for text in project.kernels]
+    specs = [
+        parse_spec(text, Origin(pyproject, project.lines.get(text))) for text in project.kernels
+    ]
     for repo, version in project.kernel_dependencies:
         specs.append(spec_from_version(repo, version, Origin(pyproject, project.lines.get(repo))))
     paths = [*(project.root / p for p in project.scan), *(Path(p) for p in scan_paths)]
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
-        raise UsageError(f"scan path {missing[0]} does not exist", fix="correct [tool.kernlock] scan or --scan")
+        raise UsageError(
+            f"scan path {missing[0]} does not exist", fix="correct [tool.kernlock] scan or --scan"
+        )
     specs.extend(scan(paths, skipped))
     if project.use_kernels:
         specs.extend(_use_kernels_specs(project.use_kernels))
@@ -299,17 +374,21 @@ def project_specs(project: Project, scan_paths: tuple[str, ...] = (), skipped: l
 
 
 def _refuse_unmapped(selection: tuple[str, ...], mapped: set[str]) -> None:
-    """A `use-kernels` entry that Transformers' `use_kernels=True` mapping does not load (a typo would lock nothing)."""
+    """A `use-kernels` entry that Transformers' `use_kernels=True` mapping does not load (a typo
+    would lock nothing)."""
     from kernlock._internal.project.suggest import close_repo, known_list
 
     for repo in selection:
         if repo not in mapped:
             match = close_repo(repo, mapped)
             raise ConfigError(
-                f"[tool.kernlock] use-kernels lists {repo}, which the installed Transformers' use_kernels mapping does "
+                f"[tool.kernlock] use-kernels lists {repo}, which the installed "
+                "Transformers' use_kernels mapping does "
                 f"not load (it maps {known_list(mapped)}); nothing was changed"
                 + (f"; did you mean {match}?" if match else ""),
-                fix=f"write {match!r} in use-kernels" if match else f"remove {repo!r} from use-kernels",
+                fix=f"write {match!r} in use-kernels"
+                if match
+                else f"remove {repo!r} from use-kernels",
             )
 
 
@@ -336,20 +415,29 @@ def expand_aliases(specs: Iterable[KernelSpec], target: Target | None) -> list[K
     """Replace `flash_attention_N` with the Hub kernel Transformers falls back to."""
     from kernlock._internal.compat.transformers import alias_repo
 
-    return [spec.with_repo(alias_repo(spec.alias, target)) if spec.alias else spec for spec in specs]
+    return [
+        spec.with_repo(alias_repo(spec.alias, target)) if spec.alias else spec for spec in specs
+    ]
 
 
 def resolving_target(targets: tuple[Target, ...]) -> Target | None:
-    """The environment whose Transformers defaults decide bare specs: this one, else the first target (if any)."""
+    """The environment whose Transformers defaults decide bare specs: this one, else the first
+    target (if any)."""
     try:
         return current_target()
     except TargetError:
         return targets[0] if targets else None
 
 
-def collect_specs(project: Project, specs: Iterable[str] = (), scan: Iterable[str] = (), target: Target | None = None,
-                  skipped: list[str] | None = None) -> list[KernelSpec]:
-    """Every spec from the command line and the project's sources, aliases expanded (see `project_specs`)."""
+def collect_specs(
+    project: Project,
+    specs: Iterable[str] = (),
+    scan: Iterable[str] = (),
+    target: Target | None = None,
+    skipped: list[str] | None = None,
+) -> list[KernelSpec]:
+    """Every spec from the command line and the project's sources, aliases expanded (see
+    `project_specs`)."""
     from kernlock._internal.model.spec import Origin, parse_spec
 
     extra = [parse_spec(text, Origin("command line")) for text in specs]

@@ -30,18 +30,24 @@ def overrides() -> dict[str, Path]:
     try:
         return local_kernel_overrides(text(LOCAL_KERNELS_ENV))
     except ValueError as error:
-        raise KernlockError(f"{LOCAL_KERNELS_ENV} is malformed ({error})",
-                            fix=f"{LOCAL_KERNELS_ENV}=org/repo=/path[:org/repo=/path]") from None
+        raise KernlockError(
+            f"{LOCAL_KERNELS_ENV} is malformed ({error})",
+            fix=f"{LOCAL_KERNELS_ENV}=org/repo=/path[:org/repo=/path]",
+        ) from None
 
 
 def refusal(what: str) -> tuple[str, str]:
     """The strict refusal of `what` (a local kernel), and how to get past it."""
-    return (f"{what}, which kernlock cannot check against the lock",
-            f"set {ALLOW_LOCAL_ENV}=1 to allow local kernels (or unset {LOCAL_KERNELS_ENV}, {lenient_hint()})")
+    return (
+        f"{what}, which kernlock cannot check against the lock",
+        f"set {ALLOW_LOCAL_ENV}=1 to allow local kernels (or unset {LOCAL_KERNELS_ENV}, "
+        f"{lenient_hint()})",
+    )
 
 
 def verify_findings(repos: set[str], strict: bool) -> list[tuple[bool, str, str]]:
-    """`(blocking, message, fix)` for each `LOCAL_KERNELS` override, as `kernlock verify` reports them.
+    """`(blocking, message, fix)` for each `LOCAL_KERNELS` override, as `kernlock verify` reports
+    them.
 
     Blocking when strict `apply()` would refuse it; `repos` are the locked repos.
     """
@@ -51,10 +57,20 @@ def verify_findings(repos: set[str], strict: bool) -> list[tuple[bool, str, str]
         return [(True, error.message, error.fix or "")]
     findings = []
     for repo, path in sorted(found.items()):
-        what = f"{LOCAL_KERNELS_ENV} overrides {repo} with {path} ({'locked' if repo in repos else 'not in the lock'})"
+        what = (
+            f"{LOCAL_KERNELS_ENV} overrides {repo} with {path} "
+            f"({'locked' if repo in repos else 'not in the lock'})"
+        )
         if strict and not allowed():
-            findings.append((True, f"{what}: strict kernlock.apply() refuses it",
-                             f"set {ALLOW_LOCAL_ENV}=1 to allow it, or unset {LOCAL_KERNELS_ENV}"))
+            findings.append(
+                (
+                    True,
+                    f"{what}: strict kernlock.apply() refuses it",
+                    f"set {ALLOW_LOCAL_ENV}=1 to allow it, or unset {LOCAL_KERNELS_ENV}",
+                )
+            )
         else:
-            findings.append((False, f"{what}: kernlock.apply() loads it unchecked, with a warning", ""))
+            findings.append(
+                (False, f"{what}: kernlock.apply() loads it unchecked, with a warning", "")
+            )
     return findings

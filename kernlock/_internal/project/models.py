@@ -19,7 +19,8 @@ from kernlock._internal.project.scan import ModelRef, scan_models
 
 
 def model_name(name: str, root: Path) -> str:
-    """The canonical name of a declared model: `./dir` for a directory under `root`, else `name` as written."""
+    """The canonical name of a declared model: `./dir` for a directory under `root`, else `name` as
+    written."""
     local = root / name
     if not local.is_dir():
         return name
@@ -31,17 +32,26 @@ def _plausible(name: str, root: Path) -> bool:
     """Whether a scanned name is a model: a directory with a config.json, or a Hub model id."""
     if (root / name / "config.json").is_file():
         return True
-    return not (root / name).exists() and re.fullmatch(r"[\w.-]+/[\w.-]+", name) is not None and ".." not in name
+    return (
+        not (root / name).exists()
+        and re.fullmatch(r"[\w.-]+/[\w.-]+", name) is not None
+        and ".." not in name
+    )
 
 
 def project_models(project: Project, scan: Iterable[str] = ()) -> list[ModelRef]:
-    """Every model the project declares or its scanned files load (each once, canonical names, sorted)."""
+    """Every model the project declares or its scanned files load (each once, canonical names,
+    sorted)."""
     from kernlock._internal.model.spec import Origin
 
     pyproject = os.path.relpath(project.pyproject)
     found = [ModelRef(name, Origin(pyproject, project.lines.get(name))) for name in project.models]
     paths = [*(project.root / p for p in project.scan), *(Path(p) for p in scan)]
-    found += [ref for ref in scan_models(p for p in paths if p.exists()) if _plausible(ref.name, project.root)]
+    found += [
+        ref
+        for ref in scan_models(p for p in paths if p.exists())
+        if _plausible(ref.name, project.root)
+    ]
     models: dict[str, ModelRef] = {}
     for ref in found:
         name = model_name(ref.name, project.root)

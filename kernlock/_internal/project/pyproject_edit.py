@@ -1,5 +1,5 @@
-"""Recording command-line sources in `[tool.kernlock]` of `pyproject.toml` (like `uv add`), dropping removed ones
-(like `uv remove`), and putting the file back when the lock could not be written."""
+"""Recording command-line sources in `[tool.kernlock]` of `pyproject.toml` (like `uv add`), dropping
+removed ones (like `uv remove`), and putting the file back when the lock could not be written."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from kernlock._internal.project.config import Project
 
 
 def relative_to(root: Path, path: str) -> str:
-    """`path` (given relative to the working directory) as written in `[tool.kernlock]`: relative to `root`."""
+    """`path` (given relative to the working directory) as written in `[tool.kernlock]`: relative to
+    `root`."""
     absolute = Path(path).resolve()
     try:
         return absolute.relative_to(root).as_posix() or "."
@@ -19,10 +20,12 @@ def relative_to(root: Path, path: str) -> str:
         return os.path.relpath(absolute, root)
 
 
-def edit_pyproject(project: Project, additions: dict[str, list[str]], removals: dict[str, list[str]] | None = None) -> None:
-    """Record command-line specs, targets, scan paths and trusted repos in `[tool.kernlock]` (like `uv add`),
-    and drop removed ones (like `uv remove`); `removals` may name `kernels`, `dependencies` and the
-    `overrides` of repos nothing declares any more."""
+def edit_pyproject(
+    project: Project, additions: dict[str, list[str]], removals: dict[str, list[str]] | None = None
+) -> None:
+    """Record command-line specs, targets, scan paths and trusted repos in `[tool.kernlock]` (like
+    `uv add`), and drop removed ones (like `uv remove`); `removals` may name `kernels`,
+    `dependencies` and the `overrides` of repos nothing declares any more."""
     import tomlkit
 
     path = project.pyproject

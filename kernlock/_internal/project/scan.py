@@ -1,4 +1,5 @@
-"""Find kernel specs and models in code and configs: every `attn_implementation` value, every model loaded.
+"""Find kernel specs and models in code and configs: every `attn_implementation` value, every model
+loaded.
 
 * Python files, by AST: keyword arguments (`attn_implementation="org/repo"`),
   dict literals (`{"attn_implementation": "org/repo"}`) and attribute
@@ -32,12 +33,32 @@ KEYS = ("attn_implementation", "_attn_implementation")
 PYTHON_SUFFIXES = {".py"}
 YAML_SUFFIXES = {".yaml", ".yml"}
 SHELL_SUFFIXES = {".sh", ".bash", ".slurm", ".sbatch", ".zsh"}
-_SKIP_DIRS = {".git", ".hg", ".venv", "venv", "node_modules", "__pycache__", ".tox", ".mypy_cache", ".pytest_cache", "build", "dist"}
-_YAML_RE = re.compile(r"^\s*(?:-\s*)?[\"']?_?attn_implementation[\"']?\s*:\s*(?P<value>[^#\s][^#]*?)\s*(?:#.*)?$")
-_SHELL_RE = re.compile(r"--attn[_-]implementation(?:=|\s+)(?P<value>\"[^\"]*\"|'[^']*'|[^\s\\;&|]+)")
+_SKIP_DIRS = {
+    ".git",
+    ".hg",
+    ".venv",
+    "venv",
+    "node_modules",
+    "__pycache__",
+    ".tox",
+    ".mypy_cache",
+    ".pytest_cache",
+    "build",
+    "dist",
+}
+_YAML_RE = re.compile(
+    r"^\s*(?:-\s*)?[\"']?_?attn_implementation[\"']?\s*:\s*(?P<value>[^#\s][^#]*?)\s*(?:#.*)?$"
+)
+_SHELL_RE = re.compile(
+    r"--attn[_-]implementation(?:=|\s+)(?P<value>\"[^\"]*\"|'[^']*'|[^\s\\;&|]+)"
+)
 MODEL_KEYS = ("model_name_or_path", "pretrained_model_name_or_path")
-_YAML_MODEL_RE = re.compile(r"^\s*(?:-\s*)?[\"']?model_name_or_path[\"']?\s*:\s*(?P<value>[^#\s][^#]*?)\s*(?:#.*)?$")
-_SHELL_MODEL_RE = re.compile(r"--model[_-]name[_-]or[_-]path(?:=|\s+)(?P<value>\"[^\"]*\"|'[^']*'|[^\s\\;&|]+)")
+_YAML_MODEL_RE = re.compile(
+    r"^\s*(?:-\s*)?[\"']?model_name_or_path[\"']?\s*:\s*(?P<value>[^#\s][^#]*?)\s*(?:#.*)?$"
+)
+_SHELL_MODEL_RE = re.compile(
+    r"--model[_-]name[_-]or[_-]path(?:=|\s+)(?P<value>\"[^\"]*\"|'[^']*'|[^\s\\;&|]+)"
+)
 
 
 def is_kernel_value(value: str) -> bool:
@@ -54,7 +75,8 @@ def _unquote(value: str) -> str:
 
 
 def _python_values(path: Path, text: str) -> Iterator[tuple[str, int, bool]]:
-    """(value, line, literal) of every `attn_implementation` site; a non-literal's value is its source text."""
+    """(value, line, literal) of every `attn_implementation` site; a non-literal's value is its
+    source text."""
     try:
         tree = ast.parse(text, filename=str(path))
     except SyntaxError:
@@ -63,8 +85,14 @@ def _python_values(path: Path, text: str) -> Iterator[tuple[str, int, bool]]:
         if isinstance(node, ast.keyword) and node.arg in KEYS:
             values = [node.value]
         elif isinstance(node, ast.Dict):
-            values = [v for k, v in zip(node.keys, node.values, strict=False) if isinstance(k, ast.Constant) and k.value in KEYS]
-        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Attribute) and t.attr in KEYS for t in node.targets):
+            values = [
+                v
+                for k, v in zip(node.keys, node.values, strict=False)
+                if isinstance(k, ast.Constant) and k.value in KEYS
+            ]
+        elif isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Attribute) and t.attr in KEYS for t in node.targets
+        ):
             values = [node.value]
         else:
             continue
@@ -86,7 +114,8 @@ def _line_values(text: str, pattern: re.Pattern[str]) -> Iterator[tuple[str, int
 
 
 def scan_file(path: Path, skipped: list[str] | None = None) -> list[KernelSpec]:
-    """Kernel specs named in one file; each site whose value is not a literal is added to `skipped` as a message."""
+    """Kernel specs named in one file; each site whose value is not a literal is added to `skipped`
+    as a message."""
     suffix = path.suffix.lower()
     try:
         text = path.read_text(encoding="utf-8")
@@ -103,8 +132,11 @@ def scan_file(path: Path, skipped: list[str] | None = None) -> list[KernelSpec]:
     for value, line, literal in sorted(values, key=lambda site: site[1]):
         if not literal:
             if skipped is not None:
-                skipped.append(f"{where}:{line}: attn_implementation={value[:60]} is not a literal, so --scan cannot "
-                               "lock what it names; list that kernel in [tool.kernlock] kernels")
+                skipped.append(
+                    f"{where}:{line}: attn_implementation={value[:60]} is not a literal, "
+                    "so --scan cannot "
+                    "lock what it names; list that kernel in [tool.kernlock] kernels"
+                )
         elif is_kernel_value(value):
             specs.append(parse_spec(value, Origin(where, line)))
     return specs
@@ -125,7 +157,8 @@ def _files(paths: Iterable[Path]) -> Iterator[Path]:
 
 
 def scan_paths(paths: Iterable[Path], skipped: list[str] | None = None) -> list[KernelSpec]:
-    """Kernel specs in files and directories (recursively), in path order (non-literal sites into `skipped`)."""
+    """Kernel specs in files and directories (recursively), in path order (non-literal sites into
+    `skipped`)."""
     specs: list[KernelSpec] = []
     for path in _files(paths):
         specs.extend(scan_file(path, skipped))
@@ -140,8 +173,15 @@ class ModelRef(NamedTuple):
 
 
 def _is_model_class(node: ast.expr) -> bool:
-    """`AutoModelForCausalLM`, `LlamaForCausalLM`, `transformers.AutoModel`: a model class, not a tokenizer."""
-    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+    """`AutoModelForCausalLM`, `LlamaForCausalLM`, `transformers.AutoModel`: a model class, not a
+    tokenizer."""
+    name = (
+        node.attr
+        if isinstance(node, ast.Attribute)
+        else node.id
+        if isinstance(node, ast.Name)
+        else ""
+    )
     return "Model" in name or "For" in name
 
 
@@ -149,17 +189,30 @@ def _python_models(tree: ast.AST) -> Iterator[tuple[str, int]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             func = node.func
-            if (isinstance(func, ast.Attribute) and func.attr == "from_pretrained" and _is_model_class(func.value)
-                    and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            if (
+                isinstance(func, ast.Attribute)
+                and func.attr == "from_pretrained"
+                and _is_model_class(func.value)
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            ):
                 yield node.args[0].value, node.lineno
             for keyword in node.keywords:
-                if keyword.arg in MODEL_KEYS and isinstance(keyword.value, ast.Constant) \
-                        and isinstance(keyword.value.value, str):
+                if (
+                    keyword.arg in MODEL_KEYS
+                    and isinstance(keyword.value, ast.Constant)
+                    and isinstance(keyword.value.value, str)
+                ):
                     yield keyword.value.value, keyword.value.lineno
         elif isinstance(node, ast.Dict):
             for key, value in zip(node.keys, node.values, strict=False):
-                if isinstance(key, ast.Constant) and key.value in MODEL_KEYS and isinstance(value, ast.Constant) \
-                        and isinstance(value.value, str):
+                if (
+                    isinstance(key, ast.Constant)
+                    and key.value in MODEL_KEYS
+                    and isinstance(value, ast.Constant)
+                    and isinstance(value.value, str)
+                ):
                     yield value.value, value.lineno
 
 
@@ -180,7 +233,8 @@ def _model_refs(path: Path) -> Iterator[tuple[str, int]]:
 
 
 def scan_models(paths: Iterable[Path]) -> list[ModelRef]:
-    """The models code and configs under `paths` load, by literal name, in path order (each name once)."""
+    """The models code and configs under `paths` load, by literal name, in path order (each name
+    once)."""
     found: dict[str, ModelRef] = {}
     for path in _files(paths):
         for name, line in _model_refs(path):

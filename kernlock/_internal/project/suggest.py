@@ -1,4 +1,5 @@
-"""Did-you-mean for a repo name that names nothing the project has (a typo in `-P`, an override, `use-kernels`)."""
+"""Did-you-mean for a repo name that names nothing the project has (a typo in `-P`, an override,
+`use-kernels`)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ from collections.abc import Iterable
 
 
 def close_repo(name: str, repos: Iterable[str]) -> str | None:
-    """The repo of `repos` that `name` most likely means (`difflib`, on the whole name, then on the part after the
-    org, so `flash-attn2` and `kernels-community/flash-atn2` both find `kernels-community/flash-attn2`); None if none."""
+    """The repo of `repos` that `name` most likely means (`difflib`, on the whole name, then on the
+    part after the org, so `flash-attn2` and `kernels-community/flash-atn2` both find
+    `kernels-community/flash-attn2`); None if none."""
     import difflib
 
     candidates = sorted(set(repos))

@@ -49,7 +49,9 @@ from kernlock.errors import (
 )
 
 
-@dataclass(frozen=True, eq=False)  # compared by identity: no generated __eq__/__hash__ to build at import
+@dataclass(
+    frozen=True, eq=False
+)  # compared by identity: no generated __eq__/__hash__ to build at import
 class Workspace:
     """A project, its sources (`pyproject.toml`) and the lock file every command uses."""
 
@@ -73,7 +75,8 @@ class Workspace:
         return load_lockfile(self.lockfile)
 
     def previous_lock(self, upgrade: bool) -> Lockfile | None:
-        """The existing lock whose pins `kernlock lock` keeps; never silently ignore an unreadable one.
+        """The existing lock whose pins `kernlock lock` keeps; never silently ignore an unreadable
+        one.
 
         A lock in a newer format is refused even with `upgrade`, so an older
         kernlock never overwrites it.
@@ -89,25 +92,32 @@ class Workspace:
                 return None
             if not self.lockfile.is_file():
                 raise
-            raise type(error)(f"{error.problem} (the existing pins cannot be kept, so nothing was written)",
-                              key_path=error.key_path, source=error.source,
-                              fix=error.fix or NO_FIX) from None  # NO_FIX: the re-raised error's own, never a new one
+            raise type(error)(
+                f"{error.problem} (the existing pins cannot be kept, so nothing was written)",
+                key_path=error.key_path,
+                source=error.source,
+                fix=error.fix or NO_FIX,
+            ) from None  # NO_FIX: the re-raised error's own, never a new one
         if lock.newer_format:
             raise LockfileVersionError(
-                f"{self.lockfile} was written by a newer kernlock (lock format {lock.version}; this one writes "
+                f"{self.lockfile} was written by a newer kernlock (lock format "
+                f"{lock.version}; this one writes "
                 f"{LOCK_VERSION}) and rewriting it would drop what this one does not know",
                 fix=UPGRADE_FIX,
             )
         return lock
 
     def all_targets(self, lock: Lockfile) -> tuple[Target, ...]:
-        """What `--all-targets` means everywhere: the declared targets, else every target the lock covers."""
+        """What `--all-targets` means everywhere: the declared targets, else every target the lock
+        covers."""
         declared = [parse_target(t) for t in self.project.targets] or lock.targets
         return tuple(sorted(set(declared), key=str))
 
-    def chosen_targets(self, lock: Lockfile, targets: Iterable[str | Target] = (), all_targets: bool = False) -> list[Target]:
-        """The targets a reader works on: `targets`, plus `all_targets()` when asked, else `$KERNLOCK_TARGET`, else this
-        environment."""
+    def chosen_targets(
+        self, lock: Lockfile, targets: Iterable[str | Target] = (), all_targets: bool = False
+    ) -> list[Target]:
+        """The targets a reader works on: `targets`, plus `all_targets()` when asked, else
+        `$KERNLOCK_TARGET`, else this environment."""
         chosen = {parse_target(str(t)) for t in targets}
         if all_targets:
             chosen.update(self.all_targets(lock))
@@ -119,13 +129,17 @@ class Workspace:
             try:
                 chosen.add(current_target())
             except TargetError as error:
-                raise TargetError(error.message, fix="pass --target explicitly or --all-targets "
-                                                     "(or declare [tool.kernlock] targets)") from None
+                raise TargetError(
+                    error.message,
+                    fix="pass --target explicitly or --all-targets "
+                    "(or declare [tool.kernlock] targets)",
+                ) from None
         return sorted(chosen, key=str)
 
 
 def check_lock_path(path: Path, *, discovered: bool) -> None:
-    """Refuse a lock path that is not a regular file, or (when discovered) that someone else controls."""
+    """Refuse a lock path that is not a regular file, or (when discovered) that someone else
+    controls."""
     if path.is_dir():
         raise directory_error(path)
     if os.path.exists(path) and not path.is_file():
@@ -134,21 +148,30 @@ def check_lock_path(path: Path, *, discovered: bool) -> None:
         return
     reason = unsafe_reason(path)
     if reason is not None:
-        override = f"if you trust it, name it explicitly (--lockfile {path}, ${LOCKFILE_ENV} or kernlock.apply(lockfile=...))"
+        override = (
+            f"if you trust it, name it explicitly (--lockfile {path}, ${LOCKFILE_ENV} or "
+            "kernlock.apply(lockfile=...))"
+        )
         raise UnsafeLockfileError(f"refusing {path}: {reason}", fix=override)
 
 
 def configured_lockfile(project: Project) -> Path:
-    """`[tool.kernlock] lockfile` inside the project (an error when it points outside, also through a symlinked
-    directory). The lock file itself may be a symlink the project keeps: it is updated through the link."""
+    """`[tool.kernlock] lockfile` inside the project (an error when it points outside, also through
+    a symlinked directory). The lock file itself may be a symlink the project keeps: it is updated
+    through the link."""
     name = project.lockfile_name
     relative = os.path.normpath(name)
     root = os.path.realpath(project.root)
     folder = os.path.realpath(os.path.dirname(os.path.join(root, relative)))
-    if os.path.isabs(name) or relative == ".." or relative.startswith(".." + os.sep) or \
-            not (folder == root or folder.startswith(root + os.sep)):
+    if (
+        os.path.isabs(name)
+        or relative == ".."
+        or relative.startswith(".." + os.sep)
+        or not (folder == root or folder.startswith(root + os.sep))
+    ):
         raise ConfigError(
-            f"{project.pyproject}: [tool.kernlock] lockfile = {name!r} lies outside the project {project.root}",
+            f"{project.pyproject}: [tool.kernlock] lockfile = {name!r} lies outside the "
+            f"project {project.root}",
             fix=f"use a path inside it, or name it explicitly with --lockfile {name}",
         )
     return project.root / relative
@@ -167,7 +190,8 @@ def named_lockfile(lockfile: str | os.PathLike[str] | None = None) -> Path | Non
 
 
 def vendored_lockfile(vendor: Path, project_lock: Path | None) -> Path:
-    """The lock a reader uses with `$KERNLOCK_VENDOR_DIR`: the project's lock, once the vendor directory's agrees.
+    """The lock a reader uses with `$KERNLOCK_VENDOR_DIR`: the project's lock, once the vendor
+    directory's agrees.
 
     The vendor directory's lock must hold every entry of the project's lock unchanged
     (commits, variants, hashes); a disagreement is an error naming both. Without a
@@ -190,17 +214,19 @@ def vendored_lockfile(vendor: Path, project_lock: Path | None) -> Path:
     if differing:
         raise LockfileError(
             f"the vendor directory's {theirs} disagrees with the project's {project_lock} on "
-            f"{', '.join(differing[:3])}{'…' if len(differing) > 3 else ''}; the project's lock wins",
+            f"{', '.join(differing[:3])}{'…' if len(differing) > 3 else ''}; the "
+            "project's lock wins",
             fix=f"re-export the vendor directory with `kernlock vendor {vendor}` from the project",
         )
     return project_lock
 
 
 def _refuse_shared_vendor_lock(vendor: Path, lock: Path) -> None:
-    """A vendor lock that is the authority (no project lock file) is trusted only when no one else can change it.
+    """A vendor lock that is the authority (no project lock file) is trusted only when no one else
+    can change it.
 
-    Ownership is not integrity: in a group-writable (setgid, umask 002) vendor directory another member can
-    rewrite the lock in place, files and hashes together, and it keeps its owner's uid.
+    Ownership is not integrity: in a group-writable (setgid, umask 002) vendor directory another
+    member can rewrite the lock in place, files and hashes together, and it keeps its owner's uid.
     """
     import stat
 
@@ -209,14 +235,23 @@ def _refuse_shared_vendor_lock(vendor: Path, lock: Path) -> None:
         if mode & (stat.S_IWGRP | stat.S_IWOTH):
             who = "its group" if mode & stat.S_IWGRP else "every user"
             raise UnsafeLockfileError(
-                f"refusing {lock}: {path} is writable by {who}, so someone else could rewrite the lock and its "
-                "hashes together; a vendor lock is trusted as the lock only when no one else can write it",
-                fix=f"run where the project's own kernels.lock pins the vendored builds, or `chmod go-w {vendor} {lock}`")
+                f"refusing {lock}: {path} is writable by {who}, so someone else could "
+                "rewrite the lock and its "
+                "hashes together; a vendor lock is trusted as the lock only when no one "
+                "else can write it",
+                fix="run where the project's own kernels.lock pins the vendored builds, or "
+                f"`chmod go-w {vendor} {lock}`",
+            )
 
 
-def open_workspace(project_dir: str | os.PathLike[str] = ".", lockfile: str | os.PathLike[str] | None = None, *,
-                   readers: bool = True) -> Workspace:
-    """The workspace of the project at or above `project_dir`: the named lock, else the configured one."""
+def open_workspace(
+    project_dir: str | os.PathLike[str] = ".",
+    lockfile: str | os.PathLike[str] | None = None,
+    *,
+    readers: bool = True,
+) -> Workspace:
+    """The workspace of the project at or above `project_dir`: the named lock, else the configured
+    one."""
     project = load_project(find_project_root(Path(project_dir)))
     named = named_lockfile(lockfile)
     if named is not None:
@@ -228,10 +263,11 @@ def open_workspace(project_dir: str | os.PathLike[str] = ".", lockfile: str | os
 
 
 @contextmanager
-def exclusive_workspace(project_dir: str | os.PathLike[str] = ".",
-                        lockfile: str | os.PathLike[str] | None = None) -> Iterator[Workspace]:
-    """The workspace, read and held under the per-project cross-process mutex (for writers); never a new project in
-    a directory every user can write (`refuse_shared_new_project`)."""
+def exclusive_workspace(
+    project_dir: str | os.PathLike[str] = ".", lockfile: str | os.PathLike[str] | None = None
+) -> Iterator[Workspace]:
+    """The workspace, read and held under the per-project cross-process mutex (for writers); never a
+    new project in a directory every user can write (`refuse_shared_new_project`)."""
     from kernlock._internal.store.mutex import ProjectMutex
 
     root = find_project_root(Path(project_dir))
@@ -240,8 +276,12 @@ def exclusive_workspace(project_dir: str | os.PathLike[str] = ".",
         yield open_workspace(project_dir, lockfile, readers=False)
 
 
-def applied_workspace(lockfile: str | os.PathLike[str] | None = None, *,
-                      scripts: Sequence[str] | None = None, naming: str = "pass kernlock.apply(lockfile=...)") -> Workspace:
+def applied_workspace(
+    lockfile: str | os.PathLike[str] | None = None,
+    *,
+    scripts: Sequence[str] | None = None,
+    naming: str = "pass kernlock.apply(lockfile=...)",
+) -> Workspace:
     """The workspace `apply()` and `kernlock run` use: the named lock, else the project's from the
     working directory, else from the directory of the script being run.
 
@@ -255,12 +295,23 @@ def applied_workspace(lockfile: str | os.PathLike[str] | None = None, *,
     if named is not None:
         if not named.is_file():
             check_lock_path(named, discovered=False)
-            where = f"${LOCKFILE_ENV} points at {named}, which" if lockfile is None and settings.text(LOCKFILE_ENV) else f"lock file {named}"
-            raise LockfileNotFoundError(f"{where} does not exist", fix="create it with `kernlock lock`")
-        return Workspace(project=Project(root=find_project_root(Path.cwd())), lockfile=named, discovered=False)
+            where = (
+                f"${LOCKFILE_ENV} points at {named}, which"
+                if lockfile is None and settings.text(LOCKFILE_ENV)
+                else f"lock file {named}"
+            )
+            raise LockfileNotFoundError(
+                f"{where} does not exist", fix="create it with `kernlock lock`"
+            )
+        return Workspace(
+            project=Project(root=find_project_root(Path.cwd())), lockfile=named, discovered=False
+        )
     if scripts is None:
         scripts = sys.argv[:1] if sys.argv and sys.argv[0] not in ("", "-c", "-m") else ()
-    starts = [Path.cwd(), *(Path(script).resolve().parent for script in scripts if Path(script).is_file())]
+    starts = [
+        Path.cwd(),
+        *(Path(script).resolve().parent for script in scripts if Path(script).is_file()),
+    ]
     looked = []
     for start in starts:
         workspace = open_workspace(start, readers=False)
@@ -268,11 +319,16 @@ def applied_workspace(lockfile: str | os.PathLike[str] | None = None, *,
             if (vendor := vendor_dir()) is not None:
                 vendored_lockfile(vendor, workspace.lockfile)
             return workspace
-        if str(workspace.lockfile) not in looked:  # the script may live in the working directory's project
+        if (
+            str(workspace.lockfile) not in looked
+        ):  # the script may live in the working directory's project
             looked.append(str(workspace.lockfile))
     if (vendor := vendor_dir()) is not None:
-        return Workspace(project=Project(root=find_project_root(Path.cwd())),
-                         lockfile=vendored_lockfile(vendor, None), discovered=True)
+        return Workspace(
+            project=Project(root=find_project_root(Path.cwd())),
+            lockfile=vendored_lockfile(vendor, None),
+            discovered=True,
+        )
     raise LockfileNotFoundError(
         f"no lock file found (looked for {' and '.join(looked)}; ${LOCKFILE_ENV} is unset)",
         fix=f"run `kernlock lock` or {naming}",
@@ -280,6 +336,12 @@ def applied_workspace(lockfile: str | os.PathLike[str] | None = None, *,
 
 
 __all__ = [
-    "LOCKFILE_ENV", "Workspace", "applied_workspace", "check_lock_path", "configured_lockfile",
-    "exclusive_workspace", "named_lockfile", "open_workspace",
+    "LOCKFILE_ENV",
+    "Workspace",
+    "applied_workspace",
+    "check_lock_path",
+    "configured_lockfile",
+    "exclusive_workspace",
+    "named_lockfile",
+    "open_workspace",
 ]

@@ -21,51 +21,73 @@ from kernlock._internal.hub.variants import choose_variant, group_variants
 from kernlock._internal.lockfile.model import LockedKernel
 from kernlock._internal.model.target import Target
 
-MAX_HISTORY = 200  # newer commits of one branch looked at: a version branch gains a few per Torch release
+MAX_HISTORY = (
+    200  # newer commits of one branch looked at: a version branch gains a few per Torch release
+)
 
 
 @dataclass(frozen=True)
 class AppendPlan:
-    """Where the new targets' builds are: `move_to` (the whole entry), else one commit per target in `pins`."""
+    """Where the new targets' builds are: `move_to` (the whole entry), else one commit per target in
+    `pins`."""
 
     move_to: str | None = None
     pins: dict[Target, str] = field(default_factory=dict)
-    kept_at: dict[Target, str] = field(default_factory=dict)  # per pinned target: why the entry could not move
+    kept_at: dict[Target, str] = field(
+        default_factory=dict
+    )  # per pinned target: why the entry could not move
 
 
 def _fingerprints(grouped: dict[str, list[TreeFile]]) -> dict[str, frozenset[tuple[str, str]]]:
-    """Each variant's files as (path, content id): the LFS sha256, else the git blob id (a hash of the bytes)."""
-    return {name: frozenset((f.path, f.lfs_sha256 or f.blob_id) for f in files) for name, files in grouped.items()}
+    """Each variant's files as (path, content id): the LFS sha256, else the git blob id (a hash of
+    the bytes)."""
+    return {
+        name: frozenset((f.path, f.lfs_sha256 or f.blob_id) for f in files)
+        for name, files in grouped.items()
+    }
 
 
-def _why_changed(kernel: LockedKernel, base: dict[str, frozenset[tuple[str, str]]],
-                 there: dict[str, frozenset[tuple[str, str]]], names: list[str]) -> str | None:
-    """Why the entry cannot move to a commit: a locked variant changed or is no longer chosen; None when it can."""
+def _why_changed(
+    kernel: LockedKernel,
+    base: dict[str, frozenset[tuple[str, str]]],
+    there: dict[str, frozenset[tuple[str, str]]],
+    names: list[str],
+) -> str | None:
+    """Why the entry cannot move to a commit: a locked variant changed or is no longer chosen; None
+    when it can."""
     for variant in kernel.variants:
         if there.get(variant.name) != base.get(variant.name):
             return f"{variant.name} is {'rebuilt' if variant.name in there else 'gone'} there"
         for target in variant.targets:
             choice, _ = choose_variant(names, target)
             if choice != variant.name:
-                return f"kernels would load {choice or 'nothing'} instead of {variant.name} on {target} there"
+                return (
+                    f"kernels would load {choice or 'nothing'} instead of {variant.name} on "
+                    f"{target} there"
+                )
     return None
 
 
 def find_appended(hub: Hub, kernel: LockedKernel, missing: list[Target]) -> AppendPlan | None:
-    """Where builds for `missing` (targets the entry's commit has no build for) were appended to its branch.
+    """Where builds for `missing` (targets the entry's commit has no build for) were appended to its
+    branch.
 
     None when the entry is not on a branch, its commit left the branch's history, or no newer commit
     has a build for any of them.
     """
-    if kernel.ref is None or not any(r.name == kernel.ref and r.kind == "branch" for r in hub.refs(kernel.repo)):
+    if kernel.ref is None or not any(
+        r.name == kernel.ref and r.kind == "branch" for r in hub.refs(kernel.repo)
+    ):
         return None
     history = hub.commits(kernel.repo, kernel.ref)  # newest first
     if kernel.commit not in history:
         return None  # force-pushed past the lock: nothing was appended to *its* history
-    newer = history[:history.index(kernel.commit)][:MAX_HISTORY]
+    newer = history[: history.index(kernel.commit)][:MAX_HISTORY]
     if not newer:
         return None
-    base = _fingerprints(group_variants(kernel.repo, kernel.commit, hub.tree(kernel.repo, kernel.commit)))
+    base = _fingerprints(
+        group_variants(kernel.repo, kernel.commit, hub.tree(kernel.repo, kernel.commit))
+    )
     pins: dict[Target, str] = {}
     kept_at: dict[Target, str] = {}
     for commit in newer:

@@ -1,4 +1,5 @@
-"""Kernels' dependencies (`kernel-depends` in a variant's metadata.json) as specs, and the cycles kernels refuses."""
+"""Kernels' dependencies (`kernel-depends` in a variant's metadata.json) as specs, and the cycles
+kernels refuses."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from kernlock.errors import ResolutionError
 
 
 def refuse_dependency_cycles(kernels: tuple[LockedKernel, ...]) -> None:
-    """Refuse a lock whose `kernel-depends` reach a kernel from itself: kernels fails every load of it (cyclic dependency)."""
+    """Refuse a lock whose `kernel-depends` reach a kernel from itself: kernels fails every load of
+    it (cyclic dependency)."""
     graph: dict[str, set[str]] = {}
     commits: dict[str, str] = {}
     for kernel in kernels:
@@ -20,7 +22,7 @@ def refuse_dependency_cycles(kernels: tuple[LockedKernel, ...]) -> None:
         state[repo] = 1
         for dep in sorted(graph.get(repo, ())):
             if state.get(dep) == 1:
-                return [*path[path.index(dep):], dep] if dep in path else [*path, dep]
+                return [*path[path.index(dep) :], dep] if dep in path else [*path, dep]
             if dep not in state and (cycle := visit(dep, [*path, dep])) is not None:
                 return cycle
         state[repo] = 2
@@ -31,10 +33,13 @@ def refuse_dependency_cycles(kernels: tuple[LockedKernel, ...]) -> None:
             named = " -> ".join(cycle)
             first = cycle[0]
             raise ResolutionError(
-                f"kernel-depends form a cycle: {named} (in metadata.json at {first}@{commits[first][:12]}), "
-                f"so kernels would refuse every load of it (cyclic dependency); nothing was written",
-                fix=f"pin a revision without the cycle (`kernlock lock {first}@<commit>`) or ask the publisher to fix "
-                    f"kernel-depends",
+                f"kernel-depends form a cycle: {named} (in metadata.json at "
+                f"{first}@{commits[first][:12]}), "
+                "so kernels would refuse every load of it (cyclic dependency); nothing "
+                "was written",
+                fix=f"pin a revision without the cycle (`kernlock lock {first}@<commit>`) or "
+                "ask the publisher to fix "
+                f"kernel-depends",
             )
 
 

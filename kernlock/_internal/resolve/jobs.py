@@ -1,4 +1,5 @@
-"""Jobs: the lock entries a resolution must produce, one per spec key and override, with the targets each serves."""
+"""Jobs: the lock entries a resolution must produce, one per spec key and override, with the targets
+each serves."""
 
 from __future__ import annotations
 
@@ -25,9 +26,12 @@ class Job:
     used_by: set[str] = field(default_factory=set)
 
     def merge(self, other: Job) -> None:
-        """Serve `other`'s targets too (one entry per identity): an unrestricted job makes the entry unrestricted."""
+        """Serve `other`'s targets too (one entry per identity): an unrestricted job makes the entry
+        unrestricted."""
         self.targets = tuple(sorted({*self.targets, *other.targets}))
-        self.devices = tuple(sorted({*self.devices, *other.devices})) if self.devices and other.devices else ()
+        self.devices = (
+            tuple(sorted({*self.devices, *other.devices})) if self.devices and other.devices else ()
+        )
         self.used_by |= other.used_by
 
     @property
@@ -35,7 +39,9 @@ class Job:
         return self.key, self.override.when if self.override else ""
 
 
-def plan_jobs(spec: KernelSpec, targets: tuple[Target, ...], rules: tuple[OverrideRule, ...]) -> list[Job]:
+def plan_jobs(
+    spec: KernelSpec, targets: tuple[Target, ...], rules: tuple[OverrideRule, ...]
+) -> list[Job]:
     """Split a spec's targets between its own resolution and the overrides that match them."""
     groups: dict[OverrideRule | None, list[Target]] = {}
     for target in targets:
@@ -46,12 +52,24 @@ def plan_jobs(spec: KernelSpec, targets: tuple[Target, ...], rules: tuple[Overri
     jobs = []
     for rule, matched in groups.items():
         if rule is None:
-            jobs.append(Job(key=spec.key, spec=spec, targets=tuple(matched), devices=spec.devices,
-                             used_by=set(spec.used_by)))
+            jobs.append(
+                Job(
+                    key=spec.key,
+                    spec=spec,
+                    targets=tuple(matched),
+                    devices=spec.devices,
+                    used_by=set(spec.used_by),
+                )
+            )
         else:
-            jobs.append(Job(
-                key=spec.key, spec=rule.spec(spec), targets=tuple(matched),
-                override=Override(when=rule.when, use=rule.use, reason=rule.reason),
-                devices=spec.devices, used_by=set(spec.used_by),
-            ))
+            jobs.append(
+                Job(
+                    key=spec.key,
+                    spec=rule.spec(spec),
+                    targets=tuple(matched),
+                    override=Override(when=rule.when, use=rule.use, reason=rule.reason),
+                    devices=spec.devices,
+                    used_by=set(spec.used_by),
+                )
+            )
     return jobs

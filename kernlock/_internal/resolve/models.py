@@ -1,4 +1,5 @@
-"""Declared models → the layer kernels Transformers' default kernelize binds for them, as specs and lock records.
+"""Declared models → the layer kernels Transformers' default kernelize binds for them, as specs and
+lock records.
 
 Each model is built on the meta device and kernelized once per device type of the
 lock's targets and per mode (`kernlock._internal.compat.model_kernels`). A kernel it binds
@@ -26,7 +27,11 @@ from kernlock.errors import ModelError
 
 
 def _spec_text(kernel: LayerKernel) -> str:
-    return f"{kernel.repo}@v{kernel.version}" if kernel.version is not None else f"{kernel.repo}@{kernel.revision}"
+    return (
+        f"{kernel.repo}@v{kernel.version}"
+        if kernel.version is not None
+        else f"{kernel.repo}@{kernel.revision}"
+    )
 
 
 def _bindings(kernels: Iterable[LayerKernel]) -> list[tuple[str, str, str, str]]:
@@ -34,13 +39,17 @@ def _bindings(kernels: Iterable[LayerKernel]) -> list[tuple[str, str, str, str]]
     modes: dict[tuple[str, str, str], set[str]] = defaultdict(set)
     for kernel in kernels:
         modes[(_spec_text(kernel), kernel.layer, kernel.device)].add(kernel.mode)
-    return [(spec, layer, device, ", ".join(sorted(used))) for (spec, layer, device), used in sorted(modes.items())]
+    return [
+        (spec, layer, device, ", ".join(sorted(used)))
+        for (spec, layer, device), used in sorted(modes.items())
+    ]
 
 
-def model_kernels(models: Iterable[ModelRef], targets: Iterable[Target],
-                  root: Path) -> tuple[list[KernelSpec], tuple[LockedModel, ...]]:
-    """The specs Transformers' default kernelize loads for `models` on `targets`, and each model's record
-    (none without a GPU target)."""
+def model_kernels(
+    models: Iterable[ModelRef], targets: Iterable[Target], root: Path
+) -> tuple[list[KernelSpec], tuple[LockedModel, ...]]:
+    """The specs Transformers' default kernelize loads for `models` on `targets`, and each model's
+    record (none without a GPU target)."""
     models = list(models)
     devices = sorted({d for target in targets if (d := device_type(target.backend)) is not None})
     if not models or not devices:
@@ -48,9 +57,12 @@ def model_kernels(models: Iterable[ModelRef], targets: Iterable[Target],
     info = installed_transformers()
     digest = mapping_digest(info.root) if info.root is not None else None
     if info.version is None or digest is None:
-        raise ModelError(f"[tool.kernlock] models needs Transformers to find what it kernelizes "
-                         f"({models[0].name}); it is not installed here",
-                         fix="pip install 'kernlock[transformers]' (or the Transformers your jobs run) and lock again")
+        raise ModelError(
+            f"[tool.kernlock] models needs Transformers to find what it kernelizes "
+            f"({models[0].name}); it is not installed here",
+            fix="pip install 'kernlock[transformers]' (or the Transformers your jobs run) "
+            "and lock again",
+        )
     specs: dict[str, KernelSpec] = {}
     records = []
     for ref in models:
@@ -58,10 +70,21 @@ def model_kernels(models: Iterable[ModelRef], targets: Iterable[Target],
         bindings = _bindings(found.kernels)
         for text, layer, device, modes in bindings:
             spec = specs.get(text) or parse_spec(text, Origin(f"model {ref.name}"))
-            specs[text] = replace(spec, devices=tuple(sorted({*spec.devices, device})),
-                                  used_by=tuple(sorted({*spec.used_by, f"{ref.name}: {layer} ({device}: {modes})"})))
-        records.append(LockedModel(
-            name=ref.name, model_class=found.model_class, transformers=info.version, kernel_mapping=digest,
-            layers=tuple(f"{layer} -> {text} ({device}: {modes})" for text, layer, device, modes in bindings),
-        ))
+            specs[text] = replace(
+                spec,
+                devices=tuple(sorted({*spec.devices, device})),
+                used_by=tuple(sorted({*spec.used_by, f"{ref.name}: {layer} ({device}: {modes})"})),
+            )
+        records.append(
+            LockedModel(
+                name=ref.name,
+                model_class=found.model_class,
+                transformers=info.version,
+                kernel_mapping=digest,
+                layers=tuple(
+                    f"{layer} -> {text} ({device}: {modes})"
+                    for text, layer, device, modes in bindings
+                ),
+            )
+        )
     return list(specs.values()), tuple(records)

@@ -1,5 +1,6 @@
-"""What a resolution is asked for (`ResolveOptions`: targets, trust, upgrades, overrides, signing, advisories), and
-the versions of the tools that shaped it (`resolving_context`, the lock's `[resolved-with]`)."""
+"""What a resolution is asked for (`ResolveOptions`: targets, trust, upgrades, overrides, signing,
+advisories), and the versions of the tools that shaped it (`resolving_context`, the lock's
+`[resolved-with]`)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ class ResolveOptions:
     resolving_target: Target | None = None  # whose Transformers defaults apply to bare specs
     overrides: tuple[OverrideRule, ...] = ()
     signing: SigningPolicy = SigningPolicy()
-    advisories: tuple[Advisory, ...] = ()  # known-bad builds: never locked where another build will do
+    advisories: tuple[
+        Advisory, ...
+    ] = ()  # known-bad builds: never locked where another build will do
 
     def upgrading(self, repo: str) -> bool:
         """Whether an existing pin of `repo` must be re-resolved."""

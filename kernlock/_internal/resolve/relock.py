@@ -1,4 +1,5 @@
-"""`kernlock lock` and `kernlock remove` as library calls: sources → resolver → atomic `kernels.lock`."""
+"""`kernlock lock` and `kernlock remove` as library calls: sources → resolver → atomic
+`kernels.lock`."""
 
 from __future__ import annotations
 
@@ -34,8 +35,10 @@ from kernlock._internal.resolve.resolver import Resolver
 from kernlock.errors import KernlockError, StaleLockError, TrustError, UsageError
 
 REASONS = ("branch moved", "upgraded", "added", "removed", "override", "re-verified")
-# Besides these, a per-target pin (`kernlock._internal.lockfile.target_pins`) gives its own reason ("build appended at <commit>",
-# an advisory's), and the resolver names a move it made ("moved to <commit>: builds appended, locked variants unchanged").
+# Besides these, a per-target pin (`kernlock._internal.lockfile.target_pins`) gives its own reason
+# ("build appended at <commit>",
+# an advisory's), and the resolver names a move it made ("moved to <commit>: builds appended, locked
+# variants unchanged").
 
 
 def lock(
@@ -56,7 +59,8 @@ def lock(
     progress: Callable[[str], None] | None = None,
     hub: Hub | None = None,
 ) -> LockResult:
-    """Resolve the project's kernel specs and write `kernels.lock` (and record new sources in `pyproject.toml`).
+    """Resolve the project's kernel specs and write `kernels.lock` (and record new sources in
+    `pyproject.toml`).
 
     Existing pins are kept unless `upgrade` (all) or `upgrade_kernels` (those
     repos) asks otherwise; a re-lock that changes nothing leaves the lock's bytes
@@ -65,24 +69,41 @@ def lock(
     converted only with `migrate` (its commits become pins; see
     `kernlock._internal.lockfile.kernels_json`). On any error the previous lock is left untouched.
     """
-    request = LockRequest(project_dir=project_dir, specs=tuple(specs), targets=tuple(targets), scan=tuple(scan),
-                          models=tuple(models), upgrade=upgrade, upgrade_kernels=tuple(upgrade_kernels),
-                          all_variants=all_variants, trust=tuple(trust), lockfile=lockfile, write=write, check=check,
-                          migrate=migrate)
+    request = LockRequest(
+        project_dir=project_dir,
+        specs=tuple(specs),
+        targets=tuple(targets),
+        scan=tuple(scan),
+        models=tuple(models),
+        upgrade=upgrade,
+        upgrade_kernels=tuple(upgrade_kernels),
+        all_variants=all_variants,
+        trust=tuple(trust),
+        lockfile=lockfile,
+        write=write,
+        check=check,
+        migrate=migrate,
+    )
     return lock_request(request, progress=progress, hub=hub)
 
 
-def lock_request(request: LockRequest, *, progress: Callable[[str], None] | None = None,
-                 hub: Hub | None = None) -> LockResult:
+def lock_request(
+    request: LockRequest, *, progress: Callable[[str], None] | None = None, hub: Hub | None = None
+) -> LockResult:
     """`lock()` for a `LockRequest` (what `kernlock lock` builds from its options)."""
     with exclusive_workspace(request.project_dir, request.lockfile) as workspace:
         refuse_overwrite(workspace, request.lockfile, request.retry(), creating=request.writes)
         result = _relock(workspace, workspace.project, request, progress=progress, hub=hub)
     rerun = request.arguments()
     if request.check and result.changed:
-        what = ", ".join(change.describe() for change in result.changes) or "its content would be rewritten"
-        raise StaleLockError(f"{result.path} is out of date: {what}",
-                             fix=f"run `kernlock lock{' ' + rerun if rerun else ''}`")
+        what = (
+            ", ".join(change.describe() for change in result.changes)
+            or "its content would be rewritten"
+        )
+        raise StaleLockError(
+            f"{result.path} is out of date: {what}",
+            fix=f"run `kernlock lock{' ' + rerun if rerun else ''}`",
+        )
     return result
 
 
@@ -94,14 +115,22 @@ def remove(
     progress: Callable[[str], None] | None = None,
     hub: Hub | None = None,
 ) -> LockResult:
-    """Drop specs from `[tool.kernlock] kernels` / `[tool.kernels.dependencies]` and re-lock, keeping other pins.
+    """Drop specs from `[tool.kernlock] kernels` / `[tool.kernels.dependencies]` and re-lock,
+    keeping other pins.
 
     A spec matches by its text or its lock identity (`org/repo@v1`), or, when only one
     declared spec names the repo, by `org/repo`. Nothing is written unless the re-lock succeeds.
     """
     import shlex
 
-    retry = shlex.join(["kernlock", "remove", *specs, *(["--project", str(project_dir)] if str(project_dir) != "." else [])])
+    retry = shlex.join(
+        [
+            "kernlock",
+            "remove",
+            *specs,
+            *(["--project", str(project_dir)] if str(project_dir) != "." else []),
+        ]
+    )
     with exclusive_workspace(project_dir, lockfile) as workspace:
         refuse_overwrite(workspace, lockfile, retry)
         project = workspace.project
@@ -113,8 +142,10 @@ def remove(
             if not declared and wanted.key == wanted.repo:
                 declared = [k for k in kernels if parse_spec(k).repo == wanted.repo]
             if len(declared) > 1:
-                raise UsageError(f"{text} matches {', '.join(declared)} in [tool.kernlock] kernels",
-                                 fix="name one of them")
+                raise UsageError(
+                    f"{text} matches {', '.join(declared)} in [tool.kernlock] kernels",
+                    fix="name one of them",
+                )
             if declared:
                 kernels.remove(declared[0])
                 removals["kernels"].append(declared[0])
@@ -125,41 +156,72 @@ def remove(
                 named = ", ".join([*kernels, *dependencies]) or "none"
                 raise UsageError(
                     f"{text} is not declared in {project.pyproject.name} (declared: {named})",
-                    fix="name a declared spec; specs found by [tool.kernlock] scan are removed from the scanned files",
+                    fix="name a declared spec; specs found by [tool.kernlock] scan are "
+                    "removed from the scanned files",
                 )
         still = {parse_spec(k).repo for k in kernels} | set(dependencies)
         gone = {parse_spec(k).repo for k in removals["kernels"]} | set(removals["dependencies"])
-        removals["overrides"] = sorted(gone - still)  # an override of a repo nothing declares any more is dropped
-        overrides = tuple(rule for rule in project.overrides if rule.repo not in removals["overrides"])
-        edited = replace(project, kernels=tuple(kernels), kernel_dependencies=tuple(dependencies.items()),
-                         overrides=overrides)
-        return _relock(workspace, edited, LockRequest(), removals=removals, progress=progress, hub=hub)
+        removals["overrides"] = sorted(
+            gone - still
+        )  # an override of a repo nothing declares any more is dropped
+        overrides = tuple(
+            rule for rule in project.overrides if rule.repo not in removals["overrides"]
+        )
+        edited = replace(
+            project,
+            kernels=tuple(kernels),
+            kernel_dependencies=tuple(dependencies.items()),
+            overrides=overrides,
+        )
+        return _relock(
+            workspace, edited, LockRequest(), removals=removals, progress=progress, hub=hub
+        )
 
 
-def _relock(workspace: Workspace, project: Project, request: LockRequest, *,
-            removals: dict[str, list[str]] | None = None, progress: Callable[[str], None] | None = None,
-            hub: Hub | None = None) -> LockResult:
-    """Resolve `project`'s sources plus `request.specs` and write the lock and the pyproject edits (lock held).
+def _relock(
+    workspace: Workspace,
+    project: Project,
+    request: LockRequest,
+    *,
+    removals: dict[str, list[str]] | None = None,
+    progress: Callable[[str], None] | None = None,
+    hub: Hub | None = None,
+) -> LockResult:
+    """Resolve `project`'s sources plus `request.specs` and write the lock and the pyproject edits
+    (lock held).
 
     `request.arguments()` is repeated in a refusal's fix.
     """
-    cli_specs, targets, scan, models = list(request.specs), request.targets, request.scan, request.models
+    cli_specs, targets, scan, models = (
+        list(request.specs),
+        request.targets,
+        request.scan,
+        request.models,
+    )
     trust, upgrade_kernels, rerun = request.trust, request.upgrade_kernels, request.arguments()
     path = workspace.lockfile
     migration = migration_for(path, request.migrate)
-    previous = migration.as_previous_lock() if migration is not None else workspace.previous_lock(request.upgrade)
+    previous = (
+        migration.as_previous_lock()
+        if migration is not None
+        else workspace.previous_lock(request.upgrade)
+    )
     target_list = project_targets(project, targets)
     resolving = resolving_target(target_list)
     skipped: list[str] = []
     all_specs = collect_specs(project, cli_specs, scan, resolving, skipped)
-    declared = replace(project, models=(*project.models, *(m for m in models if m not in project.models)))
-    model_specs, model_records = model_kernels(project_models(declared, scan), target_list, workspace.root)
+    declared = replace(
+        project, models=(*project.models, *(m for m in models if m not in project.models))
+    )
+    model_specs, model_records = model_kernels(
+        project_models(declared, scan), target_list, workspace.root
+    )
     all_specs += model_specs
     if not all_specs and not model_records and not removals:
         raise KernlockError(
             "no kernel specs found",
             fix="pass one (kernlock lock org/repo), list them in [tool.kernlock] kernels, "
-                "or point [tool.kernlock] scan at your training code",
+            "or point [tool.kernlock] scan at your training code",
         )
     _refuse_unknown_upgrades(upgrade_kernels, {s.repo for s in all_specs} | _names(previous), rerun)
     options = ResolveOptions(
@@ -180,11 +242,15 @@ def _relock(workspace: Workspace, project: Project, request: LockRequest, *,
         if not rerun:
             raise
         raise TrustError.untrusted(error.repo, rerun) from None
-    result = replace(result, models=model_records, version=format_for(result.kernels, model_records))
+    result = replace(
+        result, models=model_records, version=format_for(result.kernels, model_records)
+    )
     _refuse_unknown_overrides(project, {s.repo for s in all_specs} | _names(result))
     existing = _existing_text(path) if migration is None else None
     if previous is not None and existing is not None:
-        kept = replace(result, resolved_with=previous.resolved_with)  # no pin change, no `[resolved-with]` churn
+        kept = replace(
+            result, resolved_with=previous.resolved_with
+        )  # no pin change, no `[resolved-with]` churn
         if dumps_lockfile(kept) == existing:
             result = kept
     changed = existing is None or dumps_lockfile(result) != existing
@@ -196,7 +262,9 @@ def _relock(workspace: Workspace, project: Project, request: LockRequest, *,
         additions = {
             "kernels": [s for s in cli_specs if s not in project.kernels],
             "targets": [str(t) for t in target_list if str(t) not in configured] if targets else [],
-            "scan": [p for p in (relative_to(workspace.root, p) for p in scan) if p not in project.scan],
+            "scan": [
+                p for p in (relative_to(workspace.root, p) for p in scan) if p not in project.scan
+            ],
             "models": [m for m in models if m not in project.models],
             "trust": [r for r in trust if r not in project.trust],
         }
@@ -209,7 +277,9 @@ def _relock(workspace: Workspace, project: Project, request: LockRequest, *,
             if migration is not None:
                 migration.preserve()
             written = write_lockfile(result, path)
-        except BaseException:  # as uv does: pyproject.toml never keeps a spec whose lock was not written
+        except (
+            BaseException
+        ):  # as uv does: pyproject.toml never keeps a spec whose lock was not written
             if edited:
                 # the disk refuses that too: the lock's own error is the one to say
                 with contextlib.suppress(OSError, KernlockError):
@@ -235,7 +305,8 @@ def _names(lock: Lockfile | None) -> set[str]:
 
 
 def _refuse_unknown_upgrades(upgrade_kernels: tuple[str, ...], known: set[str], rerun: str) -> None:
-    """`-P REPO` naming no kernel of the project (a typo would otherwise re-resolve nothing and say "unchanged")."""
+    """`-P REPO` naming no kernel of the project (a typo would otherwise re-resolve nothing and say
+    "unchanged")."""
     import shlex
 
     from kernlock._internal.project.suggest import close_repo, known_list
@@ -245,17 +316,23 @@ def _refuse_unknown_upgrades(upgrade_kernels: tuple[str, ...], known: set[str], 
             continue
         match = close_repo(name, known)
         words = shlex.split(rerun)
-        fixed = [match if match and word == name and index and words[index - 1] == "-P" else word
-                 for index, word in enumerate(words)]
+        fixed = [
+            match if match and word == name and index and words[index - 1] == "-P" else word
+            for index, word in enumerate(words)
+        ]
         raise UsageError(
-            f"-P {name}: no kernel of this project is named so (it has {known_list(known)}); nothing was changed"
+            f"-P {name}: no kernel of this project is named so (it has "
+            f"{known_list(known)}); nothing was changed"
             + (f"; did you mean {match}?" if match else ""),
-            fix=f"`kernlock lock {shlex.join(fixed)}`" if match else "name a repo `kernlock show` lists",
+            fix=f"`kernlock lock {shlex.join(fixed)}`"
+            if match
+            else "name a repo `kernlock show` lists",
         )
 
 
 def _refuse_unknown_overrides(project: Project, known: set[str]) -> None:
-    """An override keyed to a repo nothing declares or depends on (a typo would otherwise be ignored)."""
+    """An override keyed to a repo nothing declares or depends on (a typo would otherwise be
+    ignored)."""
     from kernlock._internal.project.suggest import close_repo, known_list
 
     for rule in project.overrides:
@@ -263,10 +340,13 @@ def _refuse_unknown_overrides(project: Project, known: set[str]) -> None:
             continue
         match = close_repo(rule.repo, known)
         raise UsageError(
-            f"{project.pyproject}: [tool.kernlock.overrides.\"{rule.repo}\"] names no kernel of the project "
-            f"(it has {known_list(known)}); nothing was changed" + (f"; did you mean {match}?" if match else ""),
-            fix=f"key the override by {match!r} in {project.pyproject.name}" if match else
-                f"declare {rule.repo} in [tool.kernlock] kernels, or remove its override",
+            f'{project.pyproject}: [tool.kernlock.overrides."{rule.repo}"] names no '
+            "kernel of the project "
+            f"(it has {known_list(known)}); nothing was changed"
+            + (f"; did you mean {match}?" if match else ""),
+            fix=f"key the override by {match!r} in {project.pyproject.name}"
+            if match
+            else f"declare {rule.repo} in [tool.kernlock] kernels, or remove its override",
         )
 
 
@@ -277,21 +357,35 @@ def _doctor_warnings() -> list[str]:
     finding = installed_stack_finding()
     if finding is None:
         return []
-    return [f"locked from an environment the compatibility doctor rejects (`kernlock verify` fails here): "
-            f"{finding.message}; fix: {finding.fix}"]
+    return [
+        "locked from an environment the compatibility doctor rejects (`kernlock verify` "
+        "fails here): "
+        f"{finding.message}; fix: {finding.fix}"
+    ]
 
 
 def _dirty_warnings(lock: Lockfile) -> list[str]:
-    """kernels' `DirtyValidator` warning at every load of a build from a dirty tree, given once when locking it."""
+    """kernels' `DirtyValidator` warning at every load of a build from a dirty tree, given once when
+    locking it."""
     warnings = []
     for kernel in lock.kernels:
         for variant in kernel.variants:
             if variant.provenance is not None and variant.provenance.dirty:
-                sources = [name for name, dirty in (("kernel source", variant.provenance.source_dirty),
-                                                    ("kernel-builder", variant.provenance.builder_dirty)) if dirty]
-                warnings.append(f"{kernel.spec} {variant.name} was built from a dirty git tree ({' and '.join(sources)} "
-                                "had uncommitted changes): its recorded revision does not fully identify its sources "
-                                "(`kernlock show --provenance`)")
+                sources = [
+                    name
+                    for name, dirty in (
+                        ("kernel source", variant.provenance.source_dirty),
+                        ("kernel-builder", variant.provenance.builder_dirty),
+                    )
+                    if dirty
+                ]
+                warnings.append(
+                    f"{kernel.spec} {variant.name} was built from a dirty git tree "
+                    f"({' and '.join(sources)} "
+                    "had uncommitted changes): its recorded revision does not fully "
+                    "identify its sources "
+                    "(`kernlock show --provenance`)"
+                )
     return warnings
 
 

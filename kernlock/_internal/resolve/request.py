@@ -1,5 +1,6 @@
-"""`LockRequest`: the options of one `kernlock lock`, held once from the command line (or `kernlock.lock()`) to
-the re-lock, and spelled back as the command that repeats it (for a refusal's fix)."""
+"""`LockRequest`: the options of one `kernlock lock`, held once from the command line (or
+`kernlock.lock()`) to the re-lock, and spelled back as the command that repeats it (for a refusal's
+fix)."""
 
 from __future__ import annotations
 
@@ -37,16 +38,31 @@ class LockRequest:
 
     def arguments(self, *, with_lockfile: bool = True) -> str:
         """The arguments of `kernlock lock` that repeat this request, as shell text."""
-        options = [(option, str(value)) for option, values in (
-            ("--target", self.targets), ("--scan", self.scan), ("--model", self.models), ("--trust", self.trust),
-            ("-P", self.upgrade_kernels),
-            ("--lockfile", [self.lockfile] if self.lockfile is not None and with_lockfile else []),
-            ("--project", [self.project_dir] if str(self.project_dir) != "." else []),
-        ) for value in values]
-        flags = [flag for flag, on in (("--upgrade", self.upgrade), ("--all-variants", self.all_variants)) if on]
+        options = [
+            (option, str(value))
+            for option, values in (
+                ("--target", self.targets),
+                ("--scan", self.scan),
+                ("--model", self.models),
+                ("--trust", self.trust),
+                ("-P", self.upgrade_kernels),
+                (
+                    "--lockfile",
+                    [self.lockfile] if self.lockfile is not None and with_lockfile else [],
+                ),
+                ("--project", [self.project_dir] if str(self.project_dir) != "." else []),
+            )
+            for value in values
+        ]
+        flags = [
+            flag
+            for flag, on in (("--upgrade", self.upgrade), ("--all-variants", self.all_variants))
+            if on
+        ]
         return shlex.join([*self.specs, *flags, *(part for option in options for part in option)])
 
     def retry(self) -> str:
-        """The `kernlock lock` command to run again, without `--lockfile` (a refused lock path's fix names it)."""
+        """The `kernlock lock` command to run again, without `--lockfile` (a refused lock path's fix
+        names it)."""
         rest = self.arguments(with_lockfile=False)
         return "kernlock lock" + (" " + rest if rest else "")

@@ -2,12 +2,12 @@
 
 Variant choice (`kernlock._internal.hub.variants`) reuses kernels' own parsing and ranking,
 evaluated for each target instead of the running machine, so the lock predicts
-exactly what kernels will load. Hub requests run concurrently through `kernlock._internal.hub.client`.
+exactly what kernels will load. Hub requests run concurrently through
+`kernlock._internal.hub.client`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -15,15 +15,11 @@ from dataclasses import replace
 
 from kernlock._internal.compat.kernels_api import warm_variant_ranking
 from kernlock._internal.compat.transformers import default_version
-from kernlock._internal.host import interpreter
-from kernlock._internal.hub.client import Hub, Ref, TreeFile
-from kernlock._internal.hub.variants import choose_variant, group_variants, python_choices
+from kernlock._internal.hub.client import Hub, Ref
+from kernlock._internal.hub.variants import choose_variant, group_variants
 from kernlock._internal.lockfile.kernels_json import MIGRATED
 from kernlock._internal.lockfile.model import (
-    SIGNATURE_FILE,
-    LockedFile,
     LockedKernel,
-    LockedVariant,
     Lockfile,
     format_for,
 )
@@ -31,32 +27,34 @@ from kernlock._internal.lockfile.target_pins import is_target_pin, pinned_target
 from kernlock._internal.model.ids import is_git_sha
 from kernlock._internal.model.spec import KernelSpec, looks_like_sha, version_of_branch
 from kernlock._internal.model.target import Target
+from kernlock._internal.resolve.commit_lock import CommitLocking
 from kernlock._internal.resolve.dependencies import dep_spec, refuse_dependency_cycles
 from kernlock._internal.resolve.jobs import Job, plan_jobs
-from kernlock._internal.resolve.no_variant import no_variant_problem
 from kernlock._internal.resolve.options import ResolveOptions, resolving_context
-from kernlock._internal.resolve.signing import (
-    check_signed_digest,
-    signature_expected,
-    variant_signature,
-)
 from kernlock._internal.resolve.small_files import SmallFiles
-from kernlock._internal.store.metadata import digest_mismatches, read_variant_metadata
-from kernlock.errors import NoVariantError, ResolutionError, TrustError
+from kernlock.errors import ResolutionError
 
 
-class Resolver:
+class Resolver(CommitLocking):
     """Resolves specs against a Hub, reusing pins from a previous lock."""
 
-    def __init__(self, hub: Hub, options: ResolveOptions, previous: Lockfile | None = None,
-                 progress: Callable[[str], None] | None = None, workers: int = 16):
+    def __init__(
+        self,
+        hub: Hub,
+        options: ResolveOptions,
+        previous: Lockfile | None = None,
+        progress: Callable[[str], None] | None = None,
+        workers: int = 16,
+    ):
         self.hub = hub
         self.options = options
         self.previous = previous
         self.progress = progress or (lambda message: None)
         self.workers = workers
         self.warnings: list[str] = []
-        self.reasons: dict[tuple[str, str], str] = {}  # entry identity -> why its commit changed, where `lock_changes` cannot tell
+        self.reasons: dict[
+            tuple[str, str], str
+        ] = {}  # entry identity -> why its commit changed, where `lock_changes` cannot tell
         self._histories: dict[tuple[str, str], list[str]] = {}
         self._files = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kernlock-file")
         self._blobs = SmallFiles(hub, self._files)
@@ -71,7 +69,8 @@ class Resolver:
             self._files.shutdown(wait=True, cancel_futures=True)
 
     def _resolve(self, specs: list[KernelSpec]) -> Lockfile:
-        # kernels (its variant ranking) imports while the first Hub requests are under way, not after them
+        # kernels (its variant ranking) imports while the first Hub requests are under way, not
+        # after them
         threading.Thread(target=warm_variant_ranking, name="kernlock-import", daemon=True).start()
         jobs: dict[tuple[str, str], Job] = {}
         for spec in specs:
@@ -81,10 +80,14 @@ class Resolver:
                     merged.merge(job)
                 merged.requested.add(spec.alias or spec.key)
         self._carry_target_pins(jobs)
-        inputs = tuple(sorted({spec.key for spec in specs if not spec.used_by}))  # found specs follow their model
+        inputs = tuple(
+            sorted({spec.key for spec in specs if not spec.used_by})
+        )  # found specs follow their model
         resolved: dict[tuple[str, str], LockedKernel] = {}
         pending = list(jobs.values())
-        with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="kernlock-kernel") as pool:
+        with ThreadPoolExecutor(
+            max_workers=self.workers, thread_name_prefix="kernlock-kernel"
+        ) as pool:
             while pending:
                 results = list(pool.map(self._resolve_one, pending))
                 for entries, _ in results:
@@ -98,7 +101,10 @@ class Resolver:
                         if done:
                             for existing in done:
                                 resolved[existing.identity] = replace(
-                                    existing, dependency_of=tuple(sorted({*existing.dependency_of, kernel.spec}))
+                                    existing,
+                                    dependency_of=tuple(
+                                        sorted({*existing.dependency_of, kernel.spec})
+                                    ),
                                 )
                             continue
                         for dep_job in plan_jobs(dep, job.targets, self.options.overrides):
@@ -120,8 +126,9 @@ class Resolver:
         )
 
     def _carry_target_pins(self, jobs: dict[tuple[str, str], Job]) -> None:
-        """Keep the previous lock's per-target pins (`kernlock._internal.lockfile.target_pins`) of specs not being upgraded:
-        their targets become jobs of their own, which `_previous` matches."""
+        """Keep the previous lock's per-target pins (`kernlock._internal.lockfile.target_pins`) of
+        specs not being upgraded: their targets become jobs of their own, which `_previous`
+        matches."""
         if self.previous is None:
             return
         for job in list(jobs.values()):
@@ -131,18 +138,28 @@ class Resolver:
                 if not is_target_pin(entry.override) or self.options.upgrading(entry.repo):
                     continue
                 assert entry.override is not None
-                target = next((t for t in job.targets if str(t) == pinned_target(entry.override)), None)
+                target = next(
+                    (t for t in job.targets if str(t) == pinned_target(entry.override)), None
+                )
                 if target is None:
                     continue
                 job.targets = tuple(t for t in job.targets if t != target)
-                pin = Job(key=job.key, spec=job.spec, targets=(target,), override=entry.override,
-                           requested=set(job.requested), devices=job.devices, used_by=set(job.used_by))
+                pin = Job(
+                    key=job.key,
+                    spec=job.spec,
+                    targets=(target,),
+                    override=entry.override,
+                    requested=set(job.requested),
+                    devices=job.devices,
+                    used_by=set(job.used_by),
+                )
                 jobs[pin.identity] = pin
             if not job.targets:
                 del jobs[job.identity]
 
     def history(self, repo: str, branch: str) -> list[str]:
-        """A branch's commits, newest first (none when the Hub has no such branch); asked once per resolution."""
+        """A branch's commits, newest first (none when the Hub has no such branch); asked once per
+        resolution."""
         key = (repo, branch)
         if key not in self._histories:
             try:
@@ -158,14 +175,17 @@ class Resolver:
         if self.previous is None or self.options.upgrading(job.spec.repo):
             return None
         for entry in self.previous.entries(job.key):
-            if entry.identity == job.identity and (entry.override is None or entry.override == job.override):
+            if entry.identity == job.identity and (
+                entry.override is None or entry.override == job.override
+            ):
                 if self.options.upgrading(entry.repo):
                     return None
                 return entry
         return None
 
     def _resolve_one(self, job: Job) -> tuple[list[LockedKernel], list[KernelSpec]]:
-        """The job's entry (first) and any per-target pins it needed, and the kernel dependencies to resolve next."""
+        """The job's entry (first) and any per-target pins it needed, and the kernel dependencies to
+        resolve next."""
         previous = self._previous(job)
         if previous is not None:
             self.progress(f"{job.key}: keeping {previous.commit[:12]}")
@@ -195,13 +215,19 @@ class Resolver:
         """Keep a pinned commit; add variants only for targets the old lock lacked.
 
         A new target the commit has no build for takes a build appended to the entry's branch since
-        (`kernlock._internal.resolve.appended`): the entry moves where its locked variants are unchanged, else that
-        target alone is pinned to the commit with its build.
+        (`kernlock._internal.resolve.appended`): the entry moves where its locked variants are
+        unchanged, else that target alone is pinned to the commit with its build.
         """
         missing = [t for t in job.targets if previous.variant_for(t) is None]
-        if missing and previous.ref is not None and not previous.resolution.startswith(MIGRATED):  # a migrated pin
+        if (
+            missing and previous.ref is not None and not previous.resolution.startswith(MIGRATED)
+        ):  # a migrated pin
             # is kept as kernels' lock wrote it (`_lock_commit` names a bad one)
-            names = sorted(group_variants(previous.repo, previous.commit, self.hub.tree(previous.repo, previous.commit)))
+            names = sorted(
+                group_variants(
+                    previous.repo, previous.commit, self.hub.tree(previous.repo, previous.commit)
+                )
+            )
             unbuilt = [t for t in missing if choose_variant(names, t)[0] is None]
             if unbuilt:
                 appended = self._append(previous, job, unbuilt)
@@ -209,8 +235,11 @@ class Resolver:
                     return appended
         return [(self._keep_or_relock(previous, job), job)]
 
-    def _append(self, previous: LockedKernel, job: Job, unbuilt: list[Target]) -> list[tuple[LockedKernel, Job]] | None:
-        """Lock `unbuilt` targets at builds appended to the entry's branch after its commit (None: there are none)."""
+    def _append(
+        self, previous: LockedKernel, job: Job, unbuilt: list[Target]
+    ) -> list[tuple[LockedKernel, Job]] | None:
+        """Lock `unbuilt` targets at builds appended to the entry's branch after its commit (None:
+        there are none)."""
         from kernlock._internal.resolve.appended import find_appended
 
         plan = find_appended(self.hub, previous, unbuilt)
@@ -219,26 +248,51 @@ class Resolver:
         named = ", ".join(map(str, unbuilt))
         if plan.move_to is not None:
             moved = self._lock_commit(
-                job, repo=previous.repo, commit=plan.move_to, ref=previous.ref, version=previous.version,
-                resolution=f"{previous.resolution}; moved to {plan.move_to[:12]}: builds appended for {named}, "
-                           "locked variants unchanged",
+                job,
+                repo=previous.repo,
+                commit=plan.move_to,
+                ref=previous.ref,
+                version=previous.version,
+                resolution=f"{previous.resolution}; moved to {plan.move_to[:12]}: builds "
+                f"appended for {named}, "
+                "locked variants unchanged",
             )
             before = {v.name: v.files for v in previous.variants}
-            if all(before.get(v.name, v.files) == v.files for v in moved.variants):  # the promise, by sha256
-                self.reasons[job.identity] = f"moved to {plan.move_to[:12]}: builds appended, locked variants unchanged"
+            if all(
+                before.get(v.name, v.files) == v.files for v in moved.variants
+            ):  # the promise, by sha256
+                self.reasons[job.identity] = (
+                    f"moved to {plan.move_to[:12]}: builds appended, locked variants unchanged"
+                )
                 return [(replace(moved, aliases=previous.aliases), job)]
-            plan = replace(plan, move_to=None, pins=dict.fromkeys(unbuilt, plan.move_to),
-                           kept_at=dict.fromkeys(unbuilt, "a locked variant's files differ there"))
+            plan = replace(
+                plan,
+                move_to=None,
+                pins=dict.fromkeys(unbuilt, plan.move_to),
+                kept_at=dict.fromkeys(unbuilt, "a locked variant's files differ there"),
+            )
         made: list[tuple[LockedKernel, Job]] = []
         for target, commit in sorted(plan.pins.items()):
             reason = f"build appended at {commit[:12]}"
-            pin_job = Job(key=job.key, spec=job.spec, targets=(target,), override=target_pin(target, commit, reason),
-                           requested=set(job.requested), dependency_of=set(job.dependency_of), devices=job.devices,
-                           used_by=set(job.used_by))
+            pin_job = Job(
+                key=job.key,
+                spec=job.spec,
+                targets=(target,),
+                override=target_pin(target, commit, reason),
+                requested=set(job.requested),
+                dependency_of=set(job.dependency_of),
+                devices=job.devices,
+                used_by=set(job.used_by),
+            )
             kernel = self._lock_commit(
-                pin_job, repo=previous.repo, commit=commit, ref=previous.ref, version=previous.version,
-                resolution=f"{previous.ref}: {previous.commit[:12]} has no build for {target}; {reason} "
-                           f"({plan.kept_at[target]}, so the other targets keep {previous.commit[:12]})",
+                pin_job,
+                repo=previous.repo,
+                commit=commit,
+                ref=previous.ref,
+                version=previous.version,
+                resolution=f"{previous.ref}: {previous.commit[:12]} has no build for {target}; "
+                f"{reason} "
+                f"({plan.kept_at[target]}, so the other targets keep {previous.commit[:12]})",
             )
             made.append((replace(kernel, aliases=previous.aliases), pin_job))
         rest = replace(job, targets=tuple(t for t in job.targets if t not in plan.pins))
@@ -247,23 +301,39 @@ class Resolver:
         return [(self._keep_or_relock(previous, rest), rest), *made]
 
     def _keep_or_relock(self, previous: LockedKernel, job: Job) -> LockedKernel:
-        """The previous entry for the job's targets: kept as it is when complete, else locked again at its commit."""
+        """The previous entry for the job's targets: kept as it is when complete, else locked again
+        at its commit."""
         wanted = set(job.targets)
         have = {t for v in previous.variants for t in v.targets}
-        complete = wanted <= have and (not self.options.all_variants or {v.name for v in previous.variants} >= set(previous.build_variants))
-        verified = all(v.signature is not None or not v.signed for v in previous.variants)  # a 1.0 lock: verify now
-        if complete and verified and (previous.trust != "allowlist" or previous.repo in self.options.trust_allowlist):
+        complete = wanted <= have and (
+            not self.options.all_variants
+            or {v.name for v in previous.variants} >= set(previous.build_variants)
+        )
+        verified = all(
+            v.signature is not None or not v.signed for v in previous.variants
+        )  # a 1.0 lock: verify now
+        if (
+            complete
+            and verified
+            and (previous.trust != "allowlist" or previous.repo in self.options.trust_allowlist)
+        ):
             variants = tuple(
                 replace(v, targets=tuple(t for t in v.targets if t in wanted))
                 for v in previous.variants
                 if self.options.all_variants or any(t in wanted for t in v.targets)
             )
-            for variant in variants:  # the recorded signer against today's policy: no network, no sigstore
+            for (
+                variant
+            ) in variants:  # the recorded signer against today's policy: no network, no sigstore
                 self.options.signing.check(previous.repo, variant.name, variant.signature)
             return replace(previous, variants=variants)
         fresh = self._lock_commit(
-            job, repo=previous.repo, commit=previous.commit, ref=previous.ref,
-            version=previous.version, resolution=previous.resolution,
+            job,
+            repo=previous.repo,
+            commit=previous.commit,
+            ref=previous.ref,
+            version=previous.version,
+            resolution=previous.resolution,
         )
         return replace(fresh, aliases=previous.aliases)
 
@@ -275,14 +345,25 @@ class Resolver:
         if job.override is not None:
             resolution = f"override for {job.override.when}: {resolution}"
         kernel = self._lock_commit(
-            job, repo=canonical, commit=commit, ref=ref, version=version, resolution=resolution, refs=refs,
+            job,
+            repo=canonical,
+            commit=commit,
+            ref=ref,
+            version=version,
+            resolution=resolution,
+            refs=refs,
         )
         if canonical != spec.repo:
-            self.warnings.append(f"{spec.repo} was renamed to {canonical} on the Hub; locked under both names (update the spec)")
+            self.warnings.append(
+                f"{spec.repo} was renamed to {canonical} on the Hub; locked under both "
+                "names (update the spec)"
+            )
             kernel = replace(kernel, aliases=(spec.repo,))
         return kernel
 
-    def _pick_commit(self, spec: KernelSpec, refs: list[Ref], job: Job) -> tuple[str | None, int | None, str, str]:
+    def _pick_commit(
+        self, spec: KernelSpec, refs: list[Ref], job: Job
+    ) -> tuple[str | None, int | None, str, str]:
         branches = {r.name: r for r in refs if r.kind == "branch"}
         tags = {r.name: r for r in refs if r.kind == "tag"}
         if spec.floating or spec.version is not None:
@@ -291,24 +372,37 @@ class Resolver:
             else:
                 target = self.options.resolving_target or job.targets[0]
                 version, why = default_version(spec.repo, target)
-                others = sorted(str(t) for t in job.targets if default_version(spec.repo, t)[0] != version)
+                others = sorted(
+                    str(t) for t in job.targets if default_version(spec.repo, t)[0] != version
+                )
                 if others:
                     self.warnings.append(
-                        f"{spec.key}: this Transformers release would default to another version on {', '.join(others)}; "
-                        f"the lock pins v{version} for every target (pin {spec.repo}@v<N>, or add an override)"
+                        f"{spec.key}: this Transformers release would default to another "
+                        f"version on {', '.join(others)}; "
+                        f"the lock pins v{version} for every target (pin "
+                        f"{spec.repo}@v<N>, or add an override)"
                     )
             branch = branches.get(f"v{version}")
             if branch is None:
-                available = sorted(v for v in (version_of_branch(b) for b in branches) if v is not None)
+                available = sorted(
+                    v for v in (version_of_branch(b) for b in branches) if v is not None
+                )
                 raise ResolutionError(
-                    f"{spec.key}: version {version}{'' if why == f'version {version}' else f' ({why})'} has no branch v{version} on the Hub; "
+                    f"{spec.key}: version "
+                    f"{version}{'' if why == f'version {version}' else f' ({why})'} has "
+                    f"no branch v{version} on the Hub; "
                     f"available versions: {', '.join(map(str, available)) or 'none'}",
                     fix=f"pin one with {spec.repo}@v<N>",
                 )
             return branch.name, version, branch.commit, f"{why} → branch {branch.name}"
         revision = spec.revision or ""
         if revision in branches:
-            return revision, version_of_branch(revision), branches[revision].commit, f"branch {revision}"
+            return (
+                revision,
+                version_of_branch(revision),
+                branches[revision].commit,
+                f"branch {revision}",
+            )
         if revision in tags:
             return revision, None, tags[revision].commit, f"tag {revision}"
         if is_git_sha(revision):
@@ -316,7 +410,8 @@ class Resolver:
         if looks_like_sha(revision):
             return None, None, self._expand_short_sha(spec, revision, refs), f"commit {revision}"
         raise ResolutionError(
-            f"{spec.key}: no branch or tag {revision!r} on the Hub; branches: {', '.join(sorted(branches)) or 'none'}"
+            f"{spec.key}: no branch or tag {revision!r} on the Hub; branches: "
+            f"{', '.join(sorted(branches)) or 'none'}"
             + (f"; tags: {', '.join(sorted(tags))}" if tags else ""),
             fix=f"pin one of them ({spec.repo}@<branch or tag>), or a commit ({spec.repo}@<sha>)",
         )
@@ -325,116 +420,20 @@ class Resolver:
         candidates: set[str] = set()
         for ref in refs:
             if ref.kind == "branch":
-                candidates.update(c for c in self.hub.commits(spec.repo, ref.name) if c.startswith(prefix))
+                candidates.update(
+                    c for c in self.hub.commits(spec.repo, ref.name) if c.startswith(prefix)
+                )
             elif ref.commit.startswith(prefix):
                 candidates.add(ref.commit)
         if not candidates:
-            raise ResolutionError(f"{spec.key}: no commit starting with {prefix!r} on any branch or tag",
-                                  fix=f"check the SHA, or pin the full commit ({spec.repo}@<40-character sha>)")
+            raise ResolutionError(
+                f"{spec.key}: no commit starting with {prefix!r} on any branch or tag",
+                fix=f"check the SHA, or pin the full commit ({spec.repo}@<40-character sha>)",
+            )
         if len(candidates) > 1:
             raise ResolutionError(
-                f"{spec.key}: short SHA {prefix!r} is ambiguous ({', '.join(sorted(c[:12] for c in candidates))})",
+                f"{spec.key}: short SHA {prefix!r} is ambiguous "
+                f"({', '.join(sorted(c[:12] for c in candidates))})",
                 fix=f"give more characters of the commit ({spec.repo}@<longer sha>)",
             )
         return candidates.pop()
-
-    def _trust(self, repo: str) -> str:
-        if repo in self.options.trust_allowlist:
-            return "allowlist"
-        if self.hub.publisher_trusted(repo.split("/", 1)[0]):
-            return "trusted-publisher"
-        raise TrustError.untrusted(repo)
-
-    # Complexity 16: one pass over a commit whose refusals (missing commit, no variant, mixed digests) must run
-    # in this order, before anything is hashed or written; split up, the order would live in no one place.
-    def _lock_commit(self, job: Job, *, repo: str, commit: str, ref: str | None, version: int | None,  # noqa: C901
-                     resolution: str, refs: list[Ref] | None = None) -> LockedKernel:
-        spec_key = job.key
-        trust = self._trust(repo)
-        try:
-            listing = self.hub.tree(repo, commit)
-        except ResolutionError as error:
-            if "revision not found" in str(error) and resolution.startswith(MIGRATED):  # the pin, not the Hub, is wrong
-                raise ResolutionError(
-                    f"{spec_key}: kernels' JSON lock pins {repo} to commit {commit[:12]}, which the Hub does not have "
-                    f"({commit}); nothing was written",
-                    fix="correct or remove that pin in the JSON lock, then run `kernlock lock --migrate` again",
-                ) from None
-            if ref is None or "revision not found" not in str(error):
-                raise
-            raise ResolutionError(
-                f"{spec_key}: {ref} points at commit {commit[:12]}, which the Hub cannot list; the repository looks broken",
-                fix=f"try again later, or pin another revision ({repo}@<revision>)",
-            ) from None
-        grouped = group_variants(repo, commit, listing)
-        names = sorted(grouped)
-        chosen: dict[str, set[Target]] = {}
-        for target in job.targets:
-            variant, reasons = choose_variant(names, target)
-            if variant is None:
-                problem, fix = no_variant_problem(self.hub, spec_key, repo, commit, target, reasons, refs)
-                raise NoVariantError(problem, fix=fix)
-            chosen.setdefault(variant, set()).add(target)
-            if target.python is None:
-                self._warn_python_dependent(spec_key, names, target, variant)
-        if self.options.all_variants:
-            for name in names:
-                chosen.setdefault(name, set())
-        for name in chosen:  # every chosen variant's small files at once: one round of requests, not one per variant
-            for entry in grouped[name]:
-                if entry.lfs_sha256 is None:
-                    self._blobs.request(repo, commit, entry)
-        variants = []
-        depends: set[str] = set()
-        expected = signature_expected(repo, commit, grouped, self.previous)
-        for name in sorted(chosen):
-            files, raw, bundle, contents = self._hash_variant(repo, commit, name, grouped[name])
-            signature = variant_signature(self.options.signing, repo, name, files, raw, bundle,  # before parsing the
-                                          expected)  # metadata, as kernels does
-            metadata = read_variant_metadata(repo, name, raw)
-            digest = metadata.digest_algorithm
-            if signature is not None:
-                check_signed_digest(repo, name, metadata.digest, files, metadata.digest_algorithm, contents.get)
-            elif metadata.digest is not None:
-                mismatched = digest_mismatches(metadata.digest, files, metadata.digest_algorithm or "sha256", contents.get)
-                if mismatched:  # kernels 0.18+ refuses to load such a variant
-                    raise ResolutionError(
-                        f"{spec_key} {name}: metadata.json's digest disagrees with the files at {commit[:12]} "
-                        f"({', '.join(mismatched[:3])}), so kernels would refuse to load it; the commit mixes builds",
-                        fix=f"pin another revision (`kernlock lock {repo}@<commit>`) or ask the publisher to rebuild",
-                    )
-            variants.append(LockedVariant(
-                name=name, targets=tuple(sorted(chosen[name], key=str)), files=files, archs=metadata.archs,
-                kernels_minver=metadata.kernels_minver, python_depends=metadata.python_depends,
-                digest=digest, provenance=metadata.provenance, signed=any(f.path == SIGNATURE_FILE for f in files),
-                signature=signature,
-            ))
-            depends.update(metadata.depends)
-        return LockedKernel(
-            spec=spec_key, repo=repo, commit=commit, resolution=resolution, trust=trust,
-            version=version, ref=ref, depends=tuple(sorted(depends)),
-            build_variants=tuple(names), variants=tuple(variants),
-        )
-
-    def _warn_python_dependent(self, spec_key: str, names: list[str], target: Target, variant: str) -> None:
-        """A target without a Python part locks this interpreter's build: say so where another Python gets another."""
-        choices = python_choices(names, target)
-        if len(set(choices.values())) > 1:
-            python = interpreter(target)[0]
-            self.warnings.append(
-                f"{spec_key}: on {target} kernels loads a build that depends on the Python version; locked {variant} "
-                f"for this interpreter (Python {python}); name the Python in the target for the others, "
-                f"e.g. {target}-cp{python.replace('.', '')}")
-
-    def _hash_variant(self, repo: str, commit: str, variant: str,
-                      files: list[TreeFile]) -> tuple[tuple[LockedFile, ...], bytes | None, bytes | None, dict[str, bytes]]:
-        """The variant's locked files, its metadata.json and bundle, and the bytes of its small (non-LFS) files by path."""
-        prefix = f"build/{variant}/"
-        small = [f for f in files if f.lfs_sha256 is None]
-        contents = {f.path: self._blobs.read(repo, commit, f) for f in small}
-        locked = []
-        for entry in files:
-            digest = entry.lfs_sha256 or hashlib.sha256(contents[entry.path]).hexdigest()
-            locked.append(LockedFile(path=entry.path[len(prefix):], sha256=digest, size=entry.size))
-        return (tuple(sorted(locked, key=lambda f: f.path)), contents.get(prefix + "metadata.json"),
-                contents.get(prefix + SIGNATURE_FILE), {path[len(prefix):]: data for path, data in contents.items()})

@@ -12,13 +12,12 @@ works before or after Transformers and kernels are imported.
 
 Every way a kernel load is bound, checked or refused under the lock (the coverage
 and compatibility checks, the local-kernel policy, the hooks handed to kernels and
-the import hook) is in this file, and which entry a request binds to in `entries`,
-so what could load unchecked is audited in two reads.
+the import hook) is in this file, which entry a request binds to in `entries`, and the build a
+locked entry binds to in `locked_build`, so what could load unchecked is audited in three reads.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import importlib.abc
 import importlib.machinery
@@ -32,13 +31,8 @@ from types import ModuleType
 from typing import Any
 
 from kernlock._internal.compat.kernels_api import (
-    kernel_metadata,
     kernels_target,
     local_path_kernel,
-    locked_kernel,
-    preferred,
-    system_decisions,
-    target_decisions,
 )
 from kernlock._internal.compat.kernels_patch import LockHooks, patch_module, patch_points
 from kernlock._internal.host import current_target
@@ -49,20 +43,16 @@ from kernlock._internal.project.strict import lenient_hint
 from kernlock._internal.project.workspace import applied_workspace
 from kernlock._internal.runtime import state
 from kernlock._internal.runtime.entries import find_entry
-from kernlock._internal.runtime.gpu_arch import check_served, remember, require_device_archs
+from kernlock._internal.runtime.gpu_arch import check_served, require_device_archs
 from kernlock._internal.runtime.importguard import guard_import, is_verified, zip_spec
-from kernlock._internal.runtime.importguard import register as register_verified
+from kernlock._internal.runtime.locked_build import backend_target, locked_local_kernel
 from kernlock._internal.runtime.notices import log_to_stderr, note_once, warn_once
 from kernlock._internal.runtime.rank_hook import check_initialised, patch_c10d
 from kernlock._internal.runtime.state import BOOK, Binding
 from kernlock._internal.settings import TARGET_ENV, strict_from_env, text
-from kernlock._internal.store.metadata import digest_problem
 from kernlock.errors import (
-    IntegrityError,
     LocalKernelError,
-    NoVariantError,
     UnlockedKernelError,
-    VariantMismatchError,
 )
 
 logger = logging.getLogger("kernlock")
@@ -78,8 +68,14 @@ class Applied:
     kernels: dict[str, tuple[str, str]] = field(default_factory=dict)  # spec -> (commit, variant)
 
     def __str__(self) -> str:
-        pins = ", ".join(f"{spec}@{commit[:12]} [{variant}]" for spec, (commit, variant) in sorted(self.kernels.items()))
-        return f"kernlock: {self.lockfile} applied for {self.target} ({'strict' if self.strict else 'lenient'}): {pins}"
+        pins = ", ".join(
+            f"{spec}@{commit[:12]} [{variant}]"
+            for spec, (commit, variant) in sorted(self.kernels.items())
+        )
+        return (
+            f"kernlock: {self.lockfile} applied for {self.target} "
+            f"({'strict' if self.strict else 'lenient'}): {pins}"
+        )
 
 
 # ---------------------------------------------------------------- the checker
@@ -102,86 +98,42 @@ def _environment(simulated: str | None = None) -> Target:
 # ---------------------------------------------------------------- binding requests to entries
 
 
-def _unlocked(bound: Binding, repo: str, what: str, version: int | None = None, revision: str | None = None) -> None:
-    spec = f"{repo}@v{version}" if version is not None else f"{repo}@{revision}" if revision else repo
+def _unlocked(
+    bound: Binding, repo: str, what: str, version: int | None = None, revision: str | None = None
+) -> None:
+    spec = (
+        f"{repo}@v{version}" if version is not None else f"{repo}@{revision}" if revision else repo
+    )
     from kernlock._internal.runtime.default_kernels import NotLockedDefaultKernel, default_kernelize
 
     default = default_kernelize()
     if default is not None and (repo, version, revision) in default.requests:
         model = default.model or "<your model directory>"
-        message = (f"kernlock: Transformers kernelizes {default.model or 'a model'} with {spec} by default, and "
-                   f"{bound.path} does not hold it: its layers keep Transformers' own forward; "
-                   f"fix: `kernlock lock --model {model}` locks what the model loads")
+        message = (
+            f"kernlock: Transformers kernelizes {default.model or 'a model'} with {spec} "
+            "by default, and "
+            f"{bound.path} does not hold it: its layers keep Transformers' own forward; "
+            f"fix: `kernlock lock --model {model}` locks what the model loads"
+        )
         note_once(f"default:{spec}", message)
-        raise NotLockedDefaultKernel(message)  # kernels' KernelizeFallback.ALL keeps the original forward
-    error = UnlockedKernelError(f"kernel {repo} ({what}) is not in {bound.path}",
-                                fix=f"lock it with `kernlock lock {spec}` ({lenient_hint()})")
+        raise NotLockedDefaultKernel(
+            message
+        )  # kernels' KernelizeFallback.ALL keeps the original forward
+    error = UnlockedKernelError(
+        f"kernel {repo} ({what}) is not in {bound.path}",
+        fix=f"lock it with `kernlock lock {spec}` ({lenient_hint()})",
+    )
     if bound.strict:
         raise error
     warn_once(f"unlocked:{repo}:{what}", str(error))
-
-
-def _backend_target(bound: Binding, entry: LockedKernel, backend: str | None) -> Target:
-    """The locked target a kernels `backend=` argument asks for; any other backend is refused, never left to kernels.
-
-    kernels accepts its backend family names (`cuda`, `rocm`, ...) and `cpu`; the
-    variant's own spelling (`cu130`) means the same target. `cpu` on a GPU target
-    binds to the lock's entry for that target with a CPU backend.
-    """
-    from kernlock._internal.check.doctor import backend_name
-
-    target = bound.target
-    if backend is None or backend in (target.backend, backend_name(target.backend)):
-        return target
-    asked = dataclasses.replace(target, backend="cpu") if backend == "cpu" else None
-    if asked is None or entry.variant_for(asked) is None:
-        variant = entry.variant_for(target)
-        assert variant is not None  # find_entry chose the entry covering the bound target
-        raise VariantMismatchError(
-            f"{entry.spec}: a load with backend={backend!r} asks for a build the lock does not record; "
-            f"{bound.path} locks {entry.repo} at {entry.commit[:12]} [{variant.name}] for {target}",
-            fix=f"`kernlock lock --target {asked}`" if asked is not None else "drop the backend argument",
-        )
-    return asked
-
-
-def _locked_local_kernel(bound: Binding, entry: LockedKernel, target: Target, backend: str | None) -> Any:
-    """Resolve a locked entry to kernels' `LocalKernel` in the verified cache, for `target`."""
-    from kernlock._internal.fetch.download import ensure_variant
-
-    variant = entry.variant_for(target)
-    if variant is None:
-        raise NoVariantError(f"{entry.spec}: no variant locked for {target}", fix=f"`kernlock lock --target {target}`")
-    names = entry.build_variants or [variant.name]
-    decisions = target_decisions(names, target) if bound.simulated else system_decisions(names, backend)
-    preferred_name = preferred(decisions)
-    if preferred_name != variant.name:
-        raise VariantMismatchError(
-            f"{entry.spec}: kernels would load {preferred_name or 'no variant'} here, "
-            f"but the lock records {variant.name} for {target}; the environment differs from the locked target",
-            fix=f"run `kernlock lock --target {bound.target if bound.simulated else kernels_target()}`",
-        )
-    from huggingface_hub import constants
-
-    root = ensure_variant(entry, variant, offline=bool(constants.HF_HUB_OFFLINE))
-    located = locked_kernel(root, entry.repo, entry.commit, variant.name)
-    problem = digest_problem(kernel_metadata(located), variant.files, root)
-    if problem is not None:  # what kernels 0.18+'s DigestValidator refuses, checked from the lock
-        raise IntegrityError(
-            f"{entry.spec} {variant.name} at {entry.commit[:12]}: {problem}; refusing to load it, as kernels 0.18+ "
-            "does",
-            fix=f"pin another revision (`kernlock lock {entry.repo}@<commit>`) or ask the publisher to rebuild",
-        )
-    register_verified(entry, variant, root)
-    remember(kernel_metadata(located), entry, variant, target)  # kernels' ArchValidator asks check_served
-    return located
 
 
 # ---------------------------------------------------------------- local kernels
 
 
 def _local_kernel(bound: Binding, repo: str, path: Path, how: str) -> None:
-    """Apply the local-kernel policy: refuse under strict mode unless allowed, else warn loudly once."""
+    """Apply the local-kernel policy: refuse under strict mode unless allowed, else warn loudly
+    once."""
     commits = sorted({e.commit[:12] for e in bound.lock.for_repo(repo)})
     instead = f"instead of the locked {', '.join(commits)}" if commits else "(not in the lock)"
     if bound.strict and not local_kernels.allowed():
@@ -189,7 +141,8 @@ def _local_kernel(bound: Binding, repo: str, path: Path, how: str) -> None:
         raise LocalKernelError(problem, fix=fix)
     warn_once(
         f"local:{repo}:{path}",
-        f"kernlock: {how}: loading {repo} from {path} {instead}; its files are not checked against {bound.path}",
+        f"kernlock: {how}: loading {repo} from {path} {instead}; its files are not "
+        f"checked against {bound.path}",
     )
 
 
@@ -200,9 +153,15 @@ def _describe(version: int | None, revision: str | None) -> str:
     return f"version {version}" if version is not None else f"revision {revision}"
 
 
-def _resolve_load(repo: str, version: int | None, revision: str | None, backend: str | None,
-                  requested_path: Path | None) -> Any:
-    """The locked build of a locked repo, a permitted local kernel, or None (refused first when strict).
+def _resolve_load(
+    repo: str,
+    version: int | None,
+    revision: str | None,
+    backend: str | None,
+    requested_path: Path | None,
+) -> Any:
+    """The locked build of a locked repo, a permitted local kernel, or None (refused first when
+    strict).
 
     Only `LOCAL_KERNELS` and `get_local_kernel(path)` (`requested_path`) are local:
     a directory that happens to be named like a repo is not.
@@ -221,11 +180,17 @@ def _resolve_load(repo: str, version: int | None, revision: str | None, backend:
     if entry is None:
         _unlocked(bound, repo, _describe(version, revision), version, revision)
         return None
-    target = _backend_target(bound, entry, backend)
-    local = _locked_local_kernel(bound, entry, target, backend)
+    target = backend_target(bound, entry, backend)
+    local = locked_local_kernel(bound, entry, target, backend)
     variant = entry.variant_for(target)
-    assert variant is not None  # _locked_local_kernel refuses a target without one
-    logger.info("kernlock: %s (%s) -> %s [%s]", repo, _describe(version, revision), entry.commit, variant.name)
+    assert variant is not None  # locked_local_kernel refuses a target without one
+    logger.info(
+        "kernlock: %s (%s) -> %s [%s]",
+        repo,
+        _describe(version, revision),
+        entry.commit,
+        variant.name,
+    )
     with BOOK.mutex:
         if (entry.repo, entry.commit, variant.name) not in BOOK.loaded:
             from kernlock._internal.lockfile.record import loaded_entry
@@ -235,7 +200,8 @@ def _resolve_load(repo: str, version: int | None, revision: str | None, backend:
 
 
 def _locked_commit(repo: str, where: str) -> str | None:
-    """The commit kernels' lock readers get for `repo`: the applied lock's entry, whatever `where` holds."""
+    """The commit kernels' lock readers get for `repo`: the applied lock's entry, whatever `where`
+    holds."""
     bound = state.binding()
     if bound is None:
         return None
@@ -243,7 +209,9 @@ def _locked_commit(repo: str, where: str) -> str | None:
     if not entries:
         _unlocked(bound, repo, where)
         return None
-    entry = next((e for e in entries if e.spec in e.names()), None) or next((e for e in entries if e.requested), entries[0])
+    entry = next((e for e in entries if e.spec in e.names()), None) or next(
+        (e for e in entries if e.requested), entries[0]
+    )
     return entry.commit
 
 
@@ -267,13 +235,21 @@ def _variants_for(repo: str, version: int | None, revision: str | None) -> tuple
 
 
 def _verified_under_lock(variant_path: Path) -> bool:
-    """Whether a lock is applied and kernlock verified `variant_path` against it (kernels' validators step aside)."""
+    """Whether a lock is applied and kernlock verified `variant_path` against it (kernels'
+    validators step aside)."""
     return state.binding() is not None and is_verified(variant_path)
 
 
-_HOOKS = LockHooks(resolve=_resolve_load, locked_commit=_locked_commit, commit_for=_commit_for,
-                   variants_for=_variants_for, wrap_import=guard_import, verified=_verified_under_lock,
-                   check_arch=check_served, zip_spec=zip_spec)
+_HOOKS = LockHooks(
+    resolve=_resolve_load,
+    locked_commit=_locked_commit,
+    commit_for=_commit_for,
+    variants_for=_variants_for,
+    wrap_import=guard_import,
+    verified=_verified_under_lock,
+    check_arch=check_served,
+    zip_spec=zip_spec,
+)
 
 
 def _patch_trainer(module: ModuleType) -> None:
@@ -288,14 +264,21 @@ def _patch_modeling_utils(module: ModuleType) -> None:
     patch_modeling_utils(module)
 
 
-# Modules patched when (or as soon as) they are imported: kernels' (through the adapter), torch.distributed's
+# Modules patched when (or as soon as) they are imported: kernels' (through the adapter),
+# torch.distributed's
 # and Transformers' modeling_utils.
 _PATCHERS: dict[str, Callable[[ModuleType], None]] = {
     name: functools.partial(patch_module, name, hooks=_HOOKS) for name in patch_points()
 }
-_PATCHERS["torch.distributed.distributed_c10d"] = patch_c10d  # the cross-rank guard (kernlock._internal.runtime.rank_hook)
-_PATCHERS["transformers.modeling_utils"] = _patch_modeling_utils  # its default kernelize (runtime.default_kernels)
-_PATCHERS["transformers.trainer"] = _patch_trainer  # the run record in checkpoints (runtime.trainer_record)
+_PATCHERS["torch.distributed.distributed_c10d"] = (
+    patch_c10d  # the cross-rank guard (kernlock._internal.runtime.rank_hook)
+)
+_PATCHERS["transformers.modeling_utils"] = (
+    _patch_modeling_utils  # its default kernelize (runtime.default_kernels)
+)
+_PATCHERS["transformers.trainer"] = (
+    _patch_trainer  # the run record in checkpoints (runtime.trainer_record)
+)
 
 
 def _patch_module(name: str, module: ModuleType) -> None:
@@ -341,9 +324,15 @@ def _ensure_patched() -> None:
 # ---------------------------------------------------------------- public
 
 
-def apply(lockfile: str | os.PathLike[str] | None = None, *, strict: bool | None = None,
-          target: str | None = None, locked: bool = False) -> Applied:
-    """Bind every kernel load in this process to the lock; fail early if it cannot cover this environment.
+def apply(
+    lockfile: str | os.PathLike[str] | None = None,
+    *,
+    strict: bool | None = None,
+    target: str | None = None,
+    locked: bool = False,
+) -> Applied:
+    """Bind every kernel load in this process to the lock; fail early if it cannot cover this
+    environment.
 
     `target` (or `$KERNLOCK_TARGET`) simulates another environment instead of
     detecting this one. `locked` also requires the lock to be fresh against the
@@ -383,8 +372,14 @@ def apply(lockfile: str | os.PathLike[str] | None = None, *, strict: bool | None
         listed = ", ".join(f"{repo}={local}" for repo, local in sorted(overrides.items()))
         problem, fix = local_kernels.refusal(f"LOCAL_KERNELS overrides {listed}")
         raise LocalKernelError(problem, fix=fix)
-    bound = Binding(lock=lock, path=path, target=environment, strict=strict, simulated=bool(simulated),
-                    lock_sha256=_file_sha256(path))
+    bound = Binding(
+        lock=lock,
+        path=path,
+        target=environment,
+        strict=strict,
+        simulated=bool(simulated),
+        lock_sha256=_file_sha256(path),
+    )
     with BOOK.mutex:
         state.bind(bound)
         BOOK.loaded = {}
@@ -397,7 +392,9 @@ def apply(lockfile: str | os.PathLike[str] | None = None, *, strict: bool | None
         target=str(environment),
         strict=strict,
         kernels={
-            k.spec: (k.commit, variant.name) for k in lock.kernels if (variant := k.variant_for(environment)) is not None
+            k.spec: (k.commit, variant.name)
+            for k in lock.kernels
+            if (variant := k.variant_for(environment)) is not None
         },
     )
     logger.info("%s", applied)
@@ -414,16 +411,21 @@ def _file_sha256(path: Path) -> str | None:
 
 
 def loaded() -> dict[str, Any] | None:
-    """What this process loaded under the lock so far (the run record, `kernlock.json`'s content); None unapplied."""
+    """What this process loaded under the lock so far (the run record, `kernlock.json`'s content);
+    None unapplied."""
     from kernlock._internal.lockfile.record import RECORD_FORMAT
 
     with BOOK.mutex:
         bound = state.binding()
         if bound is None:
             return None
-        return {"format": RECORD_FORMAT, "lockfile": str(bound.path), "lock-sha256": bound.lock_sha256,
-                "target": str(bound.target),
-                "kernels": [dict(e) for _, e in sorted(BOOK.loaded.items())]}
+        return {
+            "format": RECORD_FORMAT,
+            "lockfile": str(bound.path),
+            "lock-sha256": bound.lock_sha256,
+            "target": str(bound.target),
+            "kernels": [dict(e) for _, e in sorted(BOOK.loaded.items())],
+        }
 
 
 def active_lock() -> Lockfile | None:

@@ -1,4 +1,5 @@
-"""Start-up hook: with `KERNLOCK_APPLY=1`, apply the lock when `kernels` or `transformers` is first imported.
+"""Start-up hook: with `KERNLOCK_APPLY=1`, apply the lock when `kernels` or `transformers` is first
+imported.
 
 `kernlock run` puts `kernlock/_internal/runtime/_startup` on `PYTHONPATH`; its `sitecustomize.py`
 calls `arm()` when `KERNLOCK_APPLY=1`. Arming only adds a finder to
@@ -23,17 +24,21 @@ from _thread import RLock
 
 from kernlock._internal.settings import APPLY_ENV, FALSE, verbose
 
-TYPE_CHECKING = False  # not typing's: importing typing in every process is start-up cost; type checkers know the name
+# not typing's: importing typing in every process is start-up cost; type checkers know the name
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
 TRIGGERS = frozenset({"kernels", "transformers"})
-STARTUP_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_startup")  # `kernlock run` puts it on PYTHONPATH
+STARTUP_DIR = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "_startup"
+)  # `kernlock run` puts it on PYTHONPATH
 _lock = RLock()
 
 
 class ApplyOnImport:
-    """A meta-path finder that finds nothing: it applies the lock on the first import of a trigger."""
+    """A meta-path finder that finds nothing: it applies the lock on the first import of a
+    trigger."""
 
     def find_spec(self, fullname: str, path: object = None, target: object = None) -> None:
         if fullname in TRIGGERS and self in sys.meta_path:
@@ -45,7 +50,8 @@ class ApplyOnImport:
 
 
 def arm(startup: str | None = None) -> None:
-    """Apply the lock at the first import of `kernels` or `transformers` in this process; refusals print in one line.
+    """Apply the lock at the first import of `kernels` or `transformers` in this process; refusals
+    print in one line.
 
     With `startup` (the start-up dir whose sitecustomize armed the hook), the
     Python processes this one starts keep the hook too (`guard_children`).
@@ -74,11 +80,13 @@ def _apply_or_exit() -> None:
         sys.stderr.write(f"kernlock: error: {error}\n")
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
-        os._exit(1)  # inside an import: an exception could be swallowed by `try: import …` and the lock skipped
+        # inside an import: an exception could be swallowed by `try: import …` and the lock skipped
+        os._exit(1)
 
 
 def _refusals_in_one_line(previous: Callable[..., object]) -> Callable[..., None]:
-    """An excepthook that prints an uncaught kernlock refusal, however wrapped, as its one `kernlock: error:` line.
+    """An excepthook that prints an uncaught kernlock refusal, however wrapped, as its one
+    `kernlock: error:` line.
 
     A failure that only carries such a line (a launcher re-raising its child's
     stderr, as `accelerate launch` under `trl sft` does) adds no traceback: the
@@ -111,17 +119,19 @@ _guard: dict = {}
 
 
 def _is_python(name: str) -> bool:
-    """Whether a program name is a Python interpreter's: python, python3.11, python3.11-dbg, python3.13t, pypy3."""
+    """Whether a program name is a Python interpreter's: python, python3.11, python3.11-dbg,
+    python3.13t, pypy3."""
     for stem in ("python", "pypy"):
         if name.startswith(stem):
-            rest = name[len(stem):].removesuffix("-dbg").removesuffix("-debug").rstrip("dmtu")
+            rest = name[len(stem) :].removesuffix("-dbg").removesuffix("-debug").rstrip("dmtu")
             return not rest or rest.replace(".", "").isdigit()
     return False
 
 
 def shebang_argv(program: str) -> list[str] | None:
-    """The interpreter and its options from `program`'s `#!` line (a console script: `#!/usr/bin/python3 -I`,
-    `#!/usr/bin/env -S python3 -E`), or None when it has none or cannot be read."""
+    """The interpreter and its options from `program`'s `#!` line (a console script:
+    `#!/usr/bin/python3 -I`, `#!/usr/bin/env -S python3 -E`), or None when it has none or cannot be
+    read."""
     try:
         with open(program, "rb") as script:
             first = script.read(256).split(b"\n", 1)[0]
@@ -135,14 +145,25 @@ def shebang_argv(program: str) -> list[str] | None:
     interpreter, argument = parts[0], (parts[1].strip() if len(parts) > 1 else "")
     if os.path.basename(interpreter) == "env":
         words = argument.split()
-        words = words[1:] if words[:1] in (["-S"], ["--split-string"]) else [argument] if argument else []
+        words = (
+            words[1:]
+            if words[:1] in (["-S"], ["--split-string"])
+            else [argument]
+            if argument
+            else []
+        )
         return words or None
-    return [interpreter, argument] if argument else [interpreter]  # the kernel passes the rest as one argument
+    return (
+        [interpreter, argument] if argument else [interpreter]
+    )  # the kernel passes the rest as one argument
 
 
-def hook_skipping_option(argv: list[str] | tuple[str, ...], program: str | None = None) -> str | None:
-    """The option (`-E`, `-I`, `-S`, or a cluster such as `-BE`) with which a Python command line skips the start-up
-    hook; with `program` (the file `argv[0]` runs), also one its `#!` line gives its Python (a console script)."""
+def hook_skipping_option(
+    argv: list[str] | tuple[str, ...], program: str | None = None
+) -> str | None:
+    """The option (`-E`, `-I`, `-S`, or a cluster such as `-BE`) with which a Python command line
+    skips the start-up hook; with `program` (the file `argv[0]` runs), also one its `#!` line gives
+    its Python (a console script)."""
     if not argv:
         return None
     name = os.path.basename(os.fsdecode(argv[0]))
@@ -166,7 +187,7 @@ def hook_skipping_option(argv: list[str] | tuple[str, ...], program: str | None 
             if letter in "cm":
                 return None
             if letter in "WX":
-                index += 1 if arg[position + 1:] else 2
+                index += 1 if arg[position + 1 :] else 2
                 break
         else:
             index += 1
@@ -174,7 +195,8 @@ def hook_skipping_option(argv: list[str] | tuple[str, ...], program: str | None 
 
 
 def guard_children(startup: str) -> None:
-    """Make every process this one starts through `os.exec*`, `os.posix_spawn*` or `subprocess` keep the hook.
+    """Make every process this one starts through `os.exec*`, `os.posix_spawn*` or `subprocess` keep
+    the hook.
 
     A child environment that dropped `startup` from `PYTHONPATH` (overwritten), put
     another `sitecustomize` in front of it (ddtrace-run style: it still runs, chained
@@ -185,15 +207,21 @@ def guard_children(startup: str) -> None:
     """
     if _guard:
         return
-    _guard.update(startup=startup, inherited={k: v for k, v in os.environ.items() if k.startswith("KERNLOCK_")})
+    _guard.update(
+        startup=startup,
+        inherited={k: v for k, v in os.environ.items() if k.startswith("KERNLOCK_")},
+    )
     import _posixsubprocess
 
     fork_exec, execve, execv = _posixsubprocess.fork_exec, os.execve, os.execv
 
     def guarded_fork_exec(args, executable_list, close_fds, pass_fds, cwd, env, *rest):  # noqa: ANN001, ANN202
         _warn_if_skipped(args)
-        source = os.environ if env is None else dict(
-            os.fsdecode(item).partition("=")[::2] for item in env)
+        source = (
+            os.environ
+            if env is None
+            else dict(os.fsdecode(item).partition("=")[::2] for item in env)
+        )
         repaired = child_environment(source)
         if repaired is not None:
             env = [os.fsencode(f"{key}={value}") for key, value in repaired.items()]
@@ -224,18 +252,22 @@ def _guarded_spawn(spawn: Callable[..., int]) -> Callable[..., int]:
 
 
 def child_environment(env: Mapping[str, str]) -> dict[str, str] | None:
-    """`env` repaired so that a child Python keeps the start-up hook, or None when it needs nothing."""
+    """`env` repaired so that a child Python keeps the start-up hook, or None when it needs
+    nothing."""
     startup = _guard.get("startup")
     if startup is None:
         return None
     if APPLY_ENV in env and str(env[APPLY_ENV]).strip().lower() in (*FALSE, ""):
-        return None  # the child was explicitly asked to run without the lock (a bad value: its hook refuses it)
+        # the child was explicitly asked to run without the lock (a bad value: its hook refuses it)
+        return None
     repaired = {str(key): str(value) for key, value in env.items()}
     if APPLY_ENV not in env:  # an environment rebuilt without kernlock's variables
         repaired.update(_guard["inherited"])
     paths = [entry for entry in repaired.get("PYTHONPATH", "").split(os.pathsep) if entry]
     if paths[:1] != [startup]:
-        repaired["PYTHONPATH"] = os.pathsep.join([startup, *[entry for entry in paths if entry != startup]])
+        repaired["PYTHONPATH"] = os.pathsep.join(
+            [startup, *[entry for entry in paths if entry != startup]]
+        )
     return repaired if repaired != dict(env) else None
 
 
@@ -244,7 +276,8 @@ def _warn_if_skipped(argv: object) -> None:
         args = list(argv)  # type: ignore[call-overload]
         first = os.fsdecode(args[0]) if args else ""
         if first and os.sep not in first and not _is_python(first):
-            import shutil  # only on a child's start, and only for a program that may be a console script
+            # only on a child's start, and only for a program that may be a console script
+            import shutil
 
             program = shutil.which(first)
         else:
@@ -256,6 +289,8 @@ def _warn_if_skipped(argv: object) -> None:
         _guard["warned"] = True
         command = os.path.basename(os.fsdecode(list(argv)[0]))  # type: ignore[call-overload]
         sys.stderr.write(
-            f"kernlock: warning: a process under kernlock run starts `{command} {option}`, which skips kernlock's "
-            f"start-up hook, so kernels it imports are not locked; drop the option or call kernlock.apply() in its script\n"
+            f"kernlock: warning: a process under kernlock run starts `{command} "
+            f"{option}`, which skips kernlock's "
+            "start-up hook, so kernels it imports are not locked; drop the option or "
+            "call kernlock.apply() in its script\n"
         )

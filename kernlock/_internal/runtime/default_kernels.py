@@ -1,4 +1,5 @@
-"""Transformers' default kernelize under the lock: an unlocked layer kernel keeps Transformers' own forward.
+"""Transformers' default kernelize under the lock: an unlocked layer kernel keeps Transformers' own
+forward.
 
 Transformers 5.25 kernelizes every model it loads on a GPU unless told not to:
 `from_pretrained` turns `use_kernels` on by default, and `model.train()`/`.eval()`
@@ -30,25 +31,33 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any, NamedTuple
 
-PATCHED = ("transformers.modeling_utils.kernelize", "transformers.modeling_utils.PreTrainedModel.from_pretrained",
-           "transformers.modeling_utils.PreTrainedModel.use_kernels")
+PATCHED = (
+    "transformers.modeling_utils.kernelize",
+    "transformers.modeling_utils.PreTrainedModel.from_pretrained",
+    "transformers.modeling_utils.PreTrainedModel.use_kernels",
+)
 
 
 class DefaultKernelize(NamedTuple):
-    """A kernelize Transformers runs by default: the requests its own table makes, and the model's name."""
+    """A kernelize Transformers runs by default: the requests its own table makes, and the model's
+    name."""
 
     requests: frozenset[tuple[str, int | None, str | None]]  # (repo, version, revision)
     model: str | None  # `config.name_or_path`: what the fix tells the user to declare
 
 
-_DEFAULT: contextvars.ContextVar[DefaultKernelize | None] = contextvars.ContextVar("kernlock_default_kernelize",
-                                                                                  default=None)
-_EXPLICIT: contextvars.ContextVar[bool] = contextvars.ContextVar("kernlock_explicit_kernels", default=False)
+_DEFAULT: contextvars.ContextVar[DefaultKernelize | None] = contextvars.ContextVar(
+    "kernlock_default_kernelize", default=None
+)
+_EXPLICIT: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "kernlock_explicit_kernels", default=False
+)
 _EXPLICIT_ATTRIBUTE = "_kernlock_explicit_kernels"  # set on a model whose user asked for kernels
 
 
 class NotLockedDefaultKernel(FileNotFoundError):
-    """A layer kernel of Transformers' default kernelize that the lock does not hold: kernels keeps the layer."""
+    """A layer kernel of Transformers' default kernelize that the lock does not hold: kernels keeps
+    the layer."""
 
 
 def default_kernelize() -> DefaultKernelize | None:
@@ -57,19 +66,28 @@ def default_kernelize() -> DefaultKernelize | None:
 
 
 def _explicit(model: Any, kernel_config: Any) -> bool:
-    """Whether the user asked for this model's kernels: in the call, on the model, or with a `KernelConfig`."""
-    return (_EXPLICIT.get() or kernel_config is not None or getattr(model, "kernel_config", None) is not None
-            or bool(getattr(model, _EXPLICIT_ATTRIBUTE, False)))
+    """Whether the user asked for this model's kernels: in the call, on the model, or with a
+    `KernelConfig`."""
+    return (
+        _EXPLICIT.get()
+        or kernel_config is not None
+        or getattr(model, "kernel_config", None) is not None
+        or bool(getattr(model, _EXPLICIT_ATTRIBUTE, False))
+    )
 
 
 def _wrap_kernelize(original: Callable[..., Any]) -> Callable[..., Any]:
-    def kernelize(model: Any, mode: Any = None, kernel_config: Any = None, device_map: Any = None) -> Any:
+    def kernelize(
+        model: Any, mode: Any = None, kernel_config: Any = None, device_map: Any = None
+    ) -> Any:
         if _explicit(model, kernel_config):
             return original(model, mode=mode, kernel_config=kernel_config, device_map=device_map)
         config = getattr(model, "config", None)
         from kernlock._internal.compat.transformers import kernelize_requests
 
-        token = _DEFAULT.set(DefaultKernelize(kernelize_requests(), getattr(config, "name_or_path", None) or None))
+        token = _DEFAULT.set(
+            DefaultKernelize(kernelize_requests(), getattr(config, "name_or_path", None) or None)
+        )
         try:
             return original(model, mode=mode, kernel_config=kernel_config, device_map=device_map)
         finally:
@@ -87,14 +105,17 @@ def _wrap_from_pretrained(original: Callable[..., Any]) -> Callable[..., Any]:
             model = original(cls, *args, **kwargs)
         finally:
             _EXPLICIT.reset(token)
-        object.__setattr__(model, _EXPLICIT_ATTRIBUTE, True)  # its later train()/eval() kernelizes are explicit too
+        object.__setattr__(
+            model, _EXPLICIT_ATTRIBUTE, True
+        )  # its later train()/eval() kernelizes are explicit too
         return model
 
     return functools.update_wrapper(from_pretrained, original)
 
 
 def patch_modeling_utils(module: ModuleType) -> None:
-    """Wrap Transformers' kernelize entry points in `transformers.modeling_utils` (see the module docstring)."""
+    """Wrap Transformers' kernelize entry points in `transformers.modeling_utils` (see the module
+    docstring)."""
     module.kernelize = _wrap_kernelize(module.kernelize)  # type: ignore[attr-defined]
     pretrained = module.PreTrainedModel
     method = pretrained.__dict__["from_pretrained"]

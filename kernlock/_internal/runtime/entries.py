@@ -8,8 +8,13 @@ from kernlock._internal.model.target import Target
 from kernlock._internal.runtime.notices import warn_once
 
 
-def find_entry(lock: Lockfile, repo: str, version: int | None, revision: str | None,
-               target: Target | None = None) -> LockedKernel | None:
+def find_entry(
+    lock: Lockfile,
+    repo: str,
+    version: int | None,
+    revision: str | None,
+    target: Target | None = None,
+) -> LockedKernel | None:
     """The lock entry a kernels request (`repo`, version or revision) binds to.
 
     Only entries covering `target` count (overrides give one spec different
@@ -19,7 +24,9 @@ def find_entry(lock: Lockfile, repo: str, version: int | None, revision: str | N
         looks_like_sha,  # not at the top: only loads need it, not apply()
     )
 
-    entries = [e for e in lock.for_repo(repo) if target is None or e.variant_for(target) is not None]
+    entries = [
+        e for e in lock.for_repo(repo) if target is None or e.variant_for(target) is not None
+    ]
     names = {name for entry in entries for name in entry.names()} | {repo}
     if revision is not None:
         for entry in entries:
@@ -35,8 +42,14 @@ def find_entry(lock: Lockfile, repo: str, version: int | None, revision: str | N
             return entry
     for entry in entries:
         if entry.spec in names:
-            if version is not None and entry.version != version and not _transformers_default(repo, version, target):
-                continue  # `get_kernel(repo, version=N)` from code: another version than the bare spec's is unlocked
+            if (
+                version is not None
+                and entry.version != version
+                and not _transformers_default(repo, version, target)
+            ):
+                # `get_kernel(repo, version=N)` from code: another version than the bare spec's is
+                # unlocked
+                continue
             if entry.override is not None:
                 warn_once(
                     f"override:{entry.spec}:{entry.override.when}",
@@ -47,7 +60,8 @@ def find_entry(lock: Lockfile, repo: str, version: int | None, revision: str | N
                 warn_once(
                     f"default:{repo}",
                     f"{repo}: this Transformers release asks for version {version}; "
-                    f"the lock pins the bare spec at version {entry.version} ({entry.commit[:12]}), which is what loads",
+                    f"the lock pins the bare spec at version {entry.version} "
+                    f"({entry.commit[:12]}), which is what loads",
                 )
             return entry
     for entry in entries:
@@ -57,9 +71,9 @@ def find_entry(lock: Lockfile, repo: str, version: int | None, revision: str | N
 
 
 def _transformers_default(repo: str, version: int, target: Target | None) -> bool:
-    """Whether `version` is the one the installed Transformers asks for a bare `repo` (its default on the bound
-    `target`, or on this machine's torch, which Transformers reads), so a lock pinning the bare spec at another version
-    serves it, with the default-drift note."""
+    """Whether `version` is the one the installed Transformers asks for a bare `repo` (its default
+    on the bound `target`, or on this machine's torch, which Transformers reads), so a lock pinning
+    the bare spec at another version serves it, with the default-drift note."""
     from kernlock._internal.compat.transformers import (
         default_version,  # only on this rare path: it reads Transformers' source
     )
@@ -69,6 +83,8 @@ def _transformers_default(repo: str, version: int, target: Target | None) -> boo
             where = on()
             if where is not None and default_version(repo, where)[0] == version:
                 return True
-        except Exception:  # no target, or a Transformers source it cannot read: not provably the default
+        except (
+            Exception
+        ):  # no target, or a Transformers source it cannot read: not provably the default
             continue
     return False

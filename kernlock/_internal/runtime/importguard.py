@@ -49,13 +49,20 @@ from typing import Any
 from kernlock._internal.lockfile.model import LockedKernel, LockedVariant
 from kernlock.errors import IntegrityError
 
-_verified: dict[str, tuple[LockedKernel, LockedVariant]] = {}  # real variant root -> what it must hold
-_handed: dict[str, str] = {}  # variant path as handed to kernels (absolute, unresolved) -> its real root
-_RESTORE = "restore it with `kernlock sync --repair` (a vendor directory: `kernlock vendor --repair DIR`)"
+_verified: dict[
+    str, tuple[LockedKernel, LockedVariant]
+] = {}  # real variant root -> what it must hold
+_handed: dict[
+    str, str
+] = {}  # variant path as handed to kernels (absolute, unresolved) -> its real root
+_RESTORE = (
+    "restore it with `kernlock sync --repair` (a vendor directory: `kernlock vendor --repair DIR`)"
+)
 
 
 class SourceOnlyLoader(importlib.machinery.SourceFileLoader):
-    """Compiles the source bytes it read, once they match the lock; never reads or writes bytecode."""
+    """Compiles the source bytes it read, once they match the lock; never reads or writes
+    bytecode."""
 
     def get_code(self, fullname: str) -> Any:
         path = self.get_filename(fullname)
@@ -66,16 +73,20 @@ class SourceOnlyLoader(importlib.machinery.SourceFileLoader):
 
 
 class VerifiedExtensionLoader(importlib.machinery.ExtensionFileLoader):
-    """Loads an extension module of a verified variant only when it is a locked file with the locked hash.
+    """Loads an extension module of a verified variant only when it is a locked file with the locked
+    hash.
 
-    The file is opened once, hashed from that descriptor, and that same open file is what `dlopen` loads
-    (`/proc/self/fd/N` on Linux): a file swapped or added after the check never runs, not even its constructors.
+    The file is opened once, hashed from that descriptor, and that same open file is what `dlopen`
+    loads (`/proc/self/fd/N` on Linux): a file swapped or added after the check never runs, not even
+    its constructors.
     """
 
     def create_module(self, spec: Any) -> ModuleType:
         import hashlib
 
-        fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))  # the Hub cache links files to blobs
+        fd = os.open(
+            self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+        )  # the Hub cache links files to blobs
         try:
             digest = hashlib.sha256()
             while chunk := os.read(fd, 1 << 20):
@@ -84,8 +95,13 @@ class VerifiedExtensionLoader(importlib.machinery.ExtensionFileLoader):
             if not os.path.isdir("/proc/self/fd"):
                 return super().create_module(spec)
             opened = f"/proc/self/fd/{fd}"
-            module = super().create_module(importlib.machinery.ModuleSpec(
-                spec.name, importlib.machinery.ExtensionFileLoader(spec.name, opened), origin=opened))
+            module = super().create_module(
+                importlib.machinery.ModuleSpec(
+                    spec.name,
+                    importlib.machinery.ExtensionFileLoader(spec.name, opened),
+                    origin=opened,
+                )
+            )
         finally:
             os.close(fd)
         module.__file__ = self.path
@@ -93,10 +109,12 @@ class VerifiedExtensionLoader(importlib.machinery.ExtensionFileLoader):
 
 
 def _serve_lines(filename: str, data: bytes) -> None:
-    """Make `linecache` (so `inspect.getsource`, Triton's `@jit`, tracebacks) answer with the verified bytes.
+    """Make `linecache` (so `inspect.getsource`, Triton's `@jit`, tracebacks) answer with the
+    verified bytes.
 
-    Triton re-reads a kernel's source through `inspect` at its first launch, after the import: a file rewritten
-    in between would compile unchecked code. An entry with no mtime is never re-checked against the disk.
+    Triton re-reads a kernel's source through `inspect` at its first launch, after the import: a
+    file rewritten in between would compile unchecked code. An entry with no mtime is never
+    re-checked against the disk.
     """
     import linecache
 
@@ -105,30 +123,40 @@ def _serve_lines(filename: str, data: bytes) -> None:
 
 
 def _check_source(path: str, data: bytes) -> None:
-    """Raise `IntegrityError` unless `data`, read from `path`, is a locked file of the variant `path` lies in."""
+    """Raise `IntegrityError` unless `data`, read from `path`, is a locked file of the variant
+    `path` lies in."""
     import hashlib
 
     _check_digest(path, hashlib.sha256(data).hexdigest())
 
 
 def _check_digest(path: str, actual: str) -> None:
-    """Raise `IntegrityError` unless a file of sha256 `actual`, read from `path`, is a locked file of its variant."""
+    """Raise `IntegrityError` unless a file of sha256 `actual`, read from `path`, is a locked file
+    of its variant."""
     directory, name = os.path.split(path)
     found = _verified_root(directory)
     if found is None:
-        raise IntegrityError(f"{path} no longer lies in a verified kernel variant; refusing to import it",
-                             fix=_RESTORE)
+        raise IntegrityError(
+            f"{path} no longer lies in a verified kernel variant; refusing to import it",
+            fix=_RESTORE,
+        )
     root, (kernel, variant) = found
-    relative = os.path.relpath(os.path.join(os.path.realpath(directory), name), root).replace(os.sep, "/")
+    relative = os.path.relpath(os.path.join(os.path.realpath(directory), name), root).replace(
+        os.sep, "/"
+    )
     expected = next((f.sha256 for f in variant.files if f.path == relative), None)
     if expected != actual:
         what = f"expected sha256 {expected}" if expected else "kernels.lock does not list it"
-        raise IntegrityError(f"{kernel.spec}: {variant.name}/{relative} changed after it was verified ({what}, "
-                             f"read {actual}); refusing to import it", fix=_RESTORE)
+        raise IntegrityError(
+            f"{kernel.spec}: {variant.name}/{relative} changed after it was verified ({what}, "
+            f"read {actual}); refusing to import it",
+            fix=_RESTORE,
+        )
 
 
 def _verified_root(directory: str) -> tuple[str, tuple[LockedKernel, LockedVariant]] | None:
-    """The verified variant root `directory` lies in (files in a Hub cache are links to blobs: pass their directory)."""
+    """The verified variant root `directory` lies in (files in a Hub cache are links to blobs: pass
+    their directory)."""
     real = os.path.realpath(directory)
     for root, locked in _verified.items():
         if real == root or real.startswith(root + os.sep):
@@ -137,18 +165,22 @@ def _verified_root(directory: str) -> tuple[str, tuple[LockedKernel, LockedVaria
 
 
 def _claimed(directory: str) -> bool:
-    """Whether `directory` is (inside) a variant kernlock verified or handed to kernels, whatever it resolves to now."""
+    """Whether `directory` is (inside) a variant kernlock verified or handed to kernels, whatever it
+    resolves to now."""
     given = os.path.abspath(directory)
     return _verified_root(directory) is not None or any(
         given == handed or given.startswith(handed + os.sep) for handed in _handed
     )
 
 
-_archives: dict[str, Any] = {}  # real path of a verified archive -> zipfile.ZipFile over the bytes that were hashed
+_archives: dict[
+    str, Any
+] = {}  # real path of a verified archive -> zipfile.ZipFile over the bytes that were hashed
 
 
 def verified_archive(path: str) -> Any:
-    """The `zipfile.ZipFile` of a locked archive, over the bytes read once and checked against the lock."""
+    """The `zipfile.ZipFile` of a locked archive, over the bytes read once and checked against the
+    lock."""
     import io
     import zipfile
 
@@ -157,7 +189,9 @@ def verified_archive(path: str) -> Any:
     if archive is None:
         with open(real, "rb") as file:
             data = file.read()
-        _check_source(path, data)  # the archive is a locked file of its variant: the same check as a source
+        _check_source(
+            path, data
+        )  # the archive is a locked file of its variant: the same check as a source
         archive = _archives[real] = zipfile.ZipFile(io.BytesIO(data))
     return archive
 
@@ -185,7 +219,8 @@ class ZipSourceLoader(importlib.abc.Loader):
 
 
 class _ZipFinder:
-    """Finds submodules inside a verified archive (a path entry `<variant>/<id>.zip[/<package>]`)."""
+    """Finds submodules inside a verified archive (a path entry
+    `<variant>/<id>.zip[/<package>]`)."""
 
     def __init__(self, archive: str, prefix: str) -> None:
         self.archive, self.prefix = archive, prefix
@@ -195,13 +230,18 @@ class _ZipFinder:
         tail = fullname.rpartition(".")[2]
         package, module = f"{self.prefix}{tail}/__init__.py", f"{self.prefix}{tail}.py"
         if package in names:
-            spec = importlib.util.spec_from_loader(fullname, ZipSourceLoader(self.archive, package),
-                                                   origin=f"{self.archive}/{package}", is_package=True)
+            spec = importlib.util.spec_from_loader(
+                fullname,
+                ZipSourceLoader(self.archive, package),
+                origin=f"{self.archive}/{package}",
+                is_package=True,
+            )
             assert spec is not None
             spec.submodule_search_locations = [f"{self.archive}/{self.prefix}{tail}"]
         elif module in names:
-            spec = importlib.util.spec_from_loader(fullname, ZipSourceLoader(self.archive, module),
-                                                   origin=f"{self.archive}/{module}")
+            spec = importlib.util.spec_from_loader(
+                fullname, ZipSourceLoader(self.archive, module), origin=f"{self.archive}/{module}"
+            )
         else:
             return None
         assert spec is not None
@@ -213,7 +253,8 @@ class _ZipFinder:
 
 
 def zip_spec(spec: Any, variant_path: Path, archive: str) -> Any:
-    """kernels' `_zip_spec` for a verified variant: its `__init__.py` from the verified archive bytes."""
+    """kernels' `_zip_spec` for a verified variant: its `__init__.py` from the verified archive
+    bytes."""
     if not _claimed(os.fspath(variant_path)):
         return spec  # a local kernel: kernels' own zipimport
     verified_archive(archive)  # before any member runs
@@ -222,7 +263,8 @@ def zip_spec(spec: Any, variant_path: Path, archive: str) -> Any:
 
 
 def _path_hook(path: str) -> Any:
-    """A source-only finder for directories and archives inside verified variants (others: not ours)."""
+    """A source-only finder for directories and archives inside verified variants (others: not
+    ours)."""
     if not _verified or not _claimed(path):
         raise ImportError("not a verified kernel variant")
     archive, dot_zip, rest = path.partition(".zip")
@@ -239,16 +281,24 @@ def _path_hook(path: str) -> Any:
 _spec_from_file_location = importlib.util.spec_from_file_location
 
 
-def spec_from_file_location(name: str, location: Any = None, *, loader: Any = None, **kwargs: Any) -> Any:
-    """`importlib.util.spec_from_file_location`, with `SourceOnlyLoader` for sources in verified variants."""
-    if loader is None and location is not None and os.fspath(location).endswith(".py") \
-            and _claimed(os.path.dirname(os.fspath(location))):
+def spec_from_file_location(
+    name: str, location: Any = None, *, loader: Any = None, **kwargs: Any
+) -> Any:
+    """`importlib.util.spec_from_file_location`, with `SourceOnlyLoader` for sources in verified
+    variants."""
+    if (
+        loader is None
+        and location is not None
+        and os.fspath(location).endswith(".py")
+        and _claimed(os.path.dirname(os.fspath(location)))
+    ):
         loader = SourceOnlyLoader(name, os.fspath(location))
     return _spec_from_file_location(name, location, loader=loader, **kwargs)
 
 
 def is_verified(variant_path: Path) -> bool:
-    """Whether kernlock verified `variant_path` against the lock in this process (and handed it to kernels)."""
+    """Whether kernlock verified `variant_path` against the lock in this process (and handed it to
+    kernels)."""
     return _claimed(os.fspath(variant_path))
 
 
@@ -259,7 +309,9 @@ def register(kernel: LockedKernel, variant: LockedVariant, root: Path) -> None:
     _handed[os.path.abspath(root)] = real
     if _path_hook not in sys.path_hooks:
         sys.path_hooks.insert(0, _path_hook)
-    importlib.util.spec_from_file_location = spec_from_file_location  # how kernels imports a variant's __init__.py
+    importlib.util.spec_from_file_location = (
+        spec_from_file_location  # how kernels imports a variant's __init__.py
+    )
     for cached in [p for p in sys.path_importer_cache if _claimed(p)]:
         del sys.path_importer_cache[cached]
 
@@ -272,14 +324,17 @@ def guard_import(original: Callable[..., ModuleType]) -> Callable[..., ModuleTyp
     """
     from kernlock._internal.store import hub_cache
 
-    def _import_from_path(variant_path: Path, deps: dict[str, ModuleType], repo_info: Any = None) -> ModuleType:
+    def _import_from_path(
+        variant_path: Path, deps: dict[str, ModuleType], repo_info: Any = None
+    ) -> ModuleType:
         handed = _handed.get(os.path.abspath(variant_path))
         found = _verified_root(str(variant_path))
         if handed is None and found is None:
             return original(variant_path, deps=deps, repo_info=repo_info)
         if handed is not None and os.path.realpath(variant_path) != handed:
             raise IntegrityError(
-                f"{variant_path} was verified as {handed} but now resolves to {os.path.realpath(variant_path)}; "
+                f"{variant_path} was verified as {handed} but now resolves to "
+                f"{os.path.realpath(variant_path)}; "
                 "refusing to import it",
                 fix=_RESTORE,
             )

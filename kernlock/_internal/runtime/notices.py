@@ -1,5 +1,5 @@
-"""What the loader patch says once per process: a warning (logged) or a note (on stderr, whatever logging the
-program configured)."""
+"""What the loader patch says once per process: a warning (logged) or a note (on stderr, whatever
+logging the program configured)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ def warn_once(key: str, message: str) -> None:
 
 
 def note_once(key: str, message: str) -> None:
-    """Print `message` on stderr once per process (and log it), whatever logging the program configured."""
+    """Print `message` on stderr once per process (and log it), whatever logging the program
+    configured."""
     if first_time(key):
         print(message, file=sys.stderr, flush=True)
         logger.info(message)

@@ -1,4 +1,5 @@
-"""The hook that runs the cross-rank guard (`kernlock._internal.runtime.rank_guard`) when torch.distributed starts a job.
+"""The hook that runs the cross-rank guard (`kernlock._internal.runtime.rank_guard`) when
+torch.distributed starts a job.
 
 `import torch` already imports `torch.distributed.distributed_c10d`, so `apply()`
 installs this hook in every process. It is kept apart from the guard so that
@@ -17,10 +18,13 @@ logger = logging.getLogger("kernlock")
 
 
 def patch_c10d(module: ModuleType) -> None:
-    """Run the guard whenever `torch.distributed.distributed_c10d` installs a default process group."""
+    """Run the guard whenever `torch.distributed.distributed_c10d` installs a default process
+    group."""
     original = getattr(module, "_update_default_pg", None)
     if original is None:
-        logger.warning("kernlock: this torch has no distributed_c10d._update_default_pg; the rank check is off")
+        logger.warning(
+            "kernlock: this torch has no distributed_c10d._update_default_pg; the rank check is off"
+        )
         return
 
     def _update_default_pg(pg: Any) -> None:
@@ -32,7 +36,8 @@ def patch_c10d(module: ModuleType) -> None:
 
 
 def check_initialised() -> None:
-    """Run the guard now if a default process group already exists (lock applied after init_process_group)."""
+    """Run the guard now if a default process group already exists (lock applied after
+    init_process_group)."""
     import sys
 
     c10d = sys.modules.get("torch.distributed.distributed_c10d")

@@ -1,9 +1,11 @@
 """The one lock binding active in this process: what `kernlock.apply()` bound, read by the loader
-patch (`kernlock._internal.runtime.apply`) and the cross-rank guard (`kernlock._internal.runtime.rank_guard`).
+patch (`kernlock._internal.runtime.apply`) and the cross-rank guard
+(`kernlock._internal.runtime.rank_guard`).
 
-The binding is one frozen record (`Binding`), swapped whole in one assignment (`bind`): a reader takes
-`binding()` once and sees one apply()'s lock, path, target and strictness together, never half of the next.
-What the process did under its bindings (warnings said, modules patched, kernels loaded) is `BOOK`'s.
+The binding is one frozen record (`Binding`), swapped whole in one assignment (`bind`): a reader
+takes `binding()` once and sees one apply()'s lock, path, target and strictness together, never half
+of the next. What the process did under its bindings (warnings said, modules patched, kernels
+loaded) is `BOOK`'s.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Binding:
-    """The applied lock, its path and target, strictness, whether the target is simulated, the lock's sha256."""
+    """The applied lock, its path and target, strictness, whether the target is simulated, the
+    lock's sha256."""
 
     lock: Lockfile
     path: Path
@@ -37,7 +40,9 @@ class Bookkeeping:
         self.mutex = threading.RLock()
         self.warned: set[str] = set()
         self.patched: set[str] = set()
-        self.loaded: dict[tuple[str, str, str], dict[str, Any]] = {}  # (repo, commit, variant) -> its record entry
+        self.loaded: dict[
+            tuple[str, str, str], dict[str, Any]
+        ] = {}  # (repo, commit, variant) -> its record entry
 
 
 BOOK = Bookkeeping()

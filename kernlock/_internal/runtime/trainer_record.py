@@ -1,4 +1,5 @@
-"""The run record in a Trainer's outputs: `kernlock.json` in every checkpoint and in the output directory.
+"""The run record in a Trainer's outputs: `kernlock.json` in every checkpoint and in the output
+directory.
 
 While a lock is applied (`kernlock.apply()`, `kernlock run`), every `transformers.Trainer`
 (TRL's trainers included) gets `RecordCallback`: on each save it writes what the process
@@ -20,7 +21,8 @@ from kernlock._internal.lockfile.record import RECORD_FILENAME
 
 
 def write_record(directory: str | os.PathLike[str], record: dict[str, Any] | None) -> bool:
-    """Write `record` as `kernlock.json` into `directory` (when both exist); whether it was written."""
+    """Write `record` as `kernlock.json` into `directory` (when both exist); whether it was
+    written."""
     from kernlock._internal.fs.atomic import atomic_write
 
     if record is None or not os.path.isdir(directory):
@@ -35,7 +37,9 @@ def _callback_class(trainer_callback: type, loaded: Callable[[], dict[str, Any] 
 
         def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if state.is_world_process_zero:
-                write_record(os.path.join(args.output_dir, f"checkpoint-{state.global_step}"), loaded())
+                write_record(
+                    os.path.join(args.output_dir, f"checkpoint-{state.global_step}"), loaded()
+                )
 
         def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if state.is_world_process_zero:
@@ -45,8 +49,8 @@ def _callback_class(trainer_callback: type, loaded: Callable[[], dict[str, Any] 
 
 
 def patch_trainer(module: ModuleType, loaded: Callable[[], dict[str, Any] | None]) -> None:
-    """Make every `Trainer` of `transformers.trainer` add `RecordCallback` (once) when it is built; `loaded`
-    gives the record (`kernlock.loaded()`)."""
+    """Make every `Trainer` of `transformers.trainer` add `RecordCallback` (once) when it is built;
+    `loaded` gives the record (`kernlock.loaded()`)."""
     from kernlock._internal.compat.transformers import trainer_callback_class
 
     callback = _callback_class(trainer_callback_class(), loaded)

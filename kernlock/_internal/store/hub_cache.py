@@ -1,5 +1,5 @@
-"""Locked variants on disk: where they live and whether they are intact (fetching the missing ones is
-`kernlock._internal.fetch.download`).
+"""Locked variants on disk: where they live and whether they are intact (fetching the missing ones
+is `kernlock._internal.fetch.download`).
 
 Files live where kernels reads them: the Hugging Face Hub cache
 (`KERNELS_CACHE`, else `HF_HUB_CACHE`, else `HF_HOME/hub`), under
@@ -37,10 +37,15 @@ def hub_cache_dir() -> Path:
     `KERNELS_CACHE`, else huggingface_hub's own rule: `HF_HUB_CACHE`, `HUGGINGFACE_HUB_CACHE`,
     `HF_HOME/hub`, `XDG_CACHE_HOME/huggingface/hub`, with `~` and `$VAR` expanded.
     """
+
     def expand(path: str) -> Path:
         return Path(os.path.expandvars(os.path.expanduser(path)))
 
-    explicit = os.environ.get("KERNELS_CACHE") or os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE")
+    explicit = (
+        os.environ.get("KERNELS_CACHE")
+        or os.environ.get("HF_HUB_CACHE")
+        or os.environ.get("HUGGINGFACE_HUB_CACHE")
+    )
     if explicit:
         return expand(explicit)
     home = os.environ.get("HF_HOME") or os.path.join(
@@ -66,14 +71,23 @@ def repo_folder(repo: str) -> str:
 
 def variant_dir(kernel: LockedKernel, variant: str, cache: Path | None = None) -> Path:
     """Where a locked variant lives in the Hub cache."""
-    return (cache or hub_cache_dir()) / repo_folder(kernel.repo) / "snapshots" / kernel.commit / "build" / variant
+    return (
+        (cache or hub_cache_dir())
+        / repo_folder(kernel.repo)
+        / "snapshots"
+        / kernel.commit
+        / "build"
+        / variant
+    )
 
 
-FileKey = list  # [st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns, sha256]: a file unchanged since it was hashed
+# [st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns, sha256]: a file unchanged since it was hashed
+FileKey = list
 
 
 def file_key(info: os.stat_result, sha256: str) -> FileKey:
-    """What says a file is the one that was hashed to `sha256` (kept in stamps, compared on re-checks)."""
+    """What says a file is the one that was hashed to `sha256` (kept in stamps, compared on
+    re-checks)."""
     return [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, sha256]
 
 
@@ -116,7 +130,8 @@ def missing_files(kernel: LockedKernel, variant: LockedVariant, root: Path) -> l
 
 
 def extra_files(variant: LockedVariant, root: Path, *, bytecode: bool = False) -> list[str]:
-    """Entries under `root` that the lock does not list (modules, libraries, links, directories), sorted.
+    """Entries under `root` that the lock does not list (modules, libraries, links, directories),
+    sorted.
 
     Directories count only as the parents of locked files. A `__pycache__` holding
     only `.pyc` files is inert — kernlock never reads bytecode from a variant
@@ -158,37 +173,65 @@ def remove_extra_files(root: Path, extra: list[str]) -> None:
             path.unlink(missing_ok=True)
 
 
-def unlisted_files_error(kernel: LockedKernel, root: Path, extra: list[str], repair: str = REPAIR_CACHE,
-                         in_commit: bool | None = None) -> IntegrityError:
-    """The refusal of a variant directory holding files the lock does not list (`extra`, from `extra_files`).
+def unlisted_files_error(
+    kernel: LockedKernel,
+    root: Path,
+    extra: list[str],
+    repair: str = REPAIR_CACHE,
+    in_commit: bool | None = None,
+) -> IntegrityError:
+    """The refusal of a variant directory holding files the lock does not list (`extra`, from
+    `extra_files`).
 
-    In a vendor directory (kernlock's own), `repair` removes them. In the shared Hub cache nothing is deleted: a
-    file the lock does not list may be a real part of the commit (the lock lost it by a hand edit) that plain
-    kernels and other projects rely on. `in_commit` says whether the Hub lists them at the locked commit (None:
-    not asked): True, the lock is what is wrong; False, they were put there by hand and are deleted by hand.
+    In a vendor directory (kernlock's own), `repair` removes them. In the shared Hub cache nothing
+    is deleted: a file the lock does not list may be a real part of the commit (the lock lost it by
+    a hand edit) that plain kernels and other projects rely on. `in_commit` says whether the Hub
+    lists them at the locked commit (None: not asked): True, the lock is what is wrong; False, they
+    were put there by hand and are deleted by hand.
     """
     import shlex
 
     names = ", ".join(extra[:3]) + ("…" if len(extra) > 3 else "")
-    problem = f"{kernel.spec}: {root} holds {len(extra)} file(s) that kernels.lock does not list ({names})"
+    problem = (
+        f"{kernel.spec}: {root} holds {len(extra)} file(s) that kernels.lock does not list "
+        f"({names})"
+    )
     relock = f"`kernlock lock -P {kernel.repo}`"
     if repair != REPAIR_CACHE:
-        return IntegrityError(f"{problem}; they could run instead of the locked code", fix=f"remove them with `{repair}`")
+        return IntegrityError(
+            f"{problem}; they could run instead of the locked code",
+            fix=f"remove them with `{repair}`",
+        )
     if in_commit:
-        return IntegrityError(f"{problem}, which commit {kernel.commit[:12]} holds on the Hub: kernels.lock lost them "
-                              "(a hand edit); they stay in the shared cache", fix=f"restore the lock's entry with {relock}")
+        return IntegrityError(
+            f"{problem}, which commit {kernel.commit[:12]} holds on the Hub: "
+            "kernels.lock lost them "
+            "(a hand edit); they stay in the shared cache",
+            fix=f"restore the lock's entry with {relock}",
+        )
     if in_commit is False:
         paths = shlex.join(str(root / path.rstrip("/")) for path in extra)
-        return IntegrityError(f"{problem}, which commit {kernel.commit[:12]} does not hold on the Hub (put there by hand "
-                              "or another tool); kernlock deletes nothing from the shared cache",
-                              fix=f"delete them: `rm -r -- {paths}`")
-    return IntegrityError(f"{problem}; they could run instead of the locked code",
-                          fix=f"if kernels.lock lost them by a hand edit, restore its entry with {relock}; "
-                              f"files the commit does not hold (`{repair}` names them) are deleted by hand")
+        return IntegrityError(
+            f"{problem}, which commit {kernel.commit[:12]} does not hold on the Hub (put "
+            "there by hand "
+            "or another tool); kernlock deletes nothing from the shared cache",
+            fix=f"delete them: `rm -r -- {paths}`",
+        )
+    return IntegrityError(
+        f"{problem}; they could run instead of the locked code",
+        fix=f"if kernels.lock lost them by a hand edit, restore its entry with {relock}; "
+        f"files the commit does not hold (`{repair}` names them) are deleted by hand",
+    )
 
 
-def check_variant(kernel: LockedKernel, variant: LockedVariant, root: Path, stamped: bool = False,
-                  repair: str = REPAIR_CACHE, just_verified: Mapping[str, FileKey] | None = None) -> None:
+def check_variant(
+    kernel: LockedKernel,
+    variant: LockedVariant,
+    root: Path,
+    stamped: bool = False,
+    repair: str = REPAIR_CACHE,
+    just_verified: Mapping[str, FileKey] | None = None,
+) -> None:
     """Raise `IntegrityError` unless `root` holds exactly the locked files, each matching the lock.
 
     With `stamped`, files whose device, inode, size, mtime and ctime match what this
@@ -203,9 +246,14 @@ def check_variant(kernel: LockedKernel, variant: LockedVariant, root: Path, stam
         raise problems[0]
 
 
-def variant_problems(kernel: LockedKernel, variant: LockedVariant, root: Path, stamped: bool = False,
-                     repair: str = REPAIR_CACHE,
-                     just_verified: Mapping[str, FileKey] | None = None) -> list[KernlockError]:
+def variant_problems(
+    kernel: LockedKernel,
+    variant: LockedVariant,
+    root: Path,
+    stamped: bool = False,
+    repair: str = REPAIR_CACHE,
+    just_verified: Mapping[str, FileKey] | None = None,
+) -> list[KernlockError]:
     """Every way `root` differs from the locked variant, one error each.
 
     Files the lock does not list (one `IntegrityError` naming them), then each missing
@@ -225,26 +273,34 @@ def variant_problems(kernel: LockedKernel, variant: LockedVariant, root: Path, s
         try:
             info = path.stat()
         except FileNotFoundError:
-            problems.append(MissingFilesError(
-                f"{kernel.spec}: {variant.name}/{locked.path} is missing from {root}", fix=f"run `{repair}` to restore it"
-            ))
+            problems.append(
+                MissingFilesError(
+                    f"{kernel.spec}: {variant.name}/{locked.path} is missing from {root}",
+                    fix=f"run `{repair}` to restore it",
+                )
+            )
             continue
         key = file_key(info, locked.sha256)
         if stamp.get(locked.path) == key or (just_verified or {}).get(locked.path) == key:
             fresh[locked.path] = key
             continue
-        actual = sha256_file(path) if info.st_size == locked.size else f"(size {info.st_size}, expected {locked.size})"
+        actual = (
+            sha256_file(path)
+            if info.st_size == locked.size
+            else f"(size {info.st_size}, expected {locked.size})"
+        )
         if actual != locked.sha256:
-            mismatched.append(IntegrityError(
-                f"{kernel.spec}: {variant.name}/{locked.path} does not match kernels.lock "
-                f"(expected sha256 {locked.sha256}, found {actual})",
-                fix=f"run `{repair}` to restore it, or `kernlock lock -P {kernel.repo}` if the lock is what is wrong",
-            ))
+            mismatched.append(
+                IntegrityError(
+                    f"{kernel.spec}: {variant.name}/{locked.path} does not match kernels.lock "
+                    f"(expected sha256 {locked.sha256}, found {actual})",
+                    fix=f"run `{repair}` to restore it, or `kernlock lock -P {kernel.repo}` "
+                    "if the lock is what is wrong",
+                )
+            )
             continue
         fresh[locked.path] = key
     problems.extend(mismatched)
     if entry and not problems and fresh != stamp:
         _write_stamp(entry, fresh)
     return problems
-
-

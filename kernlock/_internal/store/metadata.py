@@ -1,4 +1,5 @@
-"""A build variant's `metadata.json`: dependencies, requirements, digest and provenance, read with kernels' parser."""
+"""A build variant's `metadata.json`: dependencies, requirements, digest and provenance, read with
+kernels' parser."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from kernlock._internal.lockfile.model import LockedFile, Provenance
 from kernlock.errors import ResolutionError
 
 MAX_METADATA_BYTES = 1 << 20
-# The digest algorithms kernels' `Digest` has (`DigestAlgorithm`), each base64 of the file's hashlib digest.
+# The digest algorithms kernels' `Digest` has (`DigestAlgorithm`), each base64 of the file's hashlib
+# digest.
 CHECKED_DIGESTS = ("sha256", "sha512")
 
 
@@ -29,7 +31,9 @@ class VariantMetadata:
     archs: tuple[str, ...] = ()  # `backend.archs` of a CUDA/ROCm build, as listed
     kernels_minver: str | None = None
     python_depends: tuple[str, ...] = ()
-    digest: dict[str, str] | None = None  # relative path -> base64 hash, when the metadata carries a checkable one
+    digest: dict[str, str] | None = (
+        None  # relative path -> base64 hash, when the metadata carries a checkable one
+    )
     digest_algorithm: str | None = None  # its algorithm, one of CHECKED_DIGESTS
     provenance: Provenance | None = None
 
@@ -43,15 +47,21 @@ def read_variant_metadata(repo: str, variant: str, metadata: bytes | None) -> Va
     if metadata is None:
         return VariantMetadata()
     if len(metadata) > MAX_METADATA_BYTES:
-        raise ResolutionError(f"{repo} {variant}: metadata.json is {len(metadata)} bytes, more than {MAX_METADATA_BYTES}",
-                              fix=f"lock another revision ({repo}@<revision>), or ask the publisher to fix its metadata.json")
+        raise ResolutionError(
+            f"{repo} {variant}: metadata.json is {len(metadata)} bytes, more than "
+            f"{MAX_METADATA_BYTES}",
+            fix=f"lock another revision ({repo}@<revision>), or ask the publisher to fix its "
+            "metadata.json",
+        )
     try:
         parsed = variant_metadata(metadata)
     except Exception as error:
         message = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ResolutionError(f"{repo} {variant}: metadata.json is not valid kernel metadata ({message})",
-                              fix=f"lock another revision ({repo}@<revision>), or ask the publisher to fix its metadata.json"
-                              ) from None
+        raise ResolutionError(
+            f"{repo} {variant}: metadata.json is not valid kernel metadata ({message})",
+            fix=f"lock another revision ({repo}@<revision>), or ask the publisher to fix its "
+            "metadata.json",
+        ) from None
     keys = set()
     for dep in parsed.kernel_depends:
         repo, version, revision = kernel_request(dep)
@@ -64,7 +74,9 @@ def read_variant_metadata(repo: str, variant: str, metadata: bytes | None) -> Va
         source = parsed.provenance.kernel
         provenance = Provenance(
             builder_version=builder.version,
-            builder_commit=_text(builder.git.commit) if builder.git else None,  # an `Oid` from kernels 0.18
+            builder_commit=_text(builder.git.commit)
+            if builder.git
+            else None,  # an `Oid` from kernels 0.18
             builder_dirty=builder.git.dirty if builder.git else None,
             source_commit=_text(source.commit) if source else None,
             source_dirty=source.dirty if source else None,
@@ -80,13 +92,19 @@ def read_variant_metadata(repo: str, variant: str, metadata: bytes | None) -> Va
     )
 
 
-# Files a variant's digest leaves out (kernels' `Digest.hash_variant`): the metadata, its signature, bytecode.
+# Files a variant's digest leaves out (kernels' `Digest.hash_variant`): the metadata, its signature,
+# bytecode.
 UNDIGESTED = ("metadata.json", "metadata.json.sigstore")
 
 
-def digest_mismatches(digest: dict[str, str], files: tuple[LockedFile, ...], algorithm: str = "sha256",
-                      read: Callable[[str], bytes | None] | None = None) -> list[str]:
-    """Files on which a metadata digest (base64 of `algorithm`) and the locked files disagree, either way.
+def digest_mismatches(
+    digest: dict[str, str],
+    files: tuple[LockedFile, ...],
+    algorithm: str = "sha256",
+    read: Callable[[str], bytes | None] | None = None,
+) -> list[str]:
+    """Files on which a metadata digest (base64 of `algorithm`) and the locked files disagree,
+    either way.
 
     A file the digest lists with another hash or that is not locked, and a locked
     file the digest does not list, both count: kernels 0.18+ refuses to load either.
@@ -97,7 +115,11 @@ def digest_mismatches(digest: dict[str, str], files: tuple[LockedFile, ...], alg
     import base64
     import hashlib
 
-    by_path = {f.path: f.sha256 for f in files if f.path not in UNDIGESTED and "__pycache__" not in f.path.split("/")}
+    by_path = {
+        f.path: f.sha256
+        for f in files
+        if f.path not in UNDIGESTED and "__pycache__" not in f.path.split("/")
+    }
     mismatched = []
     for path, encoded in sorted(digest.items()):
         try:
@@ -108,13 +130,21 @@ def digest_mismatches(digest: dict[str, str], files: tuple[LockedFile, ...], alg
         if algorithm == "sha256":
             if by_path.get(path) != expected.hex():
                 mismatched.append(path)
-        elif path not in by_path or read is not None and (content := read(path)) is not None and hashlib.new(algorithm, content).digest() != expected:
+        elif (
+            path not in by_path
+            or read is not None
+            and (content := read(path)) is not None
+            and hashlib.new(algorithm, content).digest() != expected
+        ):
             mismatched.append(path)
     return mismatched + sorted(set(by_path) - set(digest))
 
 
-def digest_problem(metadata: Any, files: tuple[LockedFile, ...], root: Path | None = None) -> str | None:
-    """Why a parsed `metadata.json`'s digest disagrees with the locked files, or None when it agrees (or is absent).
+def digest_problem(
+    metadata: Any, files: tuple[LockedFile, ...], root: Path | None = None
+) -> str | None:
+    """Why a parsed `metadata.json`'s digest disagrees with the locked files, or None when it agrees
+    (or is absent).
 
     `root`: the verified variant directory, whose files a sha512 digest is checked against.
     """
@@ -124,7 +154,11 @@ def digest_problem(metadata: Any, files: tuple[LockedFile, ...], root: Path | No
     algorithm, digest = found
     if algorithm not in CHECKED_DIGESTS:
         return f"its metadata digest uses {algorithm}, which this kernlock cannot check"
-    read = (lambda path: (root / path).read_bytes()) if root is not None and algorithm != "sha256" else None
+    read = (
+        (lambda path: (root / path).read_bytes())
+        if root is not None and algorithm != "sha256"
+        else None
+    )
     mismatched = digest_mismatches(digest, files, algorithm, read)
     if not mismatched:
         return None
@@ -133,9 +167,11 @@ def digest_problem(metadata: Any, files: tuple[LockedFile, ...], root: Path | No
 
 
 def cached_digest_problem(directory: Path, files: tuple[LockedFile, ...]) -> str | None:
-    """`digest_problem` for a variant directory whose files match the lock: its own metadata.json's digest against them.
+    """`digest_problem` for a variant directory whose files match the lock: its own metadata.json's
+    digest against them.
 
-    What a lock cannot check without downloading (a sha512 digest of LFS files), checked where the files are.
+    What a lock cannot check without downloading (a sha512 digest of LFS files), checked where the
+    files are.
     """
     try:
         metadata = variant_metadata((directory / "metadata.json").read_bytes())

@@ -1,4 +1,5 @@
-"""The per-project cross-process mutex that serialises `kernlock lock`/`remove` (and `kernlock vendor`).
+"""The per-project cross-process mutex that serialises `kernlock lock`/`remove` (and `kernlock
+vendor`).
 
 It lives with the project, as uv's and pip-tools' do: a mutex file `.kernlock.lock`
 in the project root, beside `kernels.lock`, so two writers of one checkout wait for
@@ -39,13 +40,18 @@ from kernlock._internal.settings import LOCK_TIMEOUT_ENV, STATE_DIR_ENV, path, s
 from kernlock.errors import LockTimeoutError, UsageError
 
 DEFAULT_TIMEOUT = 300.0
-PROJECT_MUTEX_NAME = ".kernlock.lock"  # in the project root, beside kernels.lock; removed on release
+PROJECT_MUTEX_NAME = (
+    ".kernlock.lock"  # in the project root, beside kernels.lock; removed on release
+)
 _FILE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 
 
 def state_dir() -> Path:
     """The private per-user directory for kernlock's state (not created here)."""
-    return path(STATE_DIR_ENV) or (path("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "kernlock"
+    return (
+        path(STATE_DIR_ENV)
+        or (path("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "kernlock"
+    )
 
 
 def _open_state_dir(directory: Path, parent_fd: int | None = None) -> int:
@@ -53,24 +59,34 @@ def _open_state_dir(directory: Path, parent_fd: int | None = None) -> int:
     try:
         return open_private_dir(directory, parent_fd)
     except NotPrivateError as error:
-        raise UsageError(f"kernlock's state directory {state_dir()} is {error}",
-                         fix=f"set ${STATE_DIR_ENV} to a directory only you can write") from None
-    except OSError as error:  # not a directory (/dev/null), no access to it or its parent, a read-only disk
+        raise UsageError(
+            f"kernlock's state directory {state_dir()} is {error}",
+            fix=f"set ${STATE_DIR_ENV} to a directory only you can write",
+        ) from None
+    except (
+        OSError
+    ) as error:  # not a directory (/dev/null), no access to it or its parent, a read-only disk
         raise _unusable_state_dir(error) from None
 
 
 def _unusable_state_dir(error: OSError) -> UsageError:
-    where = f": {error.filename}" if error.filename and str(error.filename) != str(state_dir()) else ""
-    return UsageError(f"kernlock's state directory {state_dir()} cannot be used ({error.strerror}{where})",
-                      fix=f"set ${STATE_DIR_ENV} to a directory of your own that you can create and write, "
-                          "or unset it (the default is ~/.local/state/kernlock)")
+    where = (
+        f": {error.filename}" if error.filename and str(error.filename) != str(state_dir()) else ""
+    )
+    return UsageError(
+        f"kernlock's state directory {state_dir()} cannot be used ({error.strerror}{where})",
+        fix=f"set ${STATE_DIR_ENV} to a directory of your own that you can create and write, "
+        "or unset it (the default is ~/.local/state/kernlock)",
+    )
 
 
 def _wait(fd: int, deadline: float, timed_out: str, timeout: float) -> None:
-    """Take the exclusive lock on `fd`, or raise `LockTimeoutError` naming the holder's pid at `deadline`.
+    """Take the exclusive lock on `fd`, or raise `LockTimeoutError` naming the holder's pid at
+    `deadline`.
 
-    The pid is what the mutex file's owner wrote: `kill` is offered only when that owner is this user, never for a pid
-    another user wrote (it could name any process, one of this user's own included).
+    The pid is what the mutex file's owner wrote: `kill` is offered only when that owner is this
+    user, never for a pid another user wrote (it could name any process, one of this user's own
+    included).
     """
     while True:
         try:
@@ -84,8 +100,11 @@ def _wait(fd: int, deadline: float, timed_out: str, timeout: float) -> None:
                 if owner != os.geteuid():
                     said = f", which says it is pid {holder}" if holder.isdigit() else ""
                     raise LockTimeoutError(
-                        f"another user's kernlock ({_user(owner)}{said}) has been {timed_out} for over {timeout:g} s",
-                        fix=f"wait for it, ask {_user(owner)} to stop it, or raise ${LOCK_TIMEOUT_ENV}") from None
+                        f"another user's kernlock ({_user(owner)}{said}) has been "
+                        f"{timed_out} for over {timeout:g} s",
+                        fix=f"wait for it, ask {_user(owner)} to stop it, or raise "
+                        f"${LOCK_TIMEOUT_ENV}",
+                    ) from None
                 who = f"pid {holder}" if holder.isdigit() else "an unknown process"
                 stop = f", or stop it (kill {holder})" if holder.isdigit() else ""
                 raise LockTimeoutError(
@@ -106,8 +125,9 @@ def _user(uid: int) -> str:
 
 
 def _shared_mode(directory: Path) -> int:
-    """The mutex file's mode: readable by everyone who can write `directory` (whoever can write the project can race
-    this user's writes, and `flock` needs only a read-only descriptor), by no one else."""
+    """The mutex file's mode: readable by everyone who can write `directory` (whoever can write the
+    project can race this user's writes, and `flock` needs only a read-only descriptor), by no one
+    else."""
     try:
         mode = os.stat(directory).st_mode
     except OSError:
@@ -116,12 +136,14 @@ def _shared_mode(directory: Path) -> int:
 
 
 def _mark(fd: int) -> None:
-    """Write this process's pid into a held mutex file (for a waiter's message), if it is open for writing."""
+    """Write this process's pid into a held mutex file (for a waiter's message), if it is open for
+    writing."""
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     except OSError:
-        pass  # opened read-only (a read-only directory's leftover mutex file): flock still serialises
+        # opened read-only (a read-only directory's leftover mutex file): flock still serialises
+        pass
 
 
 def _mark_released(fd: int) -> None:
@@ -138,8 +160,15 @@ class DirectoryMutex:
     file is refused (`UsageError`).
     """
 
-    def __init__(self, directory: Path, timeout: float, *, name: str = PROJECT_MUTEX_NAME,
-                 what: str = "updating", optional: bool = True) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        timeout: float,
+        *,
+        name: str = PROJECT_MUTEX_NAME,
+        what: str = "updating",
+        optional: bool = True,
+    ) -> None:
         self.path = directory / name
         self.timeout, self.what, self.optional = timeout, what, optional
         self._fd: int | None = None
@@ -155,46 +184,60 @@ class DirectoryMutex:
                 fd = os.open(self.path, flags | _FILE_FLAGS, 0o600)
             except OSError as error:
                 if error.errno == errno.ELOOP:
-                    raise UsageError(f"{self.path} is a symlink, not kernlock's lock file",
-                                     fix=f"remove it (rm {self.path})") from None
+                    raise UsageError(
+                        f"{self.path} is a symlink, not kernlock's lock file",
+                        fix=f"remove it (rm {self.path})",
+                    ) from None
                 if error.errno == errno.EISDIR:
-                    raise UsageError(f"{self.path} is a directory, not kernlock's lock file",
-                                     fix=f"remove it (rmdir {self.path}), or move it away") from None
+                    raise UsageError(
+                        f"{self.path} is a directory, not kernlock's lock file",
+                        fix=f"remove it (rmdir {self.path}), or move it away",
+                    ) from None
                 if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS) or (
-                        flags == os.O_RDONLY and error.errno == errno.ENOENT):
+                    flags == os.O_RDONLY and error.errno == errno.ENOENT
+                ):
                     continue
                 raise
             self._owned = bool(flags & os.O_RDWR)
             status = os.fstat(fd)
             if not stat.S_ISREG(status.st_mode):
                 os.close(fd)
-                raise UsageError(f"{self.path} is not a regular file, not kernlock's lock file",
-                                 fix=f"remove it (rm {self.path})")
+                raise UsageError(
+                    f"{self.path} is not a regular file, not kernlock's lock file",
+                    fix=f"remove it (rm {self.path})",
+                )
             if self._owned and status.st_uid == os.geteuid():
                 self._share(fd, status)
             return fd
         if not self.optional:
-            raise UsageError(f"cannot create the lock file {self.path}", fix=f"make {self.path.parent} writable")
+            raise UsageError(
+                f"cannot create the lock file {self.path}", fix=f"make {self.path.parent} writable"
+            )
         return None
 
     def _share(self, fd: int, status: os.stat_result) -> None:
-        """Let everyone who can write the directory open (so wait on) this user's mutex file; the umask is not asked."""
+        """Let everyone who can write the directory open (so wait on) this user's mutex file; the
+        umask is not asked."""
         mode = _shared_mode(self.path.parent)
         try:
             if mode & 0o040:
                 group = os.stat(self.path.parent).st_gid
                 if status.st_gid != group:
-                    os.fchown(fd, -1, group)  # a member of the directory's group may give the file to it
+                    os.fchown(
+                        fd, -1, group
+                    )  # a member of the directory's group may give the file to it
             if stat.S_IMODE(status.st_mode) != mode:
                 os.fchmod(fd, mode)
         except OSError:
-            pass  # not a member of the directory's group: its members cannot open the file, as before
+            # not a member of the directory's group: its members cannot open the file, as before
+            pass
 
     def _unopenable(self) -> int | None:
-        """The owner of a mutex file this user cannot open in a directory this user can write, else None.
+        """The owner of a mutex file this user cannot open in a directory this user can write, else
+        None.
 
-        Such a file (another user's, 0600) is held or was left by that user: proceeding without it would let two
-        writers of the project race, so it is waited on as a held lock."""
+        Such a file (another user's, 0600) is held or was left by that user: proceeding without it
+        would let two writers of the project race, so it is waited on as a held lock."""
         try:
             owner = os.stat(self.path, follow_symlinks=False).st_uid
         except OSError:
@@ -202,7 +245,8 @@ class DirectoryMutex:
         return owner if os.access(self.path.parent, os.W_OK) else None
 
     def acquire(self, deadline: float) -> DirectoryMutex:
-        """Take the mutex (waiting until `deadline`); without a mutex file this user may create, take none."""
+        """Take the mutex (waiting until `deadline`); without a mutex file this user may create,
+        take none."""
         while True:
             fd = self._open()
             if fd is None:
@@ -211,9 +255,13 @@ class DirectoryMutex:
                     return self
                 if time.monotonic() >= deadline:
                     raise LockTimeoutError(
-                        f"{self.path} belongs to another user ({_user(owner)}) and cannot be opened, so kernlock cannot "
-                        f"tell whether a kernlock of theirs is {self.what}; waited {self.timeout:g} s for it to go",
-                        fix=f"wait for it, or, when no kernlock of {_user(owner)} runs, remove it (rm {self.path})")
+                        f"{self.path} belongs to another user ({_user(owner)}) and "
+                        "cannot be opened, so kernlock cannot "
+                        f"tell whether a kernlock of theirs is {self.what}; waited "
+                        f"{self.timeout:g} s for it to go",
+                        fix=f"wait for it, or, when no kernlock of {_user(owner)} runs, "
+                        f"remove it (rm {self.path})",
+                    )
                 time.sleep(0.05)
                 continue
             _wait(fd, deadline, self.what, self.timeout)
@@ -234,7 +282,9 @@ class DirectoryMutex:
             return
         try:
             if self._owned:
-                os.unlink(self.path)  # before unlocking: a waiter on this file sees it gone and opens a new one
+                os.unlink(
+                    self.path
+                )  # before unlocking: a waiter on this file sees it gone and opens a new one
         except OSError:
             _mark_released(fd)
         finally:
@@ -251,7 +301,9 @@ class ProjectMutex:
 
     def __init__(self, root: Path, timeout: float | None = None) -> None:
         self.root = root.resolve()
-        self.timeout = seconds(LOCK_TIMEOUT_ENV, DEFAULT_TIMEOUT, zero=True) if timeout is None else timeout
+        self.timeout = (
+            seconds(LOCK_TIMEOUT_ENV, DEFAULT_TIMEOUT, zero=True) if timeout is None else timeout
+        )
         self._fd: int | None = None
         self._project: DirectoryMutex | None = None
 
@@ -262,7 +314,9 @@ class ProjectMutex:
 
     def __enter__(self) -> ProjectMutex:
         deadline = time.monotonic() + self.timeout
-        project = DirectoryMutex(self.root, self.timeout, what=f"updating the project {self.root}").acquire(deadline)
+        project = DirectoryMutex(
+            self.root, self.timeout, what=f"updating the project {self.root}"
+        ).acquire(deadline)
         try:
             self._fd = self._state_lock(deadline)
         except BaseException:
@@ -278,7 +332,12 @@ class ProjectMutex:
         finally:
             os.close(base_fd)
         try:
-            fd = os.open(self.name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+            fd = os.open(
+                self.name,
+                os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                0o600,
+                dir_fd=dir_fd,
+            )
         except OSError as error:
             raise _unusable_state_dir(error) from None
         finally:
@@ -287,7 +346,12 @@ class ProjectMutex:
         _mark(fd)
         return fd
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         fd, self._fd = self._fd, None
         project, self._project = self._project, None
         if fd is not None:

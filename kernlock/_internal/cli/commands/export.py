@@ -8,9 +8,17 @@ from kernlock._internal.cli.options import handle_errors, lock_options
 
 
 @click.command("export")
-@click.option("--format", "fmt", type=click.Choice(["kernels"]), default="kernels", show_default=True,
-              help="Output format: kernels' JSON lock (for get_locked_kernel / load_kernel).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of standard output.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["kernels"]),
+    default="kernels",
+    show_default=True,
+    help="Output format: kernels' JSON lock (for get_locked_kernel / load_kernel).",
+)
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of standard output."
+)
 @lock_options
 @handle_errors
 def export_command(fmt: str, output: str | None, lockfile: str | None, project_dir: str) -> None:

@@ -39,17 +39,58 @@ def progress_line() -> Callable[[str], None] | None:
 @click.command("lock")
 @click.argument("specs", nargs=-1)
 @targets_option("Environment to cover, e.g. torch2.9-cxx11-cu128-x86_64-linux (repeatable).")
-@click.option("--scan", multiple=True, metavar="PATH", help="Find attn_implementation values in these files or directories (repeatable).")
-@click.option("--model", "models", multiple=True, metavar="MODEL",
-              help="A model the project trains (a directory or Hub model id): lock the layer kernels Transformers' "
-                   "default kernelize loads for it on the targets' GPUs (repeatable).")
-@click.option("--upgrade", "-U", is_flag=True, help="Re-resolve every kernel instead of keeping existing pins.")
-@click.option("--upgrade-kernel", "-P", "upgrade_kernels", multiple=True, metavar="REPO", help="Re-resolve only this repo (repeatable).")
-@click.option("--all-variants", is_flag=True, help="Lock every build variant at each commit, not only the targets'.")
-@click.option("--trust", multiple=True, metavar="REPO", help="Allow this repo from an untrusted publisher (repeatable).")
-@click.option("--migrate", is_flag=True, help="Convert kernels' own JSON kernels.lock: keep its commits as pins, keep the JSON as kernels.lock.json.")
-@click.option("--check", is_flag=True, help="Write nothing; exit 1 when this re-lock would change the lock (like `uv lock --check`); "
-              "existing pins are kept, not re-checked against the Hub (that is `verify --remote`).")
+@click.option(
+    "--scan",
+    multiple=True,
+    metavar="PATH",
+    help="Find attn_implementation values in these files or directories (repeatable).",
+)
+@click.option(
+    "--model",
+    "models",
+    multiple=True,
+    metavar="MODEL",
+    help="A model the project trains (a directory or Hub model id): lock the layer kernels "
+    "Transformers' "
+    "default kernelize loads for it on the targets' GPUs (repeatable).",
+)
+@click.option(
+    "--upgrade",
+    "-U",
+    is_flag=True,
+    help="Re-resolve every kernel instead of keeping existing pins.",
+)
+@click.option(
+    "--upgrade-kernel",
+    "-P",
+    "upgrade_kernels",
+    multiple=True,
+    metavar="REPO",
+    help="Re-resolve only this repo (repeatable).",
+)
+@click.option(
+    "--all-variants",
+    is_flag=True,
+    help="Lock every build variant at each commit, not only the targets'.",
+)
+@click.option(
+    "--trust",
+    multiple=True,
+    metavar="REPO",
+    help="Allow this repo from an untrusted publisher (repeatable).",
+)
+@click.option(
+    "--migrate",
+    is_flag=True,
+    help="Convert kernels' own JSON kernels.lock: keep its commits as pins, keep the JSON as "
+    "kernels.lock.json.",
+)
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Write nothing; exit 1 when this re-lock would change the lock (like `uv lock --check`); "
+    "existing pins are kept, not re-checked against the Hub (that is `verify --remote`).",
+)
 @click.option("--dry-run", is_flag=True, help="Print what would change; write nothing.")
 @quiet_option
 @lock_options
@@ -64,7 +105,9 @@ def lock_command(dry_run: bool, quiet: bool, as_json: bool, **options: Any) -> N
     from kernlock._internal.resolve.relock import lock_request
     from kernlock._internal.resolve.request import LockRequest
 
-    request = LockRequest(write=not dry_run, **options)  # every other option of the command, by its name
+    request = LockRequest(
+        write=not dry_run, **options
+    )  # every other option of the command, by its name
     progress = progress_line()
     try:
         result = lock_request(request, progress=progress)
@@ -80,18 +123,30 @@ def clear_progress(progress: Callable[[str], None] | None) -> None:
 
 
 def report(result: LockResult, as_json: bool, quiet: bool = False) -> None:
-    """Print what `lock()`/`remove()` did: warnings on stderr, then the lock, each change and a summary (or JSON)."""
+    """Print what `lock()`/`remove()` did: warnings on stderr, then the lock, each change and a
+    summary (or JSON)."""
     if result.migrated:
         click.echo(f"kernlock: {result.migrated}", err=True)
     for warning in result.warnings:
         click.echo(f"kernlock: warning: {warning}", err=True)
     if as_json:
-        click.echo(json.dumps({
-            "lockfile": str(result.path), "written": result.written, "changed": result.changed,
-            "added": list(result.added), "removed": list(result.removed), "updated": list(result.updated),
-            "changes": [change.to_dict() for change in result.changes],
-            "warnings": list(result.warnings), "migrated": result.migrated, "lock": result.lockfile.to_dict(),
-        }, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "lockfile": str(result.path),
+                    "written": result.written,
+                    "changed": result.changed,
+                    "added": list(result.added),
+                    "removed": list(result.removed),
+                    "updated": list(result.updated),
+                    "changes": [change.to_dict() for change in result.changes],
+                    "warnings": list(result.warnings),
+                    "migrated": result.migrated,
+                    "lock": result.lockfile.to_dict(),
+                },
+                indent=2,
+            )
+        )
         return
     if quiet:
         return
@@ -106,8 +161,17 @@ def report(result: LockResult, as_json: bool, quiet: bool = False) -> None:
     for change in result.changes:
         click.echo(f"  {change.describe('  ')}")
     state = "wrote" if result.written else "would write" if result.changed else "unchanged:"
-    added, removed = sum(c.old is None for c in result.changes), sum(c.new is None for c in result.changes)
-    counts = ((added, "added"), (len(result.changes) - added - removed, "updated"), (removed, "removed"))
+    added, removed = (
+        sum(c.old is None for c in result.changes),
+        sum(c.new is None for c in result.changes),
+    )
+    counts = (
+        (added, "added"),
+        (len(result.changes) - added - removed, "updated"),
+        (removed, "removed"),
+    )
     changes = ", ".join(f"{n} {label}" for n, label in counts if n)
-    click.echo(f"{state} {result.path} ({plural(len(result.lockfile.kernels), 'kernel')}, "
-               f"{plural(len(result.lockfile.targets), 'target')}{', ' + changes if changes else ''})")
+    click.echo(
+        f"{state} {result.path} ({plural(len(result.lockfile.kernels), 'kernel')}, "
+        f"{plural(len(result.lockfile.targets), 'target')}{', ' + changes if changes else ''})"
+    )

@@ -21,10 +21,15 @@ if TYPE_CHECKING:
 @lock_options
 @json_option()
 @click.option("--all", "show_all", is_flag=True, help="List up-to-date kernels too.")
-@click.option("--exit-code", is_flag=True, help="Exit 1 when a locked kernel can be updated (for CI).")
+@click.option(
+    "--exit-code", is_flag=True, help="Exit 1 when a locked kernel can be updated (for CI)."
+)
 @handle_errors
-def outdated_command(lockfile: str | None, project_dir: str, as_json: bool, show_all: bool, exit_code: bool) -> None:
-    """List locked kernels whose branch moved past the lock or that have a newer version with a build for their targets."""
+def outdated_command(
+    lockfile: str | None, project_dir: str, as_json: bool, show_all: bool, exit_code: bool
+) -> None:
+    """List locked kernels whose branch moved past the lock or that have a newer version with a
+    build for their targets."""
     import json
 
     from kernlock._internal.check.remote import kernel_statuses
@@ -35,27 +40,54 @@ def outdated_command(lockfile: str | None, project_dir: str, as_json: bool, show
     statuses = kernel_statuses(lock, inspect=True)
     advised = _advised(workspace.project, lock)
     if as_json:
-        click.echo(json.dumps([
-            {
-                "spec": s.kernel.spec, "repo": s.kernel.repo, "ref": s.kernel.ref, "locked": s.kernel.commit,
-                "override": s.kernel.override.when if s.kernel.override else None,
-                "current": s.current, "moved": s.moved, "rewritten": s.rewritten, "ref_gone": s.ref_gone,
-                "version": s.kernel.version, "latest_version": s.latest_version, "newer_version": s.newer_version,
-                "usable_version": s.usable_version, "unbuildable_versions": list(s.unbuildable), "error": s.error,
-                "renamed_to": s.renamed_to, "appended": list(s.appended),
-                "advisories": [{"id": a.id, "variant": variant, "summary": a.summary, "fix": a.fix_text(s.kernel.repo)}
-                               for variant, a in advised.get(s.kernel.identity, [])],
-            }
-            for s in statuses
-        ], indent=2))
+        click.echo(
+            json.dumps(
+                [
+                    {
+                        "spec": s.kernel.spec,
+                        "repo": s.kernel.repo,
+                        "ref": s.kernel.ref,
+                        "locked": s.kernel.commit,
+                        "override": s.kernel.override.when if s.kernel.override else None,
+                        "current": s.current,
+                        "moved": s.moved,
+                        "rewritten": s.rewritten,
+                        "ref_gone": s.ref_gone,
+                        "version": s.kernel.version,
+                        "latest_version": s.latest_version,
+                        "newer_version": s.newer_version,
+                        "usable_version": s.usable_version,
+                        "unbuildable_versions": list(s.unbuildable),
+                        "error": s.error,
+                        "renamed_to": s.renamed_to,
+                        "appended": list(s.appended),
+                        "advisories": [
+                            {
+                                "id": a.id,
+                                "variant": variant,
+                                "summary": a.summary,
+                                "fix": a.fix_text(s.kernel.repo),
+                            }
+                            for variant, a in advised.get(s.kernel.identity, [])
+                        ],
+                    }
+                    for s in statuses
+                ],
+                indent=2,
+            )
+        )
     else:
         _print_table(statuses, show_all, advised)
     failed = [s for s in statuses if s.error]
     if failed:  # not checked is not up to date: never exit 0 when the Hub could not be asked
         from kernlock._internal.cli.options import fail
 
-        fail(f"{len(failed)} of {len(statuses)} locked kernels could not be checked ({failed[0].error}); "
-             "fix: check the network, HF_ENDPOINT and HF_TOKEN, then run `kernlock outdated` again", 1)
+        fail(
+            f"{len(failed)} of {len(statuses)} locked kernels could not be checked "
+            f"({failed[0].error}); "
+            "fix: check the network, HF_ENDPOINT and HF_TOKEN, then run `kernlock outdated` again",
+            1,
+        )
     if exit_code and any(_actions(s) or advised.get(s.kernel.identity) for s in statuses):
         sys.exit(1)
 
@@ -67,7 +99,10 @@ def _actions(s: KernelStatus) -> list[str]:
     if s.error:
         actions.append(f"error: {s.error}")
     if s.rewritten:
-        actions.append(f"{s.ref_kind} force-pushed (the locked commit is no longer in its history); review, then {fix}")
+        actions.append(
+            f"{s.ref_kind} force-pushed (the locked commit is no longer in its history); "
+            f"review, then {fix}"
+        )
     elif s.moved:
         actions.append(f"{s.ref_kind} moved; {fix}")
     if s.ref_gone:
@@ -75,23 +110,31 @@ def _actions(s: KernelStatus) -> list[str]:
     if s.renamed_to:
         actions.append(f"renamed to {s.renamed_to}; update the spec")
     if s.usable_version is not None and not s.kernel.override:
-        actions.append(f"v{s.usable_version} available; pin {s.kernel.repo}@v{s.usable_version}"
-                       f"{_unbuildable(s, above=s.usable_version)}")
+        actions.append(
+            f"v{s.usable_version} available; pin {s.kernel.repo}@v{s.usable_version}"
+            f"{_unbuildable(s, above=s.usable_version)}"
+        )
     return actions
 
 
 def _notes(s: KernelStatus) -> list[str]:
-    """What is worth knowing but needs no update: a newer version an override deliberately stays below, builds
-    appended to the branch for targets the lock does not have."""
+    """What is worth knowing but needs no update: a newer version an override deliberately stays
+    below, builds appended to the branch for targets the lock does not have."""
     notes = []
     if s.usable_version is not None and s.kernel.override:
-        notes.append(f"v{s.usable_version} available; the override pins {s.kernel.override.use} ([tool.kernlock.overrides])")
+        notes.append(
+            f"v{s.usable_version} available; the override pins {s.kernel.override.use} "
+            "([tool.kernlock.overrides])"
+        )
     if s.appended:
         from kernlock._internal.hub.variants import variant_target
 
         adds = [t for name in s.appended if (t := variant_target(name)) is not None]
         how = f" (add one: kernlock lock --target {adds[0]})" if adds else ""
-        notes.append(f"builds appended to {s.kernel.ref} for targets the lock does not have: {', '.join(s.appended)}{how}")
+        notes.append(
+            f"builds appended to {s.kernel.ref} for targets the lock does not have: "
+            f"{', '.join(s.appended)}{how}"
+        )
     return notes
 
 
@@ -112,26 +155,39 @@ def _advised(project: Project, lock: Lockfile) -> dict[tuple[str, str], list[tup
 
     advised: dict[tuple[str, str], list[tuple[str, Advisory]]] = {}
     if project.advisories:
-        for kernel, variant, advisory, _ in lock_advisories(lock, load_advisories(project.root, project.advisories)):
+        for kernel, variant, advisory, _ in lock_advisories(
+            lock, load_advisories(project.root, project.advisories)
+        ):
             if advisory is not None:
                 advised.setdefault(kernel.identity, []).append((variant.name, advisory))
     return advised
 
 
-def _print_table(statuses: list[KernelStatus], show_all: bool,
-                 advised: dict[tuple[str, str], list[tuple[str, Advisory]]]) -> None:
+def _print_table(
+    statuses: list[KernelStatus],
+    show_all: bool,
+    advised: dict[tuple[str, str], list[tuple[str, Advisory]]],
+) -> None:
     """One row per lock entry (an override's entry named with the targets it applies to)."""
     rows = [["KERNEL", "REF", "LOCKED", "CURRENT", "LATEST", "STATUS"]]
     for s in statuses:
-        states = [f"{variant} advised by {a.id}; fix: {a.fix_text(s.kernel.repo)} (kernlock lock re-pins it)"
-                  for variant, a in advised.get(s.kernel.identity, [])]
+        states = [
+            f"{variant} advised by {a.id}; fix: {a.fix_text(s.kernel.repo)} (kernlock "
+            "lock re-pins it)"
+            for variant, a in advised.get(s.kernel.identity, [])
+        ]
         states += _actions(s) + _notes(s)
         if not states and not show_all:
             continue
         name = f"{s.kernel.spec} [{s.kernel.override.when}]" if s.kernel.override else s.kernel.spec
-        rows.append([
-            name, s.kernel.ref or "-", s.kernel.commit[:12], s.current[:12] if s.current else "-",
-            f"v{s.latest_version}" if s.latest_version is not None else "-",
-            "; ".join(states) or f"up to date{_unbuildable(s)}",
-        ])
+        rows.append(
+            [
+                name,
+                s.kernel.ref or "-",
+                s.kernel.commit[:12],
+                s.current[:12] if s.current else "-",
+                f"v{s.latest_version}" if s.latest_version is not None else "-",
+                "; ".join(states) or f"up to date{_unbuildable(s)}",
+            ]
+        )
     click.echo(table(rows) if len(rows) > 1 else "every locked kernel is up to date")

@@ -1,4 +1,5 @@
-"""`kernlock remove SPEC…`: drop kernels from the project's sources and re-lock (like `uv remove`)."""
+"""`kernlock remove SPEC…`: drop kernels from the project's sources and re-lock (like `uv
+remove`)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,11 @@ from kernlock._internal.cli.options import handle_errors, json_option, lock_opti
 @lock_options
 @json_option("Print a machine-readable summary.")
 @handle_errors
-def remove_command(specs: tuple[str, ...], lockfile: str | None, project_dir: str, as_json: bool) -> None:
-    """Remove SPECS from [tool.kernlock] kernels (or [tool.kernels.dependencies]) and re-lock, keeping other pins."""
+def remove_command(
+    specs: tuple[str, ...], lockfile: str | None, project_dir: str, as_json: bool
+) -> None:
+    """Remove SPECS from [tool.kernlock] kernels (or [tool.kernels.dependencies]) and re-lock,
+    keeping other pins."""
     from kernlock._internal.resolve.relock import remove
 
     progress = progress_line()

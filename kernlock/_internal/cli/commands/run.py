@@ -16,12 +16,16 @@ from kernlock._internal.cli.options import fail, handle_errors, locked_option
 def run_environment(lockfile: Path, strict: bool = True, verbose: bool = False) -> dict[str, str]:
     """Environment variables that make every Python process apply `lockfile`.
 
-    The same variables work under cluster launchers: `kernlock run --export` prints them for a job script.
+    The same variables work under cluster launchers: `kernlock run --export` prints them for a job
+    script.
     """
     from kernlock._internal.runtime.autoapply import STARTUP_DIR as startup
     from kernlock._internal.settings import APPLY_ENV, LOCKFILE_ENV, STRICT_ENV, VERBOSE_ENV
 
-    paths = [startup, *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != startup]]
+    paths = [
+        startup,
+        *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != startup],
+    ]
     return {
         APPLY_ENV: "1",
         LOCKFILE_ENV: str(lockfile),
@@ -32,29 +36,64 @@ def run_environment(lockfile: Path, strict: bool = True, verbose: bool = False) 
 
 
 def command_scripts(command: tuple[str, ...]) -> list[str]:
-    """The script a command runs, if one can be told (`python train.py`, `torchrun … train.py`, `./train.py`)."""
+    """The script a command runs, if one can be told (`python train.py`, `torchrun … train.py`,
+    `./train.py`)."""
     return [arg for arg in command if arg.endswith(".py") and os.path.isfile(arg)][:1]
 
 
-@click.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--lockfile", type=click.Path(dir_okay=False), help="Lock file (default: found like kernlock.apply()).")
+@click.command(
+    "run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
+)
+@click.option(
+    "--lockfile",
+    type=click.Path(dir_okay=False),
+    help="Lock file (default: found like kernlock.apply()).",
+)
 @locked_option
-@click.option("--lenient", is_flag=True, help="Let kernels outside the lock load as usual (with a warning).")
-@click.option("--vendor", "vendor", type=click.Path(file_okay=False, exists=True), help="Load the lock and kernels from this `kernlock vendor` directory.")
-@click.option("-v", "--verbose", is_flag=True, help="Print the applied lock and every bound kernel load to stderr.")
-@click.option("--export", "export", is_flag=True,
-              help="Print the environment as `export` lines for a job script (`eval \"$(kernlock run --export)\"`) instead of running a command.")
+@click.option(
+    "--lenient", is_flag=True, help="Let kernels outside the lock load as usual (with a warning)."
+)
+@click.option(
+    "--vendor",
+    "vendor",
+    type=click.Path(file_okay=False, exists=True),
+    help="Load the lock and kernels from this `kernlock vendor` directory.",
+)
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Print the applied lock and every bound kernel load to stderr.",
+)
+@click.option(
+    "--export",
+    "export",
+    is_flag=True,
+    help='Print the environment as `export` lines for a job script (`eval "$(kernlock run '
+    '--export)"`) instead of running a command.',
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @handle_errors
-def run_command(lockfile: str | None, locked: bool, lenient: bool, vendor: str | None, verbose: bool, export: bool,
-                command: tuple[str, ...]) -> None:
+def run_command(
+    lockfile: str | None,
+    locked: bool,
+    lenient: bool,
+    vendor: str | None,
+    verbose: bool,
+    export: bool,
+    command: tuple[str, ...],
+) -> None:
     """Run COMMAND with the lock applied in it and every Python process it starts.
 
     The lock is checked against this environment first; the command then
     replaces this process, so its exit code and signals are its own.
     """
     if not command and not export:
-        fail("missing COMMAND; use `kernlock run -- COMMAND…`, or `kernlock run --export` for a job script", 2)
+        fail(
+            "missing COMMAND; use `kernlock run -- COMMAND…`, or `kernlock run --export` "
+            "for a job script",
+            2,
+        )
     from kernlock._internal.check.coverage import require_coverage
     from kernlock._internal.host import current_target
     from kernlock._internal.project.workspace import VENDOR_ENV, applied_workspace
@@ -63,17 +102,23 @@ def run_command(lockfile: str | None, locked: bool, lenient: bool, vendor: str |
     if vendor:
         os.environ[VENDOR_ENV] = str(Path(vendor).resolve())
     try:
-        workspace = applied_workspace(lockfile, scripts=command_scripts(command), naming="name one with --lockfile")
+        workspace = applied_workspace(
+            lockfile, scripts=command_scripts(command), naming="name one with --lockfile"
+        )
         lock = workspace.read_lock()
     except LockfileNotFoundError as error:
         fail(str(error), 1)  # no lock: exit 1, as the start-up hook does in the command's processes
     except LockfileError as error:
         fail(str(error), error.exit_code)  # a lock that cannot be read: exit 2, as every command
     path = workspace.lockfile.resolve()
-    if workspace.discovered and workspace.has_sources:  # as apply(): a named lock is trusted by naming it
+    if (
+        workspace.discovered and workspace.has_sources
+    ):  # as apply(): a named lock is trusted by naming it
         from kernlock._internal.check.freshness import require_trusted
 
-        require_trusted(workspace, lock)  # the command's processes get a named lock and never read the project
+        require_trusted(
+            workspace, lock
+        )  # the command's processes get a named lock and never read the project
     if locked:
         from kernlock._internal.check.freshness import require_fresh
 
@@ -81,27 +126,42 @@ def run_command(lockfile: str | None, locked: bool, lenient: bool, vendor: str |
     from kernlock._internal.model.target import parse_target
     from kernlock._internal.settings import TARGET_ENV, text
 
-    simulated = text(TARGET_ENV)  # the command's processes apply the lock for $KERNLOCK_TARGET when it is set
+    simulated = text(
+        TARGET_ENV
+    )  # the command's processes apply the lock for $KERNLOCK_TARGET when it is set
     require_coverage(lock, parse_target(simulated) if simulated else current_target(), path)
     environment = run_environment(path, strict=not lenient, verbose=verbose)
     if export:
         if vendor:
             environment[VENDOR_ENV] = os.environ[VENDOR_ENV]
-        click.echo("\n".join(f"export {name}={shlex.quote(value)}" for name, value in environment.items()))
+        click.echo(
+            "\n".join(f"export {name}={shlex.quote(value)}" for name, value in environment.items())
+        )
         return
     program = shutil.which(command[0])
     if program is None:
         return fail(f"command not found: {command[0]}", 127)
     from kernlock._internal.runtime.autoapply import hook_skipping_option
 
-    option = hook_skipping_option(command, program)  # a Python named so, or a console script whose #! gives one
+    option = hook_skipping_option(
+        command, program
+    )  # a Python named so, or a console script whose #! gives one
     if option is not None:
-        shown = f"`{command[0]} {option}`" if hook_skipping_option(command) else \
-            f"`{command[0]}` (its #! line runs Python with {option})"
-        fail(f"{shown} skips Python's start-up hook (sitecustomize on PYTHONPATH), so kernlock run "
-             f"cannot apply the lock in it; drop the option, or call kernlock.apply() at the top of its script", 2)
+        shown = (
+            f"`{command[0]} {option}`"
+            if hook_skipping_option(command)
+            else f"`{command[0]}` (its #! line runs Python with {option})"
+        )
+        fail(
+            f"{shown} skips Python's start-up hook (sitecustomize on PYTHONPATH), so kernlock run "
+            "cannot apply the lock in it; drop the option, or call kernlock.apply() at "
+            "the top of its script",
+            2,
+        )
         return
     from kernlock._internal.settings import RUN_PYTHON_ENV
 
-    environment[RUN_PYTHON_ENV] = sys.executable  # named by the start-up hook where kernlock cannot be imported
+    environment[RUN_PYTHON_ENV] = (
+        sys.executable
+    )  # named by the start-up hook where kernlock cannot be imported
     os.execve(program, list(command), {**os.environ, **environment})

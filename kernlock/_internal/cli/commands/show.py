@@ -12,24 +12,41 @@ from kernlock._internal.cli.options import handle_errors, json_option, lock_opti
 def table(rows: list[list[str]]) -> str:
     """Left-aligned columns separated by two spaces."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)).rstrip() for row in rows)
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)).rstrip()
+        for row in rows
+    )
 
 
 def signer_text(variant: Any) -> str:
-    """Who signed a locked variant, as the lock records it (`signed by <build signer> (issuer, source, log entry)`)."""
+    """Who signed a locked variant, as the lock records it (`signed by <build signer> (issuer,
+    source, log entry)`)."""
     import datetime
 
     s = variant.signature
     if s is None:
-        return "signed, signer not recorded (lock format 1.0: re-lock to verify it)" if variant.signed else "unsigned"
-    source = f"source {s.source_repository}" + (f" at {s.source_commit[:12]}" if s.source_commit else "") \
-        if s.source_repository else "no source repository"
-    when = datetime.datetime.fromtimestamp(s.integrated_time, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return f"signed by {s.build_signer} (issuer {s.issuer}, {source}, log index {s.log_index}, integrated {when})"
+        return (
+            "signed, signer not recorded (lock format 1.0: re-lock to verify it)"
+            if variant.signed
+            else "unsigned"
+        )
+    source = (
+        f"source {s.source_repository}" + (f" at {s.source_commit[:12]}" if s.source_commit else "")
+        if s.source_repository
+        else "no source repository"
+    )
+    when = datetime.datetime.fromtimestamp(s.integrated_time, datetime.timezone.utc).strftime(
+        "%Y-%m-%dT%H:%M:%SZ"
+    )
+    return (
+        f"signed by {s.build_signer} (issuer {s.issuer}, {source}, log index {s.log_index}, "
+        f"integrated {when})"
+    )
 
 
 def provenance_lines(lock: Any) -> list[str]:
-    """One line per locked variant: build provenance, digest and requirements from its metadata, and its signer."""
+    """One line per locked variant: build provenance, digest and requirements from its metadata, and
+    its signer."""
     lines = []
     for kernel in lock.kernels:
         for variant in kernel.variants:
@@ -37,10 +54,15 @@ def provenance_lines(lock: Any) -> list[str]:
             parts = []
             if p is not None:
                 if p.source_commit:
-                    parts.append(f"source {p.source_commit[:12]}{' (dirty)' if p.source_dirty else ''}")
+                    parts.append(
+                        f"source {p.source_commit[:12]}{' (dirty)' if p.source_dirty else ''}"
+                    )
                 if p.builder_version:
                     commit = f" {p.builder_commit[:12]}" if p.builder_commit else ""
-                    parts.append(f"kernel-builder {p.builder_version}{commit}{' (dirty)' if p.builder_dirty else ''}")
+                    parts.append(
+                        "kernel-builder "
+                        f"{p.builder_version}{commit}{' (dirty)' if p.builder_dirty else ''}"
+                    )
             if variant.digest:
                 parts.append(f"digest {variant.digest}")
             if variant.kernels_minver:
@@ -55,7 +77,11 @@ def provenance_lines(lock: Any) -> list[str]:
 @click.command("show")
 @lock_options
 @json_option()
-@click.option("--provenance", is_flag=True, help="Also show each variant's build provenance, digest, requirements and signer.")
+@click.option(
+    "--provenance",
+    is_flag=True,
+    help="Also show each variant's build provenance, digest, requirements and signer.",
+)
 @handle_errors
 def show_command(lockfile: str | None, project_dir: str, as_json: bool, provenance: bool) -> None:
     """Show every locked kernel: spec, requested → ref → commit, variant per target."""
@@ -70,8 +96,13 @@ def show_command(lockfile: str | None, project_dir: str, as_json: bool, provenan
     rows = [["KERNEL", "PIN", *map(str, lock.targets)]]
     for kernel in lock.kernels:
         requested = ", ".join(r for r in kernel.requested if r != kernel.spec)
-        pin = f"{requested + ' → ' if requested else ''}{kernel.ref or 'commit'} → {kernel.commit[:12]}"
-        spec = kernel.spec + (f" (dependency of {', '.join(kernel.dependency_of)})" if kernel.dependency_of else "")
+        pin = (
+            f"{requested + ' → ' if requested else ''}{kernel.ref or 'commit'} → "
+            f"{kernel.commit[:12]}"
+        )
+        spec = kernel.spec + (
+            f" (dependency of {', '.join(kernel.dependency_of)})" if kernel.dependency_of else ""
+        )
         if kernel.override is not None:
             spec += f" [override {kernel.override.when}: {kernel.override.reason}]"
         if kernel.aliases:

@@ -21,12 +21,24 @@ from kernlock._internal.cli.options import (
 @targets_option("Sync the variants locked for this target (repeatable; default: this environment).")
 @all_targets_option
 @locked_option
-@click.option("--repair", is_flag=True, help="Re-download cached files that do not match the lock (files it does not list are reported, not deleted).")
+@click.option(
+    "--repair",
+    is_flag=True,
+    help="Re-download cached files that do not match the lock (files it does not list are "
+    "reported, not deleted).",
+)
 @lock_options
 @json_option()
 @handle_errors
-def sync_command(targets: tuple[str, ...], all_targets: bool, locked: bool, repair: bool, lockfile: str | None,
-                 project_dir: str, as_json: bool) -> None:
+def sync_command(
+    targets: tuple[str, ...],
+    all_targets: bool,
+    locked: bool,
+    repair: bool,
+    lockfile: str | None,
+    project_dir: str,
+    as_json: bool,
+) -> None:
     """Download the locked variants into the Hub cache and verify every file."""
     from huggingface_hub.utils import disable_progress_bars
 
@@ -37,8 +49,15 @@ def sync_command(targets: tuple[str, ...], all_targets: bool, locked: bool, repa
     def progress(done: int, total: int) -> None:
         click.echo(f"\rsyncing variants {done}/{total}", err=True, nl=done == total)
 
-    report = sync(project_dir, targets=targets, all_targets=all_targets, repair=repair, lockfile=lockfile, locked=locked,
-                  progress=progress if sys.stderr.isatty() else None)
+    report = sync(
+        project_dir,
+        targets=targets,
+        all_targets=all_targets,
+        repair=repair,
+        lockfile=lockfile,
+        locked=locked,
+        progress=progress if sys.stderr.isatty() else None,
+    )
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
         return
@@ -47,6 +66,8 @@ def sync_command(targets: tuple[str, ...], all_targets: bool, locked: bool, repa
         fetched.append(f"{len(report.repaired)} repaired")
     from kernlock._internal.check.report import plural
 
-    click.echo(f"synced into {report.cache}: {plural(report.variants, 'variant')}, "
-               f"{plural(report.verified, 'file')} verified, "
-               f"{', '.join(fetched)} ({report.bytes} bytes fetched)")
+    click.echo(
+        f"synced into {report.cache}: {plural(report.variants, 'variant')}, "
+        f"{plural(report.verified, 'file')} verified, "
+        f"{', '.join(fetched)} ({report.bytes} bytes fetched)"
+    )

@@ -11,13 +11,25 @@ from kernlock._internal.cli.options import handle_errors, json_option, lock_opti
 
 @click.command("vendor")
 @click.argument("directory", type=click.Path(file_okay=False))
-@targets_option("Export only this target's variants (repeatable; default: every target, as --all-targets).")
-@click.option("--repair", is_flag=True, help="Copy again the variants already in DIRECTORY that do not match the lock.")
+@targets_option(
+    "Export only this target's variants (repeatable; default: every target, as --all-targets)."
+)
+@click.option(
+    "--repair",
+    is_flag=True,
+    help="Copy again the variants already in DIRECTORY that do not match the lock.",
+)
 @lock_options
 @json_option()
 @handle_errors
-def vendor_command(directory: str, targets: tuple[str, ...], repair: bool, lockfile: str | None, project_dir: str,
-                   as_json: bool) -> None:
+def vendor_command(
+    directory: str,
+    targets: tuple[str, ...],
+    repair: bool,
+    lockfile: str | None,
+    project_dir: str,
+    as_json: bool,
+) -> None:
     """Copy the locked variants and the lock into DIRECTORY.
 
     Then run with KERNLOCK_VENDOR_DIR=DIRECTORY: no Hub and no Hub cache needed.
@@ -34,6 +46,7 @@ def vendor_command(directory: str, targets: tuple[str, ...], repair: bool, lockf
         return
     repaired = f", {report.repaired} repaired" if report.repaired else ""
     click.echo(
-        f"vendored {report.variants} variants ({report.files} files, {report.bytes} bytes{repaired}) into {report.directory}; "
+        f"vendored {report.variants} variants ({report.files} files, {report.bytes} "
+        f"bytes{repaired}) into {report.directory}; "
         f"use it with KERNLOCK_VENDOR_DIR={report.directory.resolve()}"
     )

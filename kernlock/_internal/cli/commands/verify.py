@@ -1,4 +1,5 @@
-"""`kernlock verify`: check kernels.lock is valid, fresh, covers the targets, and (opt-in) cached and on the Hub."""
+"""`kernlock verify`: check kernels.lock is valid, fresh, covers the targets, and (opt-in) cached
+and on the Hub."""
 
 from __future__ import annotations
 
@@ -16,19 +17,46 @@ from kernlock._internal.cli.options import (
 @click.command("verify")
 @targets_option("Check coverage of this environment instead of the current one (repeatable).")
 @all_targets_option
-@click.option("--cache", is_flag=True, help="Also check the locked variants are in the local Hub cache and match their hashes.")
-@click.option("--signatures", is_flag=True, help="Also re-verify the cached signed variants' Sigstore bundles against the "
-              "lock's signers and the pinned trust root, offline.")
-@click.option("--remote", is_flag=True, help="Also check the lock against the Hub: every locked commit exists and holds "
-              "exactly the locked files with their sizes and sha256 (catching a hand-edited lock), signed bundles still "
-              "verify; report moved branches.")
-@click.option("--against", metavar="CHECKPOINT", type=click.Path(),
-              help="Also check the lock loads exactly what this checkpoint's run recorded (its kernlock.json).")
+@click.option(
+    "--cache",
+    is_flag=True,
+    help="Also check the locked variants are in the local Hub cache and match their hashes.",
+)
+@click.option(
+    "--signatures",
+    is_flag=True,
+    help="Also re-verify the cached signed variants' Sigstore bundles against the "
+    "lock's signers and the pinned trust root, offline.",
+)
+@click.option(
+    "--remote",
+    is_flag=True,
+    help="Also check the lock against the Hub: every locked commit exists and holds "
+    "exactly the locked files with their sizes and sha256 (catching a hand-edited lock), "
+    "signed bundles still "
+    "verify; report moved branches.",
+)
+@click.option(
+    "--against",
+    metavar="CHECKPOINT",
+    type=click.Path(),
+    help="Also check the lock loads exactly what this checkpoint's run recorded (its "
+    "kernlock.json).",
+)
 @lock_options
 @json_option("Print a machine-readable report (schema in kernlock._internal.check.report).")
 @handle_errors
-def verify_command(targets: tuple[str, ...], all_targets: bool, cache: bool, signatures: bool, remote: bool,
-                   against: str | None, lockfile: str | None, project_dir: str, as_json: bool) -> None:
+def verify_command(
+    targets: tuple[str, ...],
+    all_targets: bool,
+    cache: bool,
+    signatures: bool,
+    remote: bool,
+    against: str | None,
+    lockfile: str | None,
+    project_dir: str,
+    as_json: bool,
+) -> None:
     """Check kernels.lock without resolving anything.
 
     Offline unless --remote: the lock parses and validates, is fresh against the
@@ -42,7 +70,15 @@ def verify_command(targets: tuple[str, ...], all_targets: bool, cache: bool, sig
     from kernlock._internal.check.report import report_json
     from kernlock._internal.check.verify import verify
 
-    report = verify(project_dir, targets=targets, all_targets=all_targets, cache=cache, signatures=signatures,
-                    remote=remote, lockfile=lockfile, against=against)
+    report = verify(
+        project_dir,
+        targets=targets,
+        all_targets=all_targets,
+        cache=cache,
+        signatures=signatures,
+        remote=remote,
+        lockfile=lockfile,
+        against=against,
+    )
     click.echo(report_json(report) if as_json else report.format())
     sys.exit(report.exit_code)

@@ -1,4 +1,5 @@
-"""`kernlock run` puts this directory on PYTHONPATH: arm kernlock's start-up hook, then chain to any other sitecustomize.
+"""`kernlock run` puts this directory on PYTHONPATH: arm kernlock's start-up hook, then chain to any
+other sitecustomize.
 
 With `KERNLOCK_APPLY=1` the lock is applied when `kernels` or `transformers` is
 first imported (`kernlock._internal.runtime.autoapply`); a process that imports neither pays
@@ -18,7 +19,8 @@ import sys
 
 
 class _Refuse:
-    """A meta-path finder for a process that cannot apply the lock: the first import of kernels or transformers exits."""
+    """A meta-path finder for a process that cannot apply the lock: the first import of kernels or
+    transformers exits."""
 
     def __init__(self, problem: str) -> None:
         self.problem = problem
@@ -33,18 +35,22 @@ class _Refuse:
 
 
 def _install_fix() -> str:
-    """How to get kernlock into this interpreter (kernlock is not on PyPI: a checkout or a wheel), or the one
-    `kernlock run` itself ran in (`$KERNLOCK_RUN_PYTHON`, read raw: kernlock._internal.settings cannot be imported here)."""
+    """How to get kernlock into this interpreter (kernlock is not on PyPI: a checkout or a wheel),
+    or the one `kernlock run` itself ran in (`$KERNLOCK_RUN_PYTHON`, read raw:
+    kernlock._internal.settings cannot be imported here)."""
     launcher = os.environ.get("KERNLOCK_RUN_PYTHON", "")
-    install = (f"install kernlock into {sys.executable} from its checkout or wheel: "
-               f"`{sys.executable} -m pip install <kernlock checkout or .whl>`")
+    install = (
+        f"install kernlock into {sys.executable} from its checkout or wheel: "
+        f"`{sys.executable} -m pip install <kernlock checkout or .whl>`"
+    )
     if launcher and launcher != sys.executable:
         return f"run the command with {launcher} (the Python kernlock runs in), or {install}"
     return install
 
 
 def _arm() -> None:
-    """Arm the hook when `$KERNLOCK_APPLY` asks for it, read by kernlock's one boolean grammar (`kernlock._internal.settings`).
+    """Arm the hook when `$KERNLOCK_APPLY` asks for it, read by kernlock's one boolean grammar
+    (`kernlock._internal.settings`).
 
     Any value set where kernlock cannot be imported, or one the grammar refuses, fails closed: the
     first import of kernels or transformers stops with one line, and nothing loads without the lock.
@@ -52,14 +58,21 @@ def _arm() -> None:
     try:
         from kernlock._internal.settings import apply_requested
     except ImportError as error:
-        sys.meta_path.insert(0, _Refuse(
-            f"kernlock run applies the lock in every Python process, but {sys.executable} cannot import kernlock "
-            f"({error}), so the import of {{module}} is stopped: it would load Hub kernels without the lock; "
-            f"{_install_fix()}"))
+        sys.meta_path.insert(
+            0,
+            _Refuse(
+                "kernlock run applies the lock in every Python process, but "
+                f"{sys.executable} cannot import kernlock "
+                f"({error}), so the import of {{module}} is stopped: it would load Hub "
+                "kernels without the lock; "
+                f"{_install_fix()}"
+            ),
+        )
         return
     try:
         requested = apply_requested()
-    except Exception as error:  # kernlock.errors (and its `re`) is imported only on this path, not in every process
+    # kernlock.errors (and its `re`) is imported only on this path, not in every process
+    except Exception as error:
         from kernlock.errors import UsageError
 
         if not isinstance(error, UsageError):
@@ -78,7 +91,9 @@ if os.environ.get("KERNLOCK_APPLY", "").strip():
 
 def _chain() -> None:
     """Run the next `sitecustomize.py` on sys.path, which this one shadows."""
-    if "_kernlock_startup_chain" in sys.modules:  # chained back into by an older kernlock's start-up dir
+    if (
+        "_kernlock_startup_chain" in sys.modules
+    ):  # chained back into by an older kernlock's start-up dir
         return
     sys.modules["_kernlock_startup_chain"] = type(sys)("_kernlock_startup_chain")
     here = os.path.dirname(os.path.abspath(__file__))
@@ -89,11 +104,15 @@ def _chain() -> None:
         if os.path.isfile(candidate):
             if _is_kernlock_startup(candidate):
                 continue
-            # importlib.util's own functions, from the import system every process has already loaded: importing
-            # importlib.util pulls in contextlib, collections and functools (~3 ms with Debian's sitecustomize)
+            # importlib.util's own functions, from the import system every process has already
+            # loaded: importing
+            # importlib.util pulls in contextlib, collections and functools (~3 ms with Debian's
+            # sitecustomize)
             external = sys.modules.get("_frozen_importlib_external")
             bootstrap = sys.modules.get("_frozen_importlib")
-            if external is None or bootstrap is None:  # not CPython's import system: the public names
+            if (
+                external is None or bootstrap is None
+            ):  # not CPython's import system: the public names
                 import importlib.util
 
                 external = bootstrap = importlib.util

@@ -1,0 +1,207 @@
+"""Locking one commit of a kernel: its trust, the variant chosen per target, the hash of every file.
+
+`CommitLocking` is the part of `kernlock._internal.resolve.resolver.Resolver` that turns a commit
+into a `LockedKernel`, refusing a missing commit, a target without a variant, or mixed digests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from kernlock._internal.host import interpreter
+from kernlock._internal.hub.client import Hub, Ref, TreeFile
+from kernlock._internal.hub.variants import choose_variant, group_variants, python_choices
+from kernlock._internal.lockfile.kernels_json import MIGRATED
+from kernlock._internal.lockfile.model import (
+    SIGNATURE_FILE,
+    LockedFile,
+    LockedKernel,
+    LockedVariant,
+    Lockfile,
+)
+from kernlock._internal.model.target import Target
+from kernlock._internal.resolve.jobs import Job
+from kernlock._internal.resolve.no_variant import no_variant_problem
+from kernlock._internal.resolve.options import ResolveOptions
+from kernlock._internal.resolve.signing import (
+    check_signed_digest,
+    signature_expected,
+    variant_signature,
+)
+from kernlock._internal.resolve.small_files import SmallFiles
+from kernlock._internal.store.metadata import digest_mismatches, read_variant_metadata
+from kernlock.errors import NoVariantError, ResolutionError, TrustError
+
+
+class CommitLocking:
+    """Locks one commit; the resolver supplies the Hub, the options, the previous lock and the
+    small-file reader."""
+
+    hub: Hub
+    options: ResolveOptions
+    previous: Lockfile | None
+    warnings: list[str]
+    _blobs: SmallFiles
+
+    def _trust(self, repo: str) -> str:
+        if repo in self.options.trust_allowlist:
+            return "allowlist"
+        if self.hub.publisher_trusted(repo.split("/", 1)[0]):
+            return "trusted-publisher"
+        raise TrustError.untrusted(repo)
+
+    # Complexity 16: one pass over a commit whose refusals (missing commit, no variant, mixed
+    # digests) must run in this order, before anything is hashed or written; split up, the order
+    # would live in no one place.
+    def _lock_commit(  # noqa: C901
+        self,
+        job: Job,
+        *,
+        repo: str,
+        commit: str,
+        ref: str | None,
+        version: int | None,
+        resolution: str,
+        refs: list[Ref] | None = None,
+    ) -> LockedKernel:
+        spec_key = job.key
+        trust = self._trust(repo)
+        try:
+            listing = self.hub.tree(repo, commit)
+        except ResolutionError as error:
+            if "revision not found" in str(error) and resolution.startswith(
+                MIGRATED
+            ):  # the pin, not the Hub, is wrong
+                raise ResolutionError(
+                    f"{spec_key}: kernels' JSON lock pins {repo} to commit "
+                    f"{commit[:12]}, which the Hub does not have "
+                    f"({commit}); nothing was written",
+                    fix="correct or remove that pin in the JSON lock, then run `kernlock "
+                    "lock --migrate` again",
+                ) from None
+            if ref is None or "revision not found" not in str(error):
+                raise
+            raise ResolutionError(
+                f"{spec_key}: {ref} points at commit {commit[:12]}, which the Hub cannot "
+                "list; the repository looks broken",
+                fix=f"try again later, or pin another revision ({repo}@<revision>)",
+            ) from None
+        grouped = group_variants(repo, commit, listing)
+        names = sorted(grouped)
+        chosen: dict[str, set[Target]] = {}
+        for target in job.targets:
+            variant, reasons = choose_variant(names, target)
+            if variant is None:
+                problem, fix = no_variant_problem(
+                    self.hub, spec_key, repo, commit, target, reasons, refs
+                )
+                raise NoVariantError(problem, fix=fix)
+            chosen.setdefault(variant, set()).add(target)
+            if target.python is None:
+                self._warn_python_dependent(spec_key, names, target, variant)
+        if self.options.all_variants:
+            for name in names:
+                chosen.setdefault(name, set())
+        for name in (
+            chosen
+        ):  # every chosen variant's small files at once: one round of requests, not one per variant
+            for entry in grouped[name]:
+                if entry.lfs_sha256 is None:
+                    self._blobs.request(repo, commit, entry)
+        variants = []
+        depends: set[str] = set()
+        expected = signature_expected(repo, commit, grouped, self.previous)
+        for name in sorted(chosen):
+            files, raw, bundle, contents = self._hash_variant(repo, commit, name, grouped[name])
+            signature = variant_signature(
+                self.options.signing,
+                repo,
+                name,
+                files,
+                raw,
+                bundle,  # before parsing the
+                expected,
+            )  # metadata, as kernels does
+            metadata = read_variant_metadata(repo, name, raw)
+            digest = metadata.digest_algorithm
+            if signature is not None:
+                check_signed_digest(
+                    repo, name, metadata.digest, files, metadata.digest_algorithm, contents.get
+                )
+            elif metadata.digest is not None:
+                mismatched = digest_mismatches(
+                    metadata.digest, files, metadata.digest_algorithm or "sha256", contents.get
+                )
+                if mismatched:  # kernels 0.18+ refuses to load such a variant
+                    raise ResolutionError(
+                        f"{spec_key} {name}: metadata.json's digest disagrees with the "
+                        f"files at {commit[:12]} "
+                        f"({', '.join(mismatched[:3])}), so kernels would refuse to load "
+                        "it; the commit mixes builds",
+                        fix=f"pin another revision (`kernlock lock {repo}@<commit>`) or ask "
+                        "the publisher to rebuild",
+                    )
+            variants.append(
+                LockedVariant(
+                    name=name,
+                    targets=tuple(sorted(chosen[name], key=str)),
+                    files=files,
+                    archs=metadata.archs,
+                    kernels_minver=metadata.kernels_minver,
+                    python_depends=metadata.python_depends,
+                    digest=digest,
+                    provenance=metadata.provenance,
+                    signed=any(f.path == SIGNATURE_FILE for f in files),
+                    signature=signature,
+                )
+            )
+            depends.update(metadata.depends)
+        return LockedKernel(
+            spec=spec_key,
+            repo=repo,
+            commit=commit,
+            resolution=resolution,
+            trust=trust,
+            version=version,
+            ref=ref,
+            depends=tuple(sorted(depends)),
+            build_variants=tuple(names),
+            variants=tuple(variants),
+        )
+
+    def _warn_python_dependent(
+        self, spec_key: str, names: list[str], target: Target, variant: str
+    ) -> None:
+        """A target without a Python part locks this interpreter's build: say so where another
+        Python gets another."""
+        choices = python_choices(names, target)
+        if len(set(choices.values())) > 1:
+            python = interpreter(target)[0]
+            self.warnings.append(
+                f"{spec_key}: on {target} kernels loads a build that depends on the "
+                f"Python version; locked {variant} "
+                f"for this interpreter (Python {python}); name the Python in the target "
+                "for the others, "
+                f"e.g. {target}-cp{python.replace('.', '')}"
+            )
+
+    def _hash_variant(
+        self, repo: str, commit: str, variant: str, files: list[TreeFile]
+    ) -> tuple[tuple[LockedFile, ...], bytes | None, bytes | None, dict[str, bytes]]:
+        """The variant's locked files, its metadata.json and bundle, and the bytes of its small
+        (non-LFS) files by path."""
+        prefix = f"build/{variant}/"
+        small = [f for f in files if f.lfs_sha256 is None]
+        contents = {f.path: self._blobs.read(repo, commit, f) for f in small}
+        locked = []
+        for entry in files:
+            digest = entry.lfs_sha256 or hashlib.sha256(contents[entry.path]).hexdigest()
+            locked.append(
+                LockedFile(path=entry.path[len(prefix) :], sha256=digest, size=entry.size)
+            )
+        return (
+            tuple(sorted(locked, key=lambda f: f.path)),
+            contents.get(prefix + "metadata.json"),
+            contents.get(prefix + SIGNATURE_FILE),
+            {path[len(prefix) :]: data for path, data in contents.items()},
+        )
