@@ -90,7 +90,10 @@ def _comments(source: str) -> dict[int, str]:
 
 
 def settings_variables() -> tuple[Path, dict[str, tuple[str, str]]]:
-    """settings.py's path and its `NAME_ENV = "VARIABLE"  # meaning` constants: constant -> (variable, meaning)."""
+    """settings.py's path and its `NAME_ENV = "VARIABLE"  # meaning` constants: constant -> (variable, meaning).
+
+    The meaning is the comment on the assignment's lines (the formatter may wrap it into parentheses), else the
+    comment line right above it."""
     path = _defining("APPLY_ENV")
     source = path.read_text(encoding="utf-8")
     comments = _comments(source)
@@ -98,7 +101,9 @@ def settings_variables() -> tuple[Path, dict[str, tuple[str, str]]]:
     for node in ast.parse(source).body:
         if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
                 and node.targets[0].id.endswith("_ENV") and isinstance(node.value, ast.Constant)):
-            found[node.targets[0].id] = (node.value.value, comments.get(node.lineno, ""))
+            lines = range(node.lineno, (node.end_lineno or node.lineno) + 1)
+            meaning = next((comments[n] for n in lines if n in comments), "") or comments.get(node.lineno - 1, "")
+            found[node.targets[0].id] = (node.value.value, meaning)
     return path, found
 
 

@@ -20,7 +20,7 @@ import pytest
 import kernels
 import kernlock
 from helpers import ACTIVATION, CPU, RELU, LockedProjectFactory, clear_loaded_kernels, cli, kernels_module, make_project
-from kernlock._internal.resolve import resolver
+from kernlock._internal.resolve import commit_lock
 from kernlock._internal.compat.kernels_api import line, module_name
 from kernlock.errors import IntegrityError
 from kernlock._internal.runtime.apply import release
@@ -67,7 +67,7 @@ def test_a_locked_load_refuses_what_kernels_digest_check_refuses(
         kernels.get_kernel(ACTIVATION, revision=commit)
     clear_loaded_kernels()
     # A lock written before kernlock refused such builds (its file hashes match what the Hub serves).
-    monkeypatch.setattr(resolver, "digest_mismatches", lambda digest, files, *checked: [])
+    monkeypatch.setattr(commit_lock, "digest_mismatches", lambda digest, files, *checked: [])
     project, lock = locked_project([f"{ACTIVATION}@v1"])
     assert lock.kernels[0].commit == commit
     kernlock.apply(project / "kernels.lock")
