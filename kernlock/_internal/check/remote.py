@@ -17,7 +17,8 @@ from kernlock._internal.lockfile.model import SIGNATURE_FILE, LockedKernel, Lock
 from kernlock._internal.model.spec import version_of_branch
 
 if TYPE_CHECKING:
-    from kernlock._internal.hub.client import Hub, Ref
+    from kernlock._internal.hub.client import Hub
+    from kernlock._internal.hub.records import Ref
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable
 
 from kernlock._internal.compat.kernels_api import preferred, target_decisions
-from kernlock._internal.hub.client import TreeFile
+from kernlock._internal.hub.records import TreeFile
 from kernlock._internal.model.ids import is_safe_relpath, is_variant_name
 from kernlock._internal.model.target import Target
 from kernlock.errors import ResolutionError

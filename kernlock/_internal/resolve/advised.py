@@ -29,7 +29,8 @@ from kernlock._internal.resolve.jobs import Job
 from kernlock.errors import ResolutionError
 
 if TYPE_CHECKING:
-    from kernlock._internal.hub.client import Hub, Ref
+    from kernlock._internal.hub.client import Hub
+    from kernlock._internal.hub.records import Ref
 
 
 class Resolver(Protocol):

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kernlock._internal.hub.client import Hub, TreeFile
+from kernlock._internal.hub.client import Hub
+from kernlock._internal.hub.records import TreeFile
 from kernlock._internal.hub.variants import choose_variant, group_variants
 from kernlock._internal.lockfile.model import LockedKernel
 from kernlock._internal.model.target import Target

@@ -9,7 +9,8 @@ from __future__ import annotations
 import hashlib
 
 from kernlock._internal.host import interpreter
-from kernlock._internal.hub.client import Hub, Ref, TreeFile
+from kernlock._internal.hub.client import Hub
+from kernlock._internal.hub.records import Ref, TreeFile
 from kernlock._internal.hub.variants import choose_variant, group_variants, python_choices
 from kernlock._internal.lockfile.kernels_json import MIGRATED
 from kernlock._internal.lockfile.model import (

@@ -3,7 +3,8 @@ refusal)."""
 
 from __future__ import annotations
 
-from kernlock._internal.hub.client import Hub, Ref
+from kernlock._internal.hub.client import Hub
+from kernlock._internal.hub.records import Ref
 from kernlock._internal.hub.variants import choose_variant
 from kernlock._internal.model.spec import version_of_branch
 from kernlock._internal.model.target import Target

@@ -15,7 +15,8 @@ from dataclasses import replace
 
 from kernlock._internal.compat.kernels_api import warm_variant_ranking
 from kernlock._internal.compat.transformers import default_version
-from kernlock._internal.hub.client import Hub, Ref
+from kernlock._internal.hub.client import Hub
+from kernlock._internal.hub.records import Ref
 from kernlock._internal.hub.variants import choose_variant, group_variants
 from kernlock._internal.lockfile.kernels_json import MIGRATED
 from kernlock._internal.lockfile.model import (

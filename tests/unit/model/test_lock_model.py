@@ -132,7 +132,7 @@ def test_a_nested_class_reports_paths_relative_to_itself() -> None:
 @pytest.mark.parametrize("path", ["a//b", "a/", "/a", "../a", "a/../b", "a\\b", "a\x00b", ""])
 def test_the_lock_refuses_a_file_path_the_resolver_refuses(path: str) -> None:
     """One rule (`is_safe_relpath`) for a file path in the lock and in the Hub's listing of a commit."""
-    from kernlock._internal.hub.client import TreeFile
+    from kernlock._internal.hub.records import TreeFile
     from kernlock._internal.hub.variants import group_variants
     from kernlock.errors import ResolutionError
 
