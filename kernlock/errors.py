@@ -200,19 +200,20 @@ class LockfileError(KernlockError):
 
     def under(self, *keys: str | int) -> LockfileError:
         """The same error, located inside `keys` (a parent prefixes its key to a nested error)."""
+        # NO_FIX only where the error it copies had none: a copy keeps its fix, never invents one
         return type(self)(
             self.problem,
             key_path=(*keys, *self.key_path),
             source=self.source,
             fix=self.fix or NO_FIX,
-        )  # NO_FIX: only
-        # where the error it copies had none (a copy keeps its fix, never invents one)
+        )
 
     def in_file(self, source: str) -> LockfileError:
         """The same error, naming the file (or `file:line`) it was found in."""
+        # as in `under`
         return type(self)(
             self.problem, key_path=self.key_path, source=source, fix=self.fix or NO_FIX
-        )  # as in `under`
+        )
 
 
 class LockfileVersionError(LockfileError):

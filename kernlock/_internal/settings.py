@@ -33,19 +33,16 @@ VENDOR_ENV = "KERNLOCK_VENDOR_DIR"  # a vendored lock and its files
 CACHE_DIR_ENV = "KERNLOCK_CACHE_DIR"  # kernlock's private parse cache
 NO_CACHE_ENV = "KERNLOCK_NO_CACHE"  # turn that cache off
 STATE_DIR_ENV = "KERNLOCK_STATE_DIR"  # where the project mutexes live
-LOCK_TIMEOUT_ENV = (
-    "KERNLOCK_LOCK_TIMEOUT"  # seconds to wait for another `kernlock lock` of the project (0: none)
-)
+# seconds to wait for another `kernlock lock` of the project (0: none)
+LOCK_TIMEOUT_ENV = "KERNLOCK_LOCK_TIMEOUT"
 # seconds one request or file download may take, retries and waits included
 DEADLINE_ENV = "KERNLOCK_HUB_DEADLINE"
-RATE_LIMIT_WAIT_ENV = (
-    "KERNLOCK_RATE_LIMIT_WAIT"  # the longest wait for a rate-limit window to reset
-)
+# the longest wait for a rate-limit window to reset
+RATE_LIMIT_WAIT_ENV = "KERNLOCK_RATE_LIMIT_WAIT"
 RANK_CHECK_ENV = "KERNLOCK_RANK_CHECK"  # the cross-rank check at init_process_group
 RANK_CHECK_TIMEOUT_ENV = "KERNLOCK_RANK_CHECK_TIMEOUT"  # seconds to wait for every rank's record
-RUN_PYTHON_ENV = (
-    "KERNLOCK_RUN_PYTHON"  # set by `kernlock run`: the interpreter kernlock itself runs in
-)
+# set by `kernlock run`: the interpreter kernlock itself runs in
+RUN_PYTHON_ENV = "KERNLOCK_RUN_PYTHON"
 # let ranks of one job load different variants of the same commits
 MIXED_ENV = "KERNLOCK_ALLOW_MIXED_VARIANTS"
 
@@ -102,10 +99,11 @@ def seconds(name: str, default: float, *, zero: bool = False) -> float:
     return value
 
 
+# huggingface_hub reads them with int() at import
 HUB_INT_ENVS = (
     "HF_HUB_ETAG_TIMEOUT",
     "HF_HUB_DOWNLOAD_TIMEOUT",
-)  # huggingface_hub reads them with int() at import
+)
 
 
 def check_hub_environment() -> None:

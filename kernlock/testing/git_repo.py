@@ -74,9 +74,8 @@ class GitRepo:
     _blobs: ClassVar[dict[str, bytes]] = {}
     _commit_infos: ClassVar[dict[str, tuple[int, str]]] = {}
     _frozen_refs: ClassVar[dict[Path, dict[str, str]]] = {}  # refs of immutable repositories
-    _frozen_commits: ClassVar[set[tuple[Path, str]]] = (
-        set()
-    )  # (immutable repository, a commit SHA in it)
+    # (immutable repository, a commit SHA in it)
+    _frozen_commits: ClassVar[set[tuple[Path, str]]] = set()
 
     def __init__(self, path: Path, immutable: bool = False) -> None:
         """``immutable``: nothing changes the repository while any hub serves it, so its refs are

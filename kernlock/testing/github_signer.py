@@ -40,12 +40,10 @@ class GitHubSigner:
     """The GitHub Actions identity a leaf certificate carries (what Fulcio copies from the OIDC
     token)."""
 
-    workflow: str = (
-        KERNELS_COMMUNITY_BUILD  # build signer URI: https://github.com/<org>/<repo>/<path>@<ref>
-    )
-    source_repository: str | None = (
-        None  # default: the workflow's own repository (a fork or caller differs)
-    )
+    # build signer URI: https://github.com/<org>/<repo>/<path>@<ref>
+    workflow: str = KERNELS_COMMUNITY_BUILD
+    # default: the workflow's own repository (a fork or caller differs)
+    source_repository: str | None = None
     source_ref: str | None = None  # default: the workflow's ref
     source_commit: str = "5" * 40
     issuer: str = GITHUB_ISSUER

@@ -107,12 +107,10 @@ class TestHub(HubEndpoints):
             for repo_id, path in repos.items()
         }
         self._copy_on_change = copy_on_change  # where repo_path() puts private copies
-        self.models = set(
-            models
-        )  # model repo ids: answered on /api/models/, not as kernels (as the Hub does)
-        self.renames = dict(
-            renames or {}
-        )  # old repo id -> new: answered with a 307, as the Hub does
+        # model repo ids: answered on /api/models/, not as kernels (as the Hub does)
+        self.models = set(models)
+        # old repo id -> new: answered with a 307, as the Hub does
+        self.renames = dict(renames or {})
         self.trusted_orgs = set(trusted_orgs)
         self.latency = latency
         self.cdn_redirect = True
@@ -134,13 +132,11 @@ class TestHub(HubEndpoints):
             tuple[str, str | None, str | None]
         ] = []  # (path, Range, If-Range) of every request
         self.cdn_bytes_sent = 0  # body bytes the CDN sent
-        self.bytes_by_path: collections.Counter[str] = (
-            collections.Counter()
-        )  # the CDN's body bytes, by path
+        # the CDN's body bytes, by path
+        self.bytes_by_path: collections.Counter[str] = collections.Counter()
         self.cdn_pace = 0.0  # seconds the CDN waits after each KiB of a body (0: no pacing)
-        self.cdn_etag_salt = (
-            b""  # change it to change the CDN's ETag (a re-uploaded object): If-Range fails
-        )
+        # change it to change the CDN's ETag (a re-uploaded object): If-Range fails
+        self.cdn_etag_salt = b""
         self.authorizations: list[str | None] = []
         self.bytes_sent = 0
         self.url = ""

@@ -30,9 +30,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from kernlock.testing.github_signer import _FULCIO, _V1, _V2, GitHubSigner
 
-START = datetime.datetime(
-    2025, 1, 1, tzinfo=datetime.timezone.utc
-)  # the CAs' and logs' validity start
+# the CAs' and logs' validity start
+START = datetime.datetime(2025, 1, 1, tzinfo=datetime.timezone.utc)
 _P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
 _SCT_OID = x509.ObjectIdentifier("1.3.6.1.4.1.11129.2.4.2")
 
@@ -338,9 +337,8 @@ class TestSigstore:
         certificate = x509.load_der_x509_certificate(
             base64.b64decode(document["verificationMaterial"]["certificate"]["rawBytes"])
         )
-        certificate.verify_directly_issued_by(
-            self.intermediate_cert
-        )  # raises unless this instance issued it
+        # raises unless this instance issued it
+        certificate.verify_directly_issued_by(self.intermediate_cert)
         entry = document["verificationMaterial"]["tlogEntries"][0]
         while len(self._leaves) <= int(entry["logIndex"]):
             self._leaves.append(

@@ -13,9 +13,8 @@ import pytest
 
 from helpers import ACTIVATION, CUDA_X86, FA2, LockedProjectFactory, make_project
 from kernlock._internal.cli.commands.run import run_environment
-from kernlock.testing.fixtures import advance_branch
 from kernlock.testing.hub import TestHub
-from scripts.harness import kernlock_run, only_locked_files_requested, run, variant_of
+from scripts.harness import kernlock_run, run
 
 
 def trl_sft(project: Path, attn_implementation: str, *run_options: str) -> subprocess.CompletedProcess:
@@ -33,21 +32,6 @@ def trl_sft(project: Path, attn_implementation: str, *run_options: str) -> subpr
         "--max_steps", "2", "--per_device_train_batch_size", "2", "--max_length", "32", "--output_dir", "out",
         "--report_to", "none", "--save_strategy", "no", "--logging_steps", "1", "--use_cpu", "--dtype", "float32",
     ], project, HF_DATASETS_OFFLINE="1")
-
-
-def test_trl_sft_cli_trains_through_the_locked_kernel(hub: TestHub, locked_project: LockedProjectFactory) -> None:
-    project, lock = locked_project([FA2])
-    [entry] = lock.kernels
-    moved = advance_branch(hub.repo_path(FA2), entry.ref)
-    hub.reset_counts()
-    proc = trl_sft(project, FA2, "--verbose")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
-    assert "Training completed" in proc.stdout + proc.stderr
-    bound = f"kernlock: {FA2} (version 4) -> {entry.commit} [{variant_of(lock, entry)}]"
-    assert bound in proc.stderr, proc.stderr[-5000:]
-    assert f"applied for {lock.targets[0]} (strict)" in proc.stderr
-    assert moved not in proc.stderr
-    only_locked_files_requested(hub, lock)
 
 
 def test_a_refusal_inside_trl_sft_is_one_line_first_naming_the_lenient_rerun(

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from kernlock._internal.lockfile.model import LockedKernel, Lockfile
+from kernlock._internal.model.target import Target
 from kernlock.testing.hub import TestHub
 
 SCRIPTS = Path(__file__).resolve().parent
@@ -110,10 +111,12 @@ def variant_of(lock: Lockfile, entry: LockedKernel) -> str:
     return entry.variant_for(lock.targets[0]).name
 
 
-def only_locked_files_requested(hub: TestHub, lock: Lockfile) -> None:
-    """Every kernel request was a download of a locked variant's file at its locked commit."""
-    allowed = tuple(f"/resolve/{k.commit}/build/{variant_of(lock, k)}/" for k in lock.kernels)
-    blobs = {f"/cdn/{f.sha256}/" for k in lock.kernels for f in k.variant_for(lock.targets[0]).files}
+def only_locked_files_requested(hub: TestHub, lock: Lockfile, target: Target | None = None) -> None:
+    """Every kernel request was a download of a file `lock` holds for `target` (default: its first) at its commit."""
+    target = target or lock.targets[0]
+    variants = [(k, v) for k in lock.kernels if (v := k.variant_for(target)) is not None]
+    allowed = tuple(f"/resolve/{k.commit}/build/{v.name}/" for k, v in variants)
+    blobs = {f"/cdn/{f.sha256}/" for _, v in variants for f in v.files}
     log = [path for _, path in hub.log if not path.startswith(CLIENT_CHATTER)]
     assert log, "nothing was downloaded"
     assert all(("/resolve/" in path and any(a in path for a in allowed)) or path[:70] in blobs for path in log), log

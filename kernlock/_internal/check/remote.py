@@ -32,9 +32,8 @@ class KernelStatus:
     error: str | None = None  # the Hub could not be asked
     renamed_to: str | None = None  # the Hub redirects the spec's repo to this name
     rewritten: bool = False  # the ref moved to a history without the locked commit (a force-push)
-    usable_version: int | None = (
-        None  # the newest version above the locked one with a build for every locked target
-    )
+    # the newest version above the locked one with a build for every locked target
+    usable_version: int | None = None
     unbuildable: tuple[
         int, ...
     ] = ()  # newer versions checked and found without a build for a locked target
@@ -211,9 +210,8 @@ def check_remote(
 
     hub = _default_hub(hub)
     limit = hub_deadline()
-    deadline = (
-        time.monotonic() + limit
-    )  # the whole check, however many files: one request's deadline
+    # the whole check, however many files: one request's deadline
+    deadline = time.monotonic() + limit
     with overall_deadline(deadline):
         statuses = kernel_statuses(lock, hub)
         _check_statuses(statuses, result, hub, trusted_root, deadline, limit)

@@ -22,9 +22,8 @@ REVISION_LOOKUP: tuple[str, str, tuple[str, ...]] | None = (
     ("repo_id", "revision", "version", "local_files_only"),
 )
 VALIDATORS: str | None = None  # the module of load-time kernel validators
-SIGNING_POLICY = (
-    "DEFAULT_POLICIES"  # in `verify`: kernels' default signers, a list of `GitHubWorkflowPolicy`
-)
+# in `verify`: kernels' default signers, a list of `GitHubWorkflowPolicy`
+SIGNING_POLICY = "DEFAULT_POLICIES"
 
 
 def parse_backend(parse: Any, name: str) -> Any:

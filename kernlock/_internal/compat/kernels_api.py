@@ -224,9 +224,8 @@ def default_signers() -> tuple[tuple[str, tuple[str, ...]], ...]:
     `repo_id` and `signer_uris`. Imports sigstore (through kernels): call it only to verify.
     """
     policy = getattr(_module("verify"), line().SIGNING_POLICY)
-    children = getattr(
-        policy, "_children", policy
-    )  # sigstore's AnyOf keeps its policies in _children
+    # sigstore's AnyOf keeps its policies in _children
+    children = getattr(policy, "_children", policy)
     return tuple((child.repo_id, tuple(child.signer_uris)) for child in children)
 
 

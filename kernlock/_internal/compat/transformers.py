@@ -229,9 +229,8 @@ def transformers_kernels_window(root: Path) -> tuple[str, str] | None:
     return (found[low], found[high]) if low in found and high in found else None
 
 
-@functools.lru_cache(
-    maxsize=1
-)  # asked at every kernelize (each train()/eval()); Transformers builds the table once
+# asked at every kernelize (each train()/eval()); Transformers builds the table once
+@functools.lru_cache(maxsize=1)
 def kernelize_requests() -> frozenset[tuple[str, int | None, str | None]]:
     """`(repo, version, revision)` of every repository in Transformers' kernelize mapping (imports
     it)."""

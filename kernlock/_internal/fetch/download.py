@@ -87,9 +87,8 @@ def _install_file(
     storage = cache / repo_folder(kernel.repo)
     link = storage / "snapshots" / kernel.commit / "build" / variant / locked.path
     locks = cache / ".locks" / repo_folder(kernel.repo)
-    os.close(
-        open_below(cache, ".locks", repo_folder(kernel.repo))
-    )  # created here, and never a link
+    # created here, and never a link
+    os.close(open_below(cache, ".locks", repo_folder(kernel.repo)))
     # One process per file asks the Hub; the others wait here (bounded) and find it in place.
     with download_lock(locks / _file_lock_name(kernel.commit, variant, locked.path)):
         if link.is_file() and not force:
@@ -203,9 +202,8 @@ def _fetch_blob_and_link(
                     )
                 key = _publish(temp, blob, locked.sha256)
                 if fetched is not None:
-                    fetched.append(
-                        locked.size - resumed
-                    )  # list.append: safe from the pool's threads
+                    # list.append: safe from the pool's threads
+                    fetched.append(locked.size - resumed)
             except KeyboardInterrupt:
                 kept = temp.resumable()
                 raise
@@ -265,9 +263,8 @@ def _link(storage: Path, link: Path, blobs_fd: int, blob: Path) -> None:
         except OSError as error:
             if error.errno == errno.EEXIST:
                 raise
-            _copy_blob(
-                blobs_fd, blob.name, link_fd, link.name
-            )  # no symlinks here: a plain copy, as huggingface_hub
+            # no symlinks here: a plain copy, as huggingface_hub
+            _copy_blob(blobs_fd, blob.name, link_fd, link.name)
 
 
 def _copy_blob(blobs_fd: int, blob: str, link_fd: int, name: str) -> None:
@@ -297,9 +294,8 @@ def _resumable_partial(blobs_fd: int, blobs: Path, etag: str) -> Partial | None:
         if name.endswith("incomplete"):
             fd = open_partial(blobs_fd, name)
             if fd is None:
-                drop(
-                    blobs_fd, name
-                )  # only this user's files go; another user's stay and are never resumed
+                # only this user's files go; another user's stay and are never resumed
+                drop(blobs_fd, name)
             else:
                 found.append((os.fstat(fd).st_size, name, fd))
     found.sort()

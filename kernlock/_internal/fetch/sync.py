@@ -108,9 +108,8 @@ def sync_variant(
             set(extra_files(variant, root, bytecode=True)) - set(extra_files(variant, root))
         )
     ):
-        remove_extra_files(
-            root, inert
-        )  # bytecode caches only: never part of a commit, never read by kernlock
+        # bytecode caches only: never part of a commit, never read by kernlock
+        remove_extra_files(root, inert)
         report.repaired += [
             f"{kernel.spec} {variant.name}/{path} (removed: bytecode cache)" for path in inert
         ]

@@ -76,9 +76,8 @@ def vendor(
 
     A variant already there must match the lock; with `repair`, one that does not is copied again.
     """
-    workspace = open_workspace(
-        project_dir, lockfile, readers=False
-    )  # the project's lock, not $KERNLOCK_VENDOR_DIR's
+    # the project's lock, not $KERNLOCK_VENDOR_DIR's
+    workspace = open_workspace(project_dir, lockfile, readers=False)
     path, lock = workspace.lockfile, workspace.read_lock()
     targets = tuple(targets)
     use_all = all_targets and not targets
@@ -149,9 +148,8 @@ def _vendor_into(
             _copy_variant(kernel, variant, variant_dir(kernel, variant.name, cache), final)
         files += len(variant.files)
         size += sum(f.size for f in variant.files)
-    atomic_write(
-        out / LOCK_FILENAME, path.read_bytes()
-    )  # a run reading the vendor dir sees the old lock or the new one
+    # a run reading the vendor dir sees the old lock or the new one
+    atomic_write(out / LOCK_FILENAME, path.read_bytes())
     atomic_write(
         out / VENDOR_MARKER,
         "kernlock vendor directory: set KERNLOCK_VENDOR_DIR to this directory\n",
@@ -167,18 +165,16 @@ def _copy_variant(kernel: LockedKernel, variant: LockedVariant, source: Path, fi
     out = final.parents[2]
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=out))
     try:
-        staging.chmod(
-            0o777 & ~current_umask()
-        )  # mkdtemp's 0700 would hide the variant from other users
+        # mkdtemp's 0700 would hide the variant from other users
+        staging.chmod(0o777 & ~current_umask())
         for locked in variant.files:
             destination = staging / locked.path
             destination.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source / locked.path, destination)
         check_variant(kernel, variant, staging)
     except BaseException:
-        shutil.rmtree(
-            staging, ignore_errors=True
-        )  # a failed copy leaves nothing half-written behind
+        # a failed copy leaves nothing half-written behind
+        shutil.rmtree(staging, ignore_errors=True)
         raise
     final.parent.mkdir(parents=True, exist_ok=True)
     if final.exists():

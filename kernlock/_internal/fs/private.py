@@ -131,9 +131,8 @@ def _new_key(fd: int, *, replace: bool, root: str) -> bytes | None:
 
     Without `replace` another process's key that got there first wins (it is read instead).
     """
-    key = os.urandom(
-        32
-    )  # what secrets.token_bytes() returns, without importing secrets on apply()'s path
+    # what secrets.token_bytes() returns, without importing secrets on apply()'s path
+    key = os.urandom(32)
     temp = f".{_KEY_NAME}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
     handle = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=fd)
     try:

@@ -30,15 +30,12 @@ T = TypeVar("T")
 
 # entries of one paginated listing: a kernel repo's build/ tree or history is far smaller
 MAX_LISTING = 20_000
-MAX_PAGES = (
-    1_000  # pages of one listing: MAX_LISTING entries at 20 a page (the Hub sends 50 or more)
-)
-MAX_EMPTY_PAGES = (
-    3  # pages in a row with no entry that still link to another: the Hub never sends one
-)
-MAX_GIT_FILE = (
-    16 << 20
-)  # bytes of a file stored in git, not LFS (the Hub refuses git files over 10 MB)
+# pages of one listing: MAX_LISTING entries at 20 a page (the Hub sends 50 or more)
+MAX_PAGES = 1_000
+# pages in a row with no entry that still link to another: the Hub never sends one
+MAX_EMPTY_PAGES = 3
+# bytes of a file stored in git, not LFS (the Hub refuses git files over 10 MB)
+MAX_GIT_FILE = 16 << 20
 
 
 class Hub:
@@ -157,9 +154,8 @@ class Hub:
         seen: set[str] = set()
         empty = 0
         limit = hub_deadline()
-        deadline = (
-            time.monotonic() + limit
-        )  # the listing as a whole, however many pages: one request's deadline
+        # the listing as a whole, however many pages: one request's deadline
+        deadline = time.monotonic() + limit
         while next_url:
             if next_url in seen:
                 raise HubError(

@@ -58,9 +58,8 @@ def hub_deadline() -> float:
     return seconds(DEADLINE_ENV, DEFAULT_DEADLINE)
 
 
-_scope = (
-    threading.local()
-)  # .deadline: time.monotonic() by which this thread's current Hub call must end
+# .deadline: time.monotonic() by which this thread's current Hub call must end
+_scope = threading.local()
 
 
 def current_deadline() -> float | None:
@@ -263,9 +262,8 @@ class Transport:
 
         deadline = deadline if deadline is not None else time.monotonic() + hub_deadline()
         _bound_session(get_session())
-        outer = getattr(
-            _scope, "deadline", None
-        )  # a call inside a call (or `overall_deadline`) keeps the earlier one
+        # a call inside a call (or `overall_deadline`) keeps the earlier one
+        outer = getattr(_scope, "deadline", None)
         deadline = _scope.deadline = deadline if outer is None else min(outer, deadline)
         try:
             delay = BASE_DELAY

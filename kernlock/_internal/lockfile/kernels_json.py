@@ -259,9 +259,8 @@ def _write_stream(output: Path, payload: bytes) -> None:
     import os
 
     try:
-        fd = os.open(
-            output, os.O_WRONLY | os.O_NONBLOCK
-        )  # a FIFO with no reader: ENXIO at once, not a hang
+        # a FIFO with no reader: ENXIO at once, not a hang
+        fd = os.open(output, os.O_WRONLY | os.O_NONBLOCK)
     except OSError as error:
         if error.errno == errno.ENXIO:
             raise UsageError(

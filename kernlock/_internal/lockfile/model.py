@@ -111,12 +111,10 @@ class LockedVariant(Table):
     ] = ()  # GPU architectures of a CUDA/ROCm build (`backend.archs`: `9.0a`, `gfx942`; 1.3)
     kernels_minver: str | None = None
     python_depends: tuple[str, ...] = ()
-    digest: str | None = (
-        None  # algorithm of the metadata digest, checked against `files` when locking
-    )
-    signed: bool = (
-        False  # ships kernel-builder's signature bundle (SIGNATURE_FILE, hash-locked like any file)
-    )
+    # algorithm of the metadata digest, checked against `files` when locking
+    digest: str | None = None
+    # ships kernel-builder's signature bundle (SIGNATURE_FILE, hash-locked like any file)
+    signed: bool = False
     signature: Signature | None = None  # who signed it, verified when locking (lock format 1.1)
     provenance: Provenance | None = None
     files: tuple[LockedFile, ...]

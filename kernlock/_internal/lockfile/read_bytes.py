@@ -12,9 +12,8 @@ from pathlib import Path
 
 from kernlock.errors import LockfileError, LockfileNotFoundError
 
-LOCK_SIZE_LIMIT = (
-    64 << 20
-)  # no lock is this large: a bigger file (or a device: /dev/zero) is never read whole
+# no lock is this large: a bigger file (or a device: /dev/zero) is never read whole
+LOCK_SIZE_LIMIT = 64 << 20
 
 
 def _not_a_lock_fix(path: Path) -> str:

@@ -10,9 +10,8 @@ import re
 
 _GIT_SHA_RE = re.compile(r"[0-9a-f]{40}")
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
-_VARIANT_NAME_RE = re.compile(
-    r"[A-Za-z0-9][A-Za-z0-9._-]*"
-)  # never `.`, `..` or an option-like `-x`
+# never `.`, `..` or an option-like `-x`
+_VARIANT_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 def is_git_sha(text: str) -> bool:

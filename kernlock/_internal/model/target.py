@@ -58,9 +58,8 @@ class Target:
     cxx11_abi: bool | None = None
     tvm_ffi: str | None = None  # `major.minor` of an installed tvm-ffi
     macos: str | None = None  # macOS release of a Darwin target
-    python: str | None = (
-        None  # `major.minor` of the Python a target declares; None: the running interpreter's
-    )
+    # `major.minor` of the Python a target declares; None: the running interpreter's
+    python: str | None = None
     free_threaded: bool = False  # a free-threaded Python (only with `python`)
 
     def __str__(self) -> str:

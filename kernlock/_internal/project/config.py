@@ -62,9 +62,8 @@ _KNOWN_KEYS = {
 }
 
 
-@dataclass(
-    frozen=True, eq=False
-)  # compared by identity: no generated __eq__/__hash__ to build at import
+# compared by identity: no generated __eq__/__hash__ to build at import
+@dataclass(frozen=True, eq=False)
 class Project:
     """A directory with (optionally) a `pyproject.toml` and a `kernels.lock`."""
 

@@ -35,9 +35,8 @@ if TYPE_CHECKING:
     from kernlock._internal.project.config import Project
 
 GITHUB_ISSUER = "https://token.actions.githubusercontent.com"
-DEFAULT_REPOS = (
-    "kernels-community/*"  # the Hub repos kernels' default policy is for (its curated publisher)
-)
+# the Hub repos kernels' default policy is for (its curated publisher)
+DEFAULT_REPOS = "kernels-community/*"
 
 
 class Allowed(NamedTuple):

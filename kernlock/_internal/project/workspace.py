@@ -49,9 +49,8 @@ from kernlock.errors import (
 )
 
 
-@dataclass(
-    frozen=True, eq=False
-)  # compared by identity: no generated __eq__/__hash__ to build at import
+# compared by identity: no generated __eq__/__hash__ to build at import
+@dataclass(frozen=True, eq=False)
 class Workspace:
     """A project, its sources (`pyproject.toml`) and the lock file every command uses."""
 

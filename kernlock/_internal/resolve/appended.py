@@ -22,9 +22,8 @@ from kernlock._internal.hub.variants import choose_variant, group_variants
 from kernlock._internal.lockfile.model import LockedKernel
 from kernlock._internal.model.target import Target
 
-MAX_HISTORY = (
-    200  # newer commits of one branch looked at: a version branch gains a few per Torch release
-)
+# newer commits of one branch looked at: a version branch gains a few per Torch release
+MAX_HISTORY = 200
 
 
 @dataclass(frozen=True)
@@ -34,9 +33,8 @@ class AppendPlan:
 
     move_to: str | None = None
     pins: dict[Target, str] = field(default_factory=dict)
-    kept_at: dict[Target, str] = field(
-        default_factory=dict
-    )  # per pinned target: why the entry could not move
+    # per pinned target: why the entry could not move
+    kept_at: dict[Target, str] = field(default_factory=dict)
 
 
 def _fingerprints(grouped: dict[str, list[TreeFile]]) -> dict[str, frozenset[tuple[str, str]]]:

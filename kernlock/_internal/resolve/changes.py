@@ -17,15 +17,13 @@ class Change(NamedTuple):
     `REASONS`)."""
 
     spec: str
-    override: (
-        str | None
-    )  # the targets an override entry applies to (`backend=cu128`), None for the spec's own
+    # the targets an override entry applies to (`backend=cu128`), None for the spec's own
+    override: str | None
     old: str | None  # the commit before (None: added)
     new: str | None  # the commit after (None: removed)
     reason: str
-    signer: tuple[str, str] | None = (
-        None  # (before, after) when the entry's signers change (`entry_signers`)
-    )
+    # (before, after) when the entry's signers change (`entry_signers`)
+    signer: tuple[str, str] | None = None
 
     def describe(self, gap: str = " ") -> str:
         """`spec [override]{gap}old -> new{gap}(reason[; signer before -> after])`, commits

@@ -114,15 +114,16 @@ class CommitLocking:
         expected = signature_expected(repo, commit, grouped, self.previous)
         for name in sorted(chosen):
             files, raw, bundle, contents = self._hash_variant(repo, commit, name, grouped[name])
+            # the signature is checked before the metadata is parsed, as kernels does
             signature = variant_signature(
                 self.options.signing,
                 repo,
                 name,
                 files,
                 raw,
-                bundle,  # before parsing the
+                bundle,
                 expected,
-            )  # metadata, as kernels does
+            )
             metadata = read_variant_metadata(repo, name, raw)
             digest = metadata.digest_algorithm
             if signature is not None:

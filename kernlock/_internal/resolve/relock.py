@@ -161,9 +161,8 @@ def remove(
                 )
         still = {parse_spec(k).repo for k in kernels} | set(dependencies)
         gone = {parse_spec(k).repo for k in removals["kernels"]} | set(removals["dependencies"])
-        removals["overrides"] = sorted(
-            gone - still
-        )  # an override of a repo nothing declares any more is dropped
+        # an override of a repo nothing declares any more is dropped
+        removals["overrides"] = sorted(gone - still)
         overrides = tuple(
             rule for rule in project.overrides if rule.repo not in removals["overrides"]
         )
@@ -248,9 +247,8 @@ def _relock(
     _refuse_unknown_overrides(project, {s.repo for s in all_specs} | _names(result))
     existing = _existing_text(path) if migration is None else None
     if previous is not None and existing is not None:
-        kept = replace(
-            result, resolved_with=previous.resolved_with
-        )  # no pin change, no `[resolved-with]` churn
+        # no pin change, no `[resolved-with]` churn
+        kept = replace(result, resolved_with=previous.resolved_with)
         if dumps_lockfile(kept) == existing:
             result = kept
     changed = existing is None or dumps_lockfile(result) != existing

@@ -81,9 +81,8 @@ class Resolver(CommitLocking):
                     merged.merge(job)
                 merged.requested.add(spec.alias or spec.key)
         self._carry_target_pins(jobs)
-        inputs = tuple(
-            sorted({spec.key for spec in specs if not spec.used_by})
-        )  # found specs follow their model
+        # found specs follow their model
+        inputs = tuple(sorted({spec.key for spec in specs if not spec.used_by}))
         resolved: dict[tuple[str, str], LockedKernel] = {}
         pending = list(jobs.values())
         with ThreadPoolExecutor(
@@ -310,9 +309,8 @@ class Resolver(CommitLocking):
             not self.options.all_variants
             or {v.name for v in previous.variants} >= set(previous.build_variants)
         )
-        verified = all(
-            v.signature is not None or not v.signed for v in previous.variants
-        )  # a 1.0 lock: verify now
+        # a 1.0 lock: verify now
+        verified = all(v.signature is not None or not v.signed for v in previous.variants)
         if (
             complete
             and verified

@@ -116,9 +116,8 @@ def _unlocked(
             f"fix: `kernlock lock --model {model}` locks what the model loads"
         )
         note_once(f"default:{spec}", message)
-        raise NotLockedDefaultKernel(
-            message
-        )  # kernels' KernelizeFallback.ALL keeps the original forward
+        # kernels' KernelizeFallback.ALL keeps the original forward
+        raise NotLockedDefaultKernel(message)
     error = UnlockedKernelError(
         f"kernel {repo} ({what}) is not in {bound.path}",
         fix=f"lock it with `kernlock lock {spec}` ({lenient_hint()})",
@@ -270,15 +269,12 @@ def _patch_modeling_utils(module: ModuleType) -> None:
 _PATCHERS: dict[str, Callable[[ModuleType], None]] = {
     name: functools.partial(patch_module, name, hooks=_HOOKS) for name in patch_points()
 }
-_PATCHERS["torch.distributed.distributed_c10d"] = (
-    patch_c10d  # the cross-rank guard (kernlock._internal.runtime.rank_hook)
-)
-_PATCHERS["transformers.modeling_utils"] = (
-    _patch_modeling_utils  # its default kernelize (runtime.default_kernels)
-)
-_PATCHERS["transformers.trainer"] = (
-    _patch_trainer  # the run record in checkpoints (runtime.trainer_record)
-)
+# the cross-rank guard (kernlock._internal.runtime.rank_hook)
+_PATCHERS["torch.distributed.distributed_c10d"] = patch_c10d
+# its default kernelize (runtime.default_kernels)
+_PATCHERS["transformers.modeling_utils"] = _patch_modeling_utils
+# the run record in checkpoints (runtime.trainer_record)
+_PATCHERS["transformers.trainer"] = _patch_trainer
 
 
 def _patch_module(name: str, module: ModuleType) -> None:

@@ -30,9 +30,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
 TRIGGERS = frozenset({"kernels", "transformers"})
-STARTUP_DIR = os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), "_startup"
-)  # `kernlock run` puts it on PYTHONPATH
+# `kernlock run` puts it on PYTHONPATH
+STARTUP_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_startup")
 _lock = RLock()
 
 
@@ -153,9 +152,8 @@ def shebang_argv(program: str) -> list[str] | None:
             else []
         )
         return words or None
-    return (
-        [interpreter, argument] if argument else [interpreter]
-    )  # the kernel passes the rest as one argument
+    # the kernel passes the rest as one argument
+    return [interpreter, argument] if argument else [interpreter]
 
 
 def hook_skipping_option(

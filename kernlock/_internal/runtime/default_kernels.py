@@ -105,9 +105,8 @@ def _wrap_from_pretrained(original: Callable[..., Any]) -> Callable[..., Any]:
             model = original(cls, *args, **kwargs)
         finally:
             _EXPLICIT.reset(token)
-        object.__setattr__(
-            model, _EXPLICIT_ATTRIBUTE, True
-        )  # its later train()/eval() kernelizes are explicit too
+        # its later train()/eval() kernelizes are explicit too
+        object.__setattr__(model, _EXPLICIT_ATTRIBUTE, True)
         return model
 
     return functools.update_wrapper(from_pretrained, original)

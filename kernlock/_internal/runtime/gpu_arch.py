@@ -68,9 +68,8 @@ def check_served(metadata: Any, variant_name: str) -> None:
     from kernlock._internal.compat.kernels_api import metadata_archs
 
     _, kernel, variant, target = served
-    _check(
-        kernel, variant, metadata_archs(metadata), target
-    )  # the verified metadata.json: older locks too
+    # the verified metadata.json: older locks too
+    _check(kernel, variant, metadata_archs(metadata), target)
 
 
 def require_device_archs(lock: Lockfile, target: Target) -> None:

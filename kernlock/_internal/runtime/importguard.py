@@ -84,9 +84,8 @@ class VerifiedExtensionLoader(importlib.machinery.ExtensionFileLoader):
     def create_module(self, spec: Any) -> ModuleType:
         import hashlib
 
-        fd = os.open(
-            self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
-        )  # the Hub cache links files to blobs
+        # the Hub cache links files to blobs
+        fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         try:
             digest = hashlib.sha256()
             while chunk := os.read(fd, 1 << 20):
@@ -189,9 +188,8 @@ def verified_archive(path: str) -> Any:
     if archive is None:
         with open(real, "rb") as file:
             data = file.read()
-        _check_source(
-            path, data
-        )  # the archive is a locked file of its variant: the same check as a source
+        # the archive is a locked file of its variant: the same check as a source
+        _check_source(path, data)
         archive = _archives[real] = zipfile.ZipFile(io.BytesIO(data))
     return archive
 
@@ -309,9 +307,8 @@ def register(kernel: LockedKernel, variant: LockedVariant, root: Path) -> None:
     _handed[os.path.abspath(root)] = real
     if _path_hook not in sys.path_hooks:
         sys.path_hooks.insert(0, _path_hook)
-    importlib.util.spec_from_file_location = (
-        spec_from_file_location  # how kernels imports a variant's __init__.py
-    )
+    # how kernels imports a variant's __init__.py
+    importlib.util.spec_from_file_location = spec_from_file_location
     for cached in [p for p in sys.path_importer_cache if _claimed(p)]:
         del sys.path_importer_cache[cached]
 

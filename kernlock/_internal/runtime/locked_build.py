@@ -98,7 +98,6 @@ def locked_local_kernel(
             "publisher to rebuild",
         )
     register_verified(entry, variant, root)
-    remember(
-        kernel_metadata(located), entry, variant, target
-    )  # kernels' ArchValidator asks check_served
+    # kernels' ArchValidator asks check_served
+    remember(kernel_metadata(located), entry, variant, target)
     return located

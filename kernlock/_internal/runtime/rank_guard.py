@@ -108,9 +108,8 @@ class Verdict:
     ok: bool
     agree: bool
     table: str  # the report: the problem, the table, then `fix:` on a line of its own
-    problem: str = (
-        ""  # the problem and the table, for `RankMismatchError`, which keeps the fix apart
-    )
+    # the problem and the table, for `RankMismatchError`, which keeps the fix apart
+    problem: str = ""
     fix: str = ""
 
 

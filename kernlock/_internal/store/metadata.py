@@ -31,9 +31,8 @@ class VariantMetadata:
     archs: tuple[str, ...] = ()  # `backend.archs` of a CUDA/ROCm build, as listed
     kernels_minver: str | None = None
     python_depends: tuple[str, ...] = ()
-    digest: dict[str, str] | None = (
-        None  # relative path -> base64 hash, when the metadata carries a checkable one
-    )
+    # relative path -> base64 hash, when the metadata carries a checkable one
+    digest: dict[str, str] | None = None
     digest_algorithm: str | None = None  # its algorithm, one of CHECKED_DIGESTS
     provenance: Provenance | None = None
 

@@ -40,9 +40,8 @@ from kernlock._internal.settings import LOCK_TIMEOUT_ENV, STATE_DIR_ENV, path, s
 from kernlock.errors import LockTimeoutError, UsageError
 
 DEFAULT_TIMEOUT = 300.0
-PROJECT_MUTEX_NAME = (
-    ".kernlock.lock"  # in the project root, beside kernels.lock; removed on release
-)
+# in the project root, beside kernels.lock; removed on release
+PROJECT_MUTEX_NAME = ".kernlock.lock"
 _FILE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -223,9 +222,8 @@ class DirectoryMutex:
             if mode & 0o040:
                 group = os.stat(self.path.parent).st_gid
                 if status.st_gid != group:
-                    os.fchown(
-                        fd, -1, group
-                    )  # a member of the directory's group may give the file to it
+                    # a member of the directory's group may give the file to it
+                    os.fchown(fd, -1, group)
             if stat.S_IMODE(status.st_mode) != mode:
                 os.fchmod(fd, mode)
         except OSError:
@@ -282,9 +280,8 @@ class DirectoryMutex:
             return
         try:
             if self._owned:
-                os.unlink(
-                    self.path
-                )  # before unlocking: a waiter on this file sees it gone and opens a new one
+                # before unlocking: a waiter on this file sees it gone and opens a new one
+                os.unlink(self.path)
         except OSError:
             _mark_released(fd)
         finally:

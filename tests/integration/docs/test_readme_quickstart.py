@@ -9,6 +9,7 @@ from helpers import REPO_ROOT, quick_start_blocks, quick_start_section, run_bash
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.fixtures import advance_branch
 from kernlock.testing.hub import TestHub
+from scripts.harness import only_locked_files_requested
 
 
 def test_every_quick_start_block_runs_as_written(hub: TestHub, tmp_path: Path) -> None:
@@ -38,10 +39,16 @@ def test_every_quick_start_block_runs_as_written(hub: TestHub, tmp_path: Path) -
     assert entry.ref is not None
     moved = advance_branch(hub.repo_path(entry.repo), entry.ref)
     (project / "train.py").write_text(python_block)
-    bound = f"kernlock: {entry.repo} (version 4) -> {entry.commit} ["
+    [machine] = [target for target in lock.targets if "-cpu-" in str(target)]  # what this CPU-only machine loads
+    variant = entry.variant_for(machine)
+    assert variant is not None
+    bound = f"kernlock: {entry.repo} (version 4) -> {entry.commit} [{variant.name}]"
+    hub.reset_counts()
     trained = run_bash("python train.py", project, KERNLOCK_VERBOSE="1")
     assert trained.returncode == 0, trained.stdout + trained.stderr
     assert bound in trained.stderr and moved not in trained.stderr, trained.stderr
+    assert f"applied for {machine} (strict)" in trained.stderr
+    only_locked_files_requested(hub, lock, machine)  # the cold load: the locked files only, at the locked commit
     import torch
 
     cpu_only = "" if torch.cuda.is_available() else " --use_cpu"  # TRL's bf16 default needs a GPU; the README says so
@@ -50,6 +57,8 @@ def test_every_quick_start_block_runs_as_written(hub: TestHub, tmp_path: Path) -
     assert sft.returncode == 0, sft.stdout[-3000:] + sft.stderr[-5000:]
     assert "Training completed" in sft.stdout + sft.stderr
     assert bound in sft.stderr and moved not in sft.stderr, sft.stderr[-5000:]
+    assert f"applied for {machine} (strict)" in sft.stderr
+    only_locked_files_requested(hub, lock, machine)  # and the warm TRL run asked for nothing else
 
     verified = run_bash(verify_block, project)
     assert verified.returncode == 0, verified.stdout + verified.stderr

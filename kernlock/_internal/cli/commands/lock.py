@@ -105,9 +105,8 @@ def lock_command(dry_run: bool, quiet: bool, as_json: bool, **options: Any) -> N
     from kernlock._internal.resolve.relock import lock_request
     from kernlock._internal.resolve.request import LockRequest
 
-    request = LockRequest(
-        write=not dry_run, **options
-    )  # every other option of the command, by its name
+    # every other option of the command, by its name
+    request = LockRequest(write=not dry_run, **options)
     progress = progress_line()
     try:
         result = lock_request(request, progress=progress)

@@ -116,9 +116,8 @@ def run_command(
     ):  # as apply(): a named lock is trusted by naming it
         from kernlock._internal.check.freshness import require_trusted
 
-        require_trusted(
-            workspace, lock
-        )  # the command's processes get a named lock and never read the project
+        # the command's processes get a named lock and never read the project
+        require_trusted(workspace, lock)
     if locked:
         from kernlock._internal.check.freshness import require_fresh
 
@@ -126,9 +125,8 @@ def run_command(
     from kernlock._internal.model.target import parse_target
     from kernlock._internal.settings import TARGET_ENV, text
 
-    simulated = text(
-        TARGET_ENV
-    )  # the command's processes apply the lock for $KERNLOCK_TARGET when it is set
+    # the command's processes apply the lock for $KERNLOCK_TARGET when it is set
+    simulated = text(TARGET_ENV)
     require_coverage(lock, parse_target(simulated) if simulated else current_target(), path)
     environment = run_environment(path, strict=not lenient, verbose=verbose)
     if export:
@@ -143,9 +141,8 @@ def run_command(
         return fail(f"command not found: {command[0]}", 127)
     from kernlock._internal.runtime.autoapply import hook_skipping_option
 
-    option = hook_skipping_option(
-        command, program
-    )  # a Python named so, or a console script whose #! gives one
+    # a Python named so, or a console script whose #! gives one
+    option = hook_skipping_option(command, program)
     if option is not None:
         shown = (
             f"`{command[0]} {option}`"
@@ -161,7 +158,6 @@ def run_command(
         return
     from kernlock._internal.settings import RUN_PYTHON_ENV
 
-    environment[RUN_PYTHON_ENV] = (
-        sys.executable
-    )  # named by the start-up hook where kernlock cannot be imported
+    # named by the start-up hook where kernlock cannot be imported
+    environment[RUN_PYTHON_ENV] = sys.executable
     os.execve(program, list(command), {**os.environ, **environment})
