@@ -25,7 +25,8 @@ def test_the_readmes_install_commands_work(tmp_path: Path) -> None:
     copy_checkout(tmp_path / "kernlock")  # what `git clone … kernlock` leaves
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    env = {**os.environ, "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}", "VIRTUAL_ENV": str(venv)}
+    env = {**os.environ, "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}", "VIRTUAL_ENV": str(venv),
+           "PIP_NO_COMPILE": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}  # pip's own settings: no .pyc for a throwaway venv
     env.pop("PYTHONPATH", None)
     for line in lines:
         done = subprocess.run(["bash", "-ec", line], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
