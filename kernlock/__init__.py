@@ -15,9 +15,8 @@ __version__ = "0.1.0"
 # not typing's: the start-up hook imports this package in every process, typing costs ~8 ms
 TYPE_CHECKING = False
 
-if (
-    TYPE_CHECKING
-):  # what type checkers see behind the lazy `__getattr__` below (`X as X`: re-exported)
+# what type checkers see behind the lazy `__getattr__` below (`X as X`: re-exported)
+if TYPE_CHECKING:
     from kernlock._internal.check.verify import verify as verify
     from kernlock._internal.fetch.sync import sync as sync
     from kernlock._internal.fetch.vendor import vendor as vendor

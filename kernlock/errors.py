@@ -153,8 +153,8 @@ def local_write_problem(
     if error.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
         return (
             f"the cache {cache} is not writable ({error.strerror}: {where})",
-            "run `kernlock sync` as a user who can write it, or point HF_HUB_CACHE at a "
-            "writable directory",
+            "run `kernlock sync` as a user who can write it, or point HF_HUB_CACHE at a writable "
+            "directory",
         )
     if error.errno == errno.ENAMETOOLONG:
         return (
@@ -253,8 +253,8 @@ class TrustError(ResolutionError):
         """The refusal of `repo`'s publisher; `rerun` is the rest of the `kernlock lock` command to
         repeat with the fix (its specs and options, which a refused lock did not record)."""
         return cls(
-            f"{repo}: publisher {repo.split('/', 1)[0]!r} is not a trusted kernel "
-            "publisher; review the kernel",
+            f"{repo}: publisher {repo.split('/', 1)[0]!r} is not a trusted kernel publisher; "
+            "review the kernel",
             repo=repo,
             fix=f"`kernlock lock {rerun + ' ' if rerun else ''}--trust {repo}` "
             "(recorded in [tool.kernlock] trust of pyproject.toml)",

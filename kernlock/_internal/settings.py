@@ -48,8 +48,8 @@ MIXED_ENV = "KERNLOCK_ALLOW_MIXED_VARIANTS"
 
 # kernlock is installed from a checkout or a wheel
 UPGRADE_FIX = (
-    "upgrade kernlock: install the newer one from its checkout or wheel (`python -m "
-    "pip install -U <kernlock checkout or .whl>`; kernlock is not on PyPI)"
+    "upgrade kernlock: install the newer one from its checkout or wheel (`python -m pip install "
+    "-U <kernlock checkout or .whl>`; kernlock is not on PyPI)"
 )
 
 TRUE = ("1", "true", "yes", "on")

@@ -219,9 +219,8 @@ def _render_commit(
     }
     layout = spec.get("layout", "package")
     library = None
-    if (
-        layout == "kernel-builder"
-    ):  # the build id is the library's: its module and torch.ops namespace
+    # the build id is the library's: its module and torch.ops namespace
+    if layout == "kernel-builder":
         library = native_library(templates_dir.parent / "native" / spec["native"])
         substitutions[b"@@OPS@@"] = library.name.split(".")[0].encode()
 
@@ -312,9 +311,8 @@ def _backend(variant: str, archs: list[str] | None = None) -> dict[str, Any]:
     """The metadata.json ``backend`` of a variant name (noarch ``universal`` builds are CPU);
     `archs` replaces a GPU build's default architectures."""
     for part in variant.split("-"):
-        if part == "cuda" or (
-            part.startswith("cu") and part[2:].isdigit()
-        ):  # new-style `cuda-12.8`, legacy `cu128`
+        # new-style `cuda-12.8`, legacy `cu128`
+        if part == "cuda" or (part.startswith("cu") and part[2:].isdigit()):
             return {"type": "cuda", "archs": list(archs) if archs is not None else ["8.0", "9.0"]}
         if part.startswith("rocm"):
             return {"type": "rocm", "archs": list(archs) if archs is not None else ["gfx942"]}

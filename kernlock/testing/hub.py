@@ -197,9 +197,8 @@ class TestHub(HubEndpoints):
         """
         with self._lock:
             repo = self.repos[repo_id]
-            if (
-                repo.immutable and self._copy_on_change is not None
-            ):  # immutable only with copy_on_change
+            # immutable only with copy_on_change
+            if repo.immutable and self._copy_on_change is not None:
                 copy = shutil.copytree(repo.path, self._copy_on_change / repo.path.name)
                 self.repos[repo_id] = repo = GitRepo(Path(copy))
             return repo.path

@@ -53,8 +53,8 @@ def check_advisories(project: Project, lock: Lockfile, result: CheckResult) -> N
         for maybe in undecided:
             result.notes.append(
                 f"{kernel.spec}: whether {kernel.commit[:12]} lies in {maybe.id}'s range of "
-                f"{maybe.branch} needs the branch's history; `kernlock lock` checks it "
-                "against the Hub"
+                f"{maybe.branch} needs the branch's history; `kernlock lock` checks it against the "
+                "Hub"
             )
     count = f"{len(advisories)} advisor{'y' if len(advisories) == 1 else 'ies'}"
     result.summary = f"{count} from {plural(len(project.advisories), 'source')}"

@@ -43,8 +43,7 @@ def check_against(lock: Lockfile, path: Path, result: CheckResult) -> None:
         return
     fix = (
         "use the kernels.lock the run was trained with (sha256 "
-        f"{str(record.get('lock-sha256'))[:12]}…, "
-        f"recorded in {path}), e.g. from version control"
+        f"{str(record.get('lock-sha256'))[:12]}…, recorded in {path}), e.g. from version control"
     )
     for kernel in record["kernels"]:
         repo, commit, variant = kernel["repo"], kernel["commit"], kernel["variant"]

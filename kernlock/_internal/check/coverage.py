@@ -34,16 +34,15 @@ def simulated_target_note() -> str | None:
         return None
     try:
         named, detected = parse_target(simulated), current_target()
-    except (
-        TargetError
-    ):  # a bad value is refused where it is used; no torch here: nothing to compare with
+    # a bad value is refused where it is used; no torch here: nothing to compare with
+    except TargetError:
         return None
     if named == detected:
         return None
     return (
-        f"${TARGET_ENV}={simulated} stands in for this machine ({detected}): the builds "
-        f"locked for {named} load "
-        f"here, and this machine may not run them; unset {TARGET_ENV} to load this machine's"
+        f"${TARGET_ENV}={simulated} stands in for this machine ({detected}): the builds locked for "
+        f"{named} load here, and this machine may not run them; unset {TARGET_ENV} to load this "
+        "machine's"
     )
 
 
@@ -64,9 +63,8 @@ def uncovered_problem(kernel: LockedKernel, target: Target) -> tuple[str, str]:
     """Why `kernel` has no variant for `target`, and the fix that works."""
     if not buildable(kernel, target):
         return (
-            f"{kernel.spec}: the locked commit {kernel.commit[:12]} has no build for {target} "
-            f"(its builds: {', '.join(kernel.build_variants)}); pin a version that has "
-            "one in its spec",
+            f"{kernel.spec}: the locked commit {kernel.commit[:12]} has no build for {target} (its "
+            f"builds: {', '.join(kernel.build_variants)}); pin a version that has one in its spec",
             f"kernlock explain {kernel.repo} --target {target}",
         )
     return (
@@ -93,8 +91,7 @@ def require_coverage(
     have = ", ".join(map(str, lock.targets)) or "none"
     raise NoVariantError(
         f"{lockfile} has no build variant for this environment ({target}) for "
-        f"{', '.join(missing)}; "
-        f"locked targets: {have}",
+        f"{', '.join(missing)}; locked targets: {have}",
         fix=f"`kernlock lock --target {target}`",
     )
 
@@ -106,9 +103,8 @@ def check_coverage(lock: Lockfile, targets: list[Target], result: CheckResult) -
         kernels = [
             kernel for spec in lock.uncovered(target) if (kernel := lock.kernel(spec)) is not None
         ]
-        if (
-            target not in lock.targets
-        ):  # adding the target is the fix, unless a locked commit has no build for it
+        # adding the target is the fix, unless a locked commit has no build for it
+        if target not in lock.targets:
             kernels = [k for k in lock.kernels if k.serves(target) and not buildable(k, target)]
             if not kernels:
                 result.problem(

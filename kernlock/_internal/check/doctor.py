@@ -91,15 +91,14 @@ def kernels_support_finding() -> Finding | None:
         return None
     window = kernels_window() if installed_transformers().version else None
     overlap = _overlap(window) if window else None
-    if (
-        window is not None and overlap is None
-    ):  # this Transformers accepts no supported kernels: change both
+    # this Transformers accepts no supported kernels: change both
+    if window is not None and overlap is None:
         fix = _pip(("kernels", SUPPORTED_KERNELS), ("transformers", SUPPORTED_TRANSFORMERS))
     else:
         fix = _pip(("kernels", overlap or SUPPORTED_KERNELS))
     return Finding(
-        f"kernlock {__version__} supports {_window('kernels', SUPPORTED_KERNELS)}; "
-        f"installed kernels {kernels}",
+        f"kernlock {__version__} supports {_window('kernels', SUPPORTED_KERNELS)}; installed "
+        f"kernels {kernels}",
         fix,
     )
 
@@ -118,8 +117,8 @@ def kernels_window_finding() -> Finding | None:
     if overlap is not None:
         return Finding(message, _pip(("kernels", overlap)))
     return Finding(
-        f"{message}; this kernlock supports {_window('kernels', SUPPORTED_KERNELS)}, "
-        f"which {_window('transformers', SUPPORTED_TRANSFORMERS)} accepts",
+        f"{message}; this kernlock supports {_window('kernels', SUPPORTED_KERNELS)}, which "
+        f"{_window('transformers', SUPPORTED_TRANSFORMERS)} accepts",
         _pip(("transformers", SUPPORTED_TRANSFORMERS)),
     )
 
@@ -138,8 +137,8 @@ def minver_findings(entries: Iterable[tuple[LockedKernel, LockedVariant]]) -> li
         if required is None or installed >= required:
             continue
         message = (
-            f"{kernel.spec} {variant.name} needs kernels>={variant.kernels_minver}, "
-            f"installed kernels {kernels}"
+            f"{kernel.spec} {variant.name} needs kernels>={variant.kernels_minver}, installed "
+            f"kernels {kernels}"
         )
         if required < _parse(high):
             findings.append(Finding(message, _pip(("kernels", (variant.kernels_minver, high)))))
@@ -183,8 +182,8 @@ def python_depends_findings(
             if pairs is None:
                 findings.append(
                     Finding(
-                        f"{kernel.spec} {variant.name} depends on {dependency!r}, which "
-                        "the installed kernels does not know",
+                        f"{kernel.spec} {variant.name} depends on {dependency!r}, which the "
+                        "installed kernels does not know",
                         "upgrade kernels, or pin a build of the kernel without that dependency",
                     )
                 )
@@ -193,8 +192,8 @@ def python_depends_findings(
                 if importlib.util.find_spec(module) is None:
                     findings.append(
                         Finding(
-                            f"{kernel.spec} {variant.name} needs Python package "
-                            f"{package} (import {module}), which is not installed",
+                            f"{kernel.spec} {variant.name} needs Python package {package} (import "
+                            f"{module}), which is not installed",
                             f"pip install {package}",
                         )
                     )
@@ -237,8 +236,8 @@ def telemetry_finding() -> Finding | None:
     ):
         return None
     return Finding(
-        f"HF_HUB_DISABLE_TELEMETRY=1 with kernels {kernels} and huggingface_hub {hub} "
-        "makes every unlocked kernels request "
+        f"HF_HUB_DISABLE_TELEMETRY=1 with kernels {kernels} and huggingface_hub {hub} makes every "
+        "unlocked kernels request "
         'fail before it is sent (reported as "could not verify publisher trust status"); '
         "locked loads are not affected",
         "export HF_HUB_USER_AGENT_ORIGIN=kernlock (or unset HF_HUB_DISABLE_TELEMETRY)",

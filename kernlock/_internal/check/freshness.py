@@ -109,10 +109,9 @@ def allowlist_problems(project: Project, lock: Lockfile) -> list[tuple[str, str,
         (
             kernel.repo,
             f'{kernel.spec} is locked as trust = "allowlist" but {project.pyproject} '
-            "[tool.kernlock] trust does not "
-            f"list {kernel.repo}",
-            f"review it and add {kernel.repo!r} to [tool.kernlock] trust, or `kernlock "
-            f"remove {kernel.spec}`",
+            f"[tool.kernlock] trust does not list {kernel.repo}",
+            f"review it and add {kernel.repo!r} to [tool.kernlock] trust, or `kernlock remove "
+            f"{kernel.spec}`",
         )
         for kernel in lock.kernels
         if kernel.trust == "allowlist" and kernel.repo not in allowed
@@ -162,17 +161,17 @@ def _check_models(project: Project, lock: Lockfile, result: CheckResult) -> None
     info = installed_transformers()
     if info.version is None or info.root is None:
         result.notes.append(
-            "the lock's [[model]] kernels cannot be checked against Transformers here: "
-            "it is not installed"
+            "the lock's [[model]] kernels cannot be checked against Transformers here: it is not "
+            "installed"
         )
         return
     digest = mapping_digest(info.root)
     for model in sorted(locked.values(), key=lambda m: m.name):
         if model.kernel_mapping != digest:
             result.problem(
-                f"model {model.name}: transformers {info.version} kernelizes with "
-                "another mapping than "
-                f"transformers {model.transformers}, which found the kernels the lock holds for it",
+                f"model {model.name}: transformers {info.version} kernelizes with another mapping "
+                f"than transformers {model.transformers}, which found the kernels the lock holds "
+                "for it",
                 "kernlock lock",
                 model=model.name,
                 transformers=info.version,
@@ -180,9 +179,8 @@ def _check_models(project: Project, lock: Lockfile, result: CheckResult) -> None
         elif model.transformers != info.version:
             result.problem(
                 f"model {model.name}: its kernels were found with transformers "
-                f"{model.transformers}, "
-                f"{info.version} is installed (the same kernelize mapping; its model "
-                "classes may differ)",
+                f"{model.transformers}, {info.version} is installed (the same kernelize mapping; "
+                "its model classes may differ)",
                 "kernlock lock",
                 model=model.name,
                 transformers=info.version,
@@ -216,8 +214,7 @@ def _check_overrides(project: Project, lock: Lockfile, result: CheckResult) -> N
         ):
             result.problem(
                 f"{kernel.spec}: the lock has an override ({kernel.override.when} → "
-                f"{kernel.override.use}) "
-                "that [tool.kernlock.overrides] no longer declares",
+                f"{kernel.override.use}) that [tool.kernlock.overrides] no longer declares",
                 "kernlock lock",
                 spec=kernel.spec,
             )
@@ -248,11 +245,10 @@ def _note_default_drift(
         version, _ = default_version(kernel.repo, target)
         if version != kernel.version:
             result.notes.append(
-                f"{kernel.spec}: transformers {installed} would load v{version} by "
-                "default, the lock pins "
-                f"v{kernel.version} (locked with transformers {recorded}); "
-                "kernlock.apply() keeps the lock's pin; "
-                f"`kernlock lock -P {kernel.repo}` takes the new default"
+                f"{kernel.spec}: transformers {installed} would load v{version} by default, the "
+                f"lock pins v{kernel.version} (locked with transformers {recorded}); "
+                f"kernlock.apply() keeps the lock's pin; `kernlock lock -P {kernel.repo}` takes "
+                "the new default"
             )
 
 

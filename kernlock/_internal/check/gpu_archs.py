@@ -29,10 +29,9 @@ def unsupported_problem(
     repo = kernel.repo
     return (
         f"{kernel.spec} {variant.name} at {kernel.commit[:12]} is built for GPU archs "
-        f"{', '.join(archs)}, "
-        f"which do not cover {where}; kernels would refuse to load it there",
-        f"lock a build of {repo} that supports {device} (`kernlock explain {repo}`, then "
-        f"`kernlock lock {repo}@<revision>`)",
+        f"{', '.join(archs)}, which do not cover {where}; kernels would refuse to load it there",
+        f"lock a build of {repo} that supports {device} (`kernlock explain {repo}`, then `kernlock "
+        f"lock {repo}@<revision>`)",
     )
 
 

@@ -256,8 +256,8 @@ def _check_statuses(
                 result.problem(f"{kernel.spec}: {problem}", fix, kernel=kernel.spec)
             result.problem(
                 f"the remote check did not finish within {limit:g} s (${DEADLINE_ENV}); "
-                f"{len(statuses) - done} of {len(statuses)} entries were not checked, "
-                f"from {kernel.spec} on",
+                f"{len(statuses) - done} of {len(statuses)} entries were not checked, from "
+                f"{kernel.spec} on",
                 f"check the network and HF_ENDPOINT, or raise ${DEADLINE_ENV}",
                 kernel=kernel.spec,
             )
@@ -268,8 +268,8 @@ def _check_statuses(
                 f"name a revision the Hub has in the spec of {kernel.spec}, then run kernlock lock"
             )
             result.problem(
-                f"{kernel.spec}: locked commit {kernel.commit[:12]} is gone from the Hub "
-                "(it answers 404 for it)",
+                f"{kernel.spec}: locked commit {kernel.commit[:12]} is gone from the Hub (it "
+                "answers 404 for it)",
                 fix if status.current is not None else repin,
                 kernel=kernel.spec,
             )
@@ -279,19 +279,18 @@ def _check_statuses(
                 result.problem(f"{kernel.spec}: {problem}", fix, kernel=kernel.spec)
         if status.renamed_to is not None:
             result.notes.append(
-                f"{kernel.spec}: {spec_repo(kernel)} was renamed to {status.renamed_to} "
-                "on the Hub; "
-                f"update the spec (loads keep working under both names)"
+                f"{kernel.spec}: {spec_repo(kernel)} was renamed to {status.renamed_to} on the "
+                "Hub; update the spec (loads keep working under both names)"
             )
         if status.moved and status.current is not None:
             result.notes.append(
-                f"{kernel.spec}: {status.ref_kind} {kernel.ref} moved from {kernel.commit[:12]} "
-                f"to {status.current[:12]}; `{fix}` to take it"
+                f"{kernel.spec}: {status.ref_kind} {kernel.ref} moved from {kernel.commit[:12]} to "
+                f"{status.current[:12]}; `{fix}` to take it"
             )
         elif status.ref_gone and not gone:
             result.notes.append(
-                f"{kernel.spec}: ref {kernel.ref} no longer exists on the Hub (the "
-                "locked commit does)"
+                f"{kernel.spec}: ref {kernel.ref} no longer exists on the Hub (the locked commit "
+                "does)"
             )
 
 
@@ -324,8 +323,8 @@ def remote_problems(
         if set(listed) != {f.path for f in variant.files}:
             differ = sorted(set(listed) ^ {f.path for f in variant.files})
             problems.append(
-                f"{variant.name} at {kernel.commit[:12]} does not hold the locked files "
-                f"(differs in {', '.join(differ[:3])}{'…' if len(differ) > 3 else ''})"
+                f"{variant.name} at {kernel.commit[:12]} does not hold the locked files (differs "
+                f"in {', '.join(differ[:3])}{'…' if len(differ) > 3 else ''})"
             )
             continue
         fetched = {}
@@ -346,9 +345,8 @@ def remote_problems(
                 continue
             if (sha256, entry.size) != (locked.sha256, locked.size):
                 problems.append(
-                    f"{variant.name}/{locked.path}: the Hub has sha256 {sha256} "
-                    f"({entry.size} bytes), "
-                    f"the lock says {locked.sha256} ({locked.size} bytes)"
+                    f"{variant.name}/{locked.path}: the Hub has sha256 {sha256} ({entry.size} "
+                    f"bytes), the lock says {locked.sha256} ({locked.size} bytes)"
                 )
         if variant.signed and "metadata.json" in fetched and SIGNATURE_FILE in fetched:
             from kernlock._internal.check.signatures import recheck, trusted_root_path
@@ -372,7 +370,7 @@ def remote_problems(
         kernel.repo.split("/", 1)[0]
     ):
         problems.append(
-            f"the lock says its publisher is trusted, but the Hub does not mark "
+            "the lock says its publisher is trusted, but the Hub does not mark "
             f"{kernel.repo.split('/', 1)[0]!r} as a trusted kernel publisher"
         )
     return problems

@@ -77,12 +77,11 @@ def _refuse_shared_root(path: Path, named: str) -> Path:
     if reason is None:
         return path
     raise SignatureError(
-        f"refusing the Sigstore trusted root {path} (named by {named}): {reason}, so "
-        "someone else decides whose "
-        "signatures count as a publisher's; nothing was verified against it",
+        f"refusing the Sigstore trusted root {path} (named by {named}): {reason}, so someone else "
+        "decides whose signatures count as a publisher's; nothing was verified against it",
         fix=f"review it and keep your own copy (`install -D -m 644 {path} "
-        "~/.config/kernlock/trusted_root.json`), then "
-        f"point {named} at the copy, or unset it for the production root",
+        f"~/.config/kernlock/trusted_root.json`), then point {named} at the copy, or unset it for "
+        "the production root",
     )
 
 
@@ -97,8 +96,7 @@ def _verifier(path: str) -> Any:
         raise SignatureError(
             f"cannot read the Sigstore trusted root {path} ({error})",
             fix=f"correct [tool.kernlock] sigstore-trusted-root or ${TRUSTED_ROOT_ENV}, or "
-            "unset them "
-            "to use the production root",
+            "unset them to use the production root",
         ) from None
 
 
@@ -200,8 +198,8 @@ def root_fix(trusted_root: Path) -> str:
     """The fix for a locked bundle that no longer verifies against `trusted_root`."""
     return (
         "verify against the Sigstore root the lock was made with: point [tool.kernlock] "
-        "sigstore-trusted-root "
-        f"or ${TRUSTED_ROOT_ENV} at it (now {trusted_root}), or unset both for the production root"
+        f"sigstore-trusted-root or ${TRUSTED_ROOT_ENV} at it (now {trusted_root}), or unset both "
+        "for the production root"
     )
 
 
@@ -225,9 +223,8 @@ def recheck(
         )
     if found != recorded:
         return (
-            f"{where}: the bundle names {found.build_signer} (log index "
-            f"{found.log_index}, integrated "
-            f"{found.integrated_time}), but the lock records {recorded.build_signer} (log index "
-            f"{recorded.log_index}, integrated {recorded.integrated_time})"
+            f"{where}: the bundle names {found.build_signer} (log index {found.log_index}, "
+            f"integrated {found.integrated_time}), but the lock records {recorded.build_signer} "
+            f"(log index {recorded.log_index}, integrated {recorded.integrated_time})"
         ), relock
     return None

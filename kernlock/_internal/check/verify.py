@@ -130,8 +130,8 @@ def check_doctor(lock: Lockfile, targets: list[Target], result: CheckResult) -> 
                 and any(t in variant.targets for t in targets)
             ):
                 result.notes.append(
-                    f"{kernel.spec} {variant.name} was built from a dirty tree "
-                    "(its recorded source revision does not fully identify it)"
+                    f"{kernel.spec} {variant.name} was built from a dirty tree (its recorded "
+                    "source revision does not fully identify it)"
                 )
     result.summary = f"{plural(len(entries), 'variant')} for {plural(len(checked), 'target')}"
 
@@ -162,8 +162,7 @@ def check_cache(lock: Lockfile, targets: list[Target], result: CheckResult) -> N
                 names = ", ".join(f.path for f in missing[:3]) + ("…" if len(missing) > 3 else "")
                 result.problem(
                     f"{kernel.spec}: {len(missing)} of {len(variant.files)} file(s) of "
-                    f"{variant.name} "
-                    f"are not in the cache ({names})",
+                    f"{variant.name} are not in the cache ({names})",
                     "kernlock sync --repair" if problems else "kernlock sync",
                     path=str(directory),
                     **context,
@@ -171,16 +170,14 @@ def check_cache(lock: Lockfile, targets: list[Target], result: CheckResult) -> N
             for problem in problems:
                 result.problem(problem.message, problem.fix, path=str(directory), **context)
             digest = None
-            if (
-                not missing and not problems and variant.digest not in (None, "sha256")
-            ):  # sha256: checked when locked
+            # sha256: checked when locked
+            if not missing and not problems and variant.digest not in (None, "sha256"):
                 from kernlock._internal.store.metadata import cached_digest_problem
 
                 if (digest := cached_digest_problem(directory, variant.files)) is not None:
                     result.problem(
-                        f"{kernel.spec} {variant.name} at {kernel.commit[:12]}: "
-                        f"{digest}; kernels would refuse "
-                        "to load it",
+                        f"{kernel.spec} {variant.name} at {kernel.commit[:12]}: {digest}; kernels "
+                        "would refuse to load it",
                         f"kernlock lock {kernel.repo}@<another revision>",
                         path=str(directory),
                         **context,
@@ -220,9 +217,8 @@ def check_signatures(
     for kernel, variant, target in pairs.values():
         context = {"kernel": kernel.spec, "variant": variant.name}
         try:
-            if (
-                variant.signature is not None or not variant.signed
-            ):  # a signed one without a signer: recheck says so
+            # a signed one without a signer: recheck says so
+            if variant.signature is not None or not variant.signed:
                 policy.check(kernel.repo, variant.name, variant.signature)
         except SignatureError as error:
             result.problem(error.message, error.fix, **context)
@@ -243,9 +239,9 @@ def check_signatures(
                 continue
             if hashlib.sha256(data).hexdigest() != locked.sha256:
                 result.problem(
-                    f"{kernel.repo} {variant.name}: {locked.path} in the cache is not "
-                    "the locked file "
-                    f"(sha256 {hashlib.sha256(data).hexdigest()}, the lock says {locked.sha256})",
+                    f"{kernel.repo} {variant.name}: {locked.path} in the cache is not the locked "
+                    f"file (sha256 {hashlib.sha256(data).hexdigest()}, the lock says "
+                    f"{locked.sha256})",
                     f"kernlock sync --repair --target {target}",
                     path=str(directory),
                     **context,

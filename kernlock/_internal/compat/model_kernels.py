@@ -94,8 +94,7 @@ def _meta_model(name: str, root: Path) -> Any:
         raise ModelError(
             f"model {name}: cannot build it from its config.json ({first})",
             fix="point [tool.kernlock] models at a directory holding config.json or a Hub "
-            "model id; "
-            f"{name!r} is neither",
+            f"model id; {name!r} is neither",
         ) from None
 
 

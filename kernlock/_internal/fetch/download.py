@@ -114,10 +114,9 @@ def download_lock(path: Path) -> Iterator[None]:
             held.enter_context(WeakFileLock(path, timeout=waited))
         except Timeout:
             raise HubError(
-                "another process (a kernlock, kernels or hf_hub_download of the same "
-                "file) has held the download "
-                f"lock {path} for over {waited:g} s (${settings.DEADLINE_ENV}); nothing "
-                "was downloaded",
+                "another process (a kernlock, kernels or hf_hub_download of the same file) has "
+                f"held the download lock {path} for over {waited:g} s (${settings.DEADLINE_ENV}); "
+                "nothing was downloaded",
                 fix="wait for it and run the command again, stop that process, or raise "
                 f"${settings.DEADLINE_ENV}",
             ) from None
@@ -165,9 +164,8 @@ def _fetch_blob_and_link(
     if mismatch:
         raise IntegrityError(
             f"{kernel.spec}: the Hub lists {variant}/{locked.path} with sha256 "
-            f"{remote.etag if len(remote.etag) == 64 else '?'} "
-            f"and size {remote.size}, but kernels.lock expects {locked.sha256} and "
-            f"{locked.size}; nothing was downloaded",
+            f"{remote.etag if len(remote.etag) == 64 else '?'} and size {remote.size}, but "
+            f"kernels.lock expects {locked.sha256} and {locked.size}; nothing was downloaded",
             fix=f"re-lock with `kernlock lock -P {kernel.repo}` if the repository was rewritten",
         )
     blob = storage / "blobs" / remote.etag
@@ -188,15 +186,13 @@ def _fetch_blob_and_link(
                     )
                     if actual == locked.sha256 and os.fstat(temp.fd).st_size == locked.size:
                         break
-                    if (
-                        attempt == 1 and resumed
-                    ):  # a kept partial went bad: drop its bytes and start over once
+                    # a kept partial went bad: drop its bytes and start over once
+                    if attempt == 1 and resumed:
                         temp.restart()
                         continue
                     raise IntegrityError(
-                        f"{kernel.spec}: the Hub sent {variant}/{locked.path} with "
-                        f"sha256 {actual}, "
-                        f"but kernels.lock expects {locked.sha256}; nothing was kept",
+                        f"{kernel.spec}: the Hub sent {variant}/{locked.path} with sha256 "
+                        f"{actual}, but kernels.lock expects {locked.sha256}; nothing was kept",
                         fix=f"re-run, or re-lock with `kernlock lock -P {kernel.repo}` if "
                         "the repository was rewritten",
                     )
@@ -207,9 +203,8 @@ def _fetch_blob_and_link(
             except KeyboardInterrupt:
                 kept = temp.resumable()
                 raise
-            except (
-                HubError
-            ) as error:  # the Hub failed (not a stop: a cut-off or over-long body is never kept)
+            # the Hub failed (not a stop: a cut-off or over-long body is never kept)
+            except HubError as error:
                 kept = error.__cause__ is not None and temp.resumable()
                 raise
             finally:
@@ -319,9 +314,8 @@ def commit_gone(kernel: LockedKernel) -> tuple[str, str]:
             "`kernlock lock`"
         )
     return (
-        f"{kernel.spec}: the locked commit {kernel.commit[:12]} is gone from the Hub (it "
-        "answers 404 for it: "
-        f"the repo's history was rewritten)",
+        f"{kernel.spec}: the locked commit {kernel.commit[:12]} is gone from the Hub (it answers "
+        "404 for it: the repo's history was rewritten)",
         fix,
     )
 
@@ -414,9 +408,8 @@ def ensure_variant(kernel: LockedKernel, variant: LockedVariant, *, offline: boo
     if missing:
         if offline:
             raise MissingFilesError(
-                f"{kernel.spec}: {len(missing)} locked file(s) of {variant.name} are not "
-                "in the cache "
-                f"({_describe_files(missing)}) and the Hub is offline",
+                f"{kernel.spec}: {len(missing)} locked file(s) of {variant.name} are not in the "
+                f"cache ({_describe_files(missing)}) and the Hub is offline",
                 fix="run `kernlock sync` where the Hub is reachable",
             )
         try:
@@ -432,9 +425,8 @@ def ensure_variant(kernel: LockedKernel, variant: LockedVariant, *, offline: boo
                 ) from None
             reason = error.message if isinstance(error, KernlockError) else type(error).__name__
             raise MissingFilesError(
-                f"{kernel.spec}: {len(missing)} locked file(s) of {variant.name} are not "
-                "in the cache "
-                f"({_describe_files(missing)}) and cannot be downloaded ({reason})",
+                f"{kernel.spec}: {len(missing)} locked file(s) of {variant.name} are not in the "
+                f"cache ({_describe_files(missing)}) and cannot be downloaded ({reason})",
                 fix="run `kernlock sync` where the Hub is reachable",
             ) from None
     check_variant(kernel, variant, root, stamped=True, just_verified=just_verified)

@@ -66,9 +66,8 @@ def open_below(root: Path, *parts: str, create: bool = True) -> int:
                     raise
                 where = root.joinpath(*parts[: index + 1])
                 raise IntegrityError(
-                    f"{where} in the Hub cache is a link or not a directory (another "
-                    "user of a shared cache may "
-                    "have planted it); kernlock writes nothing through it",
+                    f"{where} in the Hub cache is a link or not a directory (another user of a "
+                    "shared cache may have planted it); kernlock writes nothing through it",
                     fix=f"remove it (`rm -- {where}`) and run the command again",
                 ) from None
             os.close(fd)
@@ -134,9 +133,8 @@ def open_partial(dir_fd: int, name: str) -> int | None:
     Never a link (`O_NOFOLLOW`) and never blocking on a FIFO (`O_NONBLOCK`).
     """
     try:
-        if not _private(
-            os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-        ):  # another user's is never opened
+        # another user's is never opened
+        if not _private(os.stat(name, dir_fd=dir_fd, follow_symlinks=False)):
             return None
         fd = os.open(
             name, os.O_RDWR | os.O_APPEND | _NOFOLLOW | os.O_NONBLOCK | _CLOEXEC, dir_fd=dir_fd

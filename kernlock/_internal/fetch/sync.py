@@ -123,9 +123,8 @@ def sync_variant(
             discard(kernel, variant.name, bad, cache)
             download_variant(kernel, variant, cache, bad, force=True, fetched=fetched)
             report.repaired += [f"{kernel.spec} {variant.name}/{f.path}" for f in bad]
-        if extra := extra_files(
-            variant, root
-        ):  # left in place: they may be part of the commit (see the error)
+        # left in place: they may be part of the commit (see the error)
+        if extra := extra_files(variant, root):
             held = _held_by_commit(kernel, variant, extra)
             # the lock is what is wrong: restore it first (what else is unlisted is named on the
             # next run)

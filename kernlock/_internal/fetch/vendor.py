@@ -87,8 +87,8 @@ def vendor(
     except OSError as error:  # an unwritable parent, a file in the way, a read-only disk
         where = f": {error.filename}" if error.filename and str(error.filename) != str(out) else ""
         raise UsageError(
-            f"cannot create the vendor directory {out} ({error.strerror}{where}); "
-            "nothing was written",
+            f"cannot create the vendor directory {out} ({error.strerror}{where}); nothing was "
+            "written",
             fix="vendor into a directory you can write (`kernlock vendor DIR`), or have its owner "
             f"create it for you (`mkdir -p {shlex.quote(str(out))}`)",
         ) from None

@@ -118,9 +118,8 @@ def _read_key(fd: int, root: str = "") -> bytes | None:
             else "readable by other users"
         )
         return _cache_off(root, f"its key file is {owner}")
-    if (
-        len(key) != 32
-    ):  # left empty or short by a crash while it was written: nothing was ever signed with it
+    # left empty or short by a crash while it was written: nothing was ever signed with it
+    if len(key) != 32:
         return _new_key(fd, replace=True, root=root)
     return key
 
@@ -163,8 +162,8 @@ def _cache_off(root: str, why: str) -> bytes | None:
         _said.add(root)
         sys.stderr.write(
             f"kernlock: warning: the private cache {root} is off: {why}; remove "
-            f"{os.path.join(root, _KEY_NAME)} "
-            f"and kernlock makes a new one (or set {NO_CACHE_ENV}=1)\n"
+            f"{os.path.join(root, _KEY_NAME)} and kernlock makes a new one (or set "
+            f"{NO_CACHE_ENV}=1)\n"
         )
     return None
 

@@ -24,7 +24,6 @@ def loads(text: str) -> dict[str, Any]:
             raise ValueError(TOO_DEEP) from None
     try:
         return tomllib.loads(text)
-    except (
-        RecursionError
-    ):  # the parsers recurse per level: the interpreter's recursion limit is the bound
+    # the parsers recurse per level: the interpreter's recursion limit is the bound
+    except RecursionError:
         raise ValueError(TOO_DEEP) from None

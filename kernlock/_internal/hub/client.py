@@ -125,8 +125,8 @@ class Hub:
         for ref in refs:
             if not isinstance(ref.commit, str) or not is_git_sha(ref.commit):
                 raise HubError(
-                    f"{repo}: the Hub reported {ref.kind} {ref.name!r} at "
-                    f"{ref.commit!r}, which is not a commit SHA",
+                    f"{repo}: the Hub reported {ref.kind} {ref.name!r} at {ref.commit!r}, which is "
+                    "not a commit SHA",
                     fix=CHECK_ENDPOINT,
                 )
         return refs
@@ -170,9 +170,8 @@ class Hub:
                     else f"{empty} empty pages in a row"
                 )
                 raise HubError(
-                    f"{repo}: the Hub's listing {redact(url)} did not end after {why}, "
-                    "each linking to "
-                    "another; a kernel repo's listing is far shorter",
+                    f"{repo}: the Hub's listing {redact(url)} did not end after {why}, each "
+                    "linking to another; a kernel repo's listing is far shorter",
                     fix="check HF_ENDPOINT (a proxy or mirror may be inventing pages)",
                 )
             if time.monotonic() >= deadline:
@@ -202,9 +201,8 @@ class Hub:
             empty = 0 if data else empty + 1
             if len(items) > MAX_LISTING:
                 raise HubError(
-                    f"{repo}: the Hub's listing {redact(url)} has more than "
-                    f"{MAX_LISTING} entries, more than "
-                    "kernlock accepts from one kernel repo",
+                    f"{repo}: the Hub's listing {redact(url)} has more than {MAX_LISTING} entries, "
+                    "more than kernlock accepts from one kernel repo",
                     fix=CHECK_ENDPOINT,
                 )
             first = False
@@ -244,13 +242,12 @@ class Hub:
                 or (item.lfs_sha256 is not None and not is_sha256(item.lfs_sha256))
             ):
                 raise HubError(
-                    f"{repo}: the Hub listed {item.path!r} at {commit[:12]} with an "
-                    "invalid size or hash",
+                    f"{repo}: the Hub listed {item.path!r} at {commit[:12]} with an invalid size "
+                    "or hash",
                     fix=CHECK_ENDPOINT,
                 )
-            if (
-                item.path in seen
-            ):  # else the lock model refuses the entry as a hand edit of the lock
+            # else the lock model refuses the entry as a hand edit of the lock
+            if item.path in seen:
                 raise HubError(
                     f"{repo}: the Hub listed {item.path!r} at {commit[:12]} more than once",
                     fix="check HF_ENDPOINT (a proxy or mirror may be repeating pages)",
@@ -267,11 +264,9 @@ class Hub:
         url = hf_hub_url(repo, path, repo_type="kernel", revision=commit, endpoint=self.endpoint)
         if size > MAX_GIT_FILE:
             raise HubError(
-                f"{repo}: the Hub lists {path} at {commit[:12]} as a {size}-byte file "
-                "stored in git (not LFS); "
-                f"kernlock reads at most {MAX_GIT_FILE} bytes of such a file (the Hub "
-                "stores larger ones in "
-                "LFS)",
+                f"{repo}: the Hub lists {path} at {commit[:12]} as a {size}-byte file stored in "
+                f"git (not LFS); kernlock reads at most {MAX_GIT_FILE} bytes of such a file (the "
+                "Hub stores larger ones in LFS)",
                 fix=CHECK_ENDPOINT,
             )
 
@@ -306,8 +301,8 @@ class Hub:
             )
             if meta.commit_hash not in (None, commit):
                 raise Stop(
-                    f"the Hub answered for {path} at commit {meta.commit_hash}, not the "
-                    f"locked {commit}"
+                    f"the Hub answered for {path} at commit {meta.commit_hash}, not the locked "
+                    f"{commit}"
                 )
             if not meta.etag or not (is_git_sha(meta.etag) or is_sha256(meta.etag)):
                 raise Stop(f"the Hub answered for {path} without a usable ETag ({meta.etag!r})")

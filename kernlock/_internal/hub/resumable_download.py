@@ -68,9 +68,8 @@ def download_to(
             if offset and (validator is None or offset > size):
                 os.ftruncate(fd, 0)
                 offset = 0
-            if (
-                offset == size
-            ):  # all there already (killed before the rename): only the hash check is left
+            # all there already (killed before the rename): only the hash check is left
+            if offset == size:
                 resumed, digest = offset, _sha256_prefix(fd, offset)
                 return
             asked = dict(headers)

@@ -305,8 +305,7 @@ class Transport:
                 raise HubError(
                     f"{repo}: {why} for another {wait:.0f} s",
                     fix="re-run after that (logged-in users, with HF_TOKEN, get a larger "
-                    "quota), or allow a longer "
-                    f"wait with {RATE_LIMIT_WAIT_ENV}",
+                    f"quota), or allow a longer wait with {RATE_LIMIT_WAIT_ENV}",
                 ) from None
             logger.warning(
                 "kernlock: %s: %s; waiting %.0f s for the window to reset", repo, why, wait
@@ -378,9 +377,8 @@ class Transport:
             declared = response.headers.get("Content-Length", "")
             if ok and declared.isdigit() and int(declared) > cap:
                 raise Stop(
-                    f"{redact(str(response.url))} announces {declared} bytes, more than "
-                    f"the {cap} expected; "
-                    "nothing was kept"
+                    f"{redact(str(response.url))} announces {declared} bytes, more than the {cap} "
+                    "expected; nothing was kept"
                 )
             chunks: list[bytes] = []
             received = 0
@@ -390,8 +388,8 @@ class Transport:
                     if not ok:
                         break
                     raise Stop(
-                        f"{redact(str(response.url))} sent more than the {cap} bytes "
-                        "expected; nothing was kept"
+                        f"{redact(str(response.url))} sent more than the {cap} bytes expected; "
+                        "nothing was kept"
                     )
                 if time.monotonic() > deadline:
                     raise Stop(
@@ -430,9 +428,8 @@ class Transport:
             target = urljoin(str(response.url), response.headers.get("Location", ""))
             if urlsplit(target).netloc != urlsplit(str(response.url)).netloc:
                 raise Stop(
-                    f"{redact(str(response.url))} redirects to {redact(target)}, on "
-                    "another host; kernlock does not "
-                    "follow it nor take it for a repo rename",
+                    f"{redact(str(response.url))} redirects to {redact(target)}, on another host; "
+                    "kernlock does not follow it nor take it for a repo rename",
                     fix="check HF_ENDPOINT and your proxy",
                 )
             url, params = target, None

@@ -79,16 +79,16 @@ def group_variants(repo: str, commit: str, files: list[TreeFile]) -> dict[str, l
         parts = path.split("/")
         if not is_safe_relpath(path) or len(parts) < 3 or parts[0] != "build":
             raise ResolutionError(
-                f"{repo}@{commit[:12]}: the Hub listed an unsafe file path {path!r}; "
-                "refusing to lock it",
+                f"{repo}@{commit[:12]}: the Hub listed an unsafe file path {path!r}; refusing to "
+                "lock it",
                 fix=f"lock another revision ({repo}@<revision>), or report the repo to its "
                 "publisher",
             )
         variant = parts[1]
         if not is_variant_name(variant):
             raise ResolutionError(
-                f"{repo}@{commit[:12]}: the Hub listed an unsafe variant name "
-                f"{variant!r}; refusing to lock it",
+                f"{repo}@{commit[:12]}: the Hub listed an unsafe variant name {variant!r}; "
+                "refusing to lock it",
                 fix=f"lock another revision ({repo}@<revision>), or report the repo to its "
                 "publisher",
             )
@@ -97,8 +97,8 @@ def group_variants(repo: str, commit: str, files: list[TreeFile]) -> dict[str, l
         grouped.setdefault(variant, []).append(entry)
     if len(grouped) > MAX_VARIANTS:
         raise ResolutionError(
-            f"{repo}@{commit[:12]}: {len(grouped)} build variants is more than kernlock "
-            f"accepts ({MAX_VARIANTS})",
+            f"{repo}@{commit[:12]}: {len(grouped)} build variants is more than kernlock accepts "
+            f"({MAX_VARIANTS})",
             fix=f"lock another revision ({repo}@<revision>), or ask the publisher to prune "
             "old builds",
         )

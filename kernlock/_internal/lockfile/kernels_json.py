@@ -36,10 +36,11 @@ def looks_like_kernels_lock(data: bytes) -> bool:
         return False
     try:
         entries = json.loads(data)
+    # `[` × 200 000: nested past the decoder's depth, so no kernels lock
     except (
         ValueError,
         RecursionError,
-    ):  # `[` × 200 000: nested past the decoder's depth, so no kernels lock
+    ):
         return False
     return isinstance(entries, list) and all(
         isinstance(e, dict) and {"dependency", "lock"} <= set(e) for e in entries
@@ -53,9 +54,8 @@ def migrate_hint(path: Path) -> tuple[str, str]:
     """The problem of a kernels JSON lock where kernlock's lock is expected, and its fix."""
     return (
         f"{path} holds kernels' own JSON lock, not kernlock's",
-        "convert it with `kernlock lock --migrate` (its commits are kept as pins and "
-        "the JSON is kept as "
-        f"{path.name}{JSON_SUFFIX})",
+        "convert it with `kernlock lock --migrate` (its commits are kept as pins and the JSON is "
+        f"kept as {path.name}{JSON_SUFFIX})",
     )
 
 
@@ -94,8 +94,8 @@ class Migration:
             if self.kept_as.read_bytes() == self.original:
                 return
             raise KernlockError(
-                f"cannot keep {self.source}'s kernels JSON lock as {self.kept_as}: that "
-                "file exists and differs",
+                f"cannot keep {self.source}'s kernels JSON lock as {self.kept_as}: that file "
+                "exists and differs",
                 fix="move it away and run `kernlock lock --migrate` again",
             )
         atomic_write(self.kept_as, self.original)
@@ -106,8 +106,8 @@ class Migration:
         unused = [f"{_pin_text(p)}" for p in self.pins if (p.repo, p.commit) not in kept]
         line = (
             f"migrated kernels' JSON lock {self.source} ({len(self.pins)} pins, "
-            f"{len(self.pins) - len(unused)} kept as locked commits) to kernlock's "
-            f"format; the original is kept as {self.kept_as}"
+            f"{len(self.pins) - len(unused)} kept as locked commits) to kernlock's format; the "
+            f"original is kept as {self.kept_as}"
         )
         if unused:
             line += f"; not requested by any source, so dropped: {', '.join(unused)}"
@@ -181,21 +181,18 @@ def exported_entries(lock: Lockfile) -> tuple[list[LockedKernel], list[str]]:
         if not own:
             whens = ", ".join(k.override.when for k in lock.entries(kernel.spec) if k.override)
             raise UsageError(
-                f"{kernel.spec}: every locked target has an override ({whens}), each its "
-                "own commit, and "
-                "kernels' JSON lock holds one pin per kernel; nothing was written",
+                f"{kernel.spec}: every locked target has an override ({whens}), each its own "
+                "commit, and kernels' JSON lock holds one pin per kernel; nothing was written",
                 fix="lock a target no override matches (`kernlock lock --target T`), or load "
-                "through "
-                "kernlock (`kernlock run`, `kernlock.apply()`), which applies the overrides",
+                "through kernlock (`kernlock run`, `kernlock.apply()`), which applies the "
+                "overrides",
             )
         targets = ", ".join(sorted({str(t) for v in kernel.variants for t in v.targets}))
         warnings.append(
             f"{kernel.spec}: the override for {kernel.override.when} ({kernel.override.use}, "
-            f"{kernel.commit[:12]}; {targets}) is not written: kernels' JSON lock holds "
-            "one pin per "
-            f"kernel, so plain kernels loads the spec's own {own[0].commit[:12]} there "
-            "too; load through "
-            "kernlock (`kernlock run`, `kernlock.apply()`) for the override"
+            f"{kernel.commit[:12]}; {targets}) is not written: kernels' JSON lock holds one pin "
+            f"per kernel, so plain kernels loads the spec's own {own[0].commit[:12]} there too; "
+            "load through kernlock (`kernlock run`, `kernlock.apply()`) for the override"
         )
     return entries, warnings
 

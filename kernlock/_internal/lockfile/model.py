@@ -218,9 +218,8 @@ class LockedKernel(Table):
         ensure(
             all(alias == requested_repo != repo for alias in aliases),
             "aliases",
-            f"{', '.join(aliases)} is not a rename recorded at lock time (only the "
-            "spec's own repo, renamed on "
-            f"the Hub to {repo!r}, can be an alias)",
+            f"{', '.join(aliases)} is not a rename recorded at lock time (only the spec's own "
+            f"repo, renamed on the Hub to {repo!r}, can be an alias)",
             fix=f"re-run `kernlock lock -P {repo}`",
         )
         return cls(

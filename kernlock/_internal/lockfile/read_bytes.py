@@ -28,8 +28,8 @@ def _not_a_lock_fix(path: Path) -> str:
     if named is not None and os.path.abspath(named) == os.path.abspath(path):
         return f"unset {LOCKFILE_ENV}, or point it at kernlock's lock (kernels.lock by default)"
     return (
-        f"point the lock path at a regular lock file, or move {shlex.quote(str(path))} away "
-        f"(a symlink: `rm {shlex.quote(str(path))}`) and run `kernlock lock`"
+        f"point the lock path at a regular lock file, or move {shlex.quote(str(path))} away (a "
+        f"symlink: `rm {shlex.quote(str(path))}`) and run `kernlock lock`"
     )
 
 

@@ -23,9 +23,8 @@ from kernlock.errors import LockfileError, TargetError
 REGENERATE = "re-resolve every pin with `kernlock lock --upgrade`"
 REPAIR = f"undo the hand edit, or {REGENERATE}"  # the fix for a value this kernlock never writes
 
-if (
-    TYPE_CHECKING
-):  # typing has it from Python 3.11; at run time the decorator only marks the function
+# typing has it from Python 3.11; at run time the decorator only marks the function
+if TYPE_CHECKING:
     from typing_extensions import dataclass_transform
 else:
 

@@ -218,8 +218,8 @@ def _advisory(entry: Any, where: str, source: str) -> Advisory:
     affected = entry.get("affected")
     if not isinstance(affected, dict) or not affected:
         raise ConfigError(
-            f"{where}: say which builds it affects in [advisory.affected] "
-            "(branch, commits, variants or sha256)",
+            f"{where}: say which builds it affects in [advisory.affected] (branch, commits, "
+            "variants or sha256)",
             fix=FORMAT_FIX,
         )
     unknown = sorted(set(affected) - _AFFECTED_KEYS)
@@ -237,8 +237,8 @@ def _advisory(entry: Any, where: str, source: str) -> Advisory:
     )
     if branch and commits:
         raise ConfigError(
-            f"{where}.affected: give a branch (with introduced/fixed) or a list of "
-            "commits, not both",
+            f"{where}.affected: give a branch (with introduced/fixed) or a list of commits, not "
+            "both",
             fix=FORMAT_FIX,
         )
     bounds = {

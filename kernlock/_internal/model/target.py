@@ -98,11 +98,10 @@ def parse_target(text: str) -> Target:
     if not match:
         raise TargetError(
             f"invalid target {text!r}: expected "
-            "torch<major>.<minor>[-cxx11|-cxx98]-<backend>-<cpu>-<os>"
-            "[-tvm-ffi<major>.<minor>][-macos<version>][-cp<major><minor>[t]]",
+            "torch<major>.<minor>[-cxx11|-cxx98]-<backend>-<cpu>-<os>[-tvm-ffi<major>.<minor>][-macos<version>][-cp<major><minor>[t]]",
             fix="write it in that form, e.g. torch2.13-cxx11-cpu-x86_64-linux or "
-            "torch2.9-cxx11-cu128-x86_64-linux "
-            "(with a Python: torch2.13-cxx11-cpu-x86_64-linux-cp311)",
+            "torch2.9-cxx11-cu128-x86_64-linux (with a Python: "
+            "torch2.13-cxx11-cpu-x86_64-linux-cp311)",
         )
     python = f"{match['py_major']}.{int(match['py_minor'])}" if match["py_major"] else None
     if match["py_t"] and (

@@ -136,8 +136,7 @@ def refuse_shared_new_project(root: Path) -> None:
         return
     raise ConfigError(
         f"refusing to start a project in {root}: every user can write to it, and its "
-        "pyproject.toml and kernels.lock "
-        "would become the project of every directory below it",
+        "pyproject.toml and kernels.lock would become the project of every directory below it",
         fix="run kernlock in a directory of your own (mkdir my-project && cd my-project)",
     )
 
@@ -156,9 +155,8 @@ def find_project_root(start: Path) -> Path:
         markers = _markers(directory)
         if not markers:
             continue
-        for marker in (
-            markers if directory != start else ()
-        ):  # above start: the rules for discovered locks
+        # above start: the rules for discovered locks
+        for marker in markers if directory != start else ():
             reason = unsafe_reason(marker)
             if reason is not None:
                 raise ConfigError(
@@ -307,8 +305,8 @@ def _signers(table: Any, path: Path) -> tuple[tuple[str, tuple[str, ...]], ...]:
         bad = [uri for uri in signers if not uri.startswith("https://") or "@" not in uri]
         if bad:
             raise ConfigError(
-                f"{path}: [tool.kernlock.signers] {pattern!r}: {bad[0]!r} is not a "
-                "build-signer URI",
+                f"{path}: [tool.kernlock.signers] {pattern!r}: {bad[0]!r} is not a build-signer "
+                "URI",
                 fix="write it as https://github.com/<org>/<repo>/.github/workflows/<file>@<ref>",
             )
         entries.append((pattern, signers))
@@ -381,10 +379,9 @@ def _refuse_unmapped(selection: tuple[str, ...], mapped: set[str]) -> None:
         if repo not in mapped:
             match = close_repo(repo, mapped)
             raise ConfigError(
-                f"[tool.kernlock] use-kernels lists {repo}, which the installed "
-                "Transformers' use_kernels mapping does "
-                f"not load (it maps {known_list(mapped)}); nothing was changed"
-                + (f"; did you mean {match}?" if match else ""),
+                f"[tool.kernlock] use-kernels lists {repo}, which the installed Transformers' "
+                f"use_kernels mapping does not load (it maps {known_list(mapped)}); nothing was "
+                "changed" + (f"; did you mean {match}?" if match else ""),
                 fix=f"write {match!r} in use-kernels"
                 if match
                 else f"remove {repo!r} from use-kernels",

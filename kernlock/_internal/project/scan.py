@@ -133,9 +133,8 @@ def scan_file(path: Path, skipped: list[str] | None = None) -> list[KernelSpec]:
         if not literal:
             if skipped is not None:
                 skipped.append(
-                    f"{where}:{line}: attn_implementation={value[:60]} is not a literal, "
-                    "so --scan cannot "
-                    "lock what it names; list that kernel in [tool.kernlock] kernels"
+                    f"{where}:{line}: attn_implementation={value[:60]} is not a literal, so --scan "
+                    "cannot lock what it names; list that kernel in [tool.kernlock] kernels"
                 )
         elif is_kernel_value(value):
             specs.append(parse_spec(value, Origin(where, line)))

@@ -101,16 +101,13 @@ class SigningPolicy:
             allowed = self.allowed(repo) if expected else None
             if allowed is not None and allowed.signers:
                 raise SignatureError(
-                    f"{where}: unsigned (no {SIGNATURE_FILE}), but {expected}, and "
-                    f"{allowed.rule} names its signers: "
-                    "an unsigned build where signed ones are expected may be an upload "
-                    "no allowed workflow made; "
-                    "nothing was written",
+                    f"{where}: unsigned (no {SIGNATURE_FILE}), but {expected}, and {allowed.rule} "
+                    "names its signers: an unsigned build where signed ones are expected may be "
+                    "an upload no allowed workflow made; nothing was written",
                     fix="lock a revision an allowed signer signed (`kernlock lock "
-                    f"{repo}@<revision>`); if you accept "
-                    f"unsigned builds of {repo}, add {json.dumps(repo)} = [] under "
-                    "[tool.kernlock.signers] in "
-                    "pyproject.toml and re-run `kernlock lock`",
+                    f"{repo}@<revision>`); if you accept unsigned builds of {repo}, add "
+                    f"{json.dumps(repo)} = [] under [tool.kernlock.signers] in pyproject.toml and "
+                    "re-run `kernlock lock`",
                 )
             return
         allowed = self.allowed(repo)
@@ -118,12 +115,10 @@ class SigningPolicy:
         if allowed is None:
             if self.require:
                 raise SignatureError(
-                    f"{where}: signed by {found}, but no [tool.kernlock.signers] entry "
-                    f"matches {repo} and "
-                    "require-signatures = true",
+                    f"{where}: signed by {found}, but no [tool.kernlock.signers] entry matches "
+                    f"{repo} and require-signatures = true",
                     fix=f"if you trust that signer, add {_entry(repo, (found,))} under "
-                    "[tool.kernlock.signers] in "
-                    "pyproject.toml and re-run `kernlock lock`",
+                    "[tool.kernlock.signers] in pyproject.toml and re-run `kernlock lock`",
                 )
             return
         if not allowed.signers:
@@ -133,26 +128,24 @@ class SigningPolicy:
                 f"{where}: signed by {found}, expected {' or '.join(allowed.signers)} "
                 f"({allowed.rule})",
                 fix="if you trust that signer, add "
-                f"{_entry(repo, (*allowed.signers, found))} under "
-                "[tool.kernlock.signers] in pyproject.toml and re-run `kernlock lock`; "
-                "otherwise lock a revision "
-                "an allowed signer signed",
+                f"{_entry(repo, (*allowed.signers, found))} under [tool.kernlock.signers] in "
+                "pyproject.toml and re-run `kernlock lock`; otherwise lock a revision an allowed "
+                "signer signed",
             )
         repository = workflow_repository(found)
         if repository is None:
             return
         if signature.issuer != GITHUB_ISSUER:
             raise SignatureError(
-                f"{where}: signed by {found} through OIDC issuer {signature.issuer}, "
-                f"expected {GITHUB_ISSUER} "
-                f"({allowed.rule}); a GitHub workflow can only sign through GitHub Actions",
+                f"{where}: signed by {found} through OIDC issuer {signature.issuer}, expected "
+                f"{GITHUB_ISSUER} ({allowed.rule}); a GitHub workflow can only sign through GitHub "
+                "Actions",
                 fix="lock a revision an allowed signer signed",
             )
         if signature.source_repository != repository:
             raise SignatureError(
-                f"{where}: signed by {found} running in {signature.source_repository}, "
-                "expected it to run in "
-                f"{repository} ({allowed.rule}); a fork, or another repository calling "
+                f"{where}: signed by {found} running in {signature.source_repository}, expected it "
+                f"to run in {repository} ({allowed.rule}); a fork, or another repository calling "
                 "the workflow, signed it",
                 fix="lock a revision an allowed signer signed",
             )

@@ -16,11 +16,10 @@ __all__ = ["STRICT_ENV", "lenient_hint", "strict_from_env"]
 def lenient_hint() -> str:
     """How to let unlocked kernels load here: `kernlock run --lenient` under the start-up hook, else
     `apply(strict=False)`."""
-    if (
-        apply_requested()
-    ):  # under `kernlock run` (or its exported environment) the user's code may not call apply()
+    # under `kernlock run` (or its exported environment) the user's code may not call apply()
+    if apply_requested():
         return (
-            f"or rerun with `kernlock run --lenient -- …` ({STRICT_ENV}=0) to let unlocked "
-            "kernels load as usual"
+            f"or rerun with `kernlock run --lenient -- …` ({STRICT_ENV}=0) to let unlocked kernels "
+            "load as usual"
         )
     return "or call kernlock.apply(strict=False) to let unlocked kernels load as usual"

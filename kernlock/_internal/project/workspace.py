@@ -99,9 +99,9 @@ class Workspace:
             ) from None  # NO_FIX: the re-raised error's own, never a new one
         if lock.newer_format:
             raise LockfileVersionError(
-                f"{self.lockfile} was written by a newer kernlock (lock format "
-                f"{lock.version}; this one writes "
-                f"{LOCK_VERSION}) and rewriting it would drop what this one does not know",
+                f"{self.lockfile} was written by a newer kernlock (lock format {lock.version}; "
+                f"this one writes {LOCK_VERSION}) and rewriting it would drop what this one does "
+                "not know",
                 fix=UPGRADE_FIX,
             )
         return lock
@@ -169,8 +169,8 @@ def configured_lockfile(project: Project) -> Path:
         or not (folder == root or folder.startswith(root + os.sep))
     ):
         raise ConfigError(
-            f"{project.pyproject}: [tool.kernlock] lockfile = {name!r} lies outside the "
-            f"project {project.root}",
+            f"{project.pyproject}: [tool.kernlock] lockfile = {name!r} lies outside the project "
+            f"{project.root}",
             fix=f"use a path inside it, or name it explicitly with --lockfile {name}",
         )
     return project.root / relative
@@ -213,8 +213,8 @@ def vendored_lockfile(vendor: Path, project_lock: Path | None) -> Path:
     if differing:
         raise LockfileError(
             f"the vendor directory's {theirs} disagrees with the project's {project_lock} on "
-            f"{', '.join(differing[:3])}{'…' if len(differing) > 3 else ''}; the "
-            "project's lock wins",
+            f"{', '.join(differing[:3])}{'…' if len(differing) > 3 else ''}; the project's lock "
+            "wins",
             fix=f"re-export the vendor directory with `kernlock vendor {vendor}` from the project",
         )
     return project_lock
@@ -234,10 +234,9 @@ def _refuse_shared_vendor_lock(vendor: Path, lock: Path) -> None:
         if mode & (stat.S_IWGRP | stat.S_IWOTH):
             who = "its group" if mode & stat.S_IWGRP else "every user"
             raise UnsafeLockfileError(
-                f"refusing {lock}: {path} is writable by {who}, so someone else could "
-                "rewrite the lock and its "
-                "hashes together; a vendor lock is trusted as the lock only when no one "
-                "else can write it",
+                f"refusing {lock}: {path} is writable by {who}, so someone else could rewrite the "
+                "lock and its hashes together; a vendor lock is trusted as the lock only when no "
+                "one else can write it",
                 fix="run where the project's own kernels.lock pins the vendored builds, or "
                 f"`chmod go-w {vendor} {lock}`",
             )
@@ -318,9 +317,8 @@ def applied_workspace(
             if (vendor := vendor_dir()) is not None:
                 vendored_lockfile(vendor, workspace.lockfile)
             return workspace
-        if (
-            str(workspace.lockfile) not in looked
-        ):  # the script may live in the working directory's project
+        # the script may live in the working directory's project
+        if str(workspace.lockfile) not in looked:
             looked.append(str(workspace.lockfile))
     if (vendor := vendor_dir()) is not None:
         return Workspace(

@@ -175,29 +175,25 @@ def _screen_one(
         found = _replacement(resolver, kernel, target, advisory)
         if found is None:
             raise ResolutionError(
-                f"{kernel.spec}: the build for {target} ({variant} at "
-                f"{kernel.commit[:12]}) is advised by "
-                f"{advisory.title} ({advisory.source}), and neither another commit of "
-                f"{kernel.ref or 'its ref'} nor "
-                f"the advisory's fix ({advisory.fix_text(kernel.repo)}) has a good build "
-                "for it; nothing was written",
+                f"{kernel.spec}: the build for {target} ({variant} at {kernel.commit[:12]}) is "
+                f"advised by {advisory.title} ({advisory.source}), and neither another commit of "
+                f"{kernel.ref or 'its ref'} nor the advisory's fix "
+                f"({advisory.fix_text(kernel.repo)}) has a good build for it; nothing was written",
                 fix="drop that target, or pin a revision the advisory does not cover "
                 f"(`kernlock lock {kernel.repo}@<rev>`)",
             )
         moves[target] = found
         resolver.warnings.append(
-            f"{kernel.spec}: {variant} at {kernel.commit[:12]} for {target} is advised "
-            f"by {advisory.title}; "
-            f"locked {found.commit[:12]} ({found.why}) for it instead"
+            f"{kernel.spec}: {variant} at {kernel.commit[:12]} for {target} is advised by "
+            f"{advisory.title}; locked {found.commit[:12]} ({found.why}) for it instead"
         )
     first = next(iter(moves.values()))
     whole = (
         set(moves) == {t for v in kernel.variants for t in v.targets}
         and len({m.commit for m in moves.values()}) == 1
     )
-    if whole and not is_target_pin(
-        owner.override
-    ):  # the whole entry moves (to its fix: a whole-branch change)
+    # the whole entry moves (to its fix: a whole-branch change)
+    if whole and not is_target_pin(owner.override):
         advisory = bad[min(bad)][1]
         moved = resolver._lock_commit(
             owner,
@@ -215,16 +211,7 @@ def _screen_one(
     for target, found in sorted(moves.items()):
         variant, advisory = bad[target]
         reason = f"advisory {advisory.id}: {found.why}"
-        pin_job = Job(
-            key=owner.key,
-            spec=owner.spec,
-            targets=(target,),
-            override=target_pin(target, found.commit, reason),
-            requested=set(owner.requested),
-            dependency_of=set(owner.dependency_of),
-            devices=owner.devices,
-            used_by=set(owner.used_by),
-        )
+        pin_job = owner.for_target(target, target_pin(target, found.commit, reason))
         pinned = resolver._lock_commit(
             pin_job,
             repo=kernel.repo,
@@ -257,9 +244,8 @@ def _refuse_advised(resolver: Resolver, kernel: LockedKernel) -> None:
     if bad:
         target, (variant, advisory) = min(bad.items())
         raise ResolutionError(
-            f"{kernel.spec}: {variant} at {kernel.commit[:12]}, the replacement for "
-            f"{target}, is advised too "
-            f"({advisory.title}); nothing was written",
+            f"{kernel.spec}: {variant} at {kernel.commit[:12]}, the replacement for {target}, is "
+            f"advised too ({advisory.title}); nothing was written",
             fix=f"pin a revision no advisory covers (`kernlock lock {kernel.repo}@<rev>`), "
             "or drop that target",
         )

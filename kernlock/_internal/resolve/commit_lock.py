@@ -70,21 +70,19 @@ class CommitLocking:
         try:
             listing = self.hub.tree(repo, commit)
         except ResolutionError as error:
-            if "revision not found" in str(error) and resolution.startswith(
-                MIGRATED
-            ):  # the pin, not the Hub, is wrong
+            # the pin, not the Hub, is wrong
+            if "revision not found" in str(error) and resolution.startswith(MIGRATED):
                 raise ResolutionError(
-                    f"{spec_key}: kernels' JSON lock pins {repo} to commit "
-                    f"{commit[:12]}, which the Hub does not have "
-                    f"({commit}); nothing was written",
+                    f"{spec_key}: kernels' JSON lock pins {repo} to commit {commit[:12]}, which "
+                    f"the Hub does not have ({commit}); nothing was written",
                     fix="correct or remove that pin in the JSON lock, then run `kernlock "
                     "lock --migrate` again",
                 ) from None
             if ref is None or "revision not found" not in str(error):
                 raise
             raise ResolutionError(
-                f"{spec_key}: {ref} points at commit {commit[:12]}, which the Hub cannot "
-                "list; the repository looks broken",
+                f"{spec_key}: {ref} points at commit {commit[:12]}, which the Hub cannot list; the "
+                "repository looks broken",
                 fix=f"try again later, or pin another revision ({repo}@<revision>)",
             ) from None
         grouped = group_variants(repo, commit, listing)
@@ -103,9 +101,8 @@ class CommitLocking:
         if self.options.all_variants:
             for name in names:
                 chosen.setdefault(name, set())
-        for name in (
-            chosen
-        ):  # every chosen variant's small files at once: one round of requests, not one per variant
+        # every chosen variant's small files at once: one round of requests, not one per variant
+        for name in chosen:
             for entry in grouped[name]:
                 if entry.lfs_sha256 is None:
                     self._blobs.request(repo, commit, entry)
@@ -136,10 +133,9 @@ class CommitLocking:
                 )
                 if mismatched:  # kernels 0.18+ refuses to load such a variant
                     raise ResolutionError(
-                        f"{spec_key} {name}: metadata.json's digest disagrees with the "
-                        f"files at {commit[:12]} "
-                        f"({', '.join(mismatched[:3])}), so kernels would refuse to load "
-                        "it; the commit mixes builds",
+                        f"{spec_key} {name}: metadata.json's digest disagrees with the files at "
+                        f"{commit[:12]} ({', '.join(mismatched[:3])}), so kernels would refuse to "
+                        "load it; the commit mixes builds",
                         fix=f"pin another revision (`kernlock lock {repo}@<commit>`) or ask "
                         "the publisher to rebuild",
                     )
@@ -180,11 +176,9 @@ class CommitLocking:
         if len(set(choices.values())) > 1:
             python = interpreter(target)[0]
             self.warnings.append(
-                f"{spec_key}: on {target} kernels loads a build that depends on the "
-                f"Python version; locked {variant} "
-                f"for this interpreter (Python {python}); name the Python in the target "
-                "for the others, "
-                f"e.g. {target}-cp{python.replace('.', '')}"
+                f"{spec_key}: on {target} kernels loads a build that depends on the Python "
+                f"version; locked {variant} for this interpreter (Python {python}); name the "
+                f"Python in the target for the others, e.g. {target}-cp{python.replace('.', '')}"
             )
 
     def _hash_variant(

@@ -34,12 +34,10 @@ def refuse_dependency_cycles(kernels: tuple[LockedKernel, ...]) -> None:
             first = cycle[0]
             raise ResolutionError(
                 f"kernel-depends form a cycle: {named} (in metadata.json at "
-                f"{first}@{commits[first][:12]}), "
-                "so kernels would refuse every load of it (cyclic dependency); nothing "
-                "was written",
+                f"{first}@{commits[first][:12]}), so kernels would refuse every load of it (cyclic "
+                "dependency); nothing was written",
                 fix=f"pin a revision without the cycle (`kernlock lock {first}@<commit>`) or "
-                "ask the publisher to fix "
-                f"kernel-depends",
+                "ask the publisher to fix kernel-depends",
             )
 
 

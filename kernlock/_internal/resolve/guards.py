@@ -58,8 +58,8 @@ def refuse_overwrite(
     problem = foreign_lock_problem(path)
     if problem is not None:
         raise UsageError(
-            f"refusing to write the lock over {path} (named by {how}): {problem}; "
-            "nothing was written",
+            f"refusing to write the lock over {path} (named by {how}): {problem}; nothing was "
+            "written",
             fix=fix,
         )
     if workspace.discovered:
@@ -69,9 +69,8 @@ def refuse_overwrite(
     parent = path.parent
     if creating and not workspace.discovered and not os.path.lexists(path) and not parent.is_dir():
         raise UsageError(
-            f"refusing to create {path} (named by {how}): its directory {parent} does "
-            "not exist and kernlock "
-            "makes none for a named lock; nothing was written",
+            f"refusing to create {path} (named by {how}): its directory {parent} does not exist "
+            "and kernlock makes none for a named lock; nothing was written",
             fix=f"create it first (`mkdir -p {shlex.quote(str(parent))}`), or {fix}",
         )
 
@@ -89,10 +88,8 @@ def refuse_link_outside(path: Path, root: Path, retry: str) -> None:
     if target == top or target.startswith(top + os.sep):
         return
     raise UsageError(
-        f"refusing to write through {path}: it is a symlink to {target}, outside the "
-        f"project {root}, and writing it "
-        "would replace that file; nothing was written",
+        f"refusing to write through {path}: it is a symlink to {target}, outside the project "
+        f"{root}, and writing it would replace that file; nothing was written",
         fix="make it a file of the project's own (`cp --remove-destination "
-        f"{shlex.quote(target)} {shlex.quote(str(path))}`) "
-        f"and run `{retry}` again",
+        f"{shlex.quote(target)} {shlex.quote(str(path))}`) and run `{retry}` again",
     )

@@ -34,6 +34,19 @@ class Job:
         )
         self.used_by |= other.used_by
 
+    def for_target(self, target: Target, override: Override) -> Job:
+        """A job of its own for `target` alone, under `override` (a per-target pin)."""
+        return Job(
+            key=self.key,
+            spec=self.spec,
+            targets=(target,),
+            override=override,
+            requested=set(self.requested),
+            dependency_of=set(self.dependency_of),
+            devices=self.devices,
+            used_by=set(self.used_by),
+        )
+
     @property
     def identity(self) -> tuple[str, str]:
         return self.key, self.override.when if self.override else ""

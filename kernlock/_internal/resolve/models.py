@@ -58,7 +58,7 @@ def model_kernels(
     digest = mapping_digest(info.root) if info.root is not None else None
     if info.version is None or digest is None:
         raise ModelError(
-            f"[tool.kernlock] models needs Transformers to find what it kernelizes "
+            "[tool.kernlock] models needs Transformers to find what it kernelizes "
             f"({models[0].name}); it is not installed here",
             fix="pip install 'kernlock[transformers]' (or the Transformers your jobs run) "
             "and lock again",

@@ -275,9 +275,8 @@ def _relock(
             if migration is not None:
                 migration.preserve()
             written = write_lockfile(result, path)
-        except (
-            BaseException
-        ):  # as uv does: pyproject.toml never keeps a spec whose lock was not written
+        # as uv does: pyproject.toml never keeps a spec whose lock was not written
+        except BaseException:
             if edited:
                 # the disk refuses that too: the lock's own error is the one to say
                 with contextlib.suppress(OSError, KernlockError):
@@ -319,9 +318,8 @@ def _refuse_unknown_upgrades(upgrade_kernels: tuple[str, ...], known: set[str], 
             for index, word in enumerate(words)
         ]
         raise UsageError(
-            f"-P {name}: no kernel of this project is named so (it has "
-            f"{known_list(known)}); nothing was changed"
-            + (f"; did you mean {match}?" if match else ""),
+            f"-P {name}: no kernel of this project is named so (it has {known_list(known)}); "
+            "nothing was changed" + (f"; did you mean {match}?" if match else ""),
             fix=f"`kernlock lock {shlex.join(fixed)}`"
             if match
             else "name a repo `kernlock show` lists",
@@ -339,8 +337,7 @@ def _refuse_unknown_overrides(project: Project, known: set[str]) -> None:
         match = close_repo(rule.repo, known)
         raise UsageError(
             f'{project.pyproject}: [tool.kernlock.overrides."{rule.repo}"] names no '
-            "kernel of the project "
-            f"(it has {known_list(known)}); nothing was changed"
+            f"kernel of the project (it has {known_list(known)}); nothing was changed"
             + (f"; did you mean {match}?" if match else ""),
             fix=f"key the override by {match!r} in {project.pyproject.name}"
             if match
@@ -356,9 +353,8 @@ def _doctor_warnings() -> list[str]:
     if finding is None:
         return []
     return [
-        "locked from an environment the compatibility doctor rejects (`kernlock verify` "
-        "fails here): "
-        f"{finding.message}; fix: {finding.fix}"
+        "locked from an environment the compatibility doctor rejects (`kernlock verify` fails "
+        f"here): {finding.message}; fix: {finding.fix}"
     ]
 
 
@@ -379,10 +375,8 @@ def _dirty_warnings(lock: Lockfile) -> list[str]:
                 ]
                 warnings.append(
                     f"{kernel.spec} {variant.name} was built from a dirty git tree "
-                    f"({' and '.join(sources)} "
-                    "had uncommitted changes): its recorded revision does not fully "
-                    "identify its sources "
-                    "(`kernlock show --provenance`)"
+                    f"({' and '.join(sources)} had uncommitted changes): its recorded revision "
+                    "does not fully identify its sources (`kernlock show --provenance`)"
                 )
     return warnings
 

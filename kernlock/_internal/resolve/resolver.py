@@ -144,15 +144,7 @@ class Resolver(CommitLocking):
                 if target is None:
                     continue
                 job.targets = tuple(t for t in job.targets if t != target)
-                pin = Job(
-                    key=job.key,
-                    spec=job.spec,
-                    targets=(target,),
-                    override=entry.override,
-                    requested=set(job.requested),
-                    devices=job.devices,
-                    used_by=set(job.used_by),
-                )
+                pin = job.for_target(target, entry.override)
                 jobs[pin.identity] = pin
             if not job.targets:
                 del jobs[job.identity]
@@ -219,9 +211,8 @@ class Resolver(CommitLocking):
         unchanged, else that target alone is pinned to the commit with its build.
         """
         missing = [t for t in job.targets if previous.variant_for(t) is None]
-        if (
-            missing and previous.ref is not None and not previous.resolution.startswith(MIGRATED)
-        ):  # a migrated pin
+        # a migrated pin
+        if missing and previous.ref is not None and not previous.resolution.startswith(MIGRATED):
             # is kept as kernels' lock wrote it (`_lock_commit` names a bad one)
             names = sorted(
                 group_variants(
@@ -254,13 +245,11 @@ class Resolver(CommitLocking):
                 ref=previous.ref,
                 version=previous.version,
                 resolution=f"{previous.resolution}; moved to {plan.move_to[:12]}: builds "
-                f"appended for {named}, "
-                "locked variants unchanged",
+                f"appended for {named}, locked variants unchanged",
             )
             before = {v.name: v.files for v in previous.variants}
-            if all(
-                before.get(v.name, v.files) == v.files for v in moved.variants
-            ):  # the promise, by sha256
+            # the promise, by sha256
+            if all(before.get(v.name, v.files) == v.files for v in moved.variants):
                 self.reasons[job.identity] = (
                     f"moved to {plan.move_to[:12]}: builds appended, locked variants unchanged"
                 )
@@ -274,16 +263,7 @@ class Resolver(CommitLocking):
         made: list[tuple[LockedKernel, Job]] = []
         for target, commit in sorted(plan.pins.items()):
             reason = f"build appended at {commit[:12]}"
-            pin_job = Job(
-                key=job.key,
-                spec=job.spec,
-                targets=(target,),
-                override=target_pin(target, commit, reason),
-                requested=set(job.requested),
-                dependency_of=set(job.dependency_of),
-                devices=job.devices,
-                used_by=set(job.used_by),
-            )
+            pin_job = job.for_target(target, target_pin(target, commit, reason))
             kernel = self._lock_commit(
                 pin_job,
                 repo=previous.repo,
@@ -291,8 +271,8 @@ class Resolver(CommitLocking):
                 ref=previous.ref,
                 version=previous.version,
                 resolution=f"{previous.ref}: {previous.commit[:12]} has no build for {target}; "
-                f"{reason} "
-                f"({plan.kept_at[target]}, so the other targets keep {previous.commit[:12]})",
+                f"{reason} ({plan.kept_at[target]}, so the other targets keep "
+                f"{previous.commit[:12]})",
             )
             made.append((replace(kernel, aliases=previous.aliases), pin_job))
         rest = replace(job, targets=tuple(t for t in job.targets if t not in plan.pins))
@@ -321,9 +301,8 @@ class Resolver(CommitLocking):
                 for v in previous.variants
                 if self.options.all_variants or any(t in wanted for t in v.targets)
             )
-            for (
-                variant
-            ) in variants:  # the recorded signer against today's policy: no network, no sigstore
+            # the recorded signer against today's policy: no network, no sigstore
+            for variant in variants:
                 self.options.signing.check(previous.repo, variant.name, variant.signature)
             return replace(previous, variants=variants)
         fresh = self._lock_commit(
@@ -354,8 +333,8 @@ class Resolver(CommitLocking):
         )
         if canonical != spec.repo:
             self.warnings.append(
-                f"{spec.repo} was renamed to {canonical} on the Hub; locked under both "
-                "names (update the spec)"
+                f"{spec.repo} was renamed to {canonical} on the Hub; locked under both names "
+                "(update the spec)"
             )
             kernel = replace(kernel, aliases=(spec.repo,))
         return kernel
@@ -376,9 +355,8 @@ class Resolver(CommitLocking):
                 )
                 if others:
                     self.warnings.append(
-                        f"{spec.key}: this Transformers release would default to another "
-                        f"version on {', '.join(others)}; "
-                        f"the lock pins v{version} for every target (pin "
+                        f"{spec.key}: this Transformers release would default to another version "
+                        f"on {', '.join(others)}; the lock pins v{version} for every target (pin "
                         f"{spec.repo}@v<N>, or add an override)"
                     )
             branch = branches.get(f"v{version}")
@@ -388,9 +366,9 @@ class Resolver(CommitLocking):
                 )
                 raise ResolutionError(
                     f"{spec.key}: version "
-                    f"{version}{'' if why == f'version {version}' else f' ({why})'} has "
-                    f"no branch v{version} on the Hub; "
-                    f"available versions: {', '.join(map(str, available)) or 'none'}",
+                    f"{version}{'' if why == f'version {version}' else f' ({why})'} has no branch "
+                    f"v{version} on the Hub; available versions: "
+                    f"{', '.join(map(str, available)) or 'none'}",
                     fix=f"pin one with {spec.repo}@v<N>",
                 )
             return branch.name, version, branch.commit, f"{why} → branch {branch.name}"

@@ -33,8 +33,8 @@ def variant_signature(
     if metadata is None or bundle is None:
         raise SignatureError(
             f"{repo} {variant}: ships {SIGNATURE_FILE} but "
-            f"{'metadata.json' if metadata is None else 'it'} "
-            "is not a small git file kernlock can read; it cannot be verified",
+            f"{'metadata.json' if metadata is None else 'it'} is not a small git file kernlock can "
+            "read; it cannot be verified",
             fix=f"lock another revision ({repo}@<revision>)",
         )
     from kernlock._internal.check.signatures import (
@@ -65,9 +65,8 @@ def check_signed_digest(
     (kernels' check)."""
     if digest is None:
         raise SignatureError(
-            f"{repo} {variant}: its signed metadata.json has no digest of the variant's "
-            "files, so the "
-            "signature covers none of them",
+            f"{repo} {variant}: its signed metadata.json has no digest of the variant's files, so "
+            "the signature covers none of them",
             fix=f"lock another revision ({repo}@<revision>)",
         )
     covered = {"metadata.json", SIGNATURE_FILE, *digest}
@@ -78,9 +77,8 @@ def check_signed_digest(
     if wrong:
         raise SignatureError(
             f"{repo} {variant}: the files disagree with the digest in its signed metadata.json "
-            f"({', '.join(sorted(wrong)[:3])}{'…' if len(wrong) > 3 else ''}); the "
-            "commit may mix builds "
-            "or have been tampered with",
+            f"({', '.join(sorted(wrong)[:3])}{'…' if len(wrong) > 3 else ''}); the commit may mix "
+            "builds or have been tampered with",
             fix=f"lock another revision ({repo}@<revision>)",
         )
 

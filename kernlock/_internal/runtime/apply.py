@@ -110,10 +110,9 @@ def _unlocked(
     if default is not None and (repo, version, revision) in default.requests:
         model = default.model or "<your model directory>"
         message = (
-            f"kernlock: Transformers kernelizes {default.model or 'a model'} with {spec} "
-            "by default, and "
-            f"{bound.path} does not hold it: its layers keep Transformers' own forward; "
-            f"fix: `kernlock lock --model {model}` locks what the model loads"
+            f"kernlock: Transformers kernelizes {default.model or 'a model'} with {spec} by "
+            f"default, and {bound.path} does not hold it: its layers keep Transformers' own "
+            f"forward; fix: `kernlock lock --model {model}` locks what the model loads"
         )
         note_once(f"default:{spec}", message)
         # kernels' KernelizeFallback.ALL keeps the original forward
@@ -140,8 +139,8 @@ def _local_kernel(bound: Binding, repo: str, path: Path, how: str) -> None:
         raise LocalKernelError(problem, fix=fix)
     warn_once(
         f"local:{repo}:{path}",
-        f"kernlock: {how}: loading {repo} from {path} {instead}; its files are not "
-        f"checked against {bound.path}",
+        f"kernlock: {how}: loading {repo} from {path} {instead}; its files are not checked against "
+        f"{bound.path}",
     )
 
 

@@ -287,8 +287,7 @@ def _warn_if_skipped(argv: object) -> None:
         _guard["warned"] = True
         command = os.path.basename(os.fsdecode(list(argv)[0]))  # type: ignore[call-overload]
         sys.stderr.write(
-            f"kernlock: warning: a process under kernlock run starts `{command} "
-            f"{option}`, which skips kernlock's "
-            "start-up hook, so kernels it imports are not locked; drop the option or "
-            "call kernlock.apply() in its script\n"
+            f"kernlock: warning: a process under kernlock run starts `{command} {option}`, which "
+            "skips kernlock's start-up hook, so kernels it imports are not locked; drop the "
+            "option or call kernlock.apply() in its script\n"
         )

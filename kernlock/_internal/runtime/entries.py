@@ -59,9 +59,9 @@ def find_entry(
             elif entry.version != version:
                 warn_once(
                     f"default:{repo}",
-                    f"{repo}: this Transformers release asks for version {version}; "
-                    f"the lock pins the bare spec at version {entry.version} "
-                    f"({entry.commit[:12]}), which is what loads",
+                    f"{repo}: this Transformers release asks for version {version}; the lock pins "
+                    f"the bare spec at version {entry.version} ({entry.commit[:12]}), which is "
+                    "what loads",
                 )
             return entry
     for entry in entries:
@@ -83,8 +83,7 @@ def _transformers_default(repo: str, version: int, target: Target | None) -> boo
             where = on()
             if where is not None and default_version(repo, where)[0] == version:
                 return True
-        except (
-            Exception
-        ):  # no target, or a Transformers source it cannot read: not provably the default
+        # no target, or a Transformers source it cannot read: not provably the default
+        except Exception:
             continue
     return False

@@ -147,8 +147,8 @@ def _check_digest(path: str, actual: str) -> None:
     if expected != actual:
         what = f"expected sha256 {expected}" if expected else "kernels.lock does not list it"
         raise IntegrityError(
-            f"{kernel.spec}: {variant.name}/{relative} changed after it was verified ({what}, "
-            f"read {actual}); refusing to import it",
+            f"{kernel.spec}: {variant.name}/{relative} changed after it was verified ({what}, read "
+            f"{actual}); refusing to import it",
             fix=_RESTORE,
         )
 
@@ -331,8 +331,7 @@ def guard_import(original: Callable[..., ModuleType]) -> Callable[..., ModuleTyp
         if handed is not None and os.path.realpath(variant_path) != handed:
             raise IntegrityError(
                 f"{variant_path} was verified as {handed} but now resolves to "
-                f"{os.path.realpath(variant_path)}; "
-                "refusing to import it",
+                f"{os.path.realpath(variant_path)}; refusing to import it",
                 fix=_RESTORE,
             )
         if handed is not None:

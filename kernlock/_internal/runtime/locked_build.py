@@ -49,9 +49,9 @@ def backend_target(bound: Binding, entry: LockedKernel, backend: str | None) -> 
         variant = entry.variant_for(target)
         assert variant is not None  # find_entry chose the entry covering the bound target
         raise VariantMismatchError(
-            f"{entry.spec}: a load with backend={backend!r} asks for a build the lock "
-            "does not record; "
-            f"{bound.path} locks {entry.repo} at {entry.commit[:12]} [{variant.name}] for {target}",
+            f"{entry.spec}: a load with backend={backend!r} asks for a build the lock does not "
+            f"record; {bound.path} locks {entry.repo} at {entry.commit[:12]} [{variant.name}] for "
+            f"{target}",
             fix=f"`kernlock lock --target {asked}`"
             if asked is not None
             else "drop the backend argument",
@@ -78,9 +78,8 @@ def locked_local_kernel(
     preferred_name = preferred(decisions)
     if preferred_name != variant.name:
         raise VariantMismatchError(
-            f"{entry.spec}: kernels would load {preferred_name or 'no variant'} here, "
-            f"but the lock records {variant.name} for {target}; the environment differs "
-            "from the locked target",
+            f"{entry.spec}: kernels would load {preferred_name or 'no variant'} here, but the lock "
+            f"records {variant.name} for {target}; the environment differs from the locked target",
             fix="run `kernlock lock --target "
             f"{bound.target if bound.simulated else kernels_target()}`",
         )
@@ -91,9 +90,8 @@ def locked_local_kernel(
     problem = digest_problem(kernel_metadata(located), variant.files, root)
     if problem is not None:  # what kernels 0.18+'s DigestValidator refuses, checked from the lock
         raise IntegrityError(
-            f"{entry.spec} {variant.name} at {entry.commit[:12]}: {problem}; refusing to "
-            "load it, as kernels 0.18+ "
-            "does",
+            f"{entry.spec} {variant.name} at {entry.commit[:12]}: {problem}; refusing to load it, "
+            "as kernels 0.18+ does",
             fix=f"pin another revision (`kernlock lock {entry.repo}@<commit>`) or ask the "
             "publisher to rebuild",
         )

@@ -84,12 +84,13 @@ class RankRecord:
                 or type(fields["mixed_ok"]) is not bool
             ):
                 raise ValueError("a field of the wrong type")
+        # UnicodeDecodeError is a ValueError
         except (
             ValueError,
             KeyError,
             TypeError,
             RecursionError,
-        ) as error:  # UnicodeDecodeError is a ValueError
+        ) as error:
             raise RankMismatchError(
                 f"a rank sent a record this kernlock cannot read ({type(error).__name__}: "
                 f"{str(error)[:80]})",
@@ -177,8 +178,8 @@ def judge(records: list[RankRecord], world_size: int) -> Verdict:
         problem = f"rank(s) {_ranges(missing)} did not report within the time limit"
         fix = (
             "start every rank under `kernlock run` (or export KERNLOCK_APPLY=1 and "
-            "KERNLOCK_LOCKFILE in the job "
-            f"script) so that every rank applies the lock; ${TIMEOUT_ENV} sets the wait in seconds"
+            "KERNLOCK_LOCKFILE in the job script) so that every rank applies the lock; "
+            f"${TIMEOUT_ENV} sets the wait in seconds"
         )
         return _verdict(problem, table, fix)
     locks = {(r.lock_digest, r.lockfile) for r in records}
@@ -188,9 +189,9 @@ def judge(records: list[RankRecord], world_size: int) -> Verdict:
         )
         problem = "ranks read different lock files"
         fix = (
-            f"every rank must read the same kernels.lock (read: {read}); put one lock on "
-            "shared storage and point "
-            "KERNLOCK_LOCKFILE at it, or ship a `kernlock vendor` directory (KERNLOCK_VENDOR_DIR)"
+            f"every rank must read the same kernels.lock (read: {read}); put one lock on shared "
+            "storage and point KERNLOCK_LOCKFILE at it, or ship a `kernlock vendor` directory "
+            "(KERNLOCK_VENDOR_DIR)"
         )
         return _verdict(problem, table, fix)
     commits: dict[str, set[str]] = {}
@@ -212,9 +213,8 @@ def judge(records: list[RankRecord], world_size: int) -> Verdict:
             )
         )
         problem = (
-            f"rank(s) {ranks} load a local build of {', '.join(local)} (LOCAL_KERNELS) "
-            "while other ranks load "
-            "the locked commit"
+            f"rank(s) {ranks} load a local build of {', '.join(local)} (LOCAL_KERNELS) while other "
+            "ranks load the locked commit"
         )
         fix = (
             "set the same LOCAL_KERNELS on every rank, or unset it on every rank to load the "
@@ -223,12 +223,12 @@ def judge(records: list[RankRecord], world_size: int) -> Verdict:
         return _verdict(problem, table, fix)
     if split:
         problem = (
-            f"ranks bind different commits of {', '.join(split)} (per-target overrides on "
-            f"targets {targets})"
+            f"ranks bind different commits of {', '.join(split)} (per-target overrides on targets "
+            f"{targets})"
         )
         fix = (
-            "run the job on nodes of one target, or drop the override so one commit covers "
-            "every target"
+            "run the job on nodes of one target, or drop the override so one commit covers every "
+            "target"
         )
         return _verdict(problem, table, fix)
     if all(r.mixed_ok for r in records):
@@ -243,9 +243,9 @@ def judge(records: list[RankRecord], world_size: int) -> Verdict:
         )
     problem = f"ranks load different build variants of the same commits (targets {targets})"
     fix = (
-        "run every rank on the same Torch/CUDA build; if the nodes really need different "
-        "builds of these commits, "
-        f"set `allow-mixed-variants = true` in [tool.kernlock] (or {MIXED_ENV}=1) on every rank"
+        "run every rank on the same Torch/CUDA build; if the nodes really need different builds "
+        "of these commits, set `allow-mixed-variants = true` in [tool.kernlock] (or "
+        f"{MIXED_ENV}=1) on every rank"
     )
     return _verdict(problem, table, fix)
 

@@ -204,17 +204,15 @@ def unlisted_files_error(
         )
     if in_commit:
         return IntegrityError(
-            f"{problem}, which commit {kernel.commit[:12]} holds on the Hub: "
-            "kernels.lock lost them "
-            "(a hand edit); they stay in the shared cache",
+            f"{problem}, which commit {kernel.commit[:12]} holds on the Hub: kernels.lock lost "
+            "them (a hand edit); they stay in the shared cache",
             fix=f"restore the lock's entry with {relock}",
         )
     if in_commit is False:
         paths = shlex.join(str(root / path.rstrip("/")) for path in extra)
         return IntegrityError(
-            f"{problem}, which commit {kernel.commit[:12]} does not hold on the Hub (put "
-            "there by hand "
-            "or another tool); kernlock deletes nothing from the shared cache",
+            f"{problem}, which commit {kernel.commit[:12]} does not hold on the Hub (put there by "
+            "hand or another tool); kernlock deletes nothing from the shared cache",
             fix=f"delete them: `rm -r -- {paths}`",
         )
     return IntegrityError(

@@ -62,9 +62,8 @@ def _open_state_dir(directory: Path, parent_fd: int | None = None) -> int:
             f"kernlock's state directory {state_dir()} is {error}",
             fix=f"set ${STATE_DIR_ENV} to a directory only you can write",
         ) from None
-    except (
-        OSError
-    ) as error:  # not a directory (/dev/null), no access to it or its parent, a read-only disk
+    # not a directory (/dev/null), no access to it or its parent, a read-only disk
+    except OSError as error:
         raise _unusable_state_dir(error) from None
 
 
@@ -99,8 +98,8 @@ def _wait(fd: int, deadline: float, timed_out: str, timeout: float) -> None:
                 if owner != os.geteuid():
                     said = f", which says it is pid {holder}" if holder.isdigit() else ""
                     raise LockTimeoutError(
-                        f"another user's kernlock ({_user(owner)}{said}) has been "
-                        f"{timed_out} for over {timeout:g} s",
+                        f"another user's kernlock ({_user(owner)}{said}) has been {timed_out} for "
+                        f"over {timeout:g} s",
                         fix=f"wait for it, ask {_user(owner)} to stop it, or raise "
                         f"${LOCK_TIMEOUT_ENV}",
                     ) from None
@@ -253,10 +252,9 @@ class DirectoryMutex:
                     return self
                 if time.monotonic() >= deadline:
                     raise LockTimeoutError(
-                        f"{self.path} belongs to another user ({_user(owner)}) and "
-                        "cannot be opened, so kernlock cannot "
-                        f"tell whether a kernlock of theirs is {self.what}; waited "
-                        f"{self.timeout:g} s for it to go",
+                        f"{self.path} belongs to another user ({_user(owner)}) and cannot be "
+                        "opened, so kernlock cannot tell whether a kernlock of theirs is "
+                        f"{self.what}; waited {self.timeout:g} s for it to go",
                         fix=f"wait for it, or, when no kernlock of {_user(owner)} runs, "
                         f"remove it (rm {self.path})",
                     )

@@ -83,8 +83,8 @@ def explain_command(
         return
     for entry in report:
         click.echo(
-            f"{entry['spec']} at {entry['commit'][:12]} ({len(entry['build_variants'])} "
-            "build variants)"
+            f"{entry['spec']} at {entry['commit'][:12]} ({len(entry['build_variants'])} build "
+            "variants)"
         )
         covered = ", ".join(item["target"] for item in entry["targets"]) or "no target shown"
         click.echo(f"  commit for {covered}: {entry['resolution']}")

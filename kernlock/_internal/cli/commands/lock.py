@@ -51,8 +51,7 @@ def progress_line() -> Callable[[str], None] | None:
     multiple=True,
     metavar="MODEL",
     help="A model the project trains (a directory or Hub model id): lock the layer kernels "
-    "Transformers' "
-    "default kernelize loads for it on the targets' GPUs (repeatable).",
+    "Transformers' default kernelize loads for it on the targets' GPUs (repeatable).",
 )
 @click.option(
     "--upgrade",

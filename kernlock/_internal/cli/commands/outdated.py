@@ -84,8 +84,8 @@ def outdated_command(
 
         fail(
             f"{len(failed)} of {len(statuses)} locked kernels could not be checked "
-            f"({failed[0].error}); "
-            "fix: check the network, HF_ENDPOINT and HF_TOKEN, then run `kernlock outdated` again",
+            f"({failed[0].error}); fix: check the network, HF_ENDPOINT and HF_TOKEN, then run "
+            "`kernlock outdated` again",
             1,
         )
     if exit_code and any(_actions(s) or advised.get(s.kernel.identity) for s in statuses):
@@ -100,8 +100,8 @@ def _actions(s: KernelStatus) -> list[str]:
         actions.append(f"error: {s.error}")
     if s.rewritten:
         actions.append(
-            f"{s.ref_kind} force-pushed (the locked commit is no longer in its history); "
-            f"review, then {fix}"
+            f"{s.ref_kind} force-pushed (the locked commit is no longer in its history); review, "
+            f"then {fix}"
         )
     elif s.moved:
         actions.append(f"{s.ref_kind} moved; {fix}")
@@ -111,8 +111,8 @@ def _actions(s: KernelStatus) -> list[str]:
         actions.append(f"renamed to {s.renamed_to}; update the spec")
     if s.usable_version is not None and not s.kernel.override:
         actions.append(
-            f"v{s.usable_version} available; pin {s.kernel.repo}@v{s.usable_version}"
-            f"{_unbuildable(s, above=s.usable_version)}"
+            f"v{s.usable_version} available; pin "
+            f"{s.kernel.repo}@v{s.usable_version}{_unbuildable(s, above=s.usable_version)}"
         )
     return actions
 
@@ -172,8 +172,8 @@ def _print_table(
     rows = [["KERNEL", "REF", "LOCKED", "CURRENT", "LATEST", "STATUS"]]
     for s in statuses:
         states = [
-            f"{variant} advised by {a.id}; fix: {a.fix_text(s.kernel.repo)} (kernlock "
-            "lock re-pins it)"
+            f"{variant} advised by {a.id}; fix: {a.fix_text(s.kernel.repo)} (kernlock lock re-pins "
+            "it)"
             for variant, a in advised.get(s.kernel.identity, [])
         ]
         states += _actions(s) + _notes(s)

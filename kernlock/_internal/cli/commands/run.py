@@ -90,8 +90,8 @@ def run_command(
     """
     if not command and not export:
         fail(
-            "missing COMMAND; use `kernlock run -- COMMAND…`, or `kernlock run --export` "
-            "for a job script",
+            "missing COMMAND; use `kernlock run -- COMMAND…`, or `kernlock run --export` for a "
+            "job script",
             2,
         )
     from kernlock._internal.check.coverage import require_coverage
@@ -111,9 +111,8 @@ def run_command(
     except LockfileError as error:
         fail(str(error), error.exit_code)  # a lock that cannot be read: exit 2, as every command
     path = workspace.lockfile.resolve()
-    if (
-        workspace.discovered and workspace.has_sources
-    ):  # as apply(): a named lock is trusted by naming it
+    # as apply(): a named lock is trusted by naming it
+    if workspace.discovered and workspace.has_sources:
         from kernlock._internal.check.freshness import require_trusted
 
         # the command's processes get a named lock and never read the project
@@ -151,8 +150,8 @@ def run_command(
         )
         fail(
             f"{shown} skips Python's start-up hook (sitecustomize on PYTHONPATH), so kernlock run "
-            "cannot apply the lock in it; drop the option, or call kernlock.apply() at "
-            "the top of its script",
+            "cannot apply the lock in it; drop the option, or call kernlock.apply() at the top of "
+            "its script",
             2,
         )
         return

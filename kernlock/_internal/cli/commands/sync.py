@@ -68,6 +68,6 @@ def sync_command(
 
     click.echo(
         f"synced into {report.cache}: {plural(report.variants, 'variant')}, "
-        f"{plural(report.verified, 'file')} verified, "
-        f"{', '.join(fetched)} ({report.bytes} bytes fetched)"
+        f"{plural(report.verified, 'file')} verified, {', '.join(fetched)} ({report.bytes} bytes "
+        "fetched)"
     )

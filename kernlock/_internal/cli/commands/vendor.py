@@ -47,6 +47,6 @@ def vendor_command(
     repaired = f", {report.repaired} repaired" if report.repaired else ""
     click.echo(
         f"vendored {report.variants} variants ({report.files} files, {report.bytes} "
-        f"bytes{repaired}) into {report.directory}; "
-        f"use it with KERNLOCK_VENDOR_DIR={report.directory.resolve()}"
+        f"bytes{repaired}) into {report.directory}; use it with "
+        f"KERNLOCK_VENDOR_DIR={report.directory.resolve()}"
     )

@@ -32,9 +32,8 @@ from kernlock._internal.cli.options import (
     "--remote",
     is_flag=True,
     help="Also check the lock against the Hub: every locked commit exists and holds "
-    "exactly the locked files with their sizes and sha256 (catching a hand-edited lock), "
-    "signed bundles still "
-    "verify; report moved branches.",
+    "exactly the locked files with their sizes and sha256 (catching a hand-edited lock), signed "
+    "bundles still verify; report moved branches.",
 )
 @click.option(
     "--against",

@@ -40,8 +40,8 @@ def _install_fix() -> str:
     kernlock._internal.settings cannot be imported here)."""
     launcher = os.environ.get("KERNLOCK_RUN_PYTHON", "")
     install = (
-        f"install kernlock into {sys.executable} from its checkout or wheel: "
-        f"`{sys.executable} -m pip install <kernlock checkout or .whl>`"
+        f"install kernlock into {sys.executable} from its checkout or wheel: `{sys.executable} -m "
+        "pip install <kernlock checkout or .whl>`"
     )
     if launcher and launcher != sys.executable:
         return f"run the command with {launcher} (the Python kernlock runs in), or {install}"
@@ -61,11 +61,9 @@ def _arm() -> None:
         sys.meta_path.insert(
             0,
             _Refuse(
-                "kernlock run applies the lock in every Python process, but "
-                f"{sys.executable} cannot import kernlock "
-                f"({error}), so the import of {{module}} is stopped: it would load Hub "
-                "kernels without the lock; "
-                f"{_install_fix()}"
+                f"kernlock run applies the lock in every Python process, but {sys.executable} "
+                f"cannot import kernlock ({error}), so the import of {{module}} is stopped: it "
+                f"would load Hub kernels without the lock; {_install_fix()}"
             ),
         )
         return
@@ -91,9 +89,8 @@ if os.environ.get("KERNLOCK_APPLY", "").strip():
 
 def _chain() -> None:
     """Run the next `sitecustomize.py` on sys.path, which this one shadows."""
-    if (
-        "_kernlock_startup_chain" in sys.modules
-    ):  # chained back into by an older kernlock's start-up dir
+    # chained back into by an older kernlock's start-up dir
+    if "_kernlock_startup_chain" in sys.modules:
         return
     sys.modules["_kernlock_startup_chain"] = type(sys)("_kernlock_startup_chain")
     here = os.path.dirname(os.path.abspath(__file__))
@@ -110,9 +107,8 @@ def _chain() -> None:
             # sitecustomize)
             external = sys.modules.get("_frozen_importlib_external")
             bootstrap = sys.modules.get("_frozen_importlib")
-            if (
-                external is None or bootstrap is None
-            ):  # not CPython's import system: the public names
+            # not CPython's import system: the public names
+            if external is None or bootstrap is None:
                 import importlib.util
 
                 external = bootstrap = importlib.util
