@@ -98,8 +98,8 @@ def check_doctor(lock: Lockfile, targets: list[Target], result: CheckResult) -> 
     except TargetError:
         pass
     # Each checked target's locked variants, as kernels would validate them at load there:
-    # kernels-minver against
-    # the installed kernels, python-depends through kernels' mapping for the target's backend.
+    # kernels-minver against the installed kernels, python-depends through kernels' mapping for the
+    # target's backend.
     seen: set[tuple[str, str]] = set()
     reported: set[tuple[str, str]] = set()
     entries = []

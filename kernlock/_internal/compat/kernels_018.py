@@ -14,8 +14,7 @@ FIRST = (0, 18)
 ROOT = "kernels"
 PYTHON_DEPENDS = "python_depends.json"
 # no Python dimension: `_resolve_variant_for_system` takes no `python_version`/`free_threaded`, and
-# new-style
-# (`cpython-3.9-abi3`) variant names do not parse as arch builds
+# new-style (`cpython-3.9-abi3`) variant names do not parse as arch builds
 PYTHON_ABI = False
 REVISION_LOOKUP: tuple[str, str, tuple[str, ...]] | None = None
 VALIDATORS: str | None = "validate"

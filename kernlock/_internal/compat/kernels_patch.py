@@ -26,8 +26,7 @@ class LockHooks(NamedTuple):
     as usual."""
 
     # (repo, version, revision, backend, the path `get_local_kernel` names for repo or None) -> a
-    # kernels kernel
-    # location (from `locked_kernel`/`local_path_kernel`)
+    # kernels kernel location (from `locked_kernel`/`local_path_kernel`)
     resolve: Callable[[str, int | None, str | None, str | None, Path | None], Any]
     # (repo, where kernels was going to read its lock) -> the commit to load
     locked_commit: Callable[[str, str], str | None]
@@ -41,8 +40,7 @@ class LockHooks(NamedTuple):
     # step aside)
     verified: Callable[[Path], bool]
     # (parsed metadata.json, variant name) -> None, or raises kernlock's one-line refusal, before
-    # kernels'
-    # `ArchValidator` checks the same build against this device (only where kernels checks:
+    # kernels' `ArchValidator` checks the same build against this device (only where kernels checks:
     # `check_arch=True`)
     check_arch: Callable[[Any, str], None] = lambda metadata, variant: None
     # (kernels' spec of a "zip"-layout variant, variant path, archive path) -> the spec to import

@@ -218,9 +218,8 @@ def transformers_kernels_window(root: Path) -> tuple[str, str] | None:
     except OSError:
         return None
     # Every apply() reads this 130 KB file: bytes (no decoding), and lines found by their "\n"
-    # rather than
-    # `^` with MULTILINE, whose literal prefix lets `re` skip ahead (six times fewer instructions in
-    # all).
+    # rather than `^` with MULTILINE, whose literal prefix lets `re` skip ahead (six times fewer
+    # instructions in all).
     pattern = rf"""\n({low}|{high})\s*=\s*["']([^"']+)["']""".encode()
     found = {
         name.decode(): value.decode("utf-8", "replace")

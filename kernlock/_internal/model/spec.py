@@ -59,9 +59,8 @@ class KernelSpec:
     alias: str | None = None
     origin: Origin | None = None
     # A spec found, not written: the device types Transformers loads it on (empty: every target) and
-    # the model
-    # layers that bring it in. Such a spec is derived from a declared model, so it is not one of the
-    # lock's inputs.
+    # the model layers that bring it in. Such a spec is derived from a declared model, so it is not
+    # one of the lock's inputs.
     devices: tuple[str, ...] = ()
     used_by: tuple[str, ...] = ()
 

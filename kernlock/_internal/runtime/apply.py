@@ -263,8 +263,7 @@ def _patch_modeling_utils(module: ModuleType) -> None:
 
 
 # Modules patched when (or as soon as) they are imported: kernels' (through the adapter),
-# torch.distributed's
-# and Transformers' modeling_utils.
+# torch.distributed's and Transformers' modeling_utils.
 _PATCHERS: dict[str, Callable[[ModuleType], None]] = {
     name: functools.partial(patch_module, name, hooks=_HOOKS) for name in patch_points()
 }

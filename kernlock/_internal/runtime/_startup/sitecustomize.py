@@ -102,9 +102,8 @@ def _chain() -> None:
             if _is_kernlock_startup(candidate):
                 continue
             # importlib.util's own functions, from the import system every process has already
-            # loaded: importing
-            # importlib.util pulls in contextlib, collections and functools (~3 ms with Debian's
-            # sitecustomize)
+            # loaded: importing importlib.util pulls in contextlib, collections and functools (~3 ms
+            # with Debian's sitecustomize)
             external = sys.modules.get("_frozen_importlib_external")
             bootstrap = sys.modules.get("_frozen_importlib")
             # not CPython's import system: the public names
