@@ -11,8 +11,10 @@ mode, with every repository's `load` answering "not here" after noting what
 was asked. So the answer is exactly what those two releases would load, and no
 kernel is downloaded.
 
-A GPU's compute capability can select other repositories; discovery takes the
-union over `CAPABILITIES` (A100, H100, B200 and MI300-class devices).
+A GPU's compute capability can select other repositories (`Device(properties=CUDAProperties(...))`
+keys of the mapping); discovery takes the union over every capability the mapping's own entries
+name, plus one outside all of them (the plain `"cuda"` entries), narrowed to the project's
+`gpu-archs` when it declares them.
 
 Imports torch and Transformers: called only by `kernlock lock` for declared models.
 """
@@ -25,12 +27,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from kernlock.errors import ModelError
-
 MODES = ("training", "inference")
-# Compute capabilities (major*10+minor) the discovery assumes per device type; the union of what
-# they select.
-CAPABILITIES = {"cuda": (80, 90, 100), "rocm": (94,)}
+PLAIN_CAPABILITY = 0  # a capability inside no properties range: selects the mapping's plain entries
 MAPPING_SOURCE = "integrations/hub_kernels.py"  # where Transformers keeps its kernelize mapping
 
 
@@ -44,10 +42,11 @@ class LayerKernel(NamedTuple):
     revision: str | None
     device: str  # kernels' device type: cuda, rocm, xpu, mps
     mode: str  # training or inference
+    source: str = MAPPING_SOURCE  # what brought it in: the mapping, or a call site `file:line`
 
 
 class ModelKernels(NamedTuple):
-    """A model's class and the kernels its default kernelize loads."""
+    """A model's class and the kernels the installed Transformers loads for it."""
 
     name: str  # as declared: a local directory or a Hub model id
     model_class: str
@@ -61,41 +60,6 @@ def mapping_digest(transformers_root: Path) -> str | None:
         return hashlib.sha256((transformers_root / MAPPING_SOURCE).read_bytes()).hexdigest()
     except OSError:
         return None
-
-
-def _model_class(config: Any) -> Any:
-    """The class `from_pretrained` builds for `config`: its first architecture, else the causal-LM
-    auto class."""
-    import transformers
-
-    for name in getattr(config, "architectures", None) or ():
-        cls = getattr(transformers, name, None)
-        if cls is not None:
-            return cls
-    from transformers import AutoModelForCausalLM
-
-    return AutoModelForCausalLM._model_mapping[type(config)]
-
-
-def _meta_model(name: str, root: Path) -> Any:
-    """The declared model built from its config on the meta device (no weights)."""
-    import torch
-    from transformers import AutoConfig
-
-    local = (root / name) if not Path(name).is_absolute() else Path(name)
-    source = str(local) if local.is_dir() else name
-    try:
-        config = AutoConfig.from_pretrained(source)
-        cls = _model_class(config)
-        with torch.device("meta"):
-            return cls._from_config(config)
-    except (OSError, ValueError, KeyError) as error:
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise ModelError(
-            f"model {name}: cannot build it from its config.json ({first})",
-            fix="point [tool.kernlock] models at a directory holding config.json or a Hub "
-            f"model id; {name!r} is neither",
-        ) from None
 
 
 @contextlib.contextmanager
@@ -139,31 +103,57 @@ def _layer_names(mapping: dict[str, Any]) -> dict[int, str]:
     return names
 
 
-def discover(name: str, devices: Iterable[str], root: Path) -> ModelKernels:
-    """What the installed Transformers' default kernelize loads for model `name` on each device
-    type, in each mode."""
+def capabilities(mapping: dict[str, Any], device: str, declared: Iterable[int] = ()) -> list[int]:
+    """The capabilities worth asking for on `device`: each bound of a properties range the mapping
+    names and one outside them all; only the `declared` ones (the project's `gpu-archs`) if any."""
+    bounds = {PLAIN_CAPABILITY}
+    for devices in mapping.values():
+        for key in devices:
+            properties = getattr(key, "properties", None)
+            if getattr(key, "type", None) == device and properties is not None:
+                bounds |= {properties.min_capability, properties.max_capability}
+    declared = sorted(set(declared))
+    return declared or sorted(bounds)
+
+
+def mapped_kernels(
+    model: Any, devices: Iterable[str], declared: dict[str, tuple[int, ...]] | None = None
+) -> list[LayerKernel]:
+    """What the installed Transformers' default kernelize loads for `model` (built on the meta
+    device) on each device type, in each mode."""
+    import logging
+
     from kernels import KernelizeFallback, Mode, kernelize, use_kernel_mapping
     from transformers.integrations.hub_kernels import get_kernel_mapping_transformers
 
     from kernlock._internal.compat.kernels_api import kernels_module
 
-    model = _meta_model(name, root)
     mapping = get_kernel_mapping_transformers()
     names = _layer_names(mapping)
     repos_module = kernels_module("layer.repos")
     found: set[LayerKernel] = set()
     asked: list[Any] = []
-    with _recording(mapping, asked), use_kernel_mapping(mapping, inherit_mapping=False):
-        for device in sorted(set(devices)):
-            for capability in CAPABILITIES.get(device, (0,)):
-                setattr(  # noqa: B010
-                    repos_module, "_find_capability", lambda device_index=None, _c=capability: _c
-                )
-                for mode_name, mode in (("training", Mode.TRAINING), ("inference", Mode.INFERENCE)):
-                    asked.clear()
-                    kernelize(model, device=device, mode=mode, use_fallback=KernelizeFallback.ALL)
-                    for repo in asked:
-                        found.add(
+    quiet = logging.getLogger("kernels")  # "no kernel mapping found for layer …": not the user's
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        with _recording(mapping, asked), use_kernel_mapping(mapping, inherit_mapping=False):
+            for device in sorted(set(devices)):
+                for capability in capabilities(mapping, device, (declared or {}).get(device, ())):
+                    setattr(  # noqa: B010
+                        repos_module,
+                        "_find_capability",
+                        lambda device_index=None, _c=capability: _c,
+                    )
+                    for mode_name, mode in (
+                        ("training", Mode.TRAINING),
+                        ("inference", Mode.INFERENCE),
+                    ):
+                        asked.clear()
+                        kernelize(
+                            model, device=device, mode=mode, use_fallback=KernelizeFallback.ALL
+                        )
+                        found.update(
                             LayerKernel(
                                 names.get(id(repo), getattr(repo, "layer_name", "?")),
                                 repo._repo_id,
@@ -172,11 +162,14 @@ def discover(name: str, devices: Iterable[str], root: Path) -> ModelKernels:
                                 device,
                                 mode_name,
                             )
+                            for repo in asked
                         )
-    return ModelKernels(name, type(model).__name__, tuple(sorted(found, key=_order)))
+    finally:
+        quiet.setLevel(level)
+    return sorted(found, key=order)
 
 
-def _order(kernel: LayerKernel) -> tuple[str, str, str, str, str]:
+def order(kernel: LayerKernel) -> tuple[str, str, str, str, str]:
     return (
         kernel.repo,
         str(kernel.version),

@@ -1,10 +1,12 @@
-"""Declared models → the layer kernels Transformers' default kernelize binds for them, as specs and
-lock records.
+"""Declared models → every Hub kernel the installed Transformers loads for them, as specs and lock
+records.
 
-Each model is built on the meta device and kernelized once per device type of the
-lock's targets and per mode (`kernlock._internal.compat.model_kernels`). A kernel it binds
-becomes a spec restricted to those device types (a CPU target needs none of them),
-noting which model layers use it; the model itself becomes a `[[model]]` record
+Discovery (`kernlock._internal.compat.model_surface`) reads the kernelize mapping, the model's
+own code, its quantizer, its experts implementation and its attention swap, per device type of the
+lock's targets and per mode. A kernel found becomes a spec restricted to those device types (a CPU
+target needs none of them), noting which model layer or call site uses it; a Hub kernel the
+config's own `attn_implementation` names becomes a plain spec (locked, never loaded while
+locking). The model itself becomes a `[[model]]` record
 with the Transformers release and kernelize mapping that decided, so `verify` can
 tell, without importing Transformers, when an upgrade makes the lock stale.
 """
@@ -16,7 +18,8 @@ from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
-from kernlock._internal.compat.model_kernels import LayerKernel, discover, mapping_digest
+from kernlock._internal.compat.model_kernels import MAPPING_SOURCE, LayerKernel, mapping_digest
+from kernlock._internal.compat.model_surface import discover
 from kernlock._internal.compat.transformers import installed_transformers
 from kernlock._internal.lockfile.model import LockedModel
 from kernlock._internal.model.devices import device_type
@@ -34,11 +37,18 @@ def _spec_text(kernel: LayerKernel) -> str:
     )
 
 
+def _use(kernel: LayerKernel) -> str:
+    """What binds the kernel: the mapped layer's name, or what loads it and where
+    (`model code at models/rwkv/modeling_rwkv.py:52`)."""
+    return kernel.layer if kernel.source == MAPPING_SOURCE else f"{kernel.layer} at {kernel.source}"
+
+
 def _bindings(kernels: Iterable[LayerKernel]) -> list[tuple[str, str, str, str]]:
-    """`(spec text, layer, device type, modes)`, one per layer and device type, sorted."""
+    """`(spec text, use, device type, modes)`, one per layer or call site and device type,
+    sorted."""
     modes: dict[tuple[str, str, str], set[str]] = defaultdict(set)
     for kernel in kernels:
-        modes[(_spec_text(kernel), kernel.layer, kernel.device)].add(kernel.mode)
+        modes[(_spec_text(kernel), _use(kernel), kernel.device)].add(kernel.mode)
     return [
         (spec, layer, device, ", ".join(sorted(used)))
         for (spec, layer, device), used in sorted(modes.items())
@@ -46,10 +56,13 @@ def _bindings(kernels: Iterable[LayerKernel]) -> list[tuple[str, str, str, str]]
 
 
 def model_kernels(
-    models: Iterable[ModelRef], targets: Iterable[Target], root: Path
+    models: Iterable[ModelRef],
+    targets: Iterable[Target],
+    root: Path,
+    attention: Iterable[str] = (),
 ) -> tuple[list[KernelSpec], tuple[LockedModel, ...]]:
-    """The specs Transformers' default kernelize loads for `models` on `targets`, and each model's
-    record (none without a GPU target)."""
+    """The specs the installed Transformers loads for `models` on `targets` (the project asking for
+    the `attention` implementations), and each model's record (none without a GPU target)."""
     models = list(models)
     devices = sorted({d for target in targets if (d := device_type(target.backend)) is not None})
     if not models or not devices:
@@ -65,8 +78,12 @@ def model_kernels(
         )
     specs: dict[str, KernelSpec] = {}
     records = []
+    attention = list(attention)
     for ref in models:
-        found = discover(ref.name, devices, root)
+        found, named = discover(ref.name, devices, root, attention)
+        # the config's own attn_implementation: locked, never loaded while locking
+        if named is not None and named not in specs and named not in attention:
+            specs[named] = parse_spec(named, Origin(f"model {ref.name} config.json"))
         bindings = _bindings(found.kernels)
         for text, layer, device, modes in bindings:
             spec = specs.get(text) or parse_spec(text, Origin(f"model {ref.name}"))

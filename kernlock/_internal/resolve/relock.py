@@ -213,7 +213,10 @@ def _relock(
         project, models=(*project.models, *(m for m in models if m not in project.models))
     )
     model_specs, model_records = model_kernels(
-        project_models(declared, scan), target_list, workspace.root
+        project_models(declared, scan),
+        target_list,
+        workspace.root,
+        [spec.text for spec in all_specs],
     )
     all_specs += model_specs
     if not all_specs and not model_records and not removals:

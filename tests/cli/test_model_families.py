@@ -1,0 +1,96 @@
+"""The whole kernel surface of Transformers 5.25, per model family (issue 43): the exact set of repos
+`kernlock lock` locks for a declared tiny config on a CUDA target.
+
+Each family's `config.json` is all that is declared, as a saved checkpoint has it. The sets come from
+Transformers' kernelize mapping, the model's own `get_kernel` calls, its quantizer and its attention
+swap; none of them depends on `ninja` or a GPU being where the lock is made.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from helpers import CPU, CUDA_130, FA2, cli, make_project
+from kernlock._internal.lockfile.serialize import load_lockfile
+from kernlock.testing.hub import TestHub
+from scripts import families
+
+KC = "kernels-community/"
+DENSE = {FA2, f"{KC}liger-kernels@v4", f"{KC}rotary@v2", f"{KC}activation@v1"}
+EXPECTED = {
+    "llama": DENSE,
+    "qwen3": DENSE,
+    "qwen3_moe": DENSE,
+    "mixtral": DENSE,
+    "gpt_oss": {FA2, f"{KC}rotary@v2", f"{KC}vllm-flash-attn3@v1"},
+    "gpt_oss_mxfp4": {FA2, f"{KC}rotary@v2", f"{KC}vllm-flash-attn3@v1", f"{KC}gpt-oss-triton-kernels@v1"},
+    # fp8's integration loads finegrained-fp8 and, on Hopper/Blackwell, DeepGEMM's linear and sonic-moe's experts
+    "deepseek_v3_fp8": {FA2, f"{KC}liger-kernels@v4", f"{KC}activation@v1", f"{KC}finegrained-fp8@v4",
+                        f"{KC}deep-gemm@v2", f"{KC}sonic-moe@ep-support"},
+    "qwen3_next": {FA2, f"{KC}activation@v1", f"{KC}fla@v3", f"{KC}mamba-ssm@v5"},
+    "mamba2": {FA2, f"{KC}activation@v1", f"{KC}mamba-ssm@v5"},
+    "falcon_mamba": {FA2, f"{KC}activation@v1", f"{KC}liger-kernels@v4", f"{KC}mamba-ssm@v5"},
+    "jamba": DENSE | {f"{KC}mamba-ssm@v5"},
+    "falcon_h1": DENSE | {f"{KC}mamba-ssm@v5"},
+    "rwkv": {FA2, f"{KC}rwkv@v1"},
+    "granitemoe_swa": DENSE | {f"{KC}vllm-flash-attn3@v1"},
+    "yoso": {FA2, f"{KC}activation@v1", f"{KC}yoso@v1"},
+    "mra": {FA2, f"{KC}activation@v1", f"{KC}mra@v1"},
+}
+
+
+def _project(root: Path, family: str, targets: list[str]) -> Path:
+    project = make_project(root, kernels=[FA2], targets=targets, extra='\nmodels = ["./model"]')
+    families.save(root / "configs", only=family)
+    (project / "model").mkdir()
+    (project / "model" / "config.json").write_bytes((root / "configs" / family / "config.json").read_bytes())
+    return project
+
+
+@pytest.mark.parametrize("family", sorted(EXPECTED))
+def test_each_family_locks_exactly_what_transformers_loads_for_it(hub: TestHub, tmp_path: Path, family: str) -> None:
+    project = _project(tmp_path, family, [CUDA_130, CPU])
+    result = cli("lock", cwd=project)
+    assert result.exit_code == 0, result.output
+    lock = load_lockfile(project / "kernels.lock")
+    assert {k.spec for k in lock.kernels} == EXPECTED[family]
+    for entry in lock.kernels:
+        if entry.spec != FA2:  # what the model brings in is needed on CUDA only, and says who asked
+            assert entry.devices == ("cuda",) and entry.used_by, entry
+            assert entry.variant_for(CUDA_130) is not None and entry.variant_for(CPU) is None
+    [model] = lock.models
+    assert model.layers and all(" -> " in layer for layer in model.layers)
+
+
+def test_call_sites_are_named_in_the_lock_and_in_show(hub: TestHub, tmp_path: Path) -> None:
+    project = _project(tmp_path, "rwkv", [CUDA_130])
+    assert cli("lock", cwd=project).exit_code == 0
+    [rwkv] = [k for k in load_lockfile(project / "kernels.lock").kernels if k.repo == f"{KC}rwkv"]
+    assert rwkv.used_by == ("./model: model code at models/rwkv/modeling_rwkv.py:52 (cuda: inference, training)",)
+    assert "models/rwkv/modeling_rwkv.py:52" in cli("show", cwd=project).output
+
+
+@pytest.mark.parametrize(("implementation", "spec"), [("sonicmoe", f"{KC}sonic-moe@ep-support"),
+                                                      ("deepgemm", f"{KC}deep-gemm@v2")])
+def test_an_experts_implementation_in_the_config_locks_its_kernel(hub: TestHub, tmp_path: Path,
+                                                                 implementation: str, spec: str) -> None:
+    project = _project(tmp_path, "qwen3_moe", [CUDA_130])
+    config = project / "model" / "config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "experts_implementation": implementation}))
+    result = cli("lock", cwd=project)
+    assert result.exit_code == 0, result.output
+    specs = {k.spec for k in load_lockfile(project / "kernels.lock").kernels}
+    assert specs == DENSE | {spec}
+
+
+def test_a_dequantized_mxfp4_checkpoint_needs_no_triton_kernels(hub: TestHub, tmp_path: Path) -> None:
+    project = _project(tmp_path, "gpt_oss_mxfp4", [CUDA_130])
+    config = project / "model" / "config.json"
+    data = json.loads(config.read_text())
+    data["quantization_config"]["dequantize"] = True
+    config.write_text(json.dumps(data))
+    assert cli("lock", cwd=project).exit_code == 0
+    assert {k.spec for k in load_lockfile(project / "kernels.lock").kernels} == EXPECTED["gpt_oss"]
