@@ -117,4 +117,11 @@ def check_coverage(lock: Lockfile, targets: list[Target], result: CheckResult) -
         for kernel in kernels:
             message, fix = uncovered_problem(kernel, target)
             result.problem(message, fix, kernel=kernel.spec, target=name)
+        for kernel in lock.kernels:
+            native = kernel.native_reason(target)
+            if native is not None:
+                result.notes.append(
+                    f"{kernel.spec} is native on {name} ({native}): "
+                    f"{', '.join(kernel.used_by) or 'its layers'} keep Transformers' own code"
+                )
     result.summary = ", ".join(str(t) for t in targets)

@@ -69,7 +69,7 @@ def selected_variants(
     """The (kernel, variant) pairs locked for `targets` (from `Workspace.chosen_targets`).
 
     Each spec key's variant comes from the entry covering the target (an override's, or the spec's
-    own).
+    own); an entry that does not serve a target (another device type's, or native there) has none.
     """
     chosen = sorted(set(targets), key=str)
     pairs = []
@@ -80,6 +80,8 @@ def selected_variants(
             if kernel is None or variant is None:
                 default = lock.kernel(spec)
                 assert default is not None  # spec is one of the lock's keys
+                if not default.serves(target):  # loaded on other device types, or native here
+                    continue
                 message, fix = uncovered_problem(default, target)
                 raise NoVariantError(message, fix=f"`{fix}`")
             pair = (kernel, variant)

@@ -48,11 +48,12 @@ from kernlock._internal.model.devices import device_type
 from kernlock._internal.model.ids import is_git_sha, is_safe_relpath, is_sha256, is_variant_name
 from kernlock._internal.model.target import Target, parse_target
 from kernlock._internal.settings import UPGRADE_FIX
-from kernlock.errors import LockfileError, LockfileVersionError, key_text
+from kernlock.errors import LockfileError, LockfileVersionError, TargetError, key_text
 
 # major.minor of the newest format this kernlock reads and writes (1.1: variants' `signature`;
-LOCK_VERSION = "1.3"
-# 1.2: `[[model]]`, entries' `devices` and `used-by`; 1.3: variants' `archs`)
+LOCK_VERSION = "1.4"
+# 1.2: `[[model]]`, entries' `devices` and `used-by`; 1.3: variants' `archs`; 1.4: entries'
+# `native`)
 LOCK_FILENAME = "kernels.lock"
 TRUST_KINDS = ("trusted-publisher", "allowlist")
 SIGNATURE_FILE = "metadata.json.sigstore"
@@ -61,12 +62,15 @@ _FORMAT_RE = re.compile(r"\d+\.\d+")
 
 
 def format_for(kernels: tuple[LockedKernel, ...], models: tuple[LockedModel, ...] = ()) -> str:
-    """The oldest format that holds `kernels` and `models`: "1.3" when a variant records its GPU
-    archs, "1.2" with models, "1.1" when a variant records its signer, else "1.0".
+    """The oldest format that holds `kernels` and `models`: "1.4" when an entry records a native
+    target, "1.3" when a variant records its GPU archs, "1.2" with models, "1.1" when a variant
+    records its signer, else "1.0".
 
     A lock without them keeps its bytes (no churn on re-lock), and older kernlocks read it without a
     warning.
     """
+    if any(k.native for k in kernels):
+        return "1.4"
     if any(v.archs for k in kernels for v in k.variants):
         return "1.3"
     if models or any(k.devices or k.used_by for k in kernels):
@@ -172,6 +176,19 @@ class Override(Table):
         )
 
 
+def _native(d: Mapping[str, Any]) -> tuple[str, ...]:
+    """An entry's `native` list: `<target>: <reason>` strings, each target a valid one."""
+    native = get_strings(d, "native")
+    for item in native:
+        target, sep, reason = item.partition(": ")
+        ensure(sep != "" and reason != "", "native", f"{item!r} is not `<target>: <reason>`")
+        try:
+            parse_target(target)
+        except TargetError:
+            raise invalid(f"{target!r} is not a target", "native") from None
+    return native
+
+
 @model
 class LockedKernel(Table):
     """A spec resolved to a commit, with the variants locked for each target."""
@@ -194,6 +211,9 @@ class LockedKernel(Table):
     used_by: tuple[
         str, ...
     ] = ()  # the model layers Transformers' kernelize binds it to (`./model: RMSNorm (cuda)`)
+    # targets where the layers it serves keep Transformers' own code, and why
+    # (`torch2.15-cxx11-cu132-x86_64-linux: no build for this target`; 1.4)
+    native: tuple[str, ...] = ()
     build_variants: tuple[str, ...] = field(default=(), metadata=ALWAYS_WRITTEN)
     variants: tuple[LockedVariant, ...] = field(default=(), metadata={"key": "variant"})
 
@@ -237,6 +257,7 @@ class LockedKernel(Table):
             depends=get_strings(d, "depends"),
             devices=get_strings(d, "devices"),
             used_by=get_strings(d, "used-by"),
+            native=_native(d),
             build_variants=get_strings(d, "build-variants"),
             variants=variants,
         )
@@ -251,8 +272,16 @@ class LockedKernel(Table):
         return (self.repo, *self.aliases)
 
     def serves(self, target: Target) -> bool:
-        """Whether the entry must cover `target`: every target, or only those of its `devices`."""
+        """Whether the entry must cover `target`: every target, or only those of its `devices`, and
+        not one where it is recorded native."""
+        if self.native_reason(target) is not None:
+            return False
         return not self.devices or device_type(target.backend) in self.devices
+
+    def native_reason(self, target: Target | str) -> str | None:
+        """Why the layers this entry serves run Transformers' own code on `target`, if they do."""
+        prefix = f"{target}: "
+        return next((n[len(prefix) :] for n in self.native if n.startswith(prefix)), None)
 
     def variant_for(self, target: Target | str) -> LockedVariant | None:
         """The variant locked for `target` (a `Target` or its text), if any."""

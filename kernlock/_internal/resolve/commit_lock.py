@@ -88,8 +88,18 @@ class CommitLocking:
         grouped = group_variants(repo, commit, listing)
         names = sorted(grouped)
         chosen: dict[str, set[Target]] = {}
+        native: list[str] = []
         for target in job.targets:
             variant, reasons = choose_variant(names, target)
+            if variant is None and job.devices:
+                # only a model brings it in: Transformers keeps the layer's own code there
+                native.append(f"{target}: no build for this target")
+                self.warnings.append(
+                    f"{spec_key} ({commit[:12]}) has no build for {target}: "
+                    f"{', '.join(sorted(job.used_by)) or 'its layers'} keep Transformers' own "
+                    "code there (recorded as native in the lock)"
+                )
+                continue
             if variant is None:
                 problem, fix = no_variant_problem(
                     self.hub, spec_key, repo, commit, target, reasons, refs
@@ -163,6 +173,7 @@ class CommitLocking:
             version=version,
             ref=ref,
             depends=tuple(sorted(depends)),
+            native=tuple(sorted(native)),
             build_variants=tuple(names),
             variants=tuple(variants),
         )

@@ -76,12 +76,41 @@ def _explicit(model: Any, kernel_config: Any) -> bool:
     )
 
 
+def _device_type(model: Any) -> str:
+    """The device type kernelize binds `model` for: the one Transformers recorded, else its
+    weights'."""
+    device = getattr(model, "_kernels_device", None)
+    if device is None:
+        try:
+            device = next(model.parameters()).device
+        except (StopIteration, AttributeError, TypeError):
+            return "cpu"
+    return str(getattr(device, "type", device)).split(":")[0]
+
+
+def _record(model: Any) -> None:
+    """Record which kernel each layer of `model` runs now (`layer_record`)."""
+    from transformers.integrations.hub_kernels import get_kernel_mapping_transformers
+
+    from kernlock._internal.runtime import state
+    from kernlock._internal.runtime.layer_record import layer_names_to_repos, record_layers
+
+    asked = layer_names_to_repos(
+        get_kernel_mapping_transformers(),
+        _device_type(model),
+        bool(getattr(model, "training", False)),
+    )
+    record_layers(model, state.binding(), asked)
+
+
 def _wrap_kernelize(original: Callable[..., Any]) -> Callable[..., Any]:
     def kernelize(
         model: Any, mode: Any = None, kernel_config: Any = None, device_map: Any = None
     ) -> Any:
         if _explicit(model, kernel_config):
-            return original(model, mode=mode, kernel_config=kernel_config, device_map=device_map)
+            result = original(model, mode=mode, kernel_config=kernel_config, device_map=device_map)
+            _record(model)
+            return result
         config = getattr(model, "config", None)
         from kernlock._internal.compat.transformers import kernelize_requests
 
@@ -89,9 +118,11 @@ def _wrap_kernelize(original: Callable[..., Any]) -> Callable[..., Any]:
             DefaultKernelize(kernelize_requests(), getattr(config, "name_or_path", None) or None)
         )
         try:
-            return original(model, mode=mode, kernel_config=kernel_config, device_map=device_map)
+            result = original(model, mode=mode, kernel_config=kernel_config, device_map=device_map)
         finally:
             _DEFAULT.reset(token)
+        _record(model)
+        return result
 
     return functools.update_wrapper(kernelize, original)
 

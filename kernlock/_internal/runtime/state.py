@@ -43,6 +43,10 @@ class Bookkeeping:
         self.loaded: dict[
             tuple[str, str, str], dict[str, Any]
         ] = {}  # (repo, commit, variant) -> its record entry
+        # repo -> why kernlock kept its layers native (unlocked, native on this target, not loaded)
+        self.native: dict[str, str] = {}
+        # layer name -> what ran it: {"repo", "commit", "variant"} or {"native": why}
+        self.layers: dict[str, dict[str, str]] = {}
 
 
 BOOK = Bookkeeping()

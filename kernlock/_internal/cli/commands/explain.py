@@ -73,6 +73,7 @@ def explain_command(
                     "target": str(target),
                     "kernels_choice": choice,
                     "locked": locked.name if locked else None,
+                    "native": kernel.native_reason(target),
                     "agrees": (locked.name if locked else None) == choice,
                     "reasons": reasons,
                 }
@@ -95,11 +96,15 @@ def explain_command(
             )
         for line in entry["used_by"]:
             click.echo(
-                f"  used by {line} (Transformers' default kernelize; needed on "
+                f"  used by {line} (what Transformers loads for the model; needed on "
                 f"{', '.join(entry['devices'])})"
             )
         for item in entry["targets"]:
-            has = item["locked"] or "nothing (target not locked)"
+            has = item["locked"] or (
+                f"native: {item['native']} (the layers keep Transformers' own code)"
+                if item["native"]
+                else "nothing (target not locked)"
+            )
             click.echo(
                 f"  target {item['target']}: kernels picks "
                 f"{item['kernels_choice'] or 'no variant'}; the lock has {has}"

@@ -112,12 +112,13 @@ def show_command(lockfile: str | None, project_dir: str, as_json: bool, provenan
         cells = []
         for target in lock.targets:
             variant = kernel.variant_for(target)
-            cells.append(variant.name if variant else "-")
+            native = kernel.native_reason(target)
+            cells.append(variant.name if variant else f"native ({native})" if native else "-")
         rows.append([spec, pin, *cells])
     click.echo(table(rows))
     used = [f"  {kernel.spec}: {line}" for kernel in lock.kernels for line in kernel.used_by]
     if used:
-        click.echo("\nused by (Transformers' default kernelize of [tool.kernlock] models):")
+        click.echo("\nused by (what Transformers loads for [tool.kernlock] models):")
         click.echo("\n".join(used))
     if provenance:
         click.echo("")

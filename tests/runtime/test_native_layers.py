@@ -1,0 +1,107 @@
+"""Native fallback as a recorded, enforced fact (issue 43, item 3), on the CPU with a CUDA device type simulated.
+
+* At lock time, a layer kernel a model brings in with no build for a target is `native` there, with the reason.
+* Under strict `apply()`, a locked layer kernel whose files are gone from an offline cache stops the run with one
+  line naming it: kernelize never silently keeps the layer's own forward for it.
+* The run record names, per layer, the kernel that ran it or that it ran native and why.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from helpers import CUDA_130, FA2, cli, make_project
+from kernlock._internal.lockfile.serialize import load_lockfile
+from kernlock.testing.hub import TestHub
+from scripts import tiny
+from scripts.harness import python
+
+LIGER = "kernels-community/liger-kernels"
+ROTARY = "kernels-community/rotary"
+ACTIVATION = "kernels-community/activation"
+CU126 = "torch2.10-cxx11-cu126-x86_64-linux"  # the fixtures' layer kernels have no build for it
+
+TRAIN = """
+import kernlock
+kernlock.apply()
+import kernels._internals.validate as validate
+validate.ArchValidator.validate_metadata = lambda self, **kw: None  # no GPU to ask
+from kernels._internals.layer import repos
+from transformers import AutoModelForCausalLM
+repos._find_capability = lambda device_index=None: 90  # kernels asks the GPU for its capability; this is the CPU
+model = AutoModelForCausalLM.from_pretrained("model")
+model._kernels_device = "cuda"  # what from_pretrained(device_map="cuda") records
+model.train()
+tiny.result(layers=kernlock.loaded()["layers"])
+"""
+
+
+def _project(root: Path, targets: list[str]) -> Path:
+    project = make_project(root, kernels=[FA2], targets=targets, extra='\nmodels = ["./model"]')
+    tiny.model("sdpa").save_pretrained(project / "model")
+    return project
+
+
+def test_a_layer_kernel_without_a_build_for_a_target_is_locked_native_with_its_reason(hub: TestHub,
+                                                                                     tmp_path: Path) -> None:
+    project = _project(tmp_path / "p", [CUDA_130, CU126])
+    result = cli("lock", cwd=project)
+    assert result.exit_code == 0, result.output
+    assert f"{LIGER}@v4 (" in result.output and f"has no build for {CU126}" in result.output  # said, not fatal
+    lock = load_lockfile(project / "kernels.lock")
+    assert lock.version == "1.4"
+    for spec in (f"{LIGER}@v4", f"{ROTARY}@v2", f"{ACTIVATION}@v1"):
+        entry = lock.kernel(spec)
+        assert entry is not None and entry.native == (f"{CU126}: no build for this target",)
+        assert entry.variant_for(CUDA_130) is not None and not entry.serves(CU126)
+    assert lock.kernel(FA2).variant_for(CU126) is not None  # what the user asked for still needs its build
+    shown = cli("show", cwd=project).output
+    assert "native (no build for this target)" in shown
+    verified = cli("verify", "--all-targets", cwd=project)
+    assert verified.exit_code == 0, verified.output
+    assert f"note: {LIGER}@v4 is native on {CU126} (no build for this target)" in verified.output
+    explained = cli("explain", ROTARY, "--target", CU126, cwd=project).output
+    assert "the lock has native: no build for this target" in explained
+    # a kernel the user declared himself is never silently native: no build is still an error
+    strict = make_project(tmp_path / "q", kernels=[f"{LIGER}@v4"], targets=[CU126])
+    refused = cli("lock", cwd=strict)
+    assert refused.exit_code != 0 and f"has no build variant for target {CU126}" in refused.output
+
+
+def test_the_run_record_names_the_bound_and_the_native_layers(hub: TestHub, tmp_path: Path) -> None:
+    project = _project(tmp_path / "p", [CUDA_130])
+    assert cli("lock", cwd=project).exit_code == 0
+    lock = load_lockfile(project / "kernels.lock")
+    done = python(TRAIN, project, KERNLOCK_TARGET=CUDA_130)
+    assert done.returncode == 0, done.stdout + done.stderr
+    layers = {row["layer"]: row for row in done.result["layers"]}
+    liger = lock.kernel(f"{LIGER}@v4")
+    assert layers["RMSNorm"] == {"layer": "RMSNorm", "repo": LIGER, "commit": liger.commit,
+                                 "variant": liger.variant_for(CUDA_130).name}
+    # SiLU's kernel is mapped for inference only: in training the layer runs Transformers' own code, and says why
+    assert layers["SiLU"] == {"layer": "SiLU", "native": "no kernel in Transformers' mapping for this device and mode"}
+
+
+def test_a_locked_layer_kernel_missing_from_an_offline_cache_stops_the_run_with_one_line(hub: TestHub,
+                                                                                       tmp_path: Path) -> None:
+    project = _project(tmp_path / "p", [CUDA_130])
+    assert cli("lock", cwd=project).exit_code == 0
+    warm = python(TRAIN, project, KERNLOCK_TARGET=CUDA_130)
+    assert warm.returncode == 0, warm.stdout + warm.stderr
+    hf_home = Path(os.environ["HF_HOME"])  # the hub fixture's cache, which the child inherits
+    cached = [p for p in hf_home.rglob("*") if p.is_dir() and "liger" in p.name]
+    assert cached, sorted(str(p) for p in hf_home.rglob("*"))[:20]
+    for path in cached:
+        shutil.rmtree(path, ignore_errors=True)
+    cold = python(TRAIN, project, KERNLOCK_TARGET=CUDA_130, HF_HUB_OFFLINE="1")
+    assert cold.returncode != 0
+    [line] = [line for line in cold.stderr.splitlines() if "is locked for" in line]
+    assert f"{LIGER}@v4 (" in line and "its layers would silently run Transformers' own code" in line, cold.stderr
+    # lenient: the run goes on, and the record says the layer ran native and why
+    lenient = python(TRAIN, project, KERNLOCK_TARGET=CUDA_130, HF_HUB_OFFLINE="1", KERNLOCK_STRICT="0")
+    assert lenient.returncode == 0, lenient.stdout + lenient.stderr
+    layers = {row["layer"]: row for row in lenient.result["layers"]}
+    assert layers["RMSNorm"]["native"].startswith("locked build not loaded: "), layers
+    assert "running native (lenient mode)" in lenient.stderr
