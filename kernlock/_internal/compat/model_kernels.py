@@ -169,6 +169,31 @@ def mapped_kernels(
     return sorted(found, key=order)
 
 
+def mapped_repos(device: str, training: bool) -> dict[str, str]:
+    """Layer name → the repo id the installed Transformers' kernelize mapping names for it on
+    `device` in the mode (training or inference)."""
+    from kernels import Mode
+    from transformers.integrations.hub_kernels import get_kernel_mapping_transformers
+
+    mapping = get_kernel_mapping_transformers()
+
+    wanted = Mode.TRAINING if training else Mode.INFERENCE
+    named: dict[str, str] = {}
+    for layer, devices in mapping.items():
+        for key, value in devices.items():
+            if getattr(key, "type", key) != device:
+                continue
+            if isinstance(value, dict):
+                repos = [repo for mode, repo in value.items() if wanted in mode]
+            else:
+                repos = [value]
+            for repo in repos:
+                repo_id = getattr(repo, "_repo_id", None)
+                if isinstance(repo_id, str):
+                    named.setdefault(layer, repo_id)
+    return named
+
+
 def order(kernel: LayerKernel) -> tuple[str, str, str, str, str]:
     return (
         kernel.repo,

@@ -45,15 +45,14 @@ from kernlock._internal.runtime import state
 from kernlock._internal.runtime.entries import find_entry
 from kernlock._internal.runtime.gpu_arch import check_served, require_device_archs
 from kernlock._internal.runtime.importguard import guard_import, is_verified, zip_spec
-from kernlock._internal.runtime.layer_record import layer_table
-from kernlock._internal.runtime.locked_build import backend_target, locked_local_kernel
+from kernlock._internal.runtime.layer_record import layer_table, native_by_lock
+from kernlock._internal.runtime.locked_build import backend_target, load_locked_build
 from kernlock._internal.runtime.notices import log_to_stderr, note_once, warn_once
 from kernlock._internal.runtime.rank_hook import check_initialised, patch_c10d
 from kernlock._internal.runtime.state import BOOK, Binding
 from kernlock._internal.settings import TARGET_ENV, strict_from_env, text
 from kernlock.errors import (
     LocalKernelError,
-    MissingFilesError,
     UnlockedKernelError,
 )
 
@@ -109,18 +108,9 @@ def _unlocked(
     from kernlock._internal.runtime.default_kernels import NotLockedDefaultKernel, default_kernelize
 
     default = default_kernelize()
-    native = next(
-        (why for e in bound.lock.for_repo(repo) if (why := e.native_reason(bound.target))), None
-    )
+    native = native_by_lock(bound, repo, spec)
     if native is not None:  # the lock says so: no build for this target
-        with BOOK.mutex:
-            BOOK.native[repo] = f"native on {bound.target} per the lock: {native}"
-        note_once(
-            f"native:{spec}",
-            f"kernlock: {spec} is native on {bound.target} per {bound.path} ({native}): its "
-            "layers keep Transformers' own code",
-        )
-        raise NotLockedDefaultKernel(BOOK.native[repo])
+        raise NotLockedDefaultKernel(native)
     if default is not None and (repo, version, revision) in default.requests:
         model = default.model or "<your model directory>"
         message = (
@@ -163,29 +153,6 @@ def _local_kernel(bound: Binding, repo: str, path: Path, how: str) -> None:
 # ---------------------------------------------------------------- the lock-backed resolver
 
 
-def _load_locked(bound: Binding, entry: LockedKernel, target: Target, backend: str | None) -> Any:
-    """`locked_local_kernel`, where a build the lock holds never falls back silently: kernelize
-    keeps a layer's own code on `FileNotFoundError`, so a locked build that cannot be loaded (a cold
-    offline cache) is an error naming it under strict mode, a warning and a recorded native layer
-    otherwise."""
-    try:
-        return locked_local_kernel(bound, entry, target, backend)
-    except (FileNotFoundError, MissingFilesError) as error:
-        problem = str(error).splitlines()[0] if str(error) else type(error).__name__
-        message = (
-            f"{entry.spec} ({entry.commit[:12]}) is locked for {target} but its build cannot be "
-            f"loaded ({problem}); without it its layers would silently run Transformers' own code"
-        )
-        if bound.strict:
-            raise MissingFilesError(
-                message, fix="run `kernlock sync` where the Hub is reachable"
-            ) from None
-        with BOOK.mutex:
-            BOOK.native[entry.repo] = f"locked build not loaded: {problem}"
-        warn_once(f"fallback:{entry.spec}", f"kernlock: {message}; running native (lenient mode)")
-        raise FileNotFoundError(message) from error
-
-
 def _describe(version: int | None, revision: str | None) -> str:
     return f"version {version}" if version is not None else f"revision {revision}"
 
@@ -218,7 +185,7 @@ def _resolve_load(
         _unlocked(bound, repo, _describe(version, revision), version, revision)
         return None
     target = backend_target(bound, entry, backend)
-    local = _load_locked(bound, entry, target, backend)
+    local = load_locked_build(bound, entry, target, backend)
     variant = entry.variant_for(target)
     assert variant is not None  # locked_local_kernel refuses a target without one
     logger.info(

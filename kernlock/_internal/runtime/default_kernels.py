@@ -90,16 +90,11 @@ def _device_type(model: Any) -> str:
 
 def _record(model: Any) -> None:
     """Record which kernel each layer of `model` runs now (`layer_record`)."""
-    from transformers.integrations.hub_kernels import get_kernel_mapping_transformers
-
+    from kernlock._internal.compat.model_kernels import mapped_repos
     from kernlock._internal.runtime import state
-    from kernlock._internal.runtime.layer_record import layer_names_to_repos, record_layers
+    from kernlock._internal.runtime.layer_record import record_layers
 
-    asked = layer_names_to_repos(
-        get_kernel_mapping_transformers(),
-        _device_type(model),
-        bool(getattr(model, "training", False)),
-    )
+    asked = mapped_repos(_device_type(model), bool(getattr(model, "training", False)))
     record_layers(model, state.binding(), asked)
 
 

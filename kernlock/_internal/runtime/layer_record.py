@@ -49,28 +49,27 @@ def record_layers(model: Any, bound: Binding | None, asked: dict[str, str]) -> N
             BOOK.layers[layer] = {"native": why}
 
 
-def layer_names_to_repos(mapping: dict[str, Any], device: str, training: bool) -> dict[str, str]:
-    """Layer name → the repo id Transformers' mapping names for it on `device` in the mode."""
-    from kernels import Mode
-
-    wanted = Mode.TRAINING if training else Mode.INFERENCE
-    named: dict[str, str] = {}
-    for layer, devices in mapping.items():
-        for key, value in devices.items():
-            if getattr(key, "type", key) != device:
-                continue
-            if isinstance(value, dict):
-                repos = [repo for mode, repo in value.items() if wanted in mode]
-            else:
-                repos = [value]
-            for repo in repos:
-                repo_id = getattr(repo, "_repo_id", None)
-                if isinstance(repo_id, str):
-                    named.setdefault(layer, repo_id)
-    return named
-
-
 def layer_table() -> list[dict[str, str]]:
     """The recorded layers, sorted by name, as the run record lists them."""
     with BOOK.mutex:
         return [{"layer": name, **BOOK.layers[name]} for name in sorted(BOOK.layers)]
+
+
+def native_by_lock(bound: Binding, repo: str, spec: str) -> str | None:
+    """Why `repo`'s layers are native on the bound target per the lock (no build there), noted
+    once and kept for the record; None when the lock says no such thing."""
+    from kernlock._internal.runtime.notices import note_once
+
+    native = next(
+        (why for e in bound.lock.for_repo(repo) if (why := e.native_reason(bound.target))), None
+    )
+    if native is None:
+        return None
+    with BOOK.mutex:
+        BOOK.native[repo] = f"native on {bound.target} per the lock: {native}"
+    note_once(
+        f"native:{spec}",
+        f"kernlock: {spec} is native on {bound.target} per {bound.path} ({native}): its layers "
+        "keep Transformers' own code",
+    )
+    return BOOK.native[repo]

@@ -22,10 +22,12 @@ from kernlock._internal.lockfile.model import LockedKernel
 from kernlock._internal.model.target import Target
 from kernlock._internal.runtime.gpu_arch import remember
 from kernlock._internal.runtime.importguard import register as register_verified
-from kernlock._internal.runtime.state import Binding
+from kernlock._internal.runtime.notices import warn_once
+from kernlock._internal.runtime.state import BOOK, Binding
 from kernlock._internal.store.metadata import digest_problem
 from kernlock.errors import (
     IntegrityError,
+    MissingFilesError,
     NoVariantError,
     VariantMismatchError,
 )
@@ -99,3 +101,28 @@ def locked_local_kernel(
     # kernels' ArchValidator asks check_served
     remember(kernel_metadata(located), entry, variant, target)
     return located
+
+
+def load_locked_build(
+    bound: Binding, entry: LockedKernel, target: Target, backend: str | None
+) -> Any:
+    """`locked_local_kernel`, where a build the lock holds never falls back silently: kernelize
+    keeps a layer's own code on `FileNotFoundError`, so a locked build that cannot be loaded (a cold
+    offline cache) is an error naming it under strict mode, a warning and a recorded native layer
+    otherwise."""
+    try:
+        return locked_local_kernel(bound, entry, target, backend)
+    except (FileNotFoundError, MissingFilesError) as error:
+        problem = str(error).splitlines()[0] if str(error) else type(error).__name__
+        message = (
+            f"{entry.spec} ({entry.commit[:12]}) is locked for {target} but its build cannot be "
+            f"loaded ({problem}); without it its layers would silently run Transformers' own code"
+        )
+        if bound.strict:
+            raise MissingFilesError(
+                message, fix="run `kernlock sync` where the Hub is reachable"
+            ) from None
+        with BOOK.mutex:
+            BOOK.native[entry.repo] = f"locked build not loaded: {problem}"
+        warn_once(f"fallback:{entry.spec}", f"kernlock: {message}; running native (lenient mode)")
+        raise FileNotFoundError(message) from error
