@@ -188,7 +188,7 @@ def main() -> int:
     for row in run.rows:
         if row["family"] != "record" and "requested" in row:
             lines.append(f"| {row['family']} | {', '.join(row['requested']) or '-'} | {', '.join(row['locked'])} | "
-                         f"{row['run']} |")
+                         f"{' '.join(str(row['run']).split())[:160]} |")
     (run.out / "families.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     failed = [r["family"] for r in run.rows if r["status"] != "PASS"]

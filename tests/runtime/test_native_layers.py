@@ -105,3 +105,35 @@ def test_a_locked_layer_kernel_missing_from_an_offline_cache_stops_the_run_with_
     layers = {row["layer"]: row for row in lenient.result["layers"]}
     assert layers["RMSNorm"]["native"].startswith("locked build not loaded: "), layers
     assert "running native (lenient mode)" in lenient.stderr
+
+
+def test_two_gloo_ranks_one_bound_one_native_for_a_layer_stop_with_the_table(hub: TestHub, tmp_path: Path) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    from scripts.harness import PRELUDE, child_env
+
+    project = _project(tmp_path / "p", [CUDA_130])
+    assert cli("lock", cwd=project).exit_code == 0
+    warm = python(TRAIN, project, KERNLOCK_TARGET=CUDA_130)  # rank 0's node: a warm cache
+    assert warm.returncode == 0, warm.stdout + warm.stderr
+    code = TRAIN.replace("kernlock.apply()\n", "kernlock.apply()\nimport torch.distributed as dist\n"
+                                                 "dist.init_process_group('gloo')\n")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = str(sock.getsockname()[1])
+    per_rank = [{}, {"HF_HOME": str(tmp_path / "cold-node"), "HF_HUB_OFFLINE": "1", "KERNLOCK_STRICT": "0"}]
+    procs = [subprocess.Popen([sys.executable, "-c", PRELUDE + code], cwd=project, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              env=child_env(RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                                            MASTER_PORT=port, KERNLOCK_TARGET=CUDA_130, **extra))
+             for rank, extra in enumerate(per_rank)]
+    ranks = [proc.communicate(timeout=180) for proc in procs]
+    assert all(proc.returncode != 0 for proc in procs), ranks
+    rank0 = ranks[0][1]
+    problem = "RankMismatchError: the ranks of this job run RMSNorm"
+    assert problem in rank0, rank0[-3000:]
+    table = rank0[rank0.index(problem):]
+    assert "ranks" in table and f"{LIGER}@" in table and "native (locked build not loaded:" in table
+    assert "rank 1 stops: the ranks of this job run layers differently" in ranks[1][1], ranks[1][1][-3000:]

@@ -96,6 +96,11 @@ def _record(model: Any) -> None:
 
     asked = mapped_repos(_device_type(model), bool(getattr(model, "training", False)))
     record_layers(model, state.binding(), asked)
+    if state.binding() is not None:
+        from kernlock._internal.runtime.layer_record import layer_table
+        from kernlock._internal.runtime.rank_hook import check_layers
+
+        check_layers(layer_table())
 
 
 def _wrap_kernelize(original: Callable[..., Any]) -> Callable[..., Any]:

@@ -371,3 +371,52 @@ def check_ranks(store: Any, rank: int, world_size: int) -> Verdict | None:
             fix=verdict.fix,
         )
     return verdict
+
+
+# ---------------------------------------------------------------- bound or native, per layer
+
+
+def _layer_cell(row: dict[str, str]) -> str:
+    if "native" in row:
+        return f"native ({row['native']})"
+    return f"{row.get('repo', '?')}@{row.get('commit', '')[:12]} {row.get('variant', '')}".strip()
+
+
+def check_layer_ranks(store: Any, rank: int, world_size: int, layers: list[dict[str, str]]) -> None:
+    """After a kernelize: every rank runs each layer with the same kernel build, or natively on
+    all of them; else every rank raises `RankMismatchError`, rank 0's with the table by layer."""
+    if not flag(CHECK_ENV, True) or world_size < 2:
+        return
+    payload = json.dumps(layers, sort_keys=True).encode()
+    timeout = seconds(TIMEOUT_ENV, 300.0)
+    tables = {
+        r: tuple(json.loads(raw)) if raw else None
+        for r, raw in enumerate(exchange(store, rank, world_size, payload, timeout))
+    }
+    distinct = {json.dumps(t, sort_keys=True) for t in tables.values()}
+    if len(distinct) <= 1:
+        return
+    cells = {r: {row["layer"]: _layer_cell(row) for row in t or ()} for r, t in tables.items()}
+    names = sorted({name for by_layer in cells.values() for name in by_layer})
+    differing = [n for n in names if len({c.get(n, "-") for c in cells.values()}) > 1]
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for r, by_layer in sorted(cells.items()):
+        groups.setdefault(tuple(by_layer.get(n, "-") for n in differing), []).append(r)
+    rows = [["ranks", *differing]] + [[_ranges(rs), *key] for key, rs in groups.items()]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    table = "\n".join(
+        "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)).rstrip()
+        for row in rows
+    )
+    problem = (
+        f"the ranks of this job run {', '.join(differing)} differently (a locked kernel on some, "
+        "Transformers' own code on others)"
+    )
+    fix = "run `kernlock sync` on every node (a cold cache is the usual cause), then restart"
+    raise RankMismatchError(
+        f"{problem}:\n{table}"
+        if rank == 0
+        else f"rank {rank} stops: the ranks of this job run layers differently (rank 0's error "
+        "shows the table)",
+        fix=fix,
+    )

@@ -49,3 +49,16 @@ def _check_group(c10d: ModuleType, pg: Any) -> None:
     from kernlock._internal.runtime import rank_guard as distributed
 
     distributed.check_ranks(c10d._world.pg_map[pg][1], pg.rank(), pg.size())
+
+
+def check_layers(layers: list[dict[str, str]]) -> None:
+    """Compare this rank's kernelized layers with every other rank's, when a job is running."""
+    import sys
+
+    c10d = sys.modules.get("torch.distributed.distributed_c10d")
+    if c10d is None or not c10d.is_initialized():
+        return
+    from kernlock._internal.runtime import rank_guard as distributed
+
+    pg = c10d._get_default_group()
+    distributed.check_layer_ranks(c10d._world.pg_map[pg][1], pg.rank(), pg.size(), layers)
