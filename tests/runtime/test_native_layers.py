@@ -97,8 +97,10 @@ def test_a_locked_layer_kernel_missing_from_an_offline_cache_stops_the_run_with_
         shutil.rmtree(path, ignore_errors=True)
     cold = python(TRAIN, project, KERNLOCK_TARGET=CUDA_130, HF_HUB_OFFLINE="1")
     assert cold.returncode != 0
-    [line] = [line for line in cold.stderr.splitlines() if "is locked for" in line]
-    assert f"{LIGER}@v4 (" in line and "its layers would silently run Transformers' own code" in line, cold.stderr
+    [line] = [line for line in cold.stderr.splitlines() if line.startswith("kernlock.errors.MissingFilesError: ")]
+    assert f"{LIGER}@v4: " in line and "are not in the cache" in line and "the Hub is offline" in line, cold.stderr
+    assert "fix: run `kernlock sync` where the Hub is reachable" in line
+    assert "RESULT" not in cold.stdout  # the run stopped at kernelize: no layer ran native silently
     # lenient: the run goes on, and the record says the layer ran native and why
     lenient = python(TRAIN, project, KERNLOCK_TARGET=CUDA_130, HF_HUB_OFFLINE="1", KERNLOCK_STRICT="0")
     assert lenient.returncode == 0, lenient.stdout + lenient.stderr

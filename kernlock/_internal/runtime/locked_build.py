@@ -108,11 +108,13 @@ def load_locked_build(
 ) -> Any:
     """`locked_local_kernel`, where a build the lock holds never falls back silently: kernelize
     keeps a layer's own code on `FileNotFoundError`, so a locked build that cannot be loaded (a cold
-    offline cache) is an error naming it under strict mode, a warning and a recorded native layer
-    otherwise."""
+    offline cache) is an error naming it under strict mode (kernlock's own `MissingFilesError`, with
+    its fix, as it is), a warning and a recorded native layer otherwise."""
     try:
         return locked_local_kernel(bound, entry, target, backend)
     except (FileNotFoundError, MissingFilesError) as error:
+        if bound.strict and isinstance(error, MissingFilesError):
+            raise  # not a FileNotFoundError: kernelize lets it through
         problem = str(error).splitlines()[0] if str(error) else type(error).__name__
         message = (
             f"{entry.spec} ({entry.commit[:12]}) is locked for {target} but its build cannot be "
