@@ -30,6 +30,8 @@ PACKAGE = ROOT / "kernlock"
 # What each `[tool.kernlock]` key means; the keys must be exactly the reader's `_KNOWN_KEYS`.
 KEYS = {
     "kernels": ("list of specs", "the kernels to lock (`org/repo`, `org/repo@rev`, an alias; see [Specs](specs-and-targets.md))"),
+    "recorded": ("list of specs", "the kernels `kernlock lock --record -- CMD` saw CMD load; locked like "
+                 "`kernels`, their entries marked `source = \"recorded\"` ([CLI](cli.md#record))"),
     "models": ("list of paths or Hub ids", "models whose default-kernelized layers are locked, for GPU targets "
                "([how-to](../how-to/models.md))"),
     "targets": ("list of targets", "the environments the lock must cover; without it, the machine that locks"),

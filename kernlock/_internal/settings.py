@@ -41,6 +41,8 @@ DEADLINE_ENV = "KERNLOCK_HUB_DEADLINE"
 RATE_LIMIT_WAIT_ENV = "KERNLOCK_RATE_LIMIT_WAIT"
 RANK_CHECK_ENV = "KERNLOCK_RANK_CHECK"  # the cross-rank check at init_process_group
 RANK_CHECK_TIMEOUT_ENV = "KERNLOCK_RANK_CHECK_TIMEOUT"  # seconds to wait for every rank's record
+# set by `kernlock lock --record`: the JSON-lines file every kernel request is appended to
+RECORD_ENV = "KERNLOCK_RECORD"
 # set by `kernlock run`: the interpreter kernlock itself runs in
 RUN_PYTHON_ENV = "KERNLOCK_RUN_PYTHON"
 # let ranks of one job load different variants of the same commits

@@ -53,9 +53,11 @@ from kernlock.errors import LockfileError, LockfileVersionError, TargetError, ke
 # major.minor of the newest format this kernlock reads and writes (1.1: variants' `signature`;
 LOCK_VERSION = "1.4"
 # 1.2: `[[model]]`, entries' `devices` and `used-by`; 1.3: variants' `archs`; 1.4: entries'
-# `native`)
+# `native` and `source`)
 LOCK_FILENAME = "kernels.lock"
 TRUST_KINDS = ("trusted-publisher", "allowlist")
+# where an entry came from when no file of the project names it (`kernlock lock --record`)
+SOURCES = ("recorded",)
 SIGNATURE_FILE = "metadata.json.sigstore"
 
 _FORMAT_RE = re.compile(r"\d+\.\d+")
@@ -63,13 +65,13 @@ _FORMAT_RE = re.compile(r"\d+\.\d+")
 
 def format_for(kernels: tuple[LockedKernel, ...], models: tuple[LockedModel, ...] = ()) -> str:
     """The oldest format that holds `kernels` and `models`: "1.4" when an entry records a native
-    target, "1.3" when a variant records its GPU archs, "1.2" with models, "1.1" when a variant
-    records its signer, else "1.0".
+    target or its `source`, "1.3" when a variant records its GPU archs, "1.2" with models, "1.1"
+    when a variant records its signer, else "1.0".
 
     A lock without them keeps its bytes (no churn on re-lock), and older kernlocks read it without a
     warning.
     """
-    if any(k.native for k in kernels):
+    if any(k.native or k.source is not None for k in kernels):
         return "1.4"
     if any(v.archs for k in kernels for v in k.variants):
         return "1.3"
@@ -203,6 +205,8 @@ class LockedKernel(Table):
     commit: str
     resolution: str
     trust: str
+    # "recorded": only `kernlock lock --record` saw it loaded ([tool.kernlock] recorded; 1.4)
+    source: str | None = None
     dependency_of: tuple[str, ...] = ()
     depends: tuple[str, ...] = ()
     devices: tuple[
@@ -231,6 +235,8 @@ class LockedKernel(Table):
         ensure(trust in TRUST_KINDS, "trust", f"expected one of {', '.join(TRUST_KINDS)}")
         version = get(d, int, "version")
         ensure(version is None or version >= 0, "version", "expected a non-negative integer")
+        source = get(d, str, "source")
+        ensure(source is None or source in SOURCES, "source", f"expected {', '.join(SOURCES)}")
         variants = get_objects(d, LockedVariant, "variant", ignored)
         names = [v.name for v in variants]
         ensure(len(names) == len(set(names)), "variant", "duplicate variant names")
@@ -253,6 +259,7 @@ class LockedKernel(Table):
             commit=commit,
             resolution=get_required(d, str, "resolution"),
             trust=trust,
+            source=source,
             dependency_of=get_strings(d, "dependency-of"),
             depends=get_strings(d, "depends"),
             devices=get_strings(d, "devices"),

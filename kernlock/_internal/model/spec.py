@@ -29,6 +29,8 @@ _REVISION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
 _FUNC_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _VERSION_BRANCH_RE = re.compile(r"v(\d+)")
 _HEX_RE = re.compile(r"[0-9a-f]{4,40}")
+# the origin of a spec `kernlock lock --record` saw loaded ([tool.kernlock] recorded)
+RECORDED = "recorded"
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,11 @@ class KernelSpec:
         if self.revision is not None:
             return f"{self.repo}@{self.revision}"
         return self.repo
+
+    @property
+    def recorded(self) -> bool:
+        """True for a spec a recorded run loaded (`kernlock lock --record`), not a file."""
+        return self.origin is not None and self.origin.where == RECORDED
 
     @property
     def floating(self) -> bool:

@@ -4,11 +4,13 @@ Sources, merged: `[tool.kernlock] kernels`, kernels' own
 `[tool.kernels.dependencies]`, files under `[tool.kernlock] scan` (and
 `--scan`), the layer kernels Transformers' default kernelize binds for the
 project's models (`models`, and models `--scan` finds; see
-`kernlock._internal.project.models`), and opt-in `use-kernels` (every Hub kernel of
-Transformers' mapping).
+`kernlock._internal.project.models`), `recorded` (the kernels a run of `kernlock lock
+--record -- CMD` saw CMD load), and opt-in `use-kernels` (every Hub kernel of Transformers'
+mapping).
 
     [tool.kernlock]
     kernels = ["kernels-community/flash-attn2", "kernels-community/activation@v1"]
+    recorded = ["org/repo@v1"]         # what `kernlock lock --record -- CMD` saw CMD load
     models = ["./model", "org/model-id"]   # what Transformers' default kernelize loads for them
     targets = ["torch2.13-cxx11-cpu-x86_64-linux", "torch2.9-cxx11-cu128-x86_64-linux"]
     trust = ["my-org/my-kernel"]       # allow kernels from untrusted publishers
@@ -59,6 +61,7 @@ _KNOWN_KEYS = {
     "sigstore-trusted-root",
     "signers",
     "gpu-archs",
+    "recorded",
 }
 
 
@@ -69,6 +72,7 @@ class Project:
 
     root: Path
     kernels: tuple[str, ...] = ()
+    recorded: tuple[str, ...] = ()  # specs `kernlock lock --record` saw the command load
     models: tuple[str, ...] = ()  # local directories (relative to the root) or Hub model ids
     kernel_dependencies: tuple[tuple[str, Any], ...] = ()
     targets: tuple[str, ...] = ()
@@ -269,6 +273,7 @@ def load_project(root: Path | str = ".") -> Project:
     return Project(
         root=root,
         kernels=kernels,
+        recorded=_string_list(config.get("recorded", []), "recorded"),
         models=models,
         kernel_dependencies=tuple(deps.items()),
         targets=_string_list(config.get("targets", []), "targets"),
@@ -349,13 +354,14 @@ def project_specs(
 ) -> list[KernelSpec]:
     """Every spec the project declares, each with its origin (file and line); scanned non-literal
     sites into `skipped`."""
-    from kernlock._internal.model.spec import Origin, parse_spec, spec_from_version
+    from kernlock._internal.model.spec import RECORDED, Origin, parse_spec, spec_from_version
     from kernlock._internal.project.scan import scan_paths as scan
 
     pyproject = os.path.relpath(project.pyproject)
     specs = [
         parse_spec(text, Origin(pyproject, project.lines.get(text))) for text in project.kernels
     ]
+    specs.extend(parse_spec(text, Origin(RECORDED)) for text in project.recorded)
     for repo, version in project.kernel_dependencies:
         specs.append(spec_from_version(repo, version, Origin(pyproject, project.lines.get(repo))))
     paths = [*(project.root / p for p in project.scan), *(Path(p) for p in scan_paths)]

@@ -25,7 +25,7 @@ def edit_pyproject(
 ) -> None:
     """Record command-line specs, targets, scan paths and trusted repos in `[tool.kernlock]` (like
     `uv add`), and drop removed ones (like `uv remove`); `removals` may name `kernels`,
-    `dependencies` and the `overrides` of repos nothing declares any more."""
+    `recorded`, `dependencies` and the `overrides` of repos nothing declares any more."""
     import tomlkit
 
     path = project.pyproject
@@ -40,8 +40,9 @@ def edit_pyproject(
             if value not in array:
                 array.append(value)
     removals = removals or {}
-    for value in removals.get("kernels", ()):
-        config["kernels"].remove(value)
+    for key in ("kernels", "recorded"):
+        for value in removals.get(key, ()):
+            config[key].remove(value)
     for repo in removals.get("dependencies", ()):
         del tool["kernels"]["dependencies"][repo]
     overrides = config.get("overrides")
@@ -50,8 +51,9 @@ def edit_pyproject(
             del overrides[repo]
     if overrides is not None and not overrides and removals.get("overrides"):
         del config["overrides"]
-    if "kernels" in config and not config["kernels"] and removals.get("kernels"):
-        del config["kernels"]  # no `kernels = []` left behind, as `uv remove` leaves no empty table
+    for key in ("kernels", "recorded"):
+        if key in config and not config[key] and removals.get(key):
+            del config[key]  # no `kernels = []` left behind, as `uv remove` leaves no empty table
     atomic_write(path, tomlkit.dumps(doc))
 
 

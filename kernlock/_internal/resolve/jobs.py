@@ -24,6 +24,7 @@ class Job:
     dependency_of: set[str] = field(default_factory=set)
     devices: tuple[str, ...] = ()  # the device types it is loaded on; empty: every target
     used_by: set[str] = field(default_factory=set)
+    recorded: bool = False  # every spec of the entry is one `kernlock lock --record` saw loaded
 
     def merge(self, other: Job) -> None:
         """Serve `other`'s targets too (one entry per identity): an unrestricted job makes the entry
@@ -33,6 +34,7 @@ class Job:
             tuple(sorted({*self.devices, *other.devices})) if self.devices and other.devices else ()
         )
         self.used_by |= other.used_by
+        self.recorded = self.recorded and other.recorded
 
     def for_target(self, target: Target, override: Override) -> Job:
         """A job of its own for `target` alone, under `override` (a per-target pin)."""
@@ -45,6 +47,7 @@ class Job:
             dependency_of=set(self.dependency_of),
             devices=self.devices,
             used_by=set(self.used_by),
+            recorded=self.recorded,
         )
 
     @property
@@ -72,6 +75,7 @@ def plan_jobs(
                     targets=tuple(matched),
                     devices=spec.devices,
                     used_by=set(spec.used_by),
+                    recorded=spec.recorded,
                 )
             )
         else:
@@ -83,6 +87,7 @@ def plan_jobs(
                     override=Override(when=rule.when, use=rule.use, reason=rule.reason),
                     devices=spec.devices,
                     used_by=set(spec.used_by),
+                    recorded=spec.recorded,
                 )
             )
     return jobs

@@ -13,7 +13,7 @@ from kernlock._internal.hub.client import Hub
 from kernlock._internal.lockfile.kernels_json import migration_for
 from kernlock._internal.lockfile.model import Lockfile, format_for
 from kernlock._internal.lockfile.serialize import dumps_lockfile, write_lockfile
-from kernlock._internal.model.spec import parse_spec
+from kernlock._internal.model.spec import RECORDED, KernelSpec, Origin, parse_spec
 from kernlock._internal.model.target import parse_target
 from kernlock._internal.project.advisory_sources import load_advisories
 from kernlock._internal.project.config import (
@@ -67,7 +67,8 @@ def lock(
     as they are. `write=False` writes nothing; `check` also writes nothing and raises
     `StaleLockError` when the lock would change. A kernels JSON lock at the path is
     converted only with `migrate` (its commits become pins; see
-    `kernlock._internal.lockfile.kernels_json`). On any error the previous lock is left untouched.
+    `kernlock._internal.lockfile.kernels_json`). On any error the previous lock is left
+    untouched. (`kernlock lock --record -- CMD` is `lock_request` with the specs CMD loaded.)
     """
     request = LockRequest(
         project_dir=project_dir,
@@ -88,12 +89,26 @@ def lock(
 
 
 def lock_request(
-    request: LockRequest, *, progress: Callable[[str], None] | None = None, hub: Hub | None = None
+    request: LockRequest,
+    *,
+    recorded: tuple[str, ...] = (),
+    notes: tuple[str, ...] = (),
+    progress: Callable[[str], None] | None = None,
+    hub: Hub | None = None,
 ) -> LockResult:
-    """`lock()` for a `LockRequest` (what `kernlock lock` builds from its options)."""
+    """`lock()` for a `LockRequest` (what `kernlock lock` builds from its options).
+
+    `recorded` are the specs of the kernels the run of `request.record` loaded
+    (`kernlock._internal.runtime.record_run`), locked too and kept in `[tool.kernlock]
+    recorded`; `notes` are that run's warnings, reported with the lock's.
+    """
     with exclusive_workspace(request.project_dir, request.lockfile) as workspace:
         refuse_overwrite(workspace, request.lockfile, request.retry(), creating=request.writes)
-        result = _relock(workspace, workspace.project, request, progress=progress, hub=hub)
+        result = _relock(
+            workspace, workspace.project, request, recorded=recorded, progress=progress, hub=hub
+        )
+    if notes:
+        result = replace(result, warnings=(*notes, *result.warnings))
     rerun = request.arguments()
     if request.check and result.changed:
         what = (
@@ -115,8 +130,8 @@ def remove(
     progress: Callable[[str], None] | None = None,
     hub: Hub | None = None,
 ) -> LockResult:
-    """Drop specs from `[tool.kernlock] kernels` / `[tool.kernels.dependencies]` and re-lock,
-    keeping other pins.
+    """Drop specs from `[tool.kernlock] kernels` / `recorded` / `[tool.kernels.dependencies]` and
+    re-lock, keeping other pins.
 
     A spec matches by its text or its lock identity (`org/repo@v1`), or, when only one
     declared spec names the repo, by `org/repo`. Nothing is written unless the re-lock succeeds.
@@ -135,7 +150,8 @@ def remove(
         refuse_overwrite(workspace, lockfile, retry)
         project = workspace.project
         kernels, dependencies = list(project.kernels), dict(project.kernel_dependencies)
-        removals: dict[str, list[str]] = {"kernels": [], "dependencies": []}
+        recorded = list(project.recorded)
+        removals: dict[str, list[str]] = {"kernels": [], "dependencies": [], "recorded": []}
         for text in specs:
             wanted = parse_spec(text)
             declared = [k for k in kernels if k == text or parse_spec(k).key in (wanted.key, text)]
@@ -152,15 +168,20 @@ def remove(
             elif wanted.repo in dependencies:
                 del dependencies[wanted.repo]
                 removals["dependencies"].append(wanted.repo)
+            elif matched := [k for k in recorded if parse_spec(k).key == wanted.key]:
+                recorded.remove(matched[0])
+                removals["recorded"].append(matched[0])
             else:
-                named = ", ".join([*kernels, *dependencies]) or "none"
+                named = ", ".join([*kernels, *dependencies, *recorded]) or "none"
                 raise UsageError(
                     f"{text} is not declared in {project.pyproject.name} (declared: {named})",
                     fix="name a declared spec; specs found by [tool.kernlock] scan are "
                     "removed from the scanned files",
                 )
-        still = {parse_spec(k).repo for k in kernels} | set(dependencies)
-        gone = {parse_spec(k).repo for k in removals["kernels"]} | set(removals["dependencies"])
+        still = {parse_spec(k).repo for k in (*kernels, *recorded)} | set(dependencies)
+        gone = {parse_spec(k).repo for k in (*removals["kernels"], *removals["recorded"])} | set(
+            removals["dependencies"]
+        )
         # an override of a repo nothing declares any more is dropped
         removals["overrides"] = sorted(gone - still)
         overrides = tuple(
@@ -169,6 +190,7 @@ def remove(
         edited = replace(
             project,
             kernels=tuple(kernels),
+            recorded=tuple(recorded),
             kernel_dependencies=tuple(dependencies.items()),
             overrides=overrides,
         )
@@ -183,11 +205,12 @@ def _relock(
     request: LockRequest,
     *,
     removals: dict[str, list[str]] | None = None,
+    recorded: tuple[str, ...] = (),
     progress: Callable[[str], None] | None = None,
     hub: Hub | None = None,
 ) -> LockResult:
-    """Resolve `project`'s sources plus `request.specs` and write the lock and the pyproject edits
-    (lock held).
+    """Resolve `project`'s sources plus `request.specs` (and the `recorded` specs of a
+    `--record` run) and write the lock and the pyproject edits (lock held).
 
     `request.arguments()` is repeated in a refusal's fix.
     """
@@ -209,6 +232,9 @@ def _relock(
     resolving = resolving_target(target_list)
     skipped: list[str] = []
     all_specs = collect_specs(project, cli_specs, scan, resolving, skipped)
+    # a recorded spec that no source names yet is kept in [tool.kernlock] recorded
+    new_recorded = _new_recorded(all_specs, recorded)
+    all_specs += [parse_spec(text, Origin(RECORDED)) for text in new_recorded]
     declared = replace(
         project, models=(*project.models, *(m for m in models if m not in project.models))
     )
@@ -268,6 +294,7 @@ def _relock(
             ],
             "models": [m for m in models if m not in project.models],
             "trust": [r for r in trust if r not in project.trust],
+            "recorded": list(new_recorded),
         }
         edited = any(additions.values()) or bool(removals)
         before = project.pyproject.read_bytes() if edited and project.pyproject.is_file() else None
@@ -297,6 +324,12 @@ def _relock(
         changes=changes,
         changed=changed,
     )
+
+
+def _new_recorded(specs: list[KernelSpec], recorded: tuple[str, ...]) -> list[str]:
+    """The recorded specs whose key none of `specs` (the project's sources) has."""
+    known = {spec.key for spec in specs}
+    return [text for text in recorded if parse_spec(text).key not in known]
 
 
 def _names(lock: Lockfile | None) -> set[str]:

@@ -14,7 +14,8 @@ class LockRequest:
     """What to lock and how: the arguments of `kernlock lock` (and of `kernlock.lock()`).
 
     `write=False` writes nothing (`--dry-run`);
-    `check` writes nothing either and fails when the lock would change.
+    `check` writes nothing either and fails when the lock would change;
+    `record` is a command to run once first, whose kernel loads are locked too (`--record`).
     """
 
     project_dir: str | os.PathLike[str] = "."
@@ -30,6 +31,7 @@ class LockRequest:
     write: bool = True
     check: bool = False
     migrate: bool = False
+    record: tuple[str, ...] = ()
 
     @property
     def writes(self) -> bool:
@@ -59,7 +61,10 @@ class LockRequest:
             for flag, on in (("--upgrade", self.upgrade), ("--all-variants", self.all_variants))
             if on
         ]
-        return shlex.join([*self.specs, *flags, *(part for option in options for part in option)])
+        record = ["--record", "--", *self.record] if self.record else []
+        return shlex.join(
+            [*self.specs, *flags, *(part for option in options for part in option), *record]
+        )
 
     def retry(self) -> str:
         """The `kernlock lock` command to run again, without `--lockfile` (a refused lock path's fix

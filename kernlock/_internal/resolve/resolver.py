@@ -197,6 +197,7 @@ class Resolver(CommitLocking):
                 dependency_of=tuple(sorted(owner.dependency_of)),
                 devices=owner.devices,
                 used_by=tuple(sorted(owner.used_by)),
+                source="recorded" if owner.recorded else None,
             )
             for kernel, owner in made
         ]

@@ -39,6 +39,7 @@ RUN_BY = {
     ("docs/how-to/new-torch.md", 0): "tests/integration/docs/test_howto_blocks.py::test_appended_section_runs_as_written",
     ("docs/how-to/advisories.md", 0): "tests/integration/docs/test_howto_blocks.py::test_advisories_section_runs_as_written",
     ("docs/how-to/shell-completion.md", 0): "tests/cli/test_completion.py::test_the_documented_completion_lines_run_as_written",
+    ("docs/reference/cli.md", 0): "tests/cli/test_lock_record.py::test_the_cli_references_record_block_runs_as_written",
 }
 
 

@@ -11,6 +11,7 @@ import click
 
 from kernlock._internal.check.report import plural
 from kernlock._internal.cli.options import (
+    fail,
     handle_errors,
     json_option,
     lock_options,
@@ -36,7 +37,21 @@ def progress_line() -> Callable[[str], None] | None:
     return show
 
 
-@click.command("lock")
+class _LockCommand(click.Command):
+    """`kernlock lock`, whose arguments after `--` are the command `--record` runs."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if "--" in args:
+            at = args.index("--")
+            ctx.meta[_RECORDED_COMMAND] = tuple(args[at + 1 :])
+            args = args[:at]
+        return super().parse_args(ctx, args)
+
+
+_RECORDED_COMMAND = "kernlock.lock.record"
+
+
+@click.command("lock", cls=_LockCommand)
 @click.argument("specs", nargs=-1)
 @targets_option("Environment to cover, e.g. torch2.9-cxx11-cu128-x86_64-linux (repeatable).")
 @click.option(
@@ -90,12 +105,19 @@ def progress_line() -> Callable[[str], None] | None:
     help="Write nothing; exit 1 when this re-lock would change the lock (like `uv lock --check`); "
     "existing pins are kept, not re-checked against the Hub (that is `verify --remote`).",
 )
+@click.option(
+    "--record",
+    is_flag=True,
+    help="Run the command after `--` once (`kernlock lock --record -- python train.py`) and lock "
+    "every kernel it loads too, as [tool.kernlock] recorded; nothing is written unless it exits "
+    "with status 0.",
+)
 @click.option("--dry-run", is_flag=True, help="Print what would change; write nothing.")
 @quiet_option
 @lock_options
 @json_option("Print a machine-readable summary.")
 @handle_errors
-def lock_command(dry_run: bool, quiet: bool, as_json: bool, **options: Any) -> None:
+def lock_command(dry_run: bool, record: bool, quiet: bool, as_json: bool, **options: Any) -> None:
     """Resolve kernel specs and write kernels.lock.
 
     SPECS, --target, --scan and --model values are added to [tool.kernlock] in pyproject.toml,
@@ -104,11 +126,22 @@ def lock_command(dry_run: bool, quiet: bool, as_json: bool, **options: Any) -> N
     from kernlock._internal.resolve.relock import lock_request
     from kernlock._internal.resolve.request import LockRequest
 
+    command = click.get_current_context().meta.get(_RECORDED_COMMAND, ())
+    if record and not command:
+        fail("--record needs the command to run: `kernlock lock --record -- CMD…`", 2)
+    if not record:
+        options["specs"] = (*options["specs"], *command)  # `kernlock lock -- SPEC…`
     # every other option of the command, by its name
-    request = LockRequest(write=not dry_run, **options)
+    request = LockRequest(write=not dry_run, record=command if record else (), **options)
+    recorded: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    if request.record:
+        from kernlock._internal.runtime.record_run import record_command
+
+        recorded, notes = record_command(request.record)
     progress = progress_line()
     try:
-        result = lock_request(request, progress=progress)
+        result = lock_request(request, recorded=recorded, notes=notes, progress=progress)
     finally:
         clear_progress(progress)
     report(result, as_json, quiet or request.check)

@@ -17,8 +17,8 @@ from kernlock._internal.cli.options import handle_errors, json_option, lock_opti
 def remove_command(
     specs: tuple[str, ...], lockfile: str | None, project_dir: str, as_json: bool
 ) -> None:
-    """Remove SPECS from [tool.kernlock] kernels (or [tool.kernels.dependencies]) and re-lock,
-    keeping other pins."""
+    """Remove SPECS from [tool.kernlock] kernels or recorded (or [tool.kernels.dependencies]) and
+    re-lock, keeping other pins."""
     from kernlock._internal.resolve.relock import remove
 
     progress = progress_line()

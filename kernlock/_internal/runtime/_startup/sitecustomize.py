@@ -5,7 +5,9 @@ With `KERNLOCK_APPLY=1` the lock is applied when `kernels` or `transformers` is
 first imported (`kernlock._internal.runtime.autoapply`); a process that imports neither pays
 almost nothing. A Python that cannot import kernlock (another environment) stops
 at that import instead, with one line naming the fix: it never loads a kernel
-without the lock. Without `KERNLOCK_APPLY`, this file does nothing but the chaining.
+without the lock. With `KERNLOCK_RECORD=<file>` (`kernlock lock --record`), every kernel
+request is appended to that file instead (`kernlock._internal.runtime.recorder`), no lock
+applied. Without either, this file does nothing but the chaining.
 
 The chain is idempotent: it runs the first `sitecustomize.py` below this one that
 is not a kernlock start-up file (another environment's kernlock start-up dir on
@@ -85,6 +87,24 @@ def _arm() -> None:
 
 if os.environ.get("KERNLOCK_APPLY", "").strip():
     _arm()
+
+
+def _record(path: str) -> None:
+    """Record every kernel request of this process into `path` (`kernlock lock --record`); the
+    kernels load as they would without kernlock."""
+    try:
+        from kernlock._internal.runtime.recorder import arm
+    except ImportError as error:
+        sys.stderr.write(
+            f"kernlock: warning: kernlock lock --record cannot record the kernels this process "
+            f"loads: {sys.executable} cannot import kernlock ({error})\n"
+        )
+        return
+    arm(path)
+
+
+if os.environ.get("KERNLOCK_RECORD", "").strip():
+    _record(os.environ["KERNLOCK_RECORD"])
 
 
 def _chain() -> None:
