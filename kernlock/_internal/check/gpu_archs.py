@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kernlock._internal.lockfile.model import LockedKernel, LockedVariant, Lockfile, format_version
+from kernlock._internal.lockfile.format_version import format_version
+from kernlock._internal.lockfile.model import LockedKernel, LockedVariant, Lockfile
 from kernlock._internal.model.target import Target
 
 if TYPE_CHECKING:

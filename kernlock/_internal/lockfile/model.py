@@ -22,15 +22,14 @@ these dicts directly.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import field
 from typing import Any
 
+from kernlock._internal.lockfile.format_version import LOCK_VERSION, format_version, read_version
 from kernlock._internal.lockfile.signing_record import Provenance, Signature
 from kernlock._internal.lockfile.table import (
     ALWAYS_WRITTEN,
-    REGENERATE,
     Ignored,
     Table,
     ensure,
@@ -48,19 +47,13 @@ from kernlock._internal.model.devices import device_type
 from kernlock._internal.model.ids import is_git_sha, is_safe_relpath, is_sha256, is_variant_name
 from kernlock._internal.model.target import Target, parse_target
 from kernlock._internal.settings import UPGRADE_FIX
-from kernlock.errors import LockfileError, LockfileVersionError, TargetError, key_text
+from kernlock.errors import LockfileError, TargetError, key_text
 
-# major.minor of the newest format this kernlock reads and writes (1.1: variants' `signature`;
-LOCK_VERSION = "1.4"
-# 1.2: `[[model]]`, entries' `devices` and `used-by`; 1.3: variants' `archs`; 1.4: entries'
-# `native` and `source`)
 LOCK_FILENAME = "kernels.lock"
 TRUST_KINDS = ("trusted-publisher", "allowlist")
 # where an entry came from when no file of the project names it (`kernlock lock --record`)
 SOURCES = ("recorded",)
 SIGNATURE_FILE = "metadata.json.sigstore"
-
-_FORMAT_RE = re.compile(r"\d+\.\d+")
 
 
 def format_for(kernels: tuple[LockedKernel, ...], models: tuple[LockedModel, ...] = ()) -> str:
@@ -78,12 +71,6 @@ def format_for(kernels: tuple[LockedKernel, ...], models: tuple[LockedModel, ...
     if models or any(k.devices or k.used_by for k in kernels):
         return "1.2"
     return "1.1" if any(v.signature is not None for k in kernels for v in k.variants) else "1.0"
-
-
-def format_version(value: str) -> tuple[int, int]:
-    """`"1.0"` → `(1, 0)`."""
-    major, _, minor = value.partition(".")
-    return int(major), int(minor or 0)
 
 
 @model
@@ -350,7 +337,7 @@ class Lockfile(Table):
         try:
             if not isinstance(d, dict):
                 raise type_error(d, dict)
-            version = _read_version(d.get("version"))
+            version = read_version(d.get("version"))
             ignored: Ignored | None = (
                 [] if format_version(version) > format_version(LOCK_VERSION) else None
             )
@@ -388,7 +375,7 @@ class Lockfile(Table):
                 raise invalid(f"duplicate entry for {kernel.spec!r}", "kernel", index, "spec")
             seen.add(kernel.identity)
         return cls(
-            version=_read_version(d.get("version")),
+            version=read_version(d.get("version")),
             targets=get_targets(d, "targets"),
             inputs=get_strings(d, "inputs"),
             resolved_with=dict(resolved_with),
@@ -428,28 +415,3 @@ class Lockfile(Table):
             for spec in dict.fromkeys(k.spec for k in self.kernels)
             if spec in needed and spec not in covered
         ]
-
-
-def _read_version(value: Any) -> str:
-    """The lock's format version as "major.minor" (the integer 1 of older locks is "1.0")."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        value = f"{value}.0"
-    if not isinstance(value, str) or not _FORMAT_RE.fullmatch(value):
-        raise invalid(
-            f'expected a format version like "{LOCK_VERSION}", got {value!r}',
-            "version",
-            fix=REGENERATE,
-        )
-    if format_version(value)[0] > format_version(LOCK_VERSION)[0]:
-        raise LockfileVersionError(
-            f"lock format version {value} is newer than this kernlock understands ({LOCK_VERSION})",
-            key_path=("version",),
-            fix=UPGRADE_FIX,
-        )
-    ensure(
-        format_version(value)[0] == format_version(LOCK_VERSION)[0],
-        "version",
-        f"unsupported lock format version {value}",
-        fix=REGENERATE,
-    )
-    return value

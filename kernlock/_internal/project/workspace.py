@@ -26,7 +26,8 @@ from pathlib import Path
 
 from kernlock._internal import settings
 from kernlock._internal.host import current_target
-from kernlock._internal.lockfile.model import LOCK_FILENAME, LOCK_VERSION, Lockfile
+from kernlock._internal.lockfile.format_version import LOCK_VERSION
+from kernlock._internal.lockfile.model import LOCK_FILENAME, Lockfile
 from kernlock._internal.lockfile.read_bytes import directory_error, not_regular_error
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock._internal.model.target import Target, parse_target

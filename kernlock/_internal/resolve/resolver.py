@@ -19,11 +19,7 @@ from kernlock._internal.hub.client import Hub
 from kernlock._internal.hub.records import Ref
 from kernlock._internal.hub.variants import choose_variant, group_variants
 from kernlock._internal.lockfile.kernels_json import MIGRATED
-from kernlock._internal.lockfile.model import (
-    LockedKernel,
-    Lockfile,
-    format_for,
-)
+from kernlock._internal.lockfile.model import LockedKernel, Lockfile, format_for
 from kernlock._internal.lockfile.target_pins import is_target_pin, pinned_target, target_pin
 from kernlock._internal.model.ids import is_git_sha
 from kernlock._internal.model.spec import KernelSpec, looks_like_sha, version_of_branch

@@ -7,20 +7,19 @@ import logging
 from typing import Any
 
 import pytest
-
-from kernlock._internal.model.target import Target, parse_target
-from kernlock._internal.settings import UPGRADE_FIX
-from kernlock.errors import LockfileError, LockfileVersionError
+from kernlock._internal.lockfile.format_version import LOCK_VERSION
 from kernlock._internal.lockfile.model import (
     SIGNATURE_FILE,
-    LOCK_VERSION,
     LockedFile,
     LockedKernel,
-    Lockfile,
     LockedVariant,
+    Lockfile,
     Override,
     Provenance,
 )
+from kernlock._internal.model.target import Target, parse_target
+from kernlock._internal.settings import UPGRADE_FIX
+from kernlock.errors import LockfileError, LockfileVersionError
 
 CPU = parse_target("torch2.13-cxx11-cpu-x86_64-linux")
 CUDA = parse_target("torch2.9-cxx11-cu128-x86_64-linux")
