@@ -40,6 +40,7 @@ def test_a_kernel_only_the_run_loads_is_locked_as_recorded_and_then_loads_locked
     assert 'source = "recorded"' in (project / "kernels.lock").read_text()
     assert load_project(project).recorded == (f"{UNIVERSAL}@v1",)
     assert kernlock(project, "verify").returncode == 0
+    assert f"{UNIVERSAL}@v1 (recorded)" in kernlock(project, "show").stdout
 
     # a plain re-lock keeps it (freshness reads [tool.kernlock] recorded), byte for byte
     before = (project / "kernels.lock").read_bytes()

@@ -109,6 +109,8 @@ def show_command(lockfile: str | None, project_dir: str, as_json: bool, provenan
             spec += f" (also loaded as {', '.join(kernel.aliases)})"
         if kernel.devices:
             spec += f" (on {', '.join(kernel.devices)} only)"
+        if kernel.source is not None:
+            spec += f" ({kernel.source})"  # found by `kernlock lock --record`
         cells = []
         for target in lock.targets:
             variant = kernel.variant_for(target)
