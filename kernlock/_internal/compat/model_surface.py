@@ -21,7 +21,7 @@ remote code (`auto_map`) is not built: its own `.py` files are read for literal 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -36,12 +36,11 @@ from kernlock._internal.compat.model_kernels import (
 from kernlock._internal.compat.source_kernels import (
     KernelCall,
     hub_kernel_table,
-    imports,
     kernel_calls,
+    walk,
 )
 from kernlock.errors import ModelError
 
-FILE_LIMIT = 400  # source files followed per start: Transformers' import graph is far smaller
 GPU_DEVICES = ("cuda", "rocm", "xpu")
 
 
@@ -95,27 +94,6 @@ def _remote_sources(name: str, config: ModelConfig) -> list[Path]:
     return files
 
 
-def _walk(starts: Iterable[Path], package_root: Path, within: tuple[str, ...]) -> Iterator[Path]:
-    """`starts` and the modules they import transitively, kept to `package_root`'s `within` dirs
-    (a package's `__init__.py`, which re-exports everything, is not followed)."""
-    allowed = tuple(package_root / d for d in within)
-    seen: set[Path] = set()
-    stack = list(starts)
-    while stack and len(seen) < FILE_LIMIT:
-        path = stack.pop()
-        if path in seen:
-            continue
-        seen.add(path)
-        yield path
-        stack.extend(
-            p
-            for p in imports(path, package_root)
-            if p not in seen
-            and p.name != "__init__.py"
-            and any(p.is_relative_to(a) for a in allowed)
-        )
-
-
 def _calls(files: Iterable[Path], root: Path) -> list[KernelCall]:
     table = hub_kernel_table(root / "integrations" / "hub_kernels.py")
     return [call for path in files for call in kernel_calls(path, root, table)]
@@ -154,7 +132,7 @@ def _quantization(config: Any, devices: list[str], root: Path) -> set[LayerKerne
         return set()
     metal = "metal" in method
     used = [d for d in devices if (d == "mps") == metal]
-    files = _walk([start], root, ("integrations",))
+    files = walk([start], root, ("integrations",))
     return _as_kernels(_calls(files, root), f"quantization {method}", used)
 
 
@@ -169,7 +147,7 @@ def _experts(implementation: object, devices: list[str], root: Path) -> set[Laye
     start = _module_file(forward) if forward is not None else None
     if start is None:
         return set()
-    files = _walk([start], root, ("integrations",))
+    files = walk([start], root, ("integrations",))
     used = [d for d in devices if d in GPU_DEVICES]
     return _as_kernels(_calls(files, root), f"experts {implementation}", used)
 
@@ -275,7 +253,7 @@ def discover(
     found = set(mapped_kernels(model, devices, capabilities))
     start = _module_file(cls)
     if start is not None:
-        model_files = _walk([start], transformers_root, ("models",))
+        model_files = walk([start], transformers_root, ("models",))
         gpu = [d for d in devices if d in GPU_DEVICES]
         found |= _as_kernels(_calls(model_files, transformers_root), "model code", gpu)
     found |= _quantization(built, devices, transformers_root)

@@ -7,13 +7,18 @@ A call counts when its arguments are literals, as Transformers writes them:
 * `lazy_load_kernel("finegrained-fp8")`, resolved through Transformers'
   `_HUB_KERNEL_MAPPING` (`table`), itself read from `integrations/hub_kernels.py`.
 
+A call under `if torch.version.hip:` is a ROCm load, one in its `else` (or after an `if` whose
+body returns) a CUDA one (`KernelCall.device`); any other call has no device.
+
 `imports` lists the modules a file imports (relative imports resolved against its
-package), so a caller can follow them inside one installed package.
+package), and `walk` follows them inside one installed package; `package_calls` reads
+the calls of named modules of an installed package (TRL's trainers a project imports).
 """
 
 from __future__ import annotations
 
 import ast
+import importlib.util
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import NamedTuple
@@ -23,6 +28,8 @@ from kernlock._internal.fs.bounded_read import SOURCE_LIMIT, UnreadableFile, rea
 GET_KERNEL_NAMES = frozenset({"get_kernel", "get_kernel_hub"})
 LAZY_NAMES = frozenset({"lazy_load_kernel"})
 HUB_KERNEL_TABLE = "_HUB_KERNEL_MAPPING"
+FILE_LIMIT = 400  # source files followed per start: Transformers' import graph is far smaller
+_ROCM_TESTS = ("version.hip", "is_rocm", "is_hip")
 
 
 class KernelCall(NamedTuple):
@@ -32,6 +39,7 @@ class KernelCall(NamedTuple):
     version: int | None
     revision: str | None
     site: str  # `models/rwkv/modeling_rwkv.py:52`, relative to the package root read
+    device: str | None = None  # "rocm" or "cuda" where an `if torch.version.hip` decides
 
 
 def _parse(path: Path) -> ast.Module | None:
@@ -85,6 +93,34 @@ def _call(
     return repo, kwargs.get("version"), kwargs.get("revision")
 
 
+def _is_rocm_test(test: ast.expr) -> bool:
+    return any(marker in ast.unparse(test) for marker in _ROCM_TESTS)
+
+
+def _ends(body: list[ast.stmt]) -> bool:
+    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise))
+
+
+def _with_devices(body: list[ast.stmt], device: str | None) -> Iterator[tuple[ast.AST, str | None]]:
+    """Every node under `body`, with the device type its `if torch.version.hip` branches imply."""
+    for statement in body:
+        if isinstance(statement, ast.If) and _is_rocm_test(statement.test):
+            yield from _with_devices(statement.body, "rocm")
+            yield from _with_devices(statement.orelse, "cuda")
+            if _ends(statement.body):
+                device = "cuda"  # what follows `if hip: return …` runs on CUDA only
+            continue
+        for node in ast.iter_child_nodes(statement):
+            if isinstance(node, ast.ExceptHandler):
+                yield from _with_devices(node.body, device)
+            elif not isinstance(node, ast.stmt):
+                yield from ((n, device) for n in ast.walk(node))
+        for field in ("body", "orelse", "finalbody"):
+            inner = getattr(statement, field, None)
+            if isinstance(inner, list):
+                yield from _with_devices(inner, device)
+
+
 def kernel_calls(
     path: Path, root: Path, table: Mapping[str, Mapping[str, object]] | None = None
 ) -> list[KernelCall]:
@@ -96,8 +132,12 @@ def kernel_calls(
         where = path.relative_to(root).as_posix()
     except ValueError:
         where = path.as_posix()
+    try:
+        nodes = list(_with_devices(tree.body, None))
+    except RecursionError:
+        return []  # nested past what Python's own compiler takes: no call a runtime could make
     found = []
-    for node in ast.walk(tree):
+    for node, device in nodes:
         if not isinstance(node, ast.Call):
             continue
         call = _call(node, table or {})
@@ -108,8 +148,56 @@ def kernel_calls(
             continue
         if revision is not None and not isinstance(revision, str):
             continue
-        found.append(KernelCall(repo, version, revision, f"{where}:{node.lineno}"))
-    return found
+        found.append(KernelCall(repo, version, revision, f"{where}:{node.lineno}", device))
+    return sorted(set(found), key=lambda c: (c.site, c.repo))
+
+
+def walk(
+    starts: Iterable[Path], package_root: Path, within: tuple[str, ...] = ("",)
+) -> Iterator[Path]:
+    """`starts` and the modules they import transitively, kept to `package_root`'s `within` dirs
+    (a package's `__init__.py`, which re-exports everything, is not followed)."""
+    allowed = tuple(package_root / d for d in within)
+    seen: set[Path] = set()
+    stack = list(starts)
+    while stack and len(seen) < FILE_LIMIT:
+        path = stack.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        yield path
+        stack.extend(
+            p
+            for p in imports(path, package_root)
+            if p not in seen
+            and p.name != "__init__.py"
+            and any(p.is_relative_to(a) for a in allowed)
+        )
+
+
+def package_root(package: str) -> Path | None:
+    """The source folder of an installed top-level package, found without importing it."""
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def package_calls(modules: Iterable[str], root: Path) -> list[KernelCall]:
+    """The literal kernel loads of the named modules of the package at `root`
+    (`trl.experimental.async_grpo`) and of the modules they import inside it, each site relative
+    to the package's parent."""
+    starts = [
+        path for module in dict.fromkeys(modules) for path in _module_files(root.parent, module, ())
+    ]
+    files = list(walk(starts, root))
+    return sorted(
+        {call for path in files for call in kernel_calls(path, root.parent)},
+        key=lambda c: (c.site, c.repo),
+    )
 
 
 def hub_kernel_table(hub_kernels_source: Path) -> dict[str, dict[str, object]]:

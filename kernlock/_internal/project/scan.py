@@ -1,12 +1,18 @@
-"""Find kernel specs and models in code and configs: every `attn_implementation` value, every model
-loaded.
+"""Find kernel specs and models in code and configs: every `attn_implementation` value (and
+Accelerate's sequence-parallel `sp_attn_implementation`), every literal `get_kernel` call, every
+model loaded.
 
 * Python files, by AST: keyword arguments (`attn_implementation="org/repo"`),
-  dict literals (`{"attn_implementation": "org/repo"}`) and attribute
-  assignments (`config.attn_implementation = "org/repo"`).
-* YAML configs (TRL, Accelerate): `attn_implementation: org/repo` keys.
+  dict literals (`{"attn_implementation": "org/repo"}`), attribute
+  assignments (`config.attn_implementation = "org/repo"`) and environment
+  assignments (`os.environ["PARALLELISM_CONFIG_SP_ATTN_IMPLEMENTATION"] = …`);
+  literal `get_kernel` calls, in the file and in the TRL modules it imports
+  (`kernel_loads`).
+* YAML configs (TRL, Accelerate): `attn_implementation: org/repo` and
+  `sp_attn_implementation:` keys.
 * Shell scripts and launch files: `--attn_implementation X`,
-  `--attn-implementation=X`.
+  `--attn-implementation=X`, `--parallelism_config_sp_attn_implementation X`,
+  `PARALLELISM_CONFIG_SP_ATTN_IMPLEMENTATION=X`.
 
 Only values that name a Hub kernel count (`org/repo…` or `flash_attention_N`);
 `sdpa`, `eager` and other built-ins are ignored. A kernel-like value that does
@@ -27,9 +33,12 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
+from kernlock._internal.fs.bounded_read import SOURCE_LIMIT, UnreadableFile, read_bounded
 from kernlock._internal.model.spec import FLASH_ATTENTION_ALIASES, KernelSpec, Origin, parse_spec
+from kernlock._internal.project.kernel_loads import file_loads, imported_loads
 
-KEYS = ("attn_implementation", "_attn_implementation")
+SP_ATTN_ENV = "PARALLELISM_CONFIG_SP_ATTN_IMPLEMENTATION"  # Accelerate's, read by ParallelismConfig
+KEYS = ("attn_implementation", "_attn_implementation", "sp_attn_implementation", SP_ATTN_ENV)
 PYTHON_SUFFIXES = {".py"}
 YAML_SUFFIXES = {".yaml", ".yml"}
 SHELL_SUFFIXES = {".sh", ".bash", ".slurm", ".sbatch", ".zsh"}
@@ -47,10 +56,12 @@ _SKIP_DIRS = {
     "dist",
 }
 _YAML_RE = re.compile(
-    r"^\s*(?:-\s*)?[\"']?_?attn_implementation[\"']?\s*:\s*(?P<value>[^#\s][^#]*?)\s*(?:#.*)?$"
+    r"^\s*(?:-\s*)?[\"']?(?:_|sp_)?attn_implementation[\"']?\s*:\s*(?P<value>[^#\s][^#]*?)\s*(?:#.*)?$"
 )
 _SHELL_RE = re.compile(
-    r"--attn[_-]implementation(?:=|\s+)(?P<value>\"[^\"]*\"|'[^']*'|[^\s\\;&|]+)"
+    r"(?:--(?:parallelism[_-]config[_-]sp[_-])?attn[_-]implementation(?:=|\s+)|"
+    rf"\b{SP_ATTN_ENV}=)"
+    r"(?P<value>\"[^\"]*\"|'[^']*'|[^\s\\;&|]+)"
 )
 MODEL_KEYS = ("model_name_or_path", "pretrained_model_name_or_path")
 _YAML_MODEL_RE = re.compile(
@@ -74,13 +85,39 @@ def _unquote(value: str) -> str:
     return value
 
 
-def _python_values(path: Path, text: str) -> Iterator[tuple[str, int, bool]]:
-    """(value, line, literal) of every `attn_implementation` site; a non-literal's value is its
-    source text."""
+def _constant(node: ast.expr) -> object:
+    return node.value if isinstance(node, ast.Constant) else None
+
+
+def _read(path: Path, skipped: list[str] | None) -> str | None:
+    """The text of a file to scan; None (and a line in `skipped`) for one that is not a regular
+    file under the source cap, or not UTF-8 text."""
     try:
-        tree = ast.parse(text, filename=str(path))
+        return read_bounded(path, SOURCE_LIMIT).decode("utf-8")
+    except UnreadableFile as error:
+        if skipped is not None:
+            skipped.append(f"{error}; --scan did not read it")
+    except UnicodeDecodeError:
+        pass  # a binary file with a scanned suffix holds no spec
+    return None
+
+
+def _python_values(path: Path, text: str, skipped: list[str] | None) -> list[tuple[str, int, bool]]:
+    """(value, line, literal) of every `attn_implementation` site; a non-literal's value is its
+    source text. A file Python cannot parse (or nests too deep to) has none."""
+    try:
+        return list(_sites(ast.parse(text, filename=str(path))))
     except SyntaxError:
-        return
+        return []
+    except (ValueError, RecursionError, MemoryError):
+        if skipped is not None:
+            skipped.append(
+                f"{os.path.relpath(path)} nests too deep to read; --scan did not read it"
+            )
+        return []
+
+
+def _sites(tree: ast.AST) -> Iterator[tuple[str, int, bool]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.keyword) and node.arg in KEYS:
             values = [node.value]
@@ -91,7 +128,9 @@ def _python_values(path: Path, text: str) -> Iterator[tuple[str, int, bool]]:
                 if isinstance(k, ast.Constant) and k.value in KEYS
             ]
         elif isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Attribute) and t.attr in KEYS for t in node.targets
+            (isinstance(t, ast.Attribute) and t.attr in KEYS)
+            or (isinstance(t, ast.Subscript) and _constant(t.slice) in KEYS)
+            for t in node.targets
         ):
             values = [node.value]
         else:
@@ -117,12 +156,12 @@ def scan_file(path: Path, skipped: list[str] | None = None) -> list[KernelSpec]:
     """Kernel specs named in one file; each site whose value is not a literal is added to `skipped`
     as a message."""
     suffix = path.suffix.lower()
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+    text = _read(path, skipped)
+    if text is None:
         return []
+    values: Iterable[tuple[str, int, bool]]
     if suffix in PYTHON_SUFFIXES:
-        values = _python_values(path, text)
+        values = _python_values(path, text, skipped)
     elif suffix in YAML_SUFFIXES:
         values = _line_values(text, _YAML_RE)
     else:
@@ -138,6 +177,8 @@ def scan_file(path: Path, skipped: list[str] | None = None) -> list[KernelSpec]:
                 )
         elif is_kernel_value(value):
             specs.append(parse_spec(value, Origin(where, line)))
+    if suffix in PYTHON_SUFFIXES:
+        specs.extend(file_loads(path))
     return specs
 
 
@@ -159,8 +200,10 @@ def scan_paths(paths: Iterable[Path], skipped: list[str] | None = None) -> list[
     """Kernel specs in files and directories (recursively), in path order (non-literal sites into
     `skipped`)."""
     specs: list[KernelSpec] = []
-    for path in _files(paths):
+    files = list(_files(paths))
+    for path in files:
         specs.extend(scan_file(path, skipped))
+    specs.extend(imported_loads(p for p in files if p.suffix.lower() in PYTHON_SUFFIXES))
     return specs
 
 
@@ -217,15 +260,15 @@ def _python_models(tree: ast.AST) -> Iterator[tuple[str, int]]:
 
 def _model_refs(path: Path) -> Iterator[tuple[str, int]]:
     suffix = path.suffix.lower()
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+    text = _read(path, None)
+    if text is None:
         return
     if suffix in PYTHON_SUFFIXES:
         try:
-            yield from _python_models(ast.parse(text, filename=str(path)))
-        except SyntaxError:
+            found = list(_python_models(ast.parse(text, filename=str(path))))
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
             return
+        yield from found
         return
     pattern = _YAML_MODEL_RE if suffix in YAML_SUFFIXES else _SHELL_MODEL_RE
     yield from ((value, line) for value, line, literal in _line_values(text, pattern) if literal)

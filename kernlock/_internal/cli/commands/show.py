@@ -120,7 +120,7 @@ def show_command(lockfile: str | None, project_dir: str, as_json: bool, provenan
     click.echo(table(rows))
     used = [f"  {kernel.spec}: {line}" for kernel in lock.kernels for line in kernel.used_by]
     if used:
-        click.echo("\nused by (what Transformers loads for [tool.kernlock] models):")
+        click.echo("\nused by (the model layer or call site that loads it):")
         click.echo("\n".join(used))
     if provenance:
         click.echo("")
