@@ -94,3 +94,39 @@ def test_a_dequantized_mxfp4_checkpoint_needs_no_triton_kernels(hub: TestHub, tm
     config.write_text(json.dumps(data))
     assert cli("lock", cwd=project).exit_code == 0
     assert {k.spec for k in load_lockfile(project / "kernels.lock").kernels} == EXPECTED["gpt_oss"]
+
+
+def _qwen3_5(project: Path) -> None:
+    """A tiny Qwen3.5 (text) config: its GatedDeltaNet layer is mapped to `Atlas-Inference/gdn` only for
+    CUDA capability 12.1 (GB10), through the mapping's own `CUDAProperties(min_capability=121)`."""
+    import transformers
+
+    config = transformers.Qwen3_5TextConfig(**families.SMALL, head_dim=16, linear_num_value_heads=4,
+                                           linear_num_key_heads=2, linear_key_head_dim=16, linear_value_head_dim=16)
+    config.architectures = ["Qwen3_5ForCausalLM"]
+    config.save_pretrained(project / "model")
+
+
+def test_capabilities_come_from_the_mapping_and_gpu_archs_narrow_them(tmp_path: Path) -> None:
+    from kernlock._internal.model.spec import Origin
+    from kernlock._internal.model.target import parse_target
+    from kernlock._internal.project.scan import ModelRef
+    from kernlock._internal.resolve.models import model_kernels
+
+    _qwen3_5(tmp_path)
+    refs, targets = [ModelRef("./model", Origin("pyproject.toml"))], [parse_target(CUDA_130)]
+    gdn = "Atlas-Inference/gdn@531ae679ab5c13a3bf49607e1b6e6459300772e9"  # the revision Transformers 5.25 pins
+    keys = {caps: {s.key for s in model_kernels(refs, targets, tmp_path, (), dict(caps))[0]}
+            for caps in ((), (("cuda", (90,)),), (("cuda", (121,)),))}
+    assert gdn in keys[()] and gdn in keys[(("cuda", (121,)),)]  # 12.1 is a bound the mapping names
+    assert keys[(("cuda", (90,)),)] == keys[()] - {gdn}  # an H100-only project never loads the GB10 path
+
+
+def test_lock_with_gpu_archs_locks_only_what_those_gpus_load(hub: TestHub, tmp_path: Path) -> None:
+    project = make_project(tmp_path, kernels=[FA2], targets=[CUDA_130],
+                           extra='\nmodels = ["./model"]\ngpu-archs = ["H100"]')
+    _qwen3_5(project)
+    result = cli("lock", cwd=project)
+    assert result.exit_code == 0, result.output
+    assert {k.spec for k in load_lockfile(project / "kernels.lock").kernels} == {
+        FA2, f"{KC}activation@v1", f"{KC}fla@v3", f"{KC}mamba-ssm@v5"}

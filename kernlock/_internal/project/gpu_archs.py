@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from kernlock._internal.model.target import Target
@@ -127,3 +128,16 @@ def declared_archs(
                 if arch.family == family:
                     found.setdefault(arch.arch, arch)
     return list(found.values())
+
+
+def declared_capabilities(
+    declarations: tuple[tuple[str, tuple[GpuArch, ...]], ...], targets: Iterable[Target]
+) -> dict[str, tuple[int, ...]]:
+    """The CUDA compute capabilities (`9.0` → 90) declared for any of `targets`, as kernels'
+    `CUDAProperties` compares them: `{"cuda": (80, 90)}`, or `{}` when none are declared."""
+    found = {
+        int(arch.arch.replace(".", ""))
+        for target in targets
+        for arch in declared_archs(declarations, target, "cuda")
+    }
+    return {"cuda": tuple(sorted(found))} if found else {}

@@ -60,9 +60,13 @@ def model_kernels(
     targets: Iterable[Target],
     root: Path,
     attention: Iterable[str] = (),
+    capabilities: dict[str, tuple[int, ...]] | None = None,
 ) -> tuple[list[KernelSpec], tuple[LockedModel, ...]]:
     """The specs the installed Transformers loads for `models` on `targets` (the project asking for
-    the `attention` implementations), and each model's record (none without a GPU target)."""
+    the `attention` implementations), and each model's record (none without a GPU target).
+
+    Capability-keyed mapping entries are tried at every bound the mapping names, or only at the
+    project's declared `capabilities` (`gpu-archs`: `{"cuda": (90,)}`)."""
     models = list(models)
     devices = sorted({d for target in targets if (d := device_type(target.backend)) is not None})
     if not models or not devices:
@@ -80,7 +84,7 @@ def model_kernels(
     records = []
     attention = list(attention)
     for ref in models:
-        found, named = discover(ref.name, devices, root, attention)
+        found, named = discover(ref.name, devices, root, attention, capabilities)
         # the config's own attn_implementation: locked, never loaded while locking
         if named is not None and named not in specs and named not in attention:
             specs[named] = parse_spec(named, Origin(f"model {ref.name} config.json"))

@@ -22,6 +22,7 @@ from kernlock._internal.project.config import (
     project_targets,
     resolving_target,
 )
+from kernlock._internal.project.gpu_archs import declared_capabilities
 from kernlock._internal.project.models import project_models
 from kernlock._internal.project.pyproject_edit import edit_pyproject, relative_to, restore_pyproject
 from kernlock._internal.project.signers import project_policy
@@ -243,6 +244,7 @@ def _relock(
         target_list,
         workspace.root,
         [spec.text for spec in all_specs],
+        declared_capabilities(project.gpu_archs, target_list),
     )
     all_specs += model_specs
     if not all_specs and not model_records and not removals:
