@@ -28,7 +28,8 @@ from pathlib import Path
 
 from kernlock._internal import settings
 from kernlock._internal.fetch.sync import selected_variants, sync_variants
-from kernlock._internal.fs.atomic import atomic_write, current_umask
+from kernlock._internal.fs.atomic import current_umask
+from kernlock._internal.fs.inside import directory, refuse_link, write_inside
 from kernlock._internal.lockfile.model import LOCK_FILENAME, LockedKernel, LockedVariant
 from kernlock._internal.project.workspace import open_workspace
 from kernlock._internal.store.hub_cache import (
@@ -149,10 +150,9 @@ def _vendor_into(
         files += len(variant.files)
         size += sum(f.size for f in variant.files)
     # a run reading the vendor dir sees the old lock or the new one
-    atomic_write(out / LOCK_FILENAME, path.read_bytes())
-    atomic_write(
-        out / VENDOR_MARKER,
-        "kernlock vendor directory: set KERNLOCK_VENDOR_DIR to this directory\n",
+    write_inside(out, LOCK_FILENAME, path.read_bytes())
+    write_inside(
+        out, VENDOR_MARKER, "kernlock vendor directory: set KERNLOCK_VENDOR_DIR to this directory\n"
     )
     return VendorReport(
         directory=out, variants=len(pairs), files=files, bytes=size, repaired=repaired
@@ -163,24 +163,26 @@ def _copy_variant(kernel: LockedKernel, variant: LockedVariant, source: Path, fi
     """Copy the locked files of a verified variant from `source` to `final` (replacing it), checked
     before it lands."""
     out = final.parents[2]
+    # mkdtemp's 0700 keeps other users out (no link planted inside) until the copy is checked
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=out))
     try:
-        # mkdtemp's 0700 would hide the variant from other users
-        staging.chmod(0o777 & ~current_umask())
         for locked in variant.files:
             destination = staging / locked.path
             destination.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source / locked.path, destination)
         check_variant(kernel, variant, staging)
+        staging.chmod(0o777 & ~current_umask())  # then readable by the cluster's other users
+        # `kernels--org--repo/<commit>` made or opened without following a link planted there
+        with directory(out, final.parent.relative_to(out), create=True) as parent:
+            refuse_link(parent, final.parent, final.name)
+            if os.path.lexists(final):
+                damaged = Path(tempfile.mkdtemp(prefix=".damaged-", dir=out))
+                os.replace(final.name, damaged / final.name, src_dir_fd=parent)
+                os.replace(staging, final.name, dst_dir_fd=parent)
+                shutil.rmtree(damaged)
+            else:
+                os.replace(staging, final.name, dst_dir_fd=parent)
     except BaseException:
         # a failed copy leaves nothing half-written behind
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    final.parent.mkdir(parents=True, exist_ok=True)
-    if final.exists():
-        damaged = Path(tempfile.mkdtemp(prefix=".damaged-", dir=out))
-        os.replace(final, damaged / final.name)
-        os.replace(staging, final)
-        shutil.rmtree(damaged)
-    else:
-        os.replace(staging, final)

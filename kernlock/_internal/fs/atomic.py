@@ -3,8 +3,10 @@
 A reader sees the old bytes or the new bytes, never a mix; on any error the
 old file is untouched. A symlink is followed (its target is replaced, the link
 kept) and an existing file's permission bits are kept. Every file kernlock
-writes from memory (locks, `pyproject.toml`, kernels' JSON lock, the vendor
-directory's lock) goes through `atomic_write`. Two writers rename on their own, by
+writes from memory into a file the user names (locks, `pyproject.toml`, kernels' JSON lock) goes
+through `atomic_write`; entries kernlock creates inside a shared directory (the vendor
+directory's, a checkpoint's `kernlock.json`) go through `inside.write_inside`, which never follows
+a link. Two writers rename on their own, by
 design: downloads (`hub_cache.py`, `partial.py`) stream into a private temporary blob
 that must match its hash before the rename, and the private store (`private.py`) writes relative to
 a directory descriptor and never follows a link.

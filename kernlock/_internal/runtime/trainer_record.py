@@ -23,12 +23,27 @@ from kernlock._internal.lockfile.record import RECORD_FILENAME
 def write_record(directory: str | os.PathLike[str], record: dict[str, Any] | None) -> bool:
     """Write `record` as `kernlock.json` into `directory` (when both exist); whether it was
     written."""
-    from kernlock._internal.fs.atomic import atomic_write
+    from pathlib import Path
+
+    from kernlock._internal.fs.inside import write_inside
 
     if record is None or not os.path.isdir(directory):
         return False
-    atomic_write(os.path.join(directory, RECORD_FILENAME), json.dumps(record, indent=2) + "\n")
+    # never through a link planted as `kernlock.json` in a shared output directory
+    write_inside(Path(directory), RECORD_FILENAME, json.dumps(record, indent=2) + "\n")
     return True
+
+
+def _record_or_warn(directory: str, record: dict[str, Any] | None) -> None:
+    """Write the record; one that cannot be written (a link planted as `kernlock.json`, a full
+    disk) is a warning naming why, never the end of a training run at its checkpoint."""
+    from kernlock._internal.runtime.notices import warn_once
+    from kernlock.errors import WriteError
+
+    try:
+        write_record(directory, record)
+    except (WriteError, OSError) as error:
+        warn_once(f"record:{directory}", f"kernlock: run record not written: {error}")
 
 
 def _callback_class(trainer_callback: type, loaded: Callable[[], dict[str, Any] | None]) -> type:
@@ -37,13 +52,13 @@ def _callback_class(trainer_callback: type, loaded: Callable[[], dict[str, Any] 
 
         def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if state.is_world_process_zero:
-                write_record(
+                _record_or_warn(
                     os.path.join(args.output_dir, f"checkpoint-{state.global_step}"), loaded()
                 )
 
         def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if state.is_world_process_zero:
-                write_record(args.output_dir, loaded())
+                _record_or_warn(args.output_dir, loaded())
 
     return RecordCallback
 
