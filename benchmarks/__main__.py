@@ -18,7 +18,8 @@ from pathlib import Path
 from benchmarks.harness import Result, Target, Workspace, format_table
 from benchmarks.report import write
 
-BENCHMARKS = ("lock", "load", "cold", "verify", "signatures", "scaling", "startup", "cluster", "resume", "download")
+BENCHMARKS = ("lock", "load", "cold", "verify", "signatures", "scaling", "startup", "cluster", "resume", "download",
+              "models")
 
 
 def main(argv: list[str] | None = None) -> int:
