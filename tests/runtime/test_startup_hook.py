@@ -103,12 +103,12 @@ def test_two_kernlock_startup_dirs_on_pythonpath_chain_once(project: Path, tmp_p
     assert "RecursionError" not in proc.stderr
 
 
-@pytest.mark.parametrize("how", ["console script", "env -S console script", "python3.11-dbg"])
+@pytest.mark.parametrize("how", ["console script", "env -S console script", "python3.11-dbg", "py"])
 def test_kernlock_run_refuses_a_hook_skipping_python_not_named_python(project: Path, tmp_path: Path, how: str) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    if how == "python3.11-dbg":
-        tool = bin_dir / "python3.11-dbg"
+    if how in ("python3.11-dbg", "py"):  # py: the venv's Python linked under another name (issue 44, class 6)
+        tool = bin_dir / how
         tool.symlink_to(sys.executable)
         command = [str(tool), "-E", "-c", APPLIED]
     else:
@@ -121,8 +121,18 @@ def test_kernlock_run_refuses_a_hook_skipping_python_not_named_python(project: P
     assert proc.returncode == 2 and "applied" not in proc.stdout and "UNLOCKED" not in proc.stdout, proc
     [line] = proc.stderr.strip().splitlines()
     assert line.startswith("kernlock: error: ") and "skips Python's start-up hook" in line, line
-    shown = f"`{tool} -E`" if how == "python3.11-dbg" else f"`{tool}` (its #! line runs Python with -I)"
+    shown = f"`{tool} -E`" if how in ("python3.11-dbg", "py") else f"`{tool}` (its #! line runs Python with -I)"
     assert shown in line and "drop the option, or call kernlock.apply()" in line, line
+
+
+def test_a_child_python_under_another_name_with_minus_e_is_named_in_one_warning(project: Path, tmp_path: Path) -> None:
+    tool = tmp_path / "py"
+    tool.symlink_to(sys.executable)
+    how = f"child = subprocess.run([{str(tool)!r}, '-E', '-c', 'print(\\'child ran\\')'], capture_output=True, text=True)"
+    proc = kernlock_run(launched(how), project)  # was: the child ran unlocked without a word
+    assert proc.returncode == 0 and proc.result["child"] == ["child", "ran"], proc.stderr
+    warnings = [line for line in proc.stderr.splitlines() if line.startswith("kernlock: warning: ")]
+    assert len(warnings) == 1 and "`py -E`" in warnings[0] and "not locked" in warnings[0], proc.stderr
 
 
 def test_a_child_console_script_that_skips_the_hook_is_named_in_one_warning(project: Path, tmp_path: Path) -> None:

@@ -127,6 +127,14 @@ def _is_python(name: str) -> bool:
     return False
 
 
+def runs_python(argv0: str, program: str | None) -> bool:
+    """Whether a command's program is a Python interpreter: by its name, or by the file it
+    resolves to (the venv's Python linked as `py`, `trainer`)."""
+    if _is_python(os.path.basename(argv0)):
+        return True
+    return program is not None and _is_python(os.path.basename(os.path.realpath(program)))
+
+
 def shebang_argv(program: str) -> list[str] | None:
     """The interpreter and its options from `program`'s `#!` line (a console script:
     `#!/usr/bin/python3 -I`, `#!/usr/bin/env -S python3 -E`), or None when it has none or cannot be
@@ -164,8 +172,7 @@ def hook_skipping_option(
     its Python (a console script)."""
     if not argv:
         return None
-    name = os.path.basename(os.fsdecode(argv[0]))
-    if not _is_python(name):
+    if not runs_python(os.fsdecode(argv[0]), program):
         interpreter = shebang_argv(program) if program else None
         if interpreter is None or not _is_python(os.path.basename(interpreter[0])):
             return None

@@ -138,14 +138,14 @@ def run_command(
     program = shutil.which(command[0])
     if program is None:
         return fail(f"command not found: {command[0]}", 127)
-    from kernlock._internal.runtime.autoapply import hook_skipping_option
+    from kernlock._internal.runtime.autoapply import hook_skipping_option, runs_python
 
-    # a Python named so, or a console script whose #! gives one
+    # a Python (by its name or the file it resolves to), or a console script whose #! gives one
     option = hook_skipping_option(command, program)
     if option is not None:
         shown = (
             f"`{command[0]} {option}`"
-            if hook_skipping_option(command)
+            if runs_python(command[0], program)
             else f"`{command[0]}` (its #! line runs Python with {option})"
         )
         fail(
