@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import CPU, FA2
+from helpers import CPU, FA2, UNIVERSAL
 from scripts.harness import python
 
 pytest.importorskip("triton", reason="Triton is not installed (requirements-dev.txt pins it)")
@@ -38,3 +38,28 @@ def test_triton_compiles_the_verified_source_not_a_rewrite_after_the_import(lock
     done = python(REWRITE_AFTER_IMPORT % {"repo": FA2}, project)  # @triton.jit reads the source; no GPU needed
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.result == {"jit_source_injected": False, "inspect_injected": False, "disk_injected": True}
+
+
+FORM_FEED_SOURCE = (b"def first():\n    return 'first'\n\x0c\n"
+                    b"def second():\n    return 'second'\n\x0c# a page break, as pep8 allows\ndef third():\n    return 3\n")
+GETSOURCE = """
+import inspect
+import kernlock
+kernlock.apply()
+from kernels import get_kernel
+kernel = get_kernel(%(repo)r, version=1)
+tiny.result(second=inspect.getsource(kernel.second), third=inspect.getsource(kernel.third))
+"""
+
+
+def test_a_verified_source_with_a_form_feed_gives_inspect_the_right_function(hub, locked_project) -> None:  # type: ignore[no-untyped-def]
+    """Issue 44, class 8: `str.splitlines` also splits at a form feed, which Python's own line reading does
+    not, so every function after one was served shifted (Triton would compile the wrong lines)."""
+    from kernlock.testing.fixtures import push_build
+
+    push_build(hub.repo_path(UNIVERSAL), "v1", {"build/torch-universal/__init__.py": FORM_FEED_SOURCE},
+               "a page break in the source")
+    project, _ = locked_project([f"{UNIVERSAL}@v1"], [CPU])
+    done = python(GETSOURCE % {"repo": UNIVERSAL}, project)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.result == {"second": "def second():\n    return 'second'\n", "third": "def third():\n    return 3\n"}

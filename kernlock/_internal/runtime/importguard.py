@@ -115,9 +115,11 @@ def _serve_lines(filename: str, data: bytes) -> None:
     file rewritten in between would compile unchecked code. An entry with no mtime is never
     re-checked against the disk.
     """
+    import io
     import linecache
 
-    lines = importlib.util.decode_source(data).splitlines(keepends=True)
+    # lines as Python reads a file (at newlines only): `str.splitlines` also splits at a form feed
+    lines = io.StringIO(importlib.util.decode_source(data)).readlines()
     linecache.cache[filename] = (len(data), None, lines, filename)
 
 
