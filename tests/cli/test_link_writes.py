@@ -79,3 +79,37 @@ def test_a_linked_run_record_in_a_checkpoint_is_refused_and_the_run_goes_on(tmp_
     assert victim.read_text() == "{}\n"
     (checkpoint / "kernlock.json").unlink()
     assert write_record(checkpoint, record) and (checkpoint / "kernlock.json").read_text().startswith("{")
+
+
+def test_a_link_planted_as_a_download_lock_is_named_not_called_a_network_failure(
+        locked_project: LockedProjectFactory, tmp_path: Path) -> None:
+    """Issue 44, class 12: the per-file lock in a shared cache's `.locks/` planted as a link."""
+    import os
+    import subprocess
+    import sys
+
+    from kernlock._internal.fetch.download import _file_lock_name
+    from kernlock._internal.store.hub_cache import hub_cache_dir, repo_folder
+
+    project, lock = locked_project([f"{UNIVERSAL}@v1"], [CPU])
+    [kernel] = lock.kernels
+    variant = kernel.variant_for(lock.targets[0])
+    assert variant is not None
+    locks = hub_cache_dir() / ".locks" / repo_folder(kernel.repo)
+    locks.mkdir(parents=True, exist_ok=True)
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    for locked in variant.files:
+        (locks / _file_lock_name(kernel.commit, variant.name, locked.path)).symlink_to(victim)
+    refused = cli("sync", cwd=project)
+    line = _one_line(refused.output)
+    assert refused.exit_code != 0 and "is a symbolic link (to " in line and "nothing was downloaded" in line, line
+    assert "network" not in line and "HF_ENDPOINT" not in line, line  # was: "check HF_ENDPOINT, your network"
+    assert victim.read_text() == "precious\n"
+    fix = line.split("meanwhile use a cache only you write: ", 1)[1]
+    kernlock_bin = Path(sys.executable).parent
+    done = subprocess.run(fix, shell=True, cwd=project, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "HOME": str(tmp_path / "home"),
+                               "PATH": f"{kernlock_bin}:{os.environ['PATH']}"})
+    assert done.returncode == 0, done.stdout + done.stderr  # the printed fix, run as printed
+    assert (tmp_path / "home" / ".cache" / "kernlock-hub").is_dir()

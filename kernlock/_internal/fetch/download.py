@@ -112,6 +112,8 @@ def download_lock(path: Path) -> Iterator[None]:
     with ExitStack() as held:
         try:
             held.enter_context(WeakFileLock(path, timeout=waited))
+        except OSError as error:  # a link planted in a shared cache's .locks/, a lock not ours
+            raise _unusable_lock(path, error) from None
         except Timeout:
             raise HubError(
                 "another process (a kernlock, kernels or hf_hub_download of the same file) has "
@@ -121,6 +123,22 @@ def download_lock(path: Path) -> Iterator[None]:
                 f"${settings.DEADLINE_ENV}",
             ) from None
         yield
+
+
+def _unusable_lock(path: Path, error: OSError) -> WriteError:
+    """One line for a download lock that cannot be taken, naming the file, never the network."""
+    own_cache = "HF_HUB_CACHE=$HOME/.cache/kernlock-hub kernlock sync"
+    if os.path.islink(path):
+        return WriteError(
+            f"the download lock {path} is a symbolic link (to {os.readlink(path)}), which neither "
+            "kernlock nor huggingface_hub follows; nothing was downloaded",
+            fix=f"tell the shared cache's owner about that link, and meanwhile use a cache only "
+            f"you write: {own_cache}",
+        )
+    return WriteError(
+        f"cannot take the download lock {path} ({error.strerror or error}); nothing was downloaded",
+        fix=f"make {path.parent} writable for you, or use a cache only you write: {own_cache}",
+    )
 
 
 def _file_lock_name(commit: str, variant: str, path: str) -> str:
