@@ -112,8 +112,6 @@ def download_lock(path: Path) -> Iterator[None]:
     with ExitStack() as held:
         try:
             held.enter_context(WeakFileLock(path, timeout=waited))
-        except OSError as error:  # a link planted in a shared cache's .locks/, a lock not ours
-            raise _unusable_lock(path, error) from None
         except Timeout:
             raise HubError(
                 "another process (a kernlock, kernels or hf_hub_download of the same file) has "
@@ -122,6 +120,8 @@ def download_lock(path: Path) -> Iterator[None]:
                 fix="wait for it and run the command again, stop that process, or raise "
                 f"${settings.DEADLINE_ENV}",
             ) from None
+        except OSError as error:  # after Timeout (an OSError too): a planted link, a lock not ours
+            raise _unusable_lock(path, error) from None
         yield
 
 
