@@ -50,6 +50,7 @@ class SyncReport:
     verified: int = 0
     variants: int = 0
     bytes: int = 0
+    skipped: list[str] = field(default_factory=list)  # entries a target does not load, and why
 
     def to_dict(self) -> dict[str, object]:
         """The report as JSON (`kernlock sync --json`)."""
@@ -60,6 +61,7 @@ class SyncReport:
             "bytes": self.bytes,
             "downloaded": self.downloaded,
             "repaired": self.repaired,
+            "skipped": self.skipped,
         }
 
 
@@ -192,8 +194,28 @@ def sync(
         from kernlock._internal.check.freshness import require_fresh
 
         require_fresh(workspace, lock)
-    pairs = selected_variants(lock, workspace.chosen_targets(lock, targets, all_targets))
-    return sync_variants(path, pairs, repair=repair, progress=progress)
+    chosen = workspace.chosen_targets(lock, targets, all_targets)
+    report = sync_variants(path, selected_variants(lock, chosen), repair=repair, progress=progress)
+    report.skipped = skipped_entries(lock, chosen)
+    return report
+
+
+def skipped_entries(lock: Lockfile, targets: Iterable[Target]) -> list[str]:
+    """Why each entry a chosen target does not load has no variant there: another device type's
+    (`on cuda only`), or recorded native."""
+    skipped = []
+    for kernel in lock.kernels:
+        for target in sorted(set(targets), key=str):
+            if kernel.serves(target) or kernel.variant_for(target) is not None:
+                continue
+            native = kernel.native_reason(target)
+            why = (
+                f"native there: {native}"
+                if native
+                else f"loaded on {', '.join(kernel.devices)} only"
+            )
+            skipped.append(f"{kernel.spec} on {target}: skipped ({why})")
+    return skipped
 
 
 def sync_variants(

@@ -27,6 +27,12 @@ from kernlock._internal.cli.options import (
     help="Re-download cached files that do not match the lock (files it does not list are "
     "reported, not deleted).",
 )
+@click.option(
+    "--verbose",
+    "-v",
+    is_flag=True,
+    help="Also list each entry a target does not load (another device type's, or native there).",
+)
 @lock_options
 @json_option()
 @handle_errors
@@ -35,6 +41,7 @@ def sync_command(
     all_targets: bool,
     locked: bool,
     repair: bool,
+    verbose: bool,
     lockfile: str | None,
     project_dir: str,
     as_json: bool,
@@ -61,6 +68,8 @@ def sync_command(
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
         return
+    for line in report.skipped if verbose else ():
+        click.echo(line)
     fetched = [f"{len(report.downloaded)} downloaded"]
     if report.repaired:
         fetched.append(f"{len(report.repaired)} repaired")
