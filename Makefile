@@ -2,13 +2,22 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# torch's CPU build, from PyTorch's CPU index; where that index cannot be reached, the public
+# index's torch 2.13.0 (a CUDA build, about 2.7 GB with its NVIDIA wheels, which brings its own
+# Triton) is installed instead. A CPU torch brings no Triton: the suite's interpreter runs use TRITON.
+TORCH ?= torch==2.13.0
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+TRITON ?= triton==3.6.0
 
 .PHONY: demo test test-fast install bench matrix clean
 
 $(BIN)/kernlock: pyproject.toml requirements-dev.txt $(shell git ls-files kernlock fixtures 2>/dev/null)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet --retries 0 --timeout 20 --index-url $(TORCH_INDEX) "$(TORCH)" \
+	  || $(BIN)/pip install --quiet "$(TORCH)"
 	$(BIN)/pip install --quiet -r requirements-dev.txt
+	$(BIN)/python -c "import triton" 2>/dev/null || $(BIN)/pip install --quiet "$(TRITON)"
 	$(BIN)/pip install --quiet ".[test]"
 	touch $@
 

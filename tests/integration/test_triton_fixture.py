@@ -17,7 +17,7 @@ import pytest
 from helpers import REPO_ROOT
 
 ROOT = REPO_ROOT
-pytest.importorskip("triton", reason="Triton is not installed (requirements-dev.txt pins it)")
+pytest.importorskip("triton", reason="Triton is not installed (the Makefile installs it)")
 
 
 def _check(device: str, tmp_path: Path, **env: str) -> dict:

@@ -11,7 +11,7 @@ import pytest
 from helpers import CPU, FA2, UNIVERSAL
 from scripts.harness import python
 
-pytest.importorskip("triton", reason="Triton is not installed (requirements-dev.txt pins it)")
+pytest.importorskip("triton", reason="Triton is not installed (the Makefile installs it)")
 
 REWRITE_AFTER_IMPORT = """
 import inspect
