@@ -212,14 +212,14 @@ def test_a_lock_linked_within_the_project_is_still_written_through(locked_projec
 def test_a_held_download_lock_ends_sync_and_a_cold_apply_by_the_hub_deadline(
         locked_project: LockedProjectFactory, monkeypatch) -> None:
     from kernlock._internal.store.hub_cache import hub_cache_dir, repo_folder
-    from kernlock._internal.fetch.download import _file_lock_name
+    from kernlock._internal.fetch.download_lock import file_lock_name
 
     project, lock = locked_project([f"{ACTIVATION}@v1"], [CPU])
     [kernel] = lock.kernels
     variant = kernel.variant_for(lock.targets[0])
     locks = hub_cache_dir() / ".locks" / repo_folder(kernel.repo)
     locks.mkdir(parents=True, exist_ok=True)
-    names = [_file_lock_name(kernel.commit, variant.name, f.path) for f in variant.files]
+    names = [file_lock_name(kernel.commit, variant.name, f.path) for f in variant.files]
     holder = subprocess.Popen(  # holds every per-file lock of the variant, as a stopped download would
         [sys.executable, "-c", "import sys\nfrom filelock import FileLock\n"
          "held = [FileLock(p, mode=0o664) for p in sys.argv[1:]]\nfor h in held: h.acquire()\n"

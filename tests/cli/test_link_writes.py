@@ -88,7 +88,7 @@ def test_a_link_planted_as_a_download_lock_is_named_not_called_a_network_failure
     import subprocess
     import sys
 
-    from kernlock._internal.fetch.download import _file_lock_name
+    from kernlock._internal.fetch.download_lock import file_lock_name
     from kernlock._internal.store.hub_cache import hub_cache_dir, repo_folder
 
     project, lock = locked_project([f"{UNIVERSAL}@v1"], [CPU])
@@ -100,7 +100,7 @@ def test_a_link_planted_as_a_download_lock_is_named_not_called_a_network_failure
     victim = tmp_path / "victim"
     victim.write_text("precious\n")
     for locked in variant.files:
-        (locks / _file_lock_name(kernel.commit, variant.name, locked.path)).symlink_to(victim)
+        (locks / file_lock_name(kernel.commit, variant.name, locked.path)).symlink_to(victim)
     refused = cli("sync", cwd=project)
     line = _one_line(refused.output)
     assert refused.exit_code != 0 and "is a symbolic link (to " in line and "nothing was downloaded" in line, line

@@ -39,6 +39,19 @@ class LazyGroup(click.Group):
         module = importlib.import_module(f"kernlock._internal.cli.commands.{name}")
         return getattr(module, f"{name}_command")
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """click's, with a did-you-mean for a misspelled command (`kernlock lok`)."""
+        name = args[0] if args else ""
+        if args and name not in COMMANDS and not name.startswith("-"):
+            from kernlock._internal.project.suggest import close_name
+
+            match = close_name(name, COMMANDS)
+            if match is not None:
+                ctx.fail(f"No such command '{name}'. Did you mean '{match}'?")
+        return super().resolve_command(ctx, args)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         with formatter.section("Commands"):
             formatter.write_dl([(name, COMMANDS[name]) for name in self.list_commands(ctx)])

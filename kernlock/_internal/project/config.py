@@ -37,6 +37,7 @@ from kernlock._internal.fs import tomlio
 from kernlock._internal.host import current_target
 from kernlock._internal.lockfile.model import LOCK_FILENAME
 from kernlock._internal.model.target import Target, parse_target
+from kernlock._internal.project.suggest import close_name
 from kernlock.errors import ConfigError, TargetError, UsageError
 
 if TYPE_CHECKING:
@@ -212,6 +213,8 @@ def load_project(root: Path | str = ".") -> Project:
             f"{path}: not valid TOML ({error})", fix="correct the TOML syntax there"
         ) from None
     tool = data.get("tool", {})
+    if isinstance(tool, dict) and "kernlock" not in tool:
+        _refuse_near_miss_table(path, tool)
     config = tool.get("kernlock", {})
     if not isinstance(config, dict):
         raise ConfigError(
@@ -220,9 +223,13 @@ def load_project(root: Path | str = ".") -> Project:
         )
     unknown = sorted(set(config) - _KNOWN_KEYS)
     if unknown:
+        match = close_name(unknown[0], _KNOWN_KEYS)
         raise ConfigError(
-            f"{path}: unknown key [tool.kernlock] {unknown[0]}",
-            fix=f"correct or remove it; known keys: {', '.join(sorted(_KNOWN_KEYS))}",
+            f"{path}: unknown key [tool.kernlock] {unknown[0]}"
+            + (f" (did you mean {match}?)" if match else ""),
+            fix=f"rename {unknown[0]} to {match} in [tool.kernlock]"
+            if match
+            else f"correct it; known keys: {', '.join(sorted(_KNOWN_KEYS))}",
         )
     deps = tool.get("kernels", {}).get("dependencies", {})
     if not isinstance(deps, dict):
@@ -349,6 +356,18 @@ def project_targets(project: Project, extra: tuple[str, ...] = ()) -> tuple[Targ
     return tuple(sorted(set(targets)))
 
 
+def _refuse_near_miss_table(path: Path, tool: dict[str, Any]) -> None:
+    """A `[tool.<name>]` table that misspells `[tool.kernlock]` (`[tool.kernlok]`): its settings
+    would be silently ignored."""
+    for name in tool:
+        if name not in ("kernels",) and close_name(name, ("kernlock",), cutoff=0.75):
+            raise ConfigError(
+                f"{path}: [tool.{name}] is not read by kernlock (did you mean [tool.kernlock]?); "
+                "nothing was changed",
+                fix=f"rename the table [tool.{name}] to [tool.kernlock] in {path.name}",
+            )
+
+
 def project_specs(
     project: Project, scan_paths: tuple[str, ...] = (), skipped: list[str] | None = None
 ) -> list[KernelSpec]:
@@ -356,6 +375,7 @@ def project_specs(
     sites into `skipped`."""
     from kernlock._internal.model.spec import RECORDED, Origin, parse_spec, spec_from_version
     from kernlock._internal.project.scan import scan_paths as scan
+    from kernlock._internal.project.use_kernels import use_kernels_specs
 
     pyproject = os.path.relpath(project.pyproject)
     specs = [
@@ -372,44 +392,7 @@ def project_specs(
         )
     specs.extend(scan(paths, skipped))
     if project.use_kernels:
-        specs.extend(_use_kernels_specs(project.use_kernels))
-    return specs
-
-
-def _refuse_unmapped(selection: tuple[str, ...], mapped: set[str]) -> None:
-    """A `use-kernels` entry that Transformers' `use_kernels=True` mapping does not load (a typo
-    would lock nothing)."""
-    from kernlock._internal.project.suggest import close_repo, known_list
-
-    for repo in selection:
-        if repo not in mapped:
-            match = close_repo(repo, mapped)
-            raise ConfigError(
-                f"[tool.kernlock] use-kernels lists {repo}, which the installed Transformers' "
-                f"use_kernels mapping does not load (it maps {known_list(mapped)}); nothing was "
-                "changed" + (f"; did you mean {match}?" if match else ""),
-                fix=f"write {match!r} in use-kernels"
-                if match
-                else f"remove {repo!r} from use-kernels",
-            )
-
-
-def _use_kernels_specs(selection: bool | tuple[str, ...]) -> list[KernelSpec]:
-    from kernlock._internal.compat.transformers import use_kernels_repos
-    from kernlock._internal.model.spec import Origin, parse_spec, spec_from_version
-
-    origin = Origin("Transformers use_kernels mapping")
-    mapped = use_kernels_repos()
-    if isinstance(selection, tuple):
-        _refuse_unmapped(selection, {repo for repo, _, _ in mapped})
-    specs = []
-    for repo, version, revision in mapped:
-        if isinstance(selection, tuple) and repo not in selection:
-            continue
-        if revision is not None:
-            specs.append(parse_spec(f"{repo}@{revision}", origin))
-        else:
-            specs.append(spec_from_version(repo, version if version is not None else 1, origin))
+        specs.extend(use_kernels_specs(project.use_kernels))
     return specs
 
 

@@ -1,5 +1,5 @@
-"""Did-you-mean for a repo name that names nothing the project has (a typo in `-P`, an override,
-`use-kernels`)."""
+"""Did-you-mean for a name that names nothing: a repo the project has not (a typo in `-P`, an
+override, `use-kernels`), a `[tool.kernlock]` key or table, a command."""
 
 from __future__ import annotations
 
@@ -21,6 +21,14 @@ def close_repo(name: str, repos: Iterable[str]) -> str | None:
         by_name.setdefault(repo.rsplit("/", 1)[-1], repo)
     match = difflib.get_close_matches(name.rsplit("/", 1)[-1], list(by_name), n=1, cutoff=0.75)
     return by_name[match[0]] if match else None
+
+
+def close_name(name: str, names: Iterable[str], cutoff: float = 0.7) -> str | None:
+    """The one of `names` that `name` most likely misspells (`difflib`), or None."""
+    import difflib
+
+    match = difflib.get_close_matches(name, sorted(set(names)), n=1, cutoff=cutoff)
+    return match[0] if match else None
 
 
 def known_list(repos: Iterable[str], most: int = 5) -> str:
