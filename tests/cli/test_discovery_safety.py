@@ -7,12 +7,15 @@ Each test plants code whose import writes a sentinel file and asserts the file n
 from __future__ import annotations
 
 import json
+from collections import Counter
+import shutil
 from pathlib import Path
 
 import pytest
 
 from helpers import CUDA_130, FA2, UNIVERSAL, cli, make_project
 from kernlock._internal.lockfile.serialize import load_lockfile
+from kernlock._internal.store.hub_cache import hub_cache_dir
 from kernlock.testing.fixtures import push_build
 from kernlock.testing.hub import TestHub
 from scripts import families
@@ -29,20 +32,43 @@ def _project(root: Path, config: dict) -> Path:
     return project
 
 
+def _requests(hub: TestHub) -> Counter[str]:
+    """The Hub requests made, API paths as they are and file downloads counted per repo (which of a
+    shared blob's paths a lock fetches depends on its threads' order)."""
+    return Counter(path.split("/resolve/")[0] + "/resolve" if "/resolve/" in path else path.split("?")[0]
+                   for _, path in hub.log if "agent-harnesses" not in path)
+
+
 def _llama(root: Path) -> dict:
     families.save(root / "configs", only="llama")
     return json.loads((root / "configs" / "llama" / "config.json").read_text())
 
 
-def test_a_config_naming_an_unlocked_hub_kernel_gets_it_locked_never_imported(hub: TestHub, tmp_path: Path) -> None:
+def test_a_config_naming_an_unlocked_hub_kernel_gets_it_locked_never_imported(hub: TestHub, tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     sentinel = tmp_path / "imported"
     push_build(hub.repo_path(UNIVERSAL), "v1", {"build/torch-universal/__init__.py": _sentinel_code(sentinel)},
                "an __init__ that runs on import")
+    # the same spec declared, locked first in a project of its own: what locking it costs the Hub
+    declared = make_project(tmp_path / "declared", kernels=[FA2, f"{UNIVERSAL}@v1"], targets=[CUDA_130],
+                            extra='\nmodels = ["./model"]')
+    (declared / "model").mkdir()
+    (declared / "model" / "config.json").write_text(json.dumps(_llama(tmp_path)))
+    monkeypatch.setenv("KERNLOCK_CACHE_DIR", str(tmp_path / "cache-declared"))
+    assert cli("lock", cwd=declared).exit_code == 0
+    expected = _requests(hub)
+    shutil.rmtree(hub_cache_dir(), ignore_errors=True)  # cold again, where a lock cached anything
+    monkeypatch.setenv("KERNLOCK_CACHE_DIR", str(tmp_path / "cache-named"))
     project = _project(tmp_path, {**_llama(tmp_path), "attn_implementation": f"{UNIVERSAL}@v1"})
+    hub.reset_counts()
     result = cli("lock", cwd=project)
     assert result.exit_code == 0, result.output
     assert not sentinel.exists()  # on 962bae6 building the meta model imported the kernel
     assert f"{UNIVERSAL}@v1" in {k.spec for k in load_lockfile(project / "kernels.lock").kernels}
+    named = _requests(hub)
+    # exactly what locking the declared spec asked (on 962bae6 kernels' loader fetched the kernel on top), no model
+    assert named == expected
+    assert not [path for path in named if "/models/" in path or "/api/models" in path]
 
 
 def test_a_remote_code_model_is_read_not_run(hub: TestHub, tmp_path: Path) -> None:
@@ -54,9 +80,11 @@ def test_a_remote_code_model_is_read_not_run(hub: TestHub, tmp_path: Path) -> No
     (project / "model" / "modeling_custom.py").write_bytes(
         _sentinel_code(sentinel) + b"from kernels import get_kernel\n"
         b"def load():\n    return get_kernel('kernels-community/rwkv', version=1)\n")
+    hub.reset_counts()
     result = cli("lock", cwd=project)  # stdin is empty: a "run the custom code? [y/N]" prompt would fail the lock
     assert result.exit_code == 0, result.output
     assert not sentinel.exists()
+    assert not [path for _, path in hub.log if "/models/" in path or "/api/models" in path]  # no model code fetched
     [rwkv] = [k for k in load_lockfile(project / "kernels.lock").kernels if k.repo == "kernels-community/rwkv"]
     assert rwkv.used_by == ("./model: remote code at modeling_custom.py:5 (cuda: inference, training)",)
 
