@@ -74,3 +74,19 @@ def test_an_invalid_hand_edit_names_its_key_path_and_the_recommended_fix_works(
     assert cli(*fix.split(), cwd=project).exit_code == 0
     assert cli("verify", cwd=project).exit_code == 0
     assert load_lockfile(path).kernels[0].variants[0].files[0].sha256 == sha256
+
+
+@pytest.mark.parametrize("algorithm", ["md5", "bogus-algo"])
+def test_an_unknown_digest_algorithm_in_the_lock_is_refused(locked_project, algorithm: str) -> None:  # type: ignore[no-untyped-def]
+    """Issue 44, class 14: an algorithm kernlock does not check used to turn the metadata-digest check off."""
+    project, _ = locked_project([f"{FA2}@v4"], [CPU])
+    text = (project / "kernels.lock").read_text()
+    assert 'digest = "sha256"' in text
+    (project / "kernels.lock").write_text(text.replace('digest = "sha256"', f'digest = "{algorithm}"', 1))
+    result = cli("verify", cwd=project)  # was: ok, with the metadata digest left unchecked
+    assert result.exit_code == 2 and "FAIL lock: 1 problem" in result.output, result.output
+    assert re.search(rf"kernel\[0\]\.variant\[\d+\]\.digest: unknown digest algorithm '{algorithm}' "
+                     r"\(kernlock checks sha256, sha512\)", result.output), result.output
+    assert "fix: undo the hand edit" in result.output
+    (project / "kernels.lock").write_text(text)  # the fix: the hand edit undone
+    assert cli("verify", cwd=project).exit_code == 0

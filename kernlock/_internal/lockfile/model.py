@@ -44,7 +44,13 @@ from kernlock._internal.lockfile.table import (
     type_error,
 )
 from kernlock._internal.model.devices import device_type
-from kernlock._internal.model.ids import is_git_sha, is_safe_relpath, is_sha256, is_variant_name
+from kernlock._internal.model.ids import (
+    DIGEST_ALGORITHMS,
+    is_git_sha,
+    is_safe_relpath,
+    is_sha256,
+    is_variant_name,
+)
 from kernlock._internal.model.target import Target, parse_target
 from kernlock._internal.settings import UPGRADE_FIX
 from kernlock.errors import LockfileError, TargetError, key_text
@@ -133,13 +139,19 @@ class LockedVariant(Table):
             "signature",
             f"records a signer, but the files lack {SIGNATURE_FILE}",
         )
+        digest = get(d, str, "digest")
+        ensure(
+            digest is None or digest in DIGEST_ALGORITHMS,
+            "digest",
+            f"unknown digest algorithm {digest!r} (kernlock checks {', '.join(DIGEST_ALGORITHMS)})",
+        )
         return cls(
             name=name,
             targets=get_targets(d, "targets"),
             archs=get_strings(d, "archs"),
             kernels_minver=get(d, str, "kernels-minver"),
             python_depends=get_strings(d, "python-depends"),
-            digest=get(d, str, "digest"),
+            digest=digest,
             signed=signed,
             signature=signature,
             provenance=get_object(d, Provenance, "provenance", ignored),

@@ -42,3 +42,8 @@ def is_variant_name(text: str) -> bool:
     """A build variant directory name kernlock accepts (`build/<name>/` on the Hub,
     `[[kernel.variant]] name`)."""
     return bool(_VARIANT_NAME_RE.fullmatch(text))
+
+
+# The digest algorithms kernels' `Digest` has (`DigestAlgorithm`), each base64 of the file's hashlib
+# digest: the ones a variant's metadata digest is checked with, and the only ones a lock may name.
+DIGEST_ALGORITHMS = ("sha256", "sha512")

@@ -15,12 +15,10 @@ from kernlock._internal.compat.kernels_api import (
     variant_metadata,
 )
 from kernlock._internal.lockfile.model import LockedFile, Provenance
+from kernlock._internal.model.ids import DIGEST_ALGORITHMS
 from kernlock.errors import ResolutionError
 
 MAX_METADATA_BYTES = 1 << 20
-# The digest algorithms kernels' `Digest` has (`DigestAlgorithm`), each base64 of the file's hashlib
-# digest.
-CHECKED_DIGESTS = ("sha256", "sha512")
 
 
 @dataclass(frozen=True)
@@ -33,7 +31,7 @@ class VariantMetadata:
     python_depends: tuple[str, ...] = ()
     # relative path -> base64 hash, when the metadata carries a checkable one
     digest: dict[str, str] | None = None
-    digest_algorithm: str | None = None  # its algorithm, one of CHECKED_DIGESTS
+    digest_algorithm: str | None = None  # its algorithm, one of DIGEST_ALGORITHMS
     provenance: Provenance | None = None
 
 
@@ -66,7 +64,7 @@ def read_variant_metadata(repo: str, variant: str, metadata: bytes | None) -> Va
         repo, version, revision = kernel_request(dep)
         keys.add(f"{repo}@v{version}" if version is not None else f"{repo}@{revision}")
     found = metadata_digest(parsed)
-    digest = found[1] if found is not None and found[0] in CHECKED_DIGESTS else None
+    digest = found[1] if found is not None and found[0] in DIGEST_ALGORITHMS else None
     provenance = None
     if parsed.provenance is not None:
         builder = parsed.provenance.kernel_builder
@@ -151,7 +149,7 @@ def digest_problem(
     if found is None:
         return None
     algorithm, digest = found
-    if algorithm not in CHECKED_DIGESTS:
+    if algorithm not in DIGEST_ALGORITHMS:
         return f"its metadata digest uses {algorithm}, which this kernlock cannot check"
     read = (
         (lambda path: (root / path).read_bytes())
