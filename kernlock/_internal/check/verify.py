@@ -54,7 +54,7 @@ from kernlock._internal.check.gpu_archs import check_gpu_archs
 from kernlock._internal.check.remote import check_remote
 from kernlock._internal.check.report import CheckResult, VerifyReport, plural
 from kernlock._internal.host import current_target
-from kernlock._internal.lockfile.model import Lockfile
+from kernlock._internal.lockfile.model import LockedVariant, Lockfile
 from kernlock._internal.model.target import Target
 from kernlock._internal.project.signers import SigningPolicy, project_policy
 from kernlock._internal.project.workspace import open_workspace
@@ -182,6 +182,13 @@ def check_cache(lock: Lockfile, targets: list[Target], result: CheckResult) -> N
                         path=str(directory),
                         **context,
                     )
+            if not missing and not problems and (archs := _cached_archs(lock, variant, directory)):
+                result.problem(
+                    f"{kernel.spec} {archs}",
+                    f"kernlock lock -P {kernel.repo}",
+                    path=str(directory),
+                    **context,
+                )
             if (
                 not missing
                 and not problems
@@ -193,6 +200,20 @@ def check_cache(lock: Lockfile, targets: list[Target], result: CheckResult) -> N
                     f"({', '.join(inert[:3])}); `kernlock sync --repair` removes them"
                 )
     result.summary = f"{plural(len(seen), 'variant')} in {root}"
+
+
+def _cached_archs(lock: Lockfile, variant: LockedVariant, directory: Path) -> str | None:
+    """`archs_problem` for a cached variant whose files match the lock (its metadata.json the
+    locked bytes)."""
+    from kernlock._internal.store.metadata import archs_problem
+
+    if not any(f.path == "metadata.json" for f in variant.files):
+        return None
+    try:
+        data = (directory / "metadata.json").read_bytes()
+    except OSError:
+        return None  # checked just before: the cache changed under the check
+    return archs_problem(variant, data, lock.version, f"in {directory}")
 
 
 def check_signatures(
