@@ -96,6 +96,31 @@ def require_coverage(
     )
 
 
+def python_choice_problem(kernel: LockedKernel, target: Target) -> tuple[str, str] | None:
+    """What `apply()` refuses at load (`VariantMismatchError`) where the builds depend on the Python
+    version: kernels' choice on `target`, with its Python (declared, else this one), is not the
+    locked variant. Only names with a Python part (`cpython-3.13-abi3`) import kernels."""
+    variant = kernel.variant_for(target)
+    if variant is None:
+        return None
+    names = kernel.build_variants or (variant.name,)
+    if not any("-cpython-" in name for name in names):
+        return None
+    from kernlock._internal.compat.kernels_api import preferred, target_decisions
+    from kernlock._internal.host import interpreter
+
+    chosen = preferred(target_decisions(names, target))
+    if chosen == variant.name:
+        return None
+    python, free_threaded = interpreter(target)
+    return (
+        f"{kernel.spec}: kernels would load {chosen or 'no variant'} on {target} with Python "
+        f"{python}{' (free-threaded)' if free_threaded else ''}, but the lock records "
+        f"{variant.name}; the lock was written for another Python",
+        f"kernlock lock -P {kernel.repo}",
+    )
+
+
 def check_coverage(lock: Lockfile, targets: list[Target], result: CheckResult) -> None:
     """Each kernel has a locked variant for every checked target."""
     for target in targets:
@@ -118,6 +143,8 @@ def check_coverage(lock: Lockfile, targets: list[Target], result: CheckResult) -
             message, fix = uncovered_problem(kernel, target)
             result.problem(message, fix, kernel=kernel.spec, target=name)
         for kernel in lock.kernels:
+            if (mismatch := python_choice_problem(kernel, target)) is not None:
+                result.problem(*mismatch, kernel=kernel.spec, target=name)
             native = kernel.native_reason(target)
             if native is not None:
                 result.notes.append(

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kernlock._internal.check.report import CheckResult, plural
-from kernlock._internal.lockfile.model import SIGNATURE_FILE, LockedKernel, Lockfile
+from kernlock._internal.lockfile.model import SIGNATURE_FILE, LockedKernel, LockedVariant, Lockfile
 from kernlock._internal.model.spec import version_of_branch
 
 if TYPE_CHECKING:
@@ -214,7 +214,7 @@ def check_remote(
     deadline = time.monotonic() + limit
     with overall_deadline(deadline):
         statuses = kernel_statuses(lock, hub)
-        _check_statuses(statuses, result, hub, trusted_root, deadline, limit)
+        _check_statuses(statuses, result, hub, trusted_root, deadline, limit, lock.version)
     result.summary = plural(len({s.kernel.repo for s in statuses}), "repo")
 
 
@@ -234,6 +234,7 @@ def _check_statuses(
     trusted_root: Path | None,
     deadline: float,
     limit: float,
+    lock_version: str,
 ) -> None:
     import time
 
@@ -250,7 +251,7 @@ def _check_statuses(
         try:
             if time.monotonic() >= deadline:
                 raise _OutOfTime
-            problems = remote_problems(kernel, hub, trusted_root, deadline)
+            problems = remote_problems(kernel, hub, trusted_root, deadline, lock_version)
         except _OutOfTime as stopped:
             for problem in stopped.problems:
                 result.problem(f"{kernel.spec}: {problem}", fix, kernel=kernel.spec)
@@ -299,10 +300,15 @@ class CommitGone(Exception):
 
 
 def remote_problems(
-    kernel: LockedKernel, hub: Hub, trusted_root: Path | None = None, deadline: float | None = None
+    kernel: LockedKernel,
+    hub: Hub,
+    trusted_root: Path | None = None,
+    deadline: float | None = None,
+    lock_version: str = "1.3",
 ) -> list[str]:
-    """How a lock entry disagrees with the Hub: files and hashes, signers, aliases, trust;
-    `CommitGone` if the commit is; `_OutOfTime` once `deadline` (the whole check's) has passed."""
+    """How a lock entry disagrees with the Hub: files and hashes, GPU archs, signers, aliases,
+    trust; `CommitGone` if the commit is; `_OutOfTime` once `deadline` (the whole check's) has
+    passed."""
     import hashlib
     import time
 
@@ -327,7 +333,7 @@ def remote_problems(
                 f"in {', '.join(differ[:3])}{'…' if len(differ) > 3 else ''})"
             )
             continue
-        fetched = {}
+        fetched, differing = {}, set()
         for locked in variant.files:
             entry = listed[locked.path]
             if deadline is not None and time.monotonic() >= deadline:
@@ -348,18 +354,10 @@ def remote_problems(
                     f"{variant.name}/{locked.path}: the Hub has sha256 {sha256} ({entry.size} "
                     f"bytes), the lock says {locked.sha256} ({locked.size} bytes)"
                 )
-        if variant.signed and "metadata.json" in fetched and SIGNATURE_FILE in fetched:
-            from kernlock._internal.check.signatures import recheck, trusted_root_path
-
-            problem = recheck(
-                kernel.repo,
-                variant,
-                fetched["metadata.json"],
-                fetched[SIGNATURE_FILE],
-                trusted_root_path(trusted_root),
-            )
-            if problem is not None:
-                problems.append(problem[0].removeprefix(f"{kernel.repo} "))
+                differing.add(locked.path)
+        problems += _metadata_problems(
+            kernel, variant, fetched, differing, trusted_root, lock_version
+        )
     for alias in kernel.aliases:
         canonical = hub.canonical_repo(alias)
         if canonical != kernel.repo:
@@ -373,4 +371,38 @@ def remote_problems(
             "the lock says its publisher is trusted, but the Hub does not mark "
             f"{kernel.repo.split('/', 1)[0]!r} as a trusted kernel publisher"
         )
+    return problems
+
+
+def _metadata_problems(
+    kernel: LockedKernel,
+    variant: LockedVariant,
+    fetched: dict[str, bytes],
+    differing: set[str],
+    trusted_root: Path | None,
+    lock_version: str,
+) -> list[str]:
+    """The fetched metadata.json (when it is the locked file) against the locked `archs`, and a
+    signed variant's bundle re-verified."""
+    from kernlock._internal.store.metadata import archs_problem
+
+    problems = []
+    if "metadata.json" in set(fetched) - differing and (
+        archs := archs_problem(
+            variant, fetched["metadata.json"], lock_version, f"at {kernel.commit[:12]}"
+        )
+    ):
+        problems.append(archs)
+    if variant.signed and "metadata.json" in fetched and SIGNATURE_FILE in fetched:
+        from kernlock._internal.check.signatures import recheck, trusted_root_path
+
+        problem = recheck(
+            kernel.repo,
+            variant,
+            fetched["metadata.json"],
+            fetched[SIGNATURE_FILE],
+            trusted_root_path(trusted_root),
+        )
+        if problem is not None:
+            problems.append(problem[0].removeprefix(f"{kernel.repo} "))
     return problems

@@ -9,7 +9,8 @@ Checks, in order (later ones run only when the lock parses):
   are exactly the lock's `inputs`, and every configured target is locked. No
   network; like `uv lock --check`.
 * ``coverage`` — every kernel has a locked variant for each checked target (the
-  running environment by default, `targets=...`, or every declared target).
+  running environment by default, `targets=...`, or every declared target), and where the builds
+  depend on the Python version it is the one kernels loads there (what `apply()` checks).
 * ``gpu-archs`` — (when the project declares `[tool.kernlock] gpu-archs`) every locked
   CUDA/ROCm build of every locked or checked target supports each GPU architecture
   declared for it, matched by kernels' own `archs` module (`kernlock._internal.check.gpu_archs`).
@@ -19,7 +20,7 @@ Checks, in order (later ones run only when the lock parses):
   kernels version inside Transformers' window, `kernels-minver`, `python-depends`,
   free-threaded Python, the telemetry/user-agent bug); dirty builds are notes.
 * ``cache``    — (opt-in) every locked variant of the checked targets is in the
-  local Hub cache and matches the lock's file hashes.
+  local Hub cache and matches the lock's file hashes; its metadata.json lists the locked `archs`.
 * ``signatures`` — (opt-in) every cached signed variant of the checked targets: its
   `metadata.json` and bundle are the locked bytes, the bundle verifies against the
   pinned Sigstore root (no network) and names the signer the lock records, and that
@@ -28,11 +29,13 @@ Checks, in order (later ones run only when the lock parses):
 * ``against``  — (opt-in) the lock loads exactly what a checkpoint's run recorded in its
   `kernlock.json` (`kernlock._internal.check.against`).
 * ``remote``   — (opt-in) every locked commit still exists on the Hub; branches
-  that moved past the lock are reported as notes (not failures); signed variants'
+  that moved past the lock are reported as notes (not failures); each variant's metadata.json
+  there lists the locked `archs`; signed variants'
   bundles, fetched again, still verify and name the locked signer.
 
 Plain verification (``lock``, ``fresh``, ``coverage``, ``doctor``) imports neither Torch,
-Transformers, kernels, huggingface_hub nor sigstore; ``gpu-archs`` imports kernels (not Torch).
+Transformers, kernels, huggingface_hub nor sigstore; ``gpu-archs``, and ``coverage`` of builds
+with a Python part (`cpython-3.13-abi3`), import kernels (not Torch).
 
 The report model and its JSON form are in `kernlock._internal.check.report`; ``fresh`` is
 `kernlock._internal.check.freshness`, ``coverage`` `kernlock._internal.check.coverage`, ``remote``
@@ -54,7 +57,7 @@ from kernlock._internal.check.gpu_archs import check_gpu_archs
 from kernlock._internal.check.remote import check_remote
 from kernlock._internal.check.report import CheckResult, VerifyReport, plural
 from kernlock._internal.host import current_target
-from kernlock._internal.lockfile.model import Lockfile
+from kernlock._internal.lockfile.model import LockedVariant, Lockfile
 from kernlock._internal.model.target import Target
 from kernlock._internal.project.signers import SigningPolicy, project_policy
 from kernlock._internal.project.workspace import open_workspace
@@ -182,6 +185,13 @@ def check_cache(lock: Lockfile, targets: list[Target], result: CheckResult) -> N
                         path=str(directory),
                         **context,
                     )
+            if not missing and not problems and (archs := _cached_archs(lock, variant, directory)):
+                result.problem(
+                    f"{kernel.spec} {archs}",
+                    f"kernlock lock -P {kernel.repo}",
+                    path=str(directory),
+                    **context,
+                )
             if (
                 not missing
                 and not problems
@@ -193,6 +203,20 @@ def check_cache(lock: Lockfile, targets: list[Target], result: CheckResult) -> N
                     f"({', '.join(inert[:3])}); `kernlock sync --repair` removes them"
                 )
     result.summary = f"{plural(len(seen), 'variant')} in {root}"
+
+
+def _cached_archs(lock: Lockfile, variant: LockedVariant, directory: Path) -> str | None:
+    """`archs_problem` for a cached variant whose files match the lock (its metadata.json the
+    locked bytes)."""
+    from kernlock._internal.store.metadata import archs_problem
+
+    if not any(f.path == "metadata.json" for f in variant.files):
+        return None
+    try:
+        data = (directory / "metadata.json").read_bytes()
+    except OSError:
+        return None  # checked just before: the cache changed under the check
+    return archs_problem(variant, data, lock.version, f"in {directory}")
 
 
 def check_signatures(

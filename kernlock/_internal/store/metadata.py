@@ -14,7 +14,8 @@ from kernlock._internal.compat.kernels_api import (
     metadata_digest,
     variant_metadata,
 )
-from kernlock._internal.lockfile.model import LockedFile, Provenance
+from kernlock._internal.lockfile.format_version import format_version
+from kernlock._internal.lockfile.model import LockedFile, LockedVariant, Provenance
 from kernlock._internal.model.ids import DIGEST_ALGORITHMS
 from kernlock.errors import ResolutionError
 
@@ -175,3 +176,27 @@ def cached_digest_problem(directory: Path, files: tuple[LockedFile, ...]) -> str
     except (OSError, ValueError) as error:
         return f"its metadata.json cannot be read ({error})"
     return digest_problem(metadata, files, directory)
+
+
+def archs_problem(
+    variant: LockedVariant, metadata: bytes, lock_version: str, where: str
+) -> str | None:
+    """How a variant's locked `archs` differ from what its locked `metadata.json` (`where`: at a
+    commit, in a directory) lists, or None.
+
+    A lock before format 1.3 records no archs: an empty `archs` there is not compared.
+    """
+    import json
+
+    if not variant.archs and format_version(lock_version) < (1, 3):
+        return None
+    try:
+        listed = metadata_archs(variant_metadata(metadata))
+    except ValueError:  # an unparsable metadata.json is refused where it is locked and loaded
+        return None
+    if listed == variant.archs:
+        return None
+    return (
+        f"{variant.name}: the lock records archs {json.dumps(list(variant.archs))}, but its "
+        f"metadata.json {where} lists {json.dumps(list(listed))}"
+    )
