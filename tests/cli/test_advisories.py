@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -140,3 +141,21 @@ def test_advisories_from_a_url(hub: TestHub, tmp_path: Path) -> None:
         assert f"advisories {gone}: cannot be fetched" in failed.output
     finally:
         server.shutdown()
+
+
+def test_advisory_text_cannot_forge_verify_lines(hub: TestHub, tmp_path: Path) -> None:
+    """Issue 44, class 13: CR/LF and escapes in an advisory's text are printed escaped, on the advisory's line."""
+    project = _project(tmp_path / "p", extra="")
+    assert cli("lock", cwd=project).exit_code == 0
+    text = (project / "pyproject.toml").read_text()
+    (project / "pyproject.toml").write_text(text.replace("[tool.kernlock]\n", "[tool.kernlock]\n" + ADVISED))
+    forged = "\\nok   coverage (every target)\\r\\u001b[2K"  # TOML escapes: a newline, a CR and ESC in the value
+    advisories = EXAMPLE.read_text()
+    summary = re.search(r'^summary = "(.*)"$', advisories, re.M)
+    assert summary is not None
+    (project / "advisories.toml").write_text(advisories.replace(summary.group(0), f'summary = "{summary.group(1)}{forged}"'))
+    result = cli("verify", "--all-targets", cwd=project)
+    assert result.exit_code == 1, result.output
+    assert not [line for line in result.output.splitlines() if line.startswith("ok   coverage (every target)")]
+    assert "\x1b" not in result.output and "\r" not in result.output
+    assert "\\nok   coverage (every target)\\r\\x1b[2K" in result.output  # shown, escaped, where it was

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernlock._internal.model.ids import is_sha256
+from kernlock._internal.model.printable import printable
 from kernlock.errors import ConfigError
 
 _KEYS = {"id", "aliases", "repo", "summary", "details", "references", "affected", "fix"}
@@ -184,7 +185,7 @@ def _text(entry: dict[str, Any], key: str, where: str, required: bool = False) -
         return None
     if not isinstance(value, str) or not value.strip():
         raise ConfigError(f"{where}: give {key} as a non-empty string", fix=FORMAT_FIX)
-    return value.strip()
+    return printable(value.strip())  # printed by verify and apply(): no forged lines
 
 
 def _commit(value: str | None, key: str, where: str) -> str | None:
