@@ -113,8 +113,9 @@ def test_a_lock_written_on_python_3_13_fails_verify_as_apply_does(hub: TestHub,
     assert problem["fix"] == f"kernlock lock -P {PYABI}"
     assert (problem["kernel"], problem["target"]) == (f"{PYABI}@v1", CPU)
     kernlock.apply(path)  # what verify now says, apply() refuses at load
-    with pytest.raises(VariantMismatchError, match=f"kernels would load {BUILD_39} here, but the lock records {BUILD_313}"):
+    with pytest.raises(VariantMismatchError, match=f"kernels would load {BUILD_39} here, but the lock records {BUILD_313}") as refused:
         kernels.get_kernel(PYABI, version=1)
+    assert refused.value.fix == f"run `kernlock lock -P {PYABI}`"  # the same working fix as verify's, not `--target`
     kernlock._internal.runtime.apply.release()
     # the fix works: the entry is locked again for this Python, and verify passes
     assert cli("lock", "-P", PYABI, cwd=project).exit_code == 0

@@ -61,6 +61,14 @@ def backend_target(bound: Binding, entry: LockedKernel, backend: str | None) -> 
     return asked
 
 
+def _relock_fix(entry: LockedKernel, locked: Target, here: object) -> str:
+    """Re-pin the entry where this environment is the locked target already (another Python, a
+    kernels that ranks builds otherwise: `lock --target` keeps the pin), else lock this target."""
+    if str(here) == str(locked):
+        return f"run `kernlock lock -P {entry.repo}`"
+    return f"run `kernlock lock --target {here}`"
+
+
 def locked_local_kernel(
     bound: Binding, entry: LockedKernel, target: Target, backend: str | None
 ) -> Any:
@@ -82,8 +90,7 @@ def locked_local_kernel(
         raise VariantMismatchError(
             f"{entry.spec}: kernels would load {preferred_name or 'no variant'} here, but the lock "
             f"records {variant.name} for {target}; the environment differs from the locked target",
-            fix="run `kernlock lock --target "
-            f"{bound.target if bound.simulated else kernels_target()}`",
+            fix=_relock_fix(entry, target, bound.target if bound.simulated else kernels_target()),
         )
     from huggingface_hub import constants
 
