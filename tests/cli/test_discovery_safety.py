@@ -33,9 +33,9 @@ def _project(root: Path, config: dict) -> Path:
 
 
 def _requests(hub: TestHub) -> Counter[str]:
-    """The Hub requests made, API paths as they are and file downloads counted per repo (which of a
-    shared blob's paths a lock fetches depends on its threads' order)."""
-    return Counter(path.split("/resolve/")[0] + "/resolve" if "/resolve/" in path else path.split("?")[0]
+    """The Hub requests made, API paths as they are and file downloads counted together (which repo's
+    copy of a shared blob a lock fetches depends on its threads' order)."""
+    return Counter("file downloads" if "/resolve/" in path else path.split("?")[0]
                    for _, path in hub.log if "agent-harnesses" not in path)
 
 
