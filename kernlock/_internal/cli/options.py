@@ -87,6 +87,8 @@ def error_json(error: KernlockError) -> str:
         "message": str(error),
         "exit_code": error.exit_code,
     }
+    if missing := getattr(error, "missing", ()):  # every kernel × target without a build
+        body["problems"] = [item.to_dict() for item in missing]
     if isinstance(error, LockfileError):
         body["problem"] = redact(error.problem)
         body.update(

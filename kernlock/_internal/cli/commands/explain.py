@@ -76,6 +76,10 @@ def explain_command(
                     "native": kernel.native_reason(target),
                     "agrees": (locked.name if locked else None) == choice,
                     "reasons": reasons,
+                    # what covers it: the same command verify, run and lock name
+                    "fix": None
+                    if locked or kernel.native_reason(target)
+                    else f"kernlock lock --target {target}",
                 }
             )
         report.append(entry)
@@ -116,3 +120,5 @@ def explain_command(
             for reason in item["reasons"]:
                 mark = "*" if item["locked"] and reason.startswith(item["locked"] + ":") else " "
                 click.echo(f"   {mark} {reason}")
+            if item["fix"]:
+                click.echo(f"    fix: {item['fix']}")
