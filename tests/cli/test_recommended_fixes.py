@@ -85,7 +85,7 @@ def test_a_version_without_a_build_here_is_told_to_lock_the_target_which_names_t
     verified = cli("verify", "--target", here, cwd=project)
     assert verified.exit_code == 1 and f"fix: kernlock lock --target {here}" in verified.output
     refused = cli(*recommended(message), cwd=project)
-    assert refused.exit_code == 1 and f"fix: pin {FA2}@v4 in its spec, or drop the target" in refused.output
+    assert refused.exit_code == 1 and f"fix: pin {FA2}@v4 in its spec and run `kernlock lock`, or drop the target" in refused.output
     pinned = (project / "pyproject.toml").read_text().replace(f"{FA2}@v1", f"{FA2}@v4")
     (project / "pyproject.toml").write_text(pinned)
     assert cli(*recommended(message), cwd=project).exit_code == 0

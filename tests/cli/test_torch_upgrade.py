@@ -69,3 +69,50 @@ def test_every_message_after_a_torch_upgrade_names_the_one_command_that_covers_i
     assert after.returncode == 0, after.stdout + after.stderr
     assert run_kernlock("lock", cwd=project, env=env).returncode == 0  # covered now: a plain lock agrees
     assert run_kernlock("lock", "--check", cwd=project, env=env).returncode == 0
+
+
+def _installed_torch(root: Path, version: str) -> dict[str, str]:
+    """An environment whose installed torch is `version` (a distribution's metadata and `torch/version.py` ahead of
+    the real one on the path; kernlock reads both without importing torch)."""
+    import os
+
+    (root / "torch").mkdir(parents=True)
+    (root / "torch" / "__init__.py").write_text("")
+    (root / "torch" / "version.py").write_text(f"__version__ = '{version}+cpu'\ncuda = None\nhip = None\nxpu = None\n")
+    (root / f"torch-{version}+cpu.dist-info").mkdir()
+    (root / f"torch-{version}+cpu.dist-info" / "METADATA").write_text(f"Name: torch\nVersion: {version}+cpu\n")
+    return {"PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+
+
+def test_an_untested_torch_is_warned_about_once_and_kernlock_goes_on(hub: TestHub, tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p", kernels=[f"{APPENDED}@v1"])
+    assert cli("lock", cwd=project).exit_code == 0
+    here = run_kernlock("verify", cwd=project)
+    assert here.returncode == 0 and "tested with" not in here.stderr  # torch 2.13: inside the tested range
+
+    env = _installed_torch(tmp_path / "site", "2.14.0")
+    shown = run_kernlock("show", cwd=project, env=env)
+    assert shown.returncode == 0, shown.stderr  # a warning, not a refusal
+    warning = ("kernlock: warning: torch 2.14.0+cpu lies outside what kernlock 0.1.0 was tested with "
+               "(torch>=2.9,<2.14, transformers>=5.18,<5.26, kernels>=0.17.0,<0.20; "
+               "docs/reference/supported-versions.md)")
+    assert shown.stderr.count("tested with") == 1 and shown.stderr.startswith(warning), shown.stderr
+    # the upgraded machine is detected, not simulated: verify names the same one command
+    verified = run_kernlock("verify", cwd=project, env=env)
+    assert verified.stderr.count("tested with") == 1, verified.stderr
+    assert verified.returncode == 1 and _fixes(verified.stdout) == {"kernlock lock --target torch2.14-cxx11-cpu-x86_64-linux"}
+
+
+def test_the_tested_ranges_are_the_declared_ones() -> None:
+    """The warning's ranges are pyproject.toml's: the `kernels` dependency and the `torch`/`transformers` extras."""
+    import tomllib
+
+    from helpers import REPO_ROOT
+    from kernlock._internal.compat.tested import TESTED
+
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    declared = [*project["dependencies"], *project["optional-dependencies"]["torch"],
+                *project["optional-dependencies"]["transformers"]]
+    for name, (low, high) in TESTED.items():
+        assert f"{name}>={low},<{high}" in declared, (name, declared)
+    assert "torch>=2.9,<2.14" in (REPO_ROOT / "docs/reference/supported-versions.md").read_text()

@@ -95,7 +95,8 @@ def require_coverage(
     if not missing:
         return
     kernels = [kernel for spec in missing if (kernel := lock.kernel(spec)) is not None]
-    if len(kernels) == 1:
+    # one kernel that needs more than the target added: say why
+    if len(kernels) == 1 and (kernels[0].used_by or not buildable(kernels[0], target)):
         message, fix = uncovered_problem(kernels[0], target)
         raise NoVariantError(f"{lockfile}: {message}", fix=f"`{fix}`")
     have = ", ".join(map(str, lock.targets)) or "none"

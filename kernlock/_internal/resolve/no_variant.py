@@ -57,7 +57,7 @@ class MissingBuild:
     @property
     def fix(self) -> str:
         if self.has_build is not None:
-            return f"pin {self.has_build} in its spec, or drop the target"
+            return f"pin {self.has_build} in its spec and run `kernlock lock`, or drop the target"
         return "drop the target (no version branch has a build for it)"
 
     def line(self) -> str:

@@ -31,6 +31,7 @@ from kernlock._internal.resolve.changes import LockResult, lock_changes
 from kernlock._internal.resolve.guards import refuse_overwrite
 from kernlock._internal.resolve.models import model_kernels
 from kernlock._internal.resolve.options import ResolveOptions
+from kernlock._internal.resolve.override_values import refuse_unmatched_override_values
 from kernlock._internal.resolve.request import LockRequest
 from kernlock._internal.resolve.resolver import Resolver
 from kernlock.errors import KernlockError, StaleLockError, TrustError, UsageError
@@ -276,6 +277,7 @@ def _relock(
         result, models=model_records, version=format_for(result.kernels, model_records)
     )
     _refuse_unknown_overrides(project, {s.repo for s in all_specs} | _names(result))
+    refuse_unmatched_override_values(project.overrides, result, str(project.pyproject))
     existing = _existing_text(path) if migration is None else None
     if previous is not None and existing is not None:
         # no pin change, no `[resolved-with]` churn

@@ -29,8 +29,9 @@ from kernlock._internal.resolve.dependencies import dep_spec, refuse_dependency_
 from kernlock._internal.resolve.jobs import Job, plan_jobs
 from kernlock._internal.resolve.no_variant import MissingBuild, missing_builds_error, missing_of
 from kernlock._internal.resolve.options import ResolveOptions, resolving_context
+from kernlock._internal.resolve.repo_typos import is_not_found, repo_not_found
 from kernlock._internal.resolve.small_files import SmallFiles
-from kernlock.errors import NoVariantError, ResolutionError
+from kernlock.errors import HubError, NoVariantError, ResolutionError
 
 
 class Resolver(CommitLocking):
@@ -54,6 +55,7 @@ class Resolver(CommitLocking):
             tuple[str, str], str
         ] = {}  # entry identity -> why its commit changed, where `lock_changes` cannot tell
         self._histories: dict[tuple[str, str], list[str]] = {}
+        self._known: set[str] = set()  # every repo the project names: what a typo most likely means
         self._files = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kernlock-file")
         self._blobs = SmallFiles(hub, self._files)
 
@@ -71,6 +73,8 @@ class Resolver(CommitLocking):
         # after them
         threading.Thread(target=warm_variant_ranking, name="kernlock-import", daemon=True).start()
         jobs: dict[tuple[str, str], Job] = {}
+        before = self.previous.kernels if self.previous else ()
+        self._known = {spec.repo for spec in specs} | {n for k in before for n in k.names()}
         for spec in specs:
             for job in plan_jobs(spec, self.options.targets, self.options.overrides):
                 merged = jobs.setdefault(job.identity, job)
@@ -332,7 +336,12 @@ class Resolver(CommitLocking):
 
     def _resolve_fresh(self, job: Job) -> LockedKernel:
         spec = job.spec
-        refs = self.hub.refs(spec.repo)
+        try:
+            refs = self.hub.refs(spec.repo)
+        except HubError as error:  # a misspelled repo: the one it most likely means
+            if not is_not_found(error):
+                raise
+            raise repo_not_found(self.hub, spec, error, self._known) from None
         canonical = self.hub.canonical_repo(spec.repo)
         ref, version, commit, resolution = self._pick_commit(spec, refs, job)
         if job.override is not None:

@@ -34,10 +34,16 @@ def explain_command(
     lock = open_workspace(project_dir, lockfile).read_lock()
     kernels = [k for k in lock.kernels if repo in (*k.names(), k.spec)]
     if not kernels:
+        from kernlock._internal.project.suggest import close_repo
+
+        match = close_repo(repo.split("@", 1)[0], {k.repo for k in lock.kernels})
         raise UsageError(
-            f"{repo} is not in the lock; locked: "
-            f"{', '.join(k.spec for k in lock.kernels) or 'nothing'}",
-            fix="name a locked kernel, or lock this one first (`kernlock lock REPO`)",
+            f"{repo} is not in the lock"
+            + (f" (did you mean {match}?)" if match else "")
+            + f"; locked: {', '.join(k.spec for k in lock.kernels) or 'nothing'}",
+            fix=f"`kernlock explain {match}`"
+            if match
+            else "name a locked kernel, or lock this one first (`kernlock lock REPO`)",
         )
     chosen_targets = [parse_target(t) for t in targets] or list(lock.targets)
     report: list[dict[str, Any]] = []
