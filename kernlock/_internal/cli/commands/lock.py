@@ -151,8 +151,8 @@ def lock_command(dry_run: bool, record: bool, quiet: bool, as_json: bool, **opti
     if uncovered is not None:  # a plain `lock` covers this machine or says it does not (exit 1)
         from kernlock.errors import NoVariantError
 
-        written = "wrote" if result.written else "kept"
-        raise NoVariantError(f"{written} {result.path}, but {uncovered[0]}", fix=uncovered[1])
+        done = f"wrote {result.path}" if result.written else f"left {result.path} as it was"
+        raise NoVariantError(f"{done}, but {uncovered[0]}", fix=uncovered[1])
     report(result, as_json, quiet or request.check)
 
 
