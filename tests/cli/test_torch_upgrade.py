@@ -116,3 +116,19 @@ def test_the_tested_ranges_are_the_declared_ones() -> None:
     for name, (low, high) in TESTED.items():
         assert f"{name}>={low},<{high}" in declared, (name, declared)
     assert "torch>=2.9,<2.14" in (REPO_ROOT / "docs/reference/supported-versions.md").read_text()
+
+
+def test_the_how_tos_verify_transcript_is_what_verify_prints(hub: TestHub, tmp_path: Path) -> None:
+    """docs/how-to/new-torch.md's `kernlock verify` after `pip install -U torch`, run as written (the machine's new
+    Torch simulated): every line it shows is what verify prints."""
+    from helpers import REPO_ROOT, UNIVERSAL, markdown_blocks
+
+    [block, *_] = markdown_blocks((REPO_ROOT / "docs/how-to/new-torch.md").read_text(encoding="utf-8"), "console")
+    command, *shown = block.rstrip("\n").splitlines()
+    assert command == "$ kernlock verify"
+    project = make_project(tmp_path / "p", kernels=[f"{UNIVERSAL}@v1"])
+    assert cli("lock", cwd=project).exit_code == 0
+    verified = run_kernlock(*command.split()[2:], cwd=project, env={"KERNLOCK_TARGET": "torch2.14-cxx11-cpu-x86_64-linux"})
+    assert verified.returncode == 1
+    for line in shown:
+        assert line in verified.stdout.splitlines(), (line, verified.stdout)
