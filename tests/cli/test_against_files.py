@@ -4,11 +4,12 @@ so a move to a commit whose build is byte for byte the same passes, and a change
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from helpers import CPU, cli, make_project
 from kernlock._internal.lockfile.serialize import load_lockfile
-from kernlock.testing.fixtures import advance_branch, move_branch, rev_parse
+from kernlock.testing.fixtures import advance_branch, git, move_branch, rev_parse
 from kernlock.testing.hub import TestHub
 from scripts.harness import ok, python
 
@@ -34,6 +35,11 @@ def test_a_byte_identical_move_passes_and_a_changed_file_fails_named(hub: TestHu
     checkpoint.mkdir(parents=True)
     (checkpoint / "kernlock.json").write_text(json.dumps(record))
     assert cli("verify", "--against", "out/checkpoint-1", cwd=project).exit_code == 0
+    # the project is a git checkout: the lock the run recorded is committed
+    git(project, "init", "-q")
+    git(project, "add", "kernels.lock", "pyproject.toml")
+    git(project, "commit", "-qm", "lock")
+    trained = git(project, "rev-parse", "HEAD").decode().strip()
 
     # documented as changing nothing that ran: a new target moves the entry to a commit with the same bytes
     assert cli("lock", "--target", TORCH214, cwd=project).exit_code == 0
@@ -49,3 +55,8 @@ def test_a_byte_identical_move_passes_and_a_changed_file_fails_named(hub: TestHu
     variant = loaded["variant"]
     assert (f"out/checkpoint-1 loaded {APPENDED} {ran.commit[:12]} [{variant}]; the lock now loads {moved[:12]} "
             f"[{variant}], whose appended/__init__.py differs (and 1 more)") in changed.output, changed.output
+    # the fix names the project's commit that holds the run's lock, and restoring it passes again
+    restore = re.search(r"git commit (\w+) holds it \(`(git restore [^`]+)`\)", changed.output)
+    assert restore is not None and trained.startswith(restore[1]), changed.output
+    git(project, *restore[2].split()[1:])
+    assert "ok   against (1 kernel of out/checkpoint-1" in cli("verify", "--against", "out/checkpoint-1", cwd=project).output

@@ -45,6 +45,7 @@ def check_against(lock: Lockfile, path: Path, result: CheckResult) -> None:
     fix = (
         "use the kernels.lock the run was trained with (sha256 "
         f"{str(record.get('lock-sha256'))[:12]}…, recorded in {path}), e.g. from version control"
+        + _restore(record)
     )
     for kernel in record["kernels"]:
         repo, commit, variant = kernel["repo"], kernel["commit"], kernel["variant"]
@@ -76,3 +77,17 @@ def _changed(recorded: Any, files: tuple[LockedFile, ...]) -> str:
     changed = sorted(p for p in {*recorded, *now} if recorded.get(p) != now.get(p))
     more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
     return f", whose {changed[0]} differs{more}" if changed else " with other files"
+
+
+def _restore(record: dict[str, Any]) -> str:
+    """`: git commit C holds it (`git restore …`)` where the run's lock lies in a git checkout."""
+    from kernlock._internal.check.lock_history import commit_holding
+
+    lockfile, sha256 = record.get("lockfile"), record.get("lock-sha256")
+    if not isinstance(lockfile, str) or not isinstance(sha256, str):
+        return ""
+    commit = commit_holding(Path(lockfile), sha256)
+    if commit is None:
+        return ""
+    restore = f"git restore --source={commit[:12]} -- {lockfile}"
+    return f": git commit {commit[:12]} holds it (`{restore}`)"
