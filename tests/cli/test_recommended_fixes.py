@@ -175,7 +175,9 @@ def test_a_model_repo_given_as_a_kernel_is_named_a_model_repo(hub: TestHub, tmp_
     assert ("GET", f"/api/models/{MODEL}") in hub.log
     assert (project / "pyproject.toml").read_bytes() == before
     misspelt = cli("lock", "kernels-community/flash-atn2", cwd=project)
-    assert misspelt.exit_code == 1 and "repository not found on the Hub; fix: check the spelling" in misspelt.output
+    assert misspelt.exit_code == 1 and (f"repository not found on the Hub (from command line); did you mean {FA2}?; "
+                                        f"fix: `kernlock lock {FA2}`") in misspelt.output, misspelt.output
+    assert cli(*recommended(misspelt.output), cwd=project).exit_code == 0
 
 
 def test_kernlock_run_with_a_python_lacking_kernlock_stops_at_the_kernel_import(hub: TestHub, tmp_path: Path) -> None:

@@ -13,10 +13,10 @@ from kernlock.errors import HubError
 
 
 def is_not_found(error: HubError) -> bool:
-    """Whether the Hub answered that the repo does not exist."""
+    """Whether the Hub answered that the repo does not exist (not: a model repo of that name)."""
     from huggingface_hub.errors import RepositoryNotFoundError
 
-    return isinstance(error.__cause__, RepositoryNotFoundError)
+    return isinstance(error.__cause__, RepositoryNotFoundError) and "not found" in error.message
 
 
 def repo_not_found(hub: Hub, spec: KernelSpec, error: HubError, known: Iterable[str]) -> HubError:
