@@ -181,3 +181,8 @@ def test_an_override_value_no_build_has_is_refused_with_the_nearest(hub: TestHub
     pyproject = project / "pyproject.toml"
     pyproject.write_text(pyproject.read_text().replace(f'{fix[1]} = "{fix[2]}"', f'{fix[1]} = "{fix[3]}"'))
     assert cli("lock", cwd=project).exit_code == 0 and _cu128_is_pinned_to_v2(hub, project)
+    # the same typo made after locking: verify says so, with the same fix
+    pyproject.write_text(pyproject.read_text().replace('backend = "cu128"', 'backend = "cu12B"'))
+    verified = cli("verify", cwd=project)
+    assert verified.exit_code == 1 and 'backend = "cu12B" matches no build' in verified.output, verified.output
+    assert 'fix: change backend = "cu12B" to backend = "cu128"' in verified.output

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
 
+from kernlock._internal.check.override_values import refuse_unmatched_override_values
 from kernlock._internal.hub.client import Hub
 from kernlock._internal.lockfile.kernels_json import migration_for
 from kernlock._internal.lockfile.model import Lockfile, format_for
@@ -31,7 +32,6 @@ from kernlock._internal.resolve.changes import LockResult, lock_changes
 from kernlock._internal.resolve.guards import refuse_overwrite
 from kernlock._internal.resolve.models import model_kernels
 from kernlock._internal.resolve.options import ResolveOptions
-from kernlock._internal.resolve.override_values import refuse_unmatched_override_values
 from kernlock._internal.resolve.request import LockRequest
 from kernlock._internal.resolve.resolver import Resolver
 from kernlock.errors import KernlockError, StaleLockError, TrustError, UsageError

@@ -26,11 +26,11 @@ def _values(lock: Lockfile, repo: str) -> dict[str, set[str]]:
     return {key: {getattr(target, key) for target in targets} for key in _KEYS}
 
 
-def refuse_unmatched_override_values(
+def unmatched_override_value(
     rules: tuple[OverrideRule, ...], lock: Lockfile, pyproject: str
-) -> None:
-    """Raise `ConfigError` for the first override value no build nor target has (nothing is
-    written)."""
+) -> tuple[str, str] | None:
+    """The first override value no build nor target has, as a problem and its fix (None: each
+    matches something)."""
     for rule in rules:
         values = _values(lock, rule.repo)
         for key in _KEYS:
@@ -39,14 +39,23 @@ def refuse_unmatched_override_values(
                 continue
             match = close_name(wanted, values[key], cutoff=0.6)
             table = f'[tool.kernlock.overrides."{rule.repo}"]'
-            raise ConfigError(
+            return (
                 f'{pyproject}: {table}: {key} = "{wanted}" matches no build of the locked '
                 f"commit and no target (they have {', '.join(sorted(values[key])) or 'none'}), so "
-                "the override would never apply"
-                + (f" (did you mean {match}?)" if match else "")
-                + "; nothing was written",
-                fix=f'change {key} = "{wanted}" to {key} = "{match}" in {table} of '
+                "the override would never apply" + (f" (did you mean {match}?)" if match else ""),
+                f'change {key} = "{wanted}" to {key} = "{match}" in {table} of '
                 f"{os.path.basename(pyproject)}"
                 if match
                 else f"correct {key} in {table}, or remove that override",
             )
+    return None
+
+
+def refuse_unmatched_override_values(
+    rules: tuple[OverrideRule, ...], lock: Lockfile, pyproject: str
+) -> None:
+    """Raise `ConfigError` for the first override value no build nor target has (`kernlock lock`:
+    nothing is written)."""
+    found = unmatched_override_value(rules, lock, pyproject)
+    if found is not None:
+        raise ConfigError(f"{found[0]}; nothing was written", fix=found[1])
