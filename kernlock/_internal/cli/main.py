@@ -24,6 +24,7 @@ COMMANDS = {
     "export": "Export kernels.lock in another tool's format (kernels' JSON lock).",
     "sync": "Download and verify exactly the locked variants.",
     "vendor": "Export the locked variants into a self-contained directory.",
+    "cache": "Show and free what registered locks keep in the Hub cache.",
 }
 
 

@@ -79,12 +79,13 @@ def refuse_link(directory_fd: int, root: Path, name: str) -> None:
         raise _link_refused(root, PurePath(name))
 
 
-def write_inside(root: Path, name: str, data: bytes | str) -> None:
-    """Replace file `root/name` with `data` atomically, refusing a link at `name` (an existing
-    file keeps its mode)."""
+def write_inside(root: Path, name: str, data: bytes | str, below: PurePath = _HERE) -> None:
+    """Replace file `root/below/name` with `data` atomically, refusing a link at `name` or on the
+    way from `root` (the directories of `below` are made as needed; an existing file keeps its
+    mode)."""
     payload = data.encode("utf-8") if isinstance(data, str) else data
-    with directory(root) as fd:
-        refuse_link(fd, root, name)
+    with directory(root, below, create=bool(below.parts)) as fd:
+        refuse_link(fd, root / below, name)
         try:
             mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode & 0o7777
         except FileNotFoundError:

@@ -33,6 +33,7 @@ from kernlock._internal.resolve.models import model_kernels
 from kernlock._internal.resolve.options import ResolveOptions
 from kernlock._internal.resolve.request import LockRequest
 from kernlock._internal.resolve.resolver import Resolver
+from kernlock._internal.store.registry import register
 from kernlock.errors import KernlockError, StaleLockError, TrustError, UsageError
 
 REASONS = ("branch moved", "upgraded", "added", "removed", "override", "re-verified")
@@ -307,6 +308,7 @@ def _relock(
             if migration is not None:
                 migration.preserve()
             written = write_lockfile(result, path)
+            register(path, result)  # `kernlock cache` keeps what it names
         # as uv does: pyproject.toml never keeps a spec whose lock was not written
         except BaseException:
             if edited:

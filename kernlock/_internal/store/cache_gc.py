@@ -1,0 +1,282 @@
+"""`kernlock cache`: what the registered locks keep in the Hub cache, and freeing what none needs.
+
+`keep` is what `sync`, `vendor` and `apply()`'s own downloads call: the lock registers itself
+(`kernlock._internal.store.registry`) and leaves a root per synced commit
+(`kernlock._internal.store.gc_roots`), so `hf cache prune` keeps them. `prune` frees the commits
+kernlock rooted that no registered lock names now: their stale roots go, and a commit no other ref
+points at (`refs/main`, kernels' `refs/v4`, a user's ref, another lock's root) is deleted by
+huggingface_hub's own deletion (`HFCacheInfo.delete_revisions`), which keeps every blob another
+cached revision links: files are shared by content, so a file another lock lists stays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from contextlib import suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kernlock._internal.lockfile.model import Lockfile
+from kernlock._internal.store.gc_roots import (
+    Root,
+    add_root,
+    other_refs,
+    remove_root,
+    root_for,
+    roots,
+    snapshot_present,
+    snapshot_size,
+)
+from kernlock._internal.store.hub_cache import hub_cache_dir, repo_folder
+from kernlock._internal.store.registry import Registration, register, registrations
+from kernlock.errors import KernlockError, UsageError
+
+
+def keep(
+    lock_path: Path, lock: Lockfile, cache: Path, synced: Iterable[tuple[str, str]]
+) -> list[str]:
+    """Register the lock and root each synced (repo, commit) in `cache`; what could not be rooted
+    (one line each: a read-only cache keeps the files, and `hf cache prune` may delete them)."""
+    identity = register(lock_path, lock, cache)
+    problems = []
+    for repo, commit in dict.fromkeys(synced):
+        try:
+            add_root(cache, root_for(repo, commit, identity))
+        except (OSError, KernlockError) as error:
+            why = error.message if isinstance(error, KernlockError) else error.strerror
+            problems.append(f"{repo}@{commit[:12]}: no GC root written in {cache} ({why})")
+    return problems
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A commit a registered lock names: whether it is cached, rooted, and its size."""
+
+    repo: str
+    commit: str
+    specs: tuple[str, ...]
+    cached: bool
+    rooted: bool
+    size: int
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "repo": self.repo,
+            "commit": self.commit,
+            "specs": list(self.specs),
+            "cached": self.cached,
+            "rooted": self.rooted,
+            "size": self.size,
+        }
+
+
+@dataclass(frozen=True)
+class LockKeeps:
+    """What one registered lock keeps in the cache."""
+
+    lock: Path
+    lock_id: str
+    live: bool
+    kept: tuple[Kept, ...]
+
+    @property
+    def size(self) -> int:
+        return sum(k.size for k in self.kept)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "lock": str(self.lock),
+            "lock_id": self.lock_id,
+            "live": self.live,
+            "size": self.size,
+            "commits": [k.to_dict() for k in self.kept],
+        }
+
+
+@dataclass(frozen=True)
+class CacheListing:
+    """`kernlock cache list`: each registered lock, and the roots of locks not registered here."""
+
+    cache: Path
+    locks: tuple[LockKeeps, ...]
+    unregistered: tuple[Root, ...]  # another user's, or a registration lost with the private cache
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "cache": str(self.cache),
+            "locks": [lk.to_dict() for lk in self.locks],
+            "unregistered": [
+                {"repo": r.repo, "commit": r.commit, "ref": r.ref()} for r in self.unregistered
+            ],
+        }
+
+
+def _registered() -> list[Registration]:
+    found = registrations()
+    if found is None:
+        from kernlock._internal.settings import CACHE_DIR_ENV, NO_CACHE_ENV
+
+        raise UsageError(
+            "kernlock's private directory is off (KERNLOCK_NO_CACHE, or it is not private), so no "
+            "lock is registered: kernlock cannot tell what the cache keeps for which lock",
+            fix=f"unset {NO_CACHE_ENV}, or set {CACHE_DIR_ENV} to a directory of your own",
+        )
+    return found
+
+
+def cache_list() -> CacheListing:
+    """What each registered lock keeps in the Hub cache."""
+    cache = hub_cache_dir()
+    found = _registered()
+    present = set(roots(cache))
+    locks = []
+    for registration in found:
+        kept = []
+        for (repo, commit), specs in sorted(registration.needs().items()):
+            folder = repo_folder(repo)
+            cached = snapshot_present(cache, folder, commit)
+            kept.append(
+                Kept(
+                    repo,
+                    commit,
+                    specs,
+                    cached,
+                    Root(folder, commit, registration.lock_id) in present,
+                    snapshot_size(cache, folder, commit) if cached else 0,
+                )
+            )
+        locks.append(
+            LockKeeps(registration.lock, registration.lock_id, registration.live(), tuple(kept))
+        )
+    known = {r.lock_id for r in found}
+    return CacheListing(
+        cache, tuple(locks), tuple(r for r in sorted(present) if r.lock_id not in known)
+    )
+
+
+@dataclass
+class PruneReport:
+    """`kernlock cache prune`: the commits freed (or to be freed, `dry_run`), the roots removed, the
+    registrations expired."""
+
+    cache: Path
+    dry_run: bool
+    freed: list[str] = field(default_factory=list)  # "org/repo@commit"
+    kept: list[str] = field(default_factory=list)  # unrooted, still named by another ref
+    unrooted: list[str] = field(default_factory=list)  # root refs removed
+    expired: list[str] = field(default_factory=list)  # lock paths
+    bytes: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "cache": str(self.cache),
+            "dry_run": self.dry_run,
+            "freed": self.freed,
+            "kept": self.kept,
+            "unrooted": self.unrooted,
+            "expired": self.expired,
+            "bytes": self.bytes,
+            "warnings": self.warnings,
+        }
+
+
+def prune(dry_run: bool = False) -> PruneReport:
+    """Free the commits kernlock rooted that no registered lock names now (`dry_run`: say which,
+    change nothing)."""
+    cache = hub_cache_dir()
+    found = _registered()
+    report = PruneReport(cache=cache, dry_run=dry_run)
+    needs = {r.lock_id: set(r.needs()) for r in found}
+    needed = set().union(*needs.values())
+    present = roots(cache)
+    stale = [
+        root
+        for root in present
+        if not snapshot_present(
+            cache, root.folder, root.commit
+        )  # a dangling ref corrupts the repo for hf
+        or (root.lock_id in needs and (root.repo, root.commit) not in needs[root.lock_id])
+    ]
+    missing = [
+        root_for(repo, commit, identity)
+        for identity, pairs in needs.items()
+        for repo, commit in sorted(pairs)
+        if snapshot_present(cache, repo_folder(repo), commit)
+        and root_for(repo, commit, identity) not in present
+    ]
+    staying = {(r.folder, r.commit) for r in present if r not in stale} | {
+        (r.folder, r.commit) for r in missing
+    }
+    candidates: set[tuple[str, str]] = set()
+    for root in stale:
+        report.unrooted.append(f"{root.repo}@{root.commit[:12]} ({root.ref()})")
+        pair = (root.folder, root.commit)
+        if (
+            not snapshot_present(cache, *pair)
+            or (root.repo, root.commit) in needed
+            or pair in staying
+            or pair in candidates
+        ):
+            continue
+        if root.commit in other_refs(cache, root.folder):
+            report.kept.append(f"{root.repo}@{root.commit[:12]}")
+        else:
+            candidates.add(pair)
+    if not dry_run:
+        for root in stale:
+            remove_root(cache, root)
+        for root in missing:
+            with suppress(OSError, KernlockError):
+                add_root(cache, root)
+    _free(cache, candidates, {r.ref() for r in stale}, report)
+    if not dry_run:
+        from kernlock._internal.store.registry import leave_cache
+
+        for registration in found:
+            if not registration.live():
+                leave_cache(registration, cache)
+    report.expired = [str(r.lock) for r in found if not r.live()]
+    return report
+
+
+def _free(
+    cache: Path, candidates: set[tuple[str, str]], stale: set[str], report: PruneReport
+) -> None:
+    """Delete the candidate revisions with huggingface_hub's own deletion (blobs other revisions
+    link stay). One named by a ref other than the `stale` roots (made since), or also cached under
+    another repo folder (a revision is deleted by its hash in every repo), stays."""
+    if not candidates:
+        return
+    from huggingface_hub import scan_cache_dir
+
+    info = scan_cache_dir(cache)
+    chosen: dict[str, str] = {}
+    held: set[str] = set()
+    for repo in info.repos:
+        for revision in repo.revisions:
+            if not any(commit == revision.commit_hash for _, commit in candidates):
+                continue
+            if (repo.repo_path.name, revision.commit_hash) in candidates and revision.refs <= stale:
+                chosen.setdefault(
+                    revision.commit_hash, f"{repo.repo_id}@{revision.commit_hash[:12]}"
+                )
+            else:
+                held.add(revision.commit_hash)
+    for folder, commit in sorted(candidates):
+        if commit in held:
+            report.kept.append(f"{folder}@{commit[:12]}")
+        elif commit not in chosen:
+            report.warnings.append(
+                f"{folder}@{commit[:12]}: not freed (huggingface_hub's scan cannot read that repo: "
+                f"{'; '.join(str(w) for w in info.warnings) or 'no such revision'})"
+            )
+    for commit in held:
+        chosen.pop(commit, None)
+    if not chosen:
+        return
+    strategy = info.delete_revisions(*sorted(chosen))
+    report.bytes = strategy.expected_freed_size
+    report.freed = sorted(chosen.values())
+    if not report.dry_run:
+        strategy.execute()
