@@ -111,6 +111,7 @@ def test_cache_prune_frees_the_commit_no_registered_lock_names(hub: TestHub, tmp
     v2 = relock(project, f"{FA2}@v2")
     assert v4 != v2 and snapshot(v4).is_dir() and snapshot(v2).is_dir()
     kept_blobs = blobs(v2)
+    assert blobs(v4) & kept_blobs  # a file both commits hold (same bytes): one blob, which must stay
 
     listed = json.loads(cli("cache", "list", "--json").output)
     [mine] = listed["locks"]
@@ -157,3 +158,48 @@ def test_a_second_project_still_locking_v4_keeps_it_until_it_is_gone(hub: TestHu
     assert [lk["lock"] for lk in json.loads(cli("cache", "list", "--json").output)["locks"]] == [
         str((first / "kernels.lock").resolve())]
     assert cli("verify", "--cache", cwd=first).exit_code == 0
+
+
+def test_a_lock_registers_when_written_and_vendor_roots_what_it_syncs(hub: TestHub, tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p", [f"{FA2}@v4"], [CPU])
+    assert cli("lock", cwd=project).exit_code == 0
+    [entry] = load_lockfile(project / "kernels.lock").kernels
+    [mine] = json.loads(cli("cache", "list", "--json").output)["locks"]
+    assert mine["commits"] == [{"repo": FA2, "commit": entry.commit, "specs": [f"{FA2}@v4"], "cached": False,
+                                "rooted": False, "size": 0}]
+    vendored = cli("vendor", str(tmp_path / "vendor"), cwd=project)
+    assert vendored.exit_code == 0, vendored.output
+    assert root(project, entry.commit).read_text() == entry.commit
+    listed = cli("cache", "list", cwd=project).output
+    assert f"{FA2}@v4 {entry.commit[:12]}: cached, rooted" in listed, listed
+    assert cli("cache", "dir").output.strip() == str(hub_cache_dir())
+
+
+def test_prune_keeps_what_another_ref_names_and_drops_a_dangling_root(hub: TestHub, tmp_path: Path) -> None:
+    project = tmp_path / "p"
+    v4 = relock(project, f"{FA2}@v4")
+    relock(project, f"{FA2}@v2")
+    refs = hub_cache_dir() / repo_folder(FA2) / "refs"
+    (refs / "v4").write_text(v4)  # what kernels' own online `get_kernel(version=4)` records
+    foreign = refs / "kernlock" / "0123456789abcdef" / v4  # a lock registered elsewhere (another user's)
+    foreign.parent.mkdir()
+    foreign.write_text(v4)
+    dangling = refs / "kernlock" / lock_id(project / "kernels.lock") / ("d" * 40)  # its snapshot was deleted by hand
+    dangling.write_text("d" * 40)
+
+    assert "1 root(s) of locks not registered here are kept" in cli("cache", "list").output
+    pruned = cli("cache", "prune", cwd=project)
+    assert pruned.exit_code == 0, pruned.output
+    assert f"kept {FA2}@{v4[:12]} (another ref names it)" in pruned.output, pruned.output
+    assert "2 stale root(s) removed" in pruned.output  # this lock's root of v4, and the dangling one
+    assert snapshot(v4).is_dir() and foreign.is_file() and (refs / "v4").read_text() == v4
+    assert not root(project, v4).exists() and not dangling.exists()
+
+
+def test_cache_commands_need_the_private_directory_and_say_so(hub: TestHub, tmp_path: Path) -> None:
+    off = run_kernlock("cache", "prune", cwd=tmp_path, env={"KERNLOCK_NO_CACHE": "1"})
+    assert off.returncode == 2
+    [line] = off.stderr.splitlines()
+    assert line.startswith("kernlock: error: kernlock's private directory is off") and "unset KERNLOCK_NO_CACHE" in line
+    fixed = run_kernlock("cache", "prune", cwd=tmp_path)  # the fix: KERNLOCK_NO_CACHE unset
+    assert fixed.returncode == 0 and "freed 0 commit(s)" in fixed.stdout, fixed.stdout + fixed.stderr

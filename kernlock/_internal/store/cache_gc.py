@@ -22,6 +22,7 @@ from kernlock._internal.store.gc_roots import (
     add_root,
     other_refs,
     remove_root,
+    repo_of,
     root_for,
     roots,
     snapshot_present,
@@ -209,17 +210,14 @@ def prune(dry_run: bool = False) -> PruneReport:
         (r.folder, r.commit) for r in missing
     }
     candidates: set[tuple[str, str]] = set()
+    seen: set[tuple[str, str]] = set()
     for root in stale:
         report.unrooted.append(f"{root.repo}@{root.commit[:12]} ({root.ref()})")
         pair = (root.folder, root.commit)
-        if (
-            not snapshot_present(cache, *pair)
-            or (root.repo, root.commit) in needed
-            or pair in staying
-            or pair in candidates
-        ):
+        if pair in seen or not snapshot_present(cache, *pair) or (root.repo, root.commit) in needed:
             continue
-        if root.commit in other_refs(cache, root.folder):
+        seen.add(pair)
+        if pair in staying or root.commit in other_refs(cache, root.folder):
             report.kept.append(f"{root.repo}@{root.commit[:12]}")
         else:
             candidates.add(pair)
@@ -265,11 +263,11 @@ def _free(
                 held.add(revision.commit_hash)
     for folder, commit in sorted(candidates):
         if commit in held:
-            report.kept.append(f"{folder}@{commit[:12]}")
+            report.kept.append(f"{repo_of(folder)}@{commit[:12]}")
         elif commit not in chosen:
             report.warnings.append(
-                f"{folder}@{commit[:12]}: not freed (huggingface_hub's scan cannot read that repo: "
-                f"{'; '.join(str(w) for w in info.warnings) or 'no such revision'})"
+                f"{repo_of(folder)}@{commit[:12]}: not freed (huggingface_hub's scan cannot "
+                f"read that repo: {'; '.join(str(w) for w in info.warnings) or 'no such revision'})"
             )
     for commit in held:
         chosen.pop(commit, None)

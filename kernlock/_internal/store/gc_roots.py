@@ -37,11 +37,16 @@ class Root:
     @property
     def repo(self) -> str:
         """The repo id (`org/repo`)."""
-        return self.folder.removeprefix(_FOLDER_PREFIX).replace("--", "/", 1)
+        return repo_of(self.folder)
 
     def ref(self) -> str:
         """The ref's name as `hf cache ls` shows it."""
         return f"{NAMESPACE}/{self.lock_id}/{self.commit}"
+
+
+def repo_of(folder: str) -> str:
+    """The repo id (`org/repo`) of a cache folder (`kernels--org--repo`)."""
+    return folder.removeprefix(_FOLDER_PREFIX).replace("--", "/", 1)
 
 
 def lock_id(lock_path: str | os.PathLike[str]) -> str:
