@@ -44,9 +44,12 @@ def keep(
         try:
             add_root(cache, root_for(repo, commit, identity))
         except (OSError, KernlockError) as error:
-            why = error.message if isinstance(error, KernlockError) else error.strerror
-            problems.append(f"{repo}@{commit[:12]}: no GC root written in {cache} ({why})")
+            problems.append(f"{repo}@{commit[:12]}: no GC root written in {cache} ({_why(error)})")
     return problems
+
+
+def _why(error: OSError | KernlockError) -> str:
+    return error.message if isinstance(error, KernlockError) else str(error.strerror or error)
 
 
 @dataclass(frozen=True)
@@ -191,42 +194,30 @@ def prune(dry_run: bool = False) -> PruneReport:
     needs = {r.lock_id: set(r.needs()) for r in found}
     needed = set().union(*needs.values())
     present = roots(cache)
-    stale = [
-        root
-        for root in present
-        if not snapshot_present(
-            cache, root.folder, root.commit
-        )  # a dangling ref corrupts the repo for hf
-        or (root.lock_id in needs and (root.repo, root.commit) not in needs[root.lock_id])
-    ]
-    missing = [
+    stale = [root for root in present if _stale(cache, root, needs)]
+    missing = [  # a live lock's cached commit with no root of its own (synced before it registered)
         root_for(repo, commit, identity)
         for identity, pairs in needs.items()
         for repo, commit in sorted(pairs)
         if snapshot_present(cache, repo_folder(repo), commit)
         and root_for(repo, commit, identity) not in present
     ]
-    staying = {(r.folder, r.commit) for r in present if r not in stale} | {
-        (r.folder, r.commit) for r in missing
-    }
+    staying = {(r.folder, r.commit) for r in [*present, *missing] if r not in stale}
     candidates: set[tuple[str, str]] = set()
-    seen: set[tuple[str, str]] = set()
     for root in stale:
         report.unrooted.append(f"{root.repo}@{root.commit[:12]} ({root.ref()})")
         pair = (root.folder, root.commit)
-        if pair in seen or not snapshot_present(cache, *pair) or (root.repo, root.commit) in needed:
+        if pair in candidates or not snapshot_present(cache, *pair):
             continue
-        seen.add(pair)
+        if (root.repo, root.commit) in needed:
+            continue
         if pair in staying or root.commit in other_refs(cache, root.folder):
             report.kept.append(f"{root.repo}@{root.commit[:12]}")
+            staying.add(pair)  # said once
         else:
             candidates.add(pair)
     if not dry_run:
-        for root in stale:
-            remove_root(cache, root)
-        for root in missing:
-            with suppress(OSError, KernlockError):
-                add_root(cache, root)
+        _reroot(cache, stale, missing, report)
     _free(cache, candidates, {r.ref() for r in stale}, report)
     if not dry_run:
         from kernlock._internal.store.registry import leave_cache
@@ -236,6 +227,26 @@ def prune(dry_run: bool = False) -> PruneReport:
                 leave_cache(registration, cache)
     report.expired = [str(r.lock) for r in found if not r.live()]
     return report
+
+
+def _stale(cache: Path, root: Root, needs: dict[str, set[tuple[str, str]]]) -> bool:
+    """Whether a root goes: its snapshot is gone (huggingface_hub's scan calls a ref to a missing
+    commit corrupted), or it is a registered lock's and that lock no longer names the commit."""
+    if not snapshot_present(cache, root.folder, root.commit):
+        return True
+    return root.lock_id in needs and (root.repo, root.commit) not in needs[root.lock_id]
+
+
+def _reroot(cache: Path, stale: list[Root], missing: list[Root], report: PruneReport) -> None:
+    """Remove the stale roots and write the missing ones (what cannot be changed is a warning)."""
+    for root in stale:
+        try:
+            remove_root(cache, root)
+        except (OSError, KernlockError) as error:
+            report.warnings.append(f"{root.ref()} of {root.repo}: not removed ({_why(error)})")
+    for root in missing:
+        with suppress(OSError, KernlockError):  # costs only protection from `hf cache prune`
+            add_root(cache, root)
 
 
 def _free(
