@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import CPU, FA2, LockedProjectFactory, cli, make_project, run_kernlock
+from helpers import CPU, FA2, REPO_ROOT, LockedProjectFactory, cli, make_project, markdown_blocks, run_bash, run_kernlock
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock._internal.store.gc_roots import lock_id
 from kernlock._internal.store.hub_cache import hub_cache_dir, repo_folder
@@ -203,3 +203,31 @@ def test_cache_commands_need_the_private_directory_and_say_so(hub: TestHub, tmp_
     assert line.startswith("kernlock: error: kernlock's private directory is off") and "unset KERNLOCK_NO_CACHE" in line
     fixed = run_kernlock("cache", "prune", cwd=tmp_path)  # the fix: KERNLOCK_NO_CACHE unset
     assert fixed.returncode == 0 and "freed 0 commit(s)" in fixed.stdout, fixed.stdout + fixed.stderr
+
+
+def test_a_root_sync_cannot_write_is_one_warning_and_the_files_still_verify(locked_project: LockedProjectFactory) -> None:
+    project, lock = locked_project([f"{FA2}@v4"], [CPU])
+    assert cli("sync", cwd=project).exit_code == 0
+    [entry] = lock.kernels
+    shutil.rmtree(hub_cache_dir() / repo_folder(FA2) / "refs" / "kernlock")
+    (hub_cache_dir() / repo_folder(FA2) / "refs" / "kernlock").write_text("in the way")  # no directory can go there
+    synced = run_kernlock("sync", "--json", cwd=project)
+    assert synced.returncode == 0, synced.stdout + synced.stderr
+    [line] = json.loads(synced.stdout)["unrooted"]
+    assert line.startswith(f"{FA2}@{entry.commit[:12]}: no GC root written in {hub_cache_dir()}"), line
+    warned = run_kernlock("sync", cwd=project)
+    assert warned.returncode == 0 and f"kernlock: warning: {line}" in warned.stderr, warned.stderr
+
+
+def test_the_clusters_shared_cache_block_runs_as_written(hub: TestHub, tmp_path: Path) -> None:
+    """docs/how-to/clusters.md's shared-cache block, verbatim, on a project whose lock moved from v4 to v2."""
+    project = tmp_path / "p"
+    v4 = relock(project, f"{FA2}@v4")
+    make_project(project, [f"{FA2}@v2"], [CPU])
+    assert cli("lock", cwd=project).exit_code == 0
+    [block] = markdown_blocks((REPO_ROOT / "docs" / "how-to" / "clusters.md").read_text(encoding="utf-8"), "bash")
+    done = run_bash(block, project)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [v2] = [k.commit for k in load_lockfile(project / "kernels.lock").kernels]
+    assert f"would free {FA2}@{v4[:12]}" in done.stdout and f"freed {FA2}@{v4[:12]}" in done.stdout, done.stdout
+    assert not snapshot(v4).exists() and root(project, v2).read_text() == v2
