@@ -32,7 +32,8 @@ LOCKFILE_ENV = "KERNLOCK_LOCKFILE"  # the lock to read instead of discovering on
 VENDOR_ENV = "KERNLOCK_VENDOR_DIR"  # a vendored lock and its files
 # kernlock's private per-user directory: parsed locks, verified-file stamps, lock registrations
 CACHE_DIR_ENV = "KERNLOCK_CACHE_DIR"
-NO_CACHE_ENV = "KERNLOCK_NO_CACHE"  # turn that directory off (no lock registers: `kernlock cache`)
+# turn that directory off: every file re-hashed, no lock registered for `kernlock cache`
+NO_CACHE_ENV = "KERNLOCK_NO_CACHE"
 STATE_DIR_ENV = "KERNLOCK_STATE_DIR"  # where the project mutexes live
 # seconds to wait for another `kernlock lock` of the project (0: none)
 LOCK_TIMEOUT_ENV = "KERNLOCK_LOCK_TIMEOUT"

@@ -85,7 +85,7 @@ def test_mkdocs_build_strict_passes_and_generates_the_reference(site: Path) -> N
     from kernlock._internal import settings
 
     cli = (site / "reference" / "cli" / "index.html").read_text(encoding="utf-8")
-    for command in ("lock", "verify", "sync", "vendor", "run", "show", "outdated", "explain", "export", "remove"):
+    for command in ("lock", "verify", "sync", "vendor", "run", "show", "outdated", "explain", "export", "remove", "cache"):
         assert f'id="kernlock-{command}"' in cli, command
     assert "--all-targets" in cli and "--upgrade-kernel" in cli
     assert "Sentinel" not in cli  # click 8.2's "no default" marker, which mkdocs-click 0.9 would print
