@@ -153,7 +153,7 @@ def test_a_second_project_still_locking_v4_keeps_it_until_it_is_gone(hub: TestHu
         str((first / "kernels.lock").resolve()): True, str((second / "kernels.lock").resolve()): False}
     pruned = cli("cache", "prune", cwd=first)
     assert f"freed {FA2}@{v4[:12]}" in pruned.output, pruned.output
-    assert f"expired the registration of {(second / 'kernels.lock').resolve()}" in pruned.output
+    assert f"the registration of {(second / 'kernels.lock').resolve()} has expired" in pruned.output
     assert not snapshot(v4).exists() and snapshot(v2).is_dir()
     assert [lk["lock"] for lk in json.loads(cli("cache", "list", "--json").output)["locks"]] == [
         str((first / "kernels.lock").resolve())]
@@ -231,3 +231,27 @@ def test_the_clusters_shared_cache_block_runs_as_written(hub: TestHub, tmp_path:
     [v2] = [k.commit for k in load_lockfile(project / "kernels.lock").kernels]
     assert f"would free {FA2}@{v4[:12]}" in done.stdout and f"freed {FA2}@{v4[:12]}" in done.stdout, done.stdout
     assert not snapshot(v4).exists() and root(project, v2).read_text() == v2
+
+
+def test_prune_never_deletes_through_a_link_planted_in_a_snapshot(hub: TestHub, tmp_path: Path) -> None:
+    """huggingface_hub's deletion removes a freed revision's blobs: a link another user of the shared cache planted
+    in the snapshot would make it delete the link's target, so the revision is kept, with the `rm` to run."""
+    project = tmp_path / "p"
+    v4 = relock(project, f"{FA2}@v4")
+    relock(project, f"{FA2}@v2")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("someone's file")
+    planted = snapshot(v4) / "build" / "planted.py"
+    planted.symlink_to(victim)
+
+    refused = cli("cache", "prune", cwd=project)
+    assert refused.exit_code == 0 and "freed 0 commit(s)" in refused.output, refused.output
+    [warning] = [line for line in refused.output.splitlines() if line.startswith("kernlock: warning:")]
+    assert f"{FA2}@{v4[:12]}: not freed ({planted} is a link out of the repo's blobs" in warning
+    assert victim.read_text() == "someone's file" and snapshot(v4).is_dir()
+    fix = warning.rsplit("`", 2)[1]
+    assert fix == f"rm -- {planted}"
+    assert subprocess.run(fix, shell=True, check=False).returncode == 0
+    freed = cli("cache", "prune", cwd=project)
+    assert f"freed {FA2}@{v4[:12]}" in freed.output, freed.output
+    assert victim.read_text() == "someone's file" and not snapshot(v4).exists()

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kernlock._internal.lockfile.model import Lockfile
 from kernlock._internal.store.gc_roots import (
@@ -31,6 +32,9 @@ from kernlock._internal.store.gc_roots import (
 from kernlock._internal.store.hub_cache import hub_cache_dir, repo_folder
 from kernlock._internal.store.registry import Registration, register, registrations
 from kernlock.errors import KernlockError, UsageError
+
+if TYPE_CHECKING:
+    from huggingface_hub import CachedRevisionInfo
 
 
 def keep(
@@ -205,7 +209,6 @@ def prune(dry_run: bool = False) -> PruneReport:
     staying = {(r.folder, r.commit) for r in [*present, *missing] if r not in stale}
     candidates: set[tuple[str, str]] = set()
     for root in stale:
-        report.unrooted.append(f"{root.repo}@{root.commit[:12]} ({root.ref()})")
         pair = (root.folder, root.commit)
         if pair in candidates or not snapshot_present(cache, *pair):
             continue
@@ -216,17 +219,34 @@ def prune(dry_run: bool = False) -> PruneReport:
             staying.add(pair)  # said once
         else:
             candidates.add(pair)
+    if not dry_run:  # a candidate's root goes with it (huggingface_hub deletes a revision's refs)
+        _reroot(
+            cache, [r for r in stale if (r.folder, r.commit) not in candidates], missing, report
+        )
+    freed = _free(cache, candidates, {r.ref() for r in stale}, report)
+    report.unrooted = [  # a candidate kept (a warning says why) keeps its root for the next prune
+        f"{r.repo}@{r.commit[:12]} ({r.ref()})"
+        for r in stale
+        if (r.folder, r.commit) not in candidates or r.commit in freed
+    ]
     if not dry_run:
-        _reroot(cache, stale, missing, report)
-    _free(cache, candidates, {r.ref() for r in stale}, report)
-    if not dry_run:
-        from kernlock._internal.store.registry import leave_cache
-
-        for registration in found:
-            if not registration.live():
-                leave_cache(registration, cache)
+        for root in (r for r in stale if r.commit in freed):  # its lock's directory, once empty
+            with suppress(OSError, KernlockError):
+                remove_root(cache, root)
+        _expire(cache, found)
     report.expired = [str(r.lock) for r in found if not r.live()]
     return report
+
+
+def _expire(cache: Path, found: list[Registration]) -> None:
+    """Each registration whose lock is gone leaves `cache` once it has no root left there (one a
+    warning kept stays, for the next prune)."""
+    from kernlock._internal.store.registry import leave_cache
+
+    rooted = {root.lock_id for root in roots(cache)}
+    for registration in found:
+        if not registration.live() and registration.lock_id not in rooted:
+            leave_cache(registration, cache)
 
 
 def _stale(cache: Path, root: Root, needs: dict[str, set[tuple[str, str]]]) -> bool:
@@ -251,41 +271,64 @@ def _reroot(cache: Path, stale: list[Root], missing: list[Root], report: PruneRe
 
 def _free(
     cache: Path, candidates: set[tuple[str, str]], stale: set[str], report: PruneReport
-) -> None:
+) -> set[str]:
     """Delete the candidate revisions with huggingface_hub's own deletion (blobs other revisions
     link stay). One named by a ref other than the `stale` roots (made since), or also cached under
-    another repo folder (a revision is deleted by its hash in every repo), stays."""
+    another repo folder (a revision is deleted by its hash in every repo), stays; so does one
+    holding a link out of the repo (a warning). The hashes freed."""
     if not candidates:
-        return
+        return set()
     from huggingface_hub import scan_cache_dir
 
     info = scan_cache_dir(cache)
     chosen: dict[str, str] = {}
-    held: set[str] = set()
+    held: set[str] = set()  # kept: a ref or another repo folder names it, or a warning said why
+    hashes = {commit for _, commit in candidates}
     for repo in info.repos:
-        for revision in repo.revisions:
-            if not any(commit == revision.commit_hash for _, commit in candidates):
-                continue
-            if (repo.repo_path.name, revision.commit_hash) in candidates and revision.refs <= stale:
-                chosen.setdefault(
-                    revision.commit_hash, f"{repo.repo_id}@{revision.commit_hash[:12]}"
+        for revision in (r for r in repo.revisions if r.commit_hash in hashes):
+            name = f"{repo.repo_id}@{revision.commit_hash[:12]}"
+            outside = _link_outside(repo.repo_path, revision)
+            if outside is not None:
+                report.warnings.append(
+                    f"{name}: not freed ({outside} is a link out of the repo's blobs, which "
+                    "kernlock never makes: deleting the revision would delete what it points to); "
+                    f"remove the link by hand: `rm -- {outside}`"
                 )
+            mine = (repo.repo_path.name, revision.commit_hash) in candidates
+            if outside is None and mine and revision.refs <= stale:
+                chosen.setdefault(revision.commit_hash, name)
             else:
                 held.add(revision.commit_hash)
+                if outside is None and mine:
+                    report.kept.append(name)
     for folder, commit in sorted(candidates):
-        if commit in held:
-            report.kept.append(f"{repo_of(folder)}@{commit[:12]}")
-        elif commit not in chosen:
+        if commit not in chosen and commit not in held:
             report.warnings.append(
                 f"{repo_of(folder)}@{commit[:12]}: not freed (huggingface_hub's scan cannot "
                 f"read that repo: {'; '.join(str(w) for w in info.warnings) or 'no such revision'})"
             )
-    for commit in held:
-        chosen.pop(commit, None)
+    for commit in held & set(chosen):  # the same commit cached under another repo folder
+        report.kept.append(chosen.pop(commit))
     if not chosen:
-        return
+        return set()
     strategy = info.delete_revisions(*sorted(chosen))
     report.bytes = strategy.expected_freed_size
     report.freed = sorted(chosen.values())
     if not report.dry_run:
         strategy.execute()
+    return set(chosen)
+
+
+def _link_outside(repo_path: Path, revision: CachedRevisionInfo) -> Path | None:
+    """A snapshot entry of `revision` whose blob is neither in the repo's `blobs/` nor the snapshot
+    itself (a link another user of a shared cache planted): huggingface_hub's deletion would delete
+    its target."""
+    import os
+
+    blobs = os.path.join(repo_path, "blobs", "")
+    snapshot = os.path.join(revision.snapshot_path, "")
+    for file in revision.files:
+        blob = os.path.normpath(file.blob_path)
+        if not (blob.startswith(blobs) or blob.startswith(snapshot)):
+            return file.file_path
+    return None

@@ -77,7 +77,7 @@ def prune_command(dry_run: bool, as_json: bool) -> None:
     for kept in report.kept:
         click.echo(f"kept {kept} (another ref names it)")
     for lock in report.expired:
-        click.echo(f"{'would expire' if dry_run else 'expired'} the registration of {lock} (gone)")
+        click.echo(f"the registration of {lock} has expired (the lock is gone)")
     click.echo(
         f"{verb} {len(report.freed)} commit(s), {report.bytes} bytes, in {report.cache}; "
         f"{len(report.unrooted)} stale root(s) {'to remove' if dry_run else 'removed'}"
