@@ -255,3 +255,31 @@ def test_prune_never_deletes_through_a_link_planted_in_a_snapshot(hub: TestHub, 
     freed = cli("cache", "prune", cwd=project)
     assert f"freed {FA2}@{v4[:12]}" in freed.output, freed.output
     assert victim.read_text() == "someone's file" and not snapshot(v4).exists()
+
+
+PLAIN = """
+import json, kernels
+module = kernels.get_kernel("kernels-community/flash-attn2", version=4)
+print("IDENTITY " + json.dumps(module.KERNEL_IDENTITY))
+"""
+
+
+def test_kernels_own_offline_version_lookup_still_resolves_beside_the_roots(hub: TestHub,
+                                                                           locked_project: LockedProjectFactory) -> None:
+    """Plain kernels (no kernlock) records `refs/v4` online and reads only top-level `refs/v<N>` offline: the nested
+    `refs/kernlock/` beside it changes nothing, before or after `hf cache prune -y`."""
+    project, lock = locked_project([f"{FA2}@v4"], [CPU])
+    [entry] = lock.kernels
+
+    def plain(**env: str) -> dict:
+        done = subprocess.run([sys.executable, "-c", PLAIN], cwd=project, capture_output=True, text=True, timeout=180,
+                              env={**os.environ, **env})
+        assert done.returncode == 0, done.stdout + done.stderr
+        return json.loads(done.stdout.split("IDENTITY ", 1)[1])
+
+    assert plain()["commit"] == entry.commit  # online: kernels downloads and records refs/v4
+    assert (hub_cache_dir() / repo_folder(FA2) / "refs" / "v4").read_text() == entry.commit
+    assert cli("sync", cwd=project).exit_code == 0
+    assert root(project, entry.commit).is_file()
+    hf("cache", "prune", "-y")
+    assert plain(HF_HUB_OFFLINE="1")["commit"] == entry.commit
