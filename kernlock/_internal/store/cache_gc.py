@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -68,14 +68,7 @@ class Kept:
     size: int
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "repo": self.repo,
-            "commit": self.commit,
-            "specs": list(self.specs),
-            "cached": self.cached,
-            "rooted": self.rooted,
-            "size": self.size,
-        }
+        return {**asdict(self), "specs": list(self.specs)}
 
 
 @dataclass(frozen=True)
@@ -125,8 +118,9 @@ def _registered() -> list[Registration]:
         from kernlock._internal.settings import CACHE_DIR_ENV, NO_CACHE_ENV
 
         raise UsageError(
-            "kernlock's private directory is off (KERNLOCK_NO_CACHE, or it is not private), so no "
-            "lock is registered: kernlock cannot tell what the cache keeps for which lock",
+            f"kernlock's private directory is off (${NO_CACHE_ENV}, or it is not this user's "
+            "alone), so no lock is registered: kernlock cannot tell what the cache keeps for which "
+            "lock",
             fix=f"unset {NO_CACHE_ENV}, or set {CACHE_DIR_ENV} to a directory of your own",
         )
     return found
@@ -177,16 +171,8 @@ class PruneReport:
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "cache": str(self.cache),
-            "dry_run": self.dry_run,
-            "freed": self.freed,
-            "kept": self.kept,
-            "unrooted": self.unrooted,
-            "expired": self.expired,
-            "bytes": self.bytes,
-            "warnings": self.warnings,
-        }
+        """The report as JSON (`kernlock cache prune --json`)."""
+        return {**asdict(self), "cache": str(self.cache)}
 
 
 def prune(dry_run: bool = False) -> PruneReport:
