@@ -6,6 +6,8 @@ present are verified against the lock; `repair` re-downloads those that fail and
 bytecode caches, but deletes nothing else from the shared cache: a file the lock does not
 list may be a real part of the commit that plain kernels or another project relies on
 (the lock lost it), so it is reported with the fix the Hub's listing of the commit calls for.
+The lock registers itself, and each synced commit gets a GC root that `hf cache prune` keeps
+(`kernlock._internal.store.cache_gc.keep`).
 """
 
 from __future__ import annotations
