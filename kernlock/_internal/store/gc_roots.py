@@ -75,9 +75,10 @@ def add_root(cache: Path, root: Root) -> bool:
     with suppress(OSError):
         if path.read_text(encoding="ascii") == root.commit:
             return True
-    write_inside(
-        cache, root.commit, root.commit, PurePath(root.folder, "refs", NAMESPACE, root.lock_id)
-    )
+    # staged in the repo folder, which huggingface_hub's scan never reads: a temporary file below
+    # refs/ would be read as a ref (an empty one, or another user's unreadable one)
+    below = PurePath(root.folder, "refs", NAMESPACE, root.lock_id)
+    write_inside(cache, root.commit, root.commit, below, staging=PurePath(root.folder))
     return True
 
 
