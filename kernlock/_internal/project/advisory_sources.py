@@ -55,11 +55,14 @@ def load_advisories(root: Path, sources: tuple[str, ...]) -> tuple[Advisory, ...
 
 
 def _read(root: Path, source: str) -> str:
+    """An advisory file's text: a regular file under `MAX_BYTES` (never `/dev/zero` or a FIFO)."""
+    from kernlock._internal.fs.bounded_read import read_bounded
+
     path = root / source
+    if not path.exists() and not path.is_symlink():
+        raise ConfigError(f"advisories {source}: no such file ({path})", fix=FIX)
     try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"advisories {source}: no such file ({path})", fix=FIX) from None
+        return read_bounded(path, MAX_BYTES).decode("utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(f"advisories {source}: cannot be read ({error})", fix=FIX) from None
 
