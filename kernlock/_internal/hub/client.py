@@ -59,6 +59,7 @@ class Hub:
         self._org_trust: dict[str, bool] = {}
         self._org_locks: dict[str, threading.Lock] = {}
         self._canonical: dict[str, str] = {}
+        self._histories: dict[tuple[str, str], list[tuple[str, str | None]]] = {}
 
     def _call(self, repo: str, fn: Callable[[float], T], deadline: float | None = None) -> T:
         """`Transport.call`, naming a model repo given as a kernel instead of "repository not
@@ -210,10 +211,25 @@ class Hub:
 
     def commits(self, repo: str, revision: str) -> list[str]:
         """Commit SHAs reachable from `revision`, newest first."""
+        return [commit for commit, _ in self.dated_commits(repo, revision)]
+
+    def dated_commits(self, repo: str, revision: str) -> list[tuple[str, str | None]]:
+        """Commits reachable from `revision`, newest first, each with the date the Hub gives it
+        (`list_repo_commits`' `date`); one listing per repo and revision."""
         from urllib.parse import quote
 
+        key = (repo, revision)
+        with self._lock:
+            if key in self._histories:
+                return self._histories[key]
         url = f"{self.endpoint}/api/kernels/{repo}/commits/{quote(revision, safe='')}"
-        return [str(item.get("id", "")) for item in self._get_pages(repo, url, {})]
+        history = [
+            (str(item.get("id", "")), date if isinstance(date := item.get("date"), str) else None)
+            for item in self._get_pages(repo, url, {})
+            if isinstance(item, dict)
+        ]
+        with self._lock:
+            return self._histories.setdefault(key, history)
 
     def tree(self, repo: str, commit: str, path: str = "build") -> list[TreeFile]:
         """Every file under `path` at `commit`, with sizes, blob ids and LFS hashes."""
