@@ -29,7 +29,14 @@ from kernlock.errors import ResolutionError
 
 # commits before the cut-off looked at for one with the targets' builds
 MAX_CANDIDATES = 50
-ZERO = '"0 days"'
+
+
+def _fix(repo: str) -> str:
+    """The way out when no commit is old enough."""
+    return (
+        'take the head for now (`kernlock lock --exclude-newer "0 days"`), or shorten '
+        f"[tool.kernlock] exclude-newer, or pin a revision ({repo}@<rev>)"
+    )
 
 
 def utc_now() -> datetime:
@@ -117,8 +124,7 @@ def before_cutoff(
         raise ResolutionError(
             f"{key}: every commit of {branch} is newer than the exclude-newer cut-off {when} "
             "(or the Hub gave it no date); nothing was written",
-            fix=f"lock with a shorter cooldown (`kernlock lock --exclude-newer {ZERO}`), or pin "
-            f"a revision ({repo}@<rev>)",
+            fix=_fix(repo),
         )
     position = {commit: index for index, (commit, _) in enumerate(history)}
     for commit in older[:MAX_CANDIDATES]:
@@ -136,6 +142,5 @@ def before_cutoff(
         f"{key}: no commit of {branch} from before the exclude-newer cut-off {when} has a build "
         f"for {', '.join(map(str, targets))} (looked at {min(len(older), MAX_CANDIDATES)}); "
         "nothing was written",
-        fix=f"lock with a shorter cooldown (`kernlock lock --exclude-newer {ZERO}`), or pin a "
-        f"revision ({repo}@<rev>)",
+        fix=_fix(repo),
     )
