@@ -205,3 +205,19 @@ variants = ["torch213-cxx11-cpu-x86_64-linux"]
         assert [date for _, date in dated] == ["2026-01-01T02:00:00.000Z", "2026-03-01T12:00:00.000Z"]
         assert hub.commits("org/dated", "v1") == [commit for commit, _ in dated]
         assert server.requests["commits"] == 1  # memoised: the second call asked nothing
+
+
+def test_verify_finds_a_lock_whose_cutoff_the_settings_no_longer_ask_for(day_old_head: tuple[str, str],
+                                                                         tmp_path: Path) -> None:
+    project = _project(tmp_path / "p", "7 days")
+    assert cli("lock", cwd=project).exit_code == 0
+    assert cli("verify", cwd=project).exit_code == 0
+
+    _set(project, "3 days")
+    stale = cli("verify", cwd=project)
+
+    assert stale.exit_code == 1, stale.output
+    assert ("[tool.kernlock] exclude-newer changed: the lock was resolved under 2026-05-25T12:00:00Z (P7D)"
+            in stale.output)
+    assert cli("lock", cwd=project).exit_code == 0  # the fix verify names
+    assert cli("verify", cwd=project).exit_code == 0
