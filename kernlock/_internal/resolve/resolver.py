@@ -52,6 +52,7 @@ class Resolver(CommitLocking):
         self.reasons: dict[
             tuple[str, str], str
         ] = {}  # entry identity -> why its commit changed, where `lock_changes` cannot tell
+        self._histories: dict[tuple[str, str], list[str]] = {}
         self._files = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kernlock-file")
         self._blobs = SmallFiles(hub, self._files)
 
@@ -147,11 +148,14 @@ class Resolver(CommitLocking):
 
     def history(self, repo: str, branch: str) -> list[str]:
         """A branch's commits, newest first (none when the Hub has no such branch); asked once per
-        resolution (`Hub.dated_commits`)."""
-        try:
-            return self.hub.commits(repo, branch)
-        except ResolutionError:
-            return []
+        resolution."""
+        key = (repo, branch)
+        if key not in self._histories:
+            try:
+                self._histories[key] = self.hub.commits(repo, branch)
+            except ResolutionError:
+                self._histories[key] = []
+        return self._histories[key]
 
     # ---------------------------------------------------------------- one entry
 
