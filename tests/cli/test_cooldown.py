@@ -53,15 +53,19 @@ def _locked_commit(project: Path) -> str:
 
 
 def test_a_head_one_day_old_waits_under_seven_days_and_is_taken_under_zero(
-    day_old_head: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    day_old_head: tuple[str, str], hub: TestHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     previous, head = day_old_head
     project = _project(tmp_path / "p", "7 days")
+    hub.reset_counts()
 
     result = cli("lock", cwd=project)
 
     assert result.exit_code == 0, result.output
     assert _locked_commit(project) == previous
+    # one history listing carries the dates; the skipped head's tree is never listed
+    api = {kind: n for kind, n in hub.requests.items() if kind not in ("resolve", "cdn", "agent-registry")}
+    assert api == {"refs": 1, "commits": 1, "tree": 1, "overview": 1}, api
     lock = load_lockfile(project / "kernels.lock")
     assert lock.version == "1.5"
     assert lock.exclude_newer is not None

@@ -60,6 +60,7 @@ class Hub:
         self._org_locks: dict[str, threading.Lock] = {}
         self._canonical: dict[str, str] = {}
         self._histories: dict[tuple[str, str], list[tuple[str, str | None]]] = {}
+        self._trees: dict[tuple[str, str, str], list[TreeFile]] = {}
 
     def _call(self, repo: str, fn: Callable[[float], T], deadline: float | None = None) -> T:
         """`Transport.call`, naming a model repo given as a kernel instead of "repository not
@@ -232,7 +233,19 @@ class Hub:
             return self._histories.setdefault(key, history)
 
     def tree(self, repo: str, commit: str, path: str = "build") -> list[TreeFile]:
-        """Every file under `path` at `commit`, with sizes, blob ids and LFS hashes."""
+        """Every file under `path` at `commit`, with sizes, blob ids and LFS hashes (listed once
+        per commit: a commit's tree never changes)."""
+        key = (repo, commit, path)
+        with self._lock:
+            if key in self._trees:
+                return self._trees[key]
+        files = self._list_tree(repo, commit, path)
+        if not is_git_sha(commit):
+            return files
+        with self._lock:
+            return self._trees.setdefault(key, files)
+
+    def _list_tree(self, repo: str, commit: str, path: str) -> list[TreeFile]:
         url = f"{self.endpoint}/api/kernels/{repo}/tree/{commit}/{path}"
         files = []
         seen: set[str] = set()
