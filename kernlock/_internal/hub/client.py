@@ -23,6 +23,7 @@ from kernlock._internal.hub.transport import (
     etag_timeout,
     http_status,
 )
+from kernlock._internal.model.cooldown import parse_date
 from kernlock._internal.model.ids import is_git_sha, is_sha256
 from kernlock.errors import HubError, redact
 
@@ -216,7 +217,8 @@ class Hub:
 
     def dated_commits(self, repo: str, revision: str) -> list[tuple[str, str | None]]:
         """Commits reachable from `revision`, newest first, each with the date the Hub gives it
-        (`list_repo_commits`' `date`); one listing per repo and revision."""
+        (`list_repo_commits`' `date`; None where it gives none that parses); one listing per repo
+        and revision."""
         from urllib.parse import quote
 
         key = (repo, revision)
@@ -225,7 +227,7 @@ class Hub:
                 return self._histories[key]
         url = f"{self.endpoint}/api/kernels/{repo}/commits/{quote(revision, safe='')}"
         history = [
-            (str(item.get("id", "")), date if isinstance(date := item.get("date"), str) else None)
+            (str(item.get("id", "")), _valid_date(item.get("date")))
             for item in self._get_pages(repo, url, {})
             if isinstance(item, dict)
         ]
@@ -381,3 +383,14 @@ class Hub:
         with self._lock:
             self._org_trust[org] = trusted
         return trusted
+
+
+def _valid_date(value: object) -> str | None:
+    """A commit's `date` as the Hub gave it, when it is an RFC 3339 timestamp."""
+    if not isinstance(value, str):
+        return None
+    try:
+        parse_date(value)
+    except ValueError:
+        return None
+    return value
