@@ -78,6 +78,13 @@ def test_tree_shows_scan_findings_overrides_and_kernel_depends_per_target(hub: T
             f'<- override: [tool.kernlock.overrides."{FA2}"] backend=cu128 -> v2 '
             "(v3+ fails in the GQA backward pass on CUDA 12.8)" in cuda)
     assert f'<- pyproject: pyproject.toml:6: "{WITH_DEP}@v1"' in cuda
+    only_cpu = cli("tree", "--target", CPU, cwd=project)
+    assert only_cpu.exit_code == 0 and only_cpu.output == f"{CPU}\n{cpu}", only_cpu.output
+    why = cli("why", ACTIVATION, "--json", cwd=project)
+    assert why.exit_code == 0, why.output
+    [activation] = json.loads(why.output)
+    assert activation["sources"] == [{"kind": "kernel-depends", "text": f"a dependency of {WITH_DEP}@v1",
+                                      "where": None}]
     assert sum(hub.requests.values()) == 0
 
 
