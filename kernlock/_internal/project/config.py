@@ -37,6 +37,7 @@ from kernlock._internal.fs import tomlio
 from kernlock._internal.host import current_target
 from kernlock._internal.lockfile.model import LOCK_FILENAME
 from kernlock._internal.model.target import Target, parse_target
+from kernlock._internal.project.cooldown import read_cooldowns
 from kernlock._internal.project.suggest import close_name
 from kernlock.errors import ConfigError, TargetError, UsageError
 
@@ -63,6 +64,8 @@ _KNOWN_KEYS = {
     "signers",
     "gpu-archs",
     "recorded",
+    "exclude-newer",
+    "exclude-newer-kernel",
 }
 
 
@@ -96,6 +99,8 @@ class Project:
         # advisory files (relative to the root) or URLs: kernlock._internal.project.advisory_sources
     ] = ()
     lines: dict[str, int] = field(default_factory=dict)
+    # `exclude-newer`, `exclude-newer-kernel` (repo -> value): kernlock._internal.project.cooldown
+    exclude_newer: tuple[Any, tuple[tuple[str, Any], ...]] = (None, ())
 
     @property
     def pyproject(self) -> Path:
@@ -296,6 +301,7 @@ def load_project(root: Path | str = ".") -> Project:
         signers=_signers(config.get("signers", {}), path),
         advisories=_string_list(config.get("advisories", []), "advisories"),
         lines=lines,
+        exclude_newer=read_cooldowns(config, path),
     )
 
 
