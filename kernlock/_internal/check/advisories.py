@@ -48,9 +48,11 @@ def check_advisories(project: Project, lock: Lockfile, result: CheckResult) -> N
             [ignore] = [i for i in project.ignore_advisories if i.id == advisory.id]
             until = f"until {ignore.until}" if ignore.until else "with no end date"
             reason = f": {ignore.reason}" if ignore.reason else ""
-            result.notes.append(
+            result.note(
                 f"{kernel.spec}: {variant.name} at {kernel.commit[:12]} is advised by "
-                f"{advisory.id}, which {KEY} ignores {until}{reason}"
+                f"{advisory.id}, which {KEY} ignores {until}{reason}",
+                kernel=kernel.spec,
+                variant=variant.name,
             )
     for kernel, variant, advisory, undecided in lock_advisories(lock, advisories):
         targets = ", ".join(map(str, variant.targets)) or "no target"
@@ -91,6 +93,7 @@ def _check_ignores(project: Project, advisories: tuple[Advisory, ...], result: C
                 file=str(project.pyproject),
                 line=line,
                 advisory=ignore.id,
+                rule="expired-ignore",
             )
         elif ignore.id not in known:
             result.notes.append(
