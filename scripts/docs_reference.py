@@ -49,6 +49,9 @@ KEYS = {
                   "`verify` ([how-to](../how-to/gpu-archs.md))"),
     "advisories": ("list of paths or https:// URLs", "advisory files of known-bad builds "
                    "([how-to](../how-to/advisories.md))"),
+    "ignore-advisories": ("list of ids or `{ id, until, reason }` tables", "advisories set aside through their "
+                          "`until` day; an expired one fails `verify` "
+                          "([how-to](../how-to/advisories.md#ignore-an-advisory-for-a-while))"),
 }
 
 # Variables kernlock reads that are not named in settings.py: what each means (must match the reads found).

@@ -4,10 +4,11 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
-from helpers import CUDA_130, CUDA_X86, FA2, REPO_ROOT, cli, make_project
+from helpers import CUDA_130, CUDA_X86, FA2, REPO_ROOT, cli, make_project, markdown_blocks
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.fixtures import rev_parse
 from kernlock.testing.hub import TestHub
@@ -82,3 +83,24 @@ def test_an_ignore_no_source_declares_is_a_note(hub: TestHub, tmp_path: Path) ->
     result = cli("verify", "--all-targets", cwd=project)
     assert result.exit_code == 0, result.output
     assert "ignore-advisories names KC-2000-0001, which no advisory source declares" in result.output
+
+
+def test_the_how_tos_ignore_and_its_expiry_are_what_verify_does(hub: TestHub, tmp_path: Path) -> None:
+    """docs/how-to/advisories.md: its ignore holds through its until day, and the failure it shows is verify's
+    (here on a day past it: the same entry with an until already gone by)."""
+    page = (REPO_ROOT / "docs" / "how-to" / "advisories.md").read_text()
+    ignores = markdown_blocks(page, "toml")[2]
+    [shown] = markdown_blocks(page, "text")
+    entry = ignores.split("ignore-advisories = [\n", 1)[1].split("\n]", 1)[0].strip().rstrip(",")
+    assert "2027-01-31" in entry
+    held = locked_v3(tmp_path / "p", entry)
+    assert cli("verify", "--all-targets", cwd=held).exit_code == 0  # before 2027-02-01
+    gone = locked_v3(tmp_path / "q", entry.replace("2027-01-31", "2026-01-31"))
+    result = cli("verify", "--all-targets", cwd=gone)
+    assert result.exit_code == 1
+    lines = result.output.splitlines()
+    start = lines.index(next(line for line in lines if line.startswith("FAIL advisories")))
+    got = [re.sub(r"pyproject.toml:\d+", "pyproject.toml:N", line) for line in lines[start:start + 3]]
+    want = [re.sub(r"pyproject.toml:\d+", "pyproject.toml:N", line).replace("2027-01-31", "2026-01-31")
+            for line in shown.splitlines()]
+    assert got == want

@@ -14,9 +14,11 @@ from cyclonedx.validation.json import JsonStrictValidator
 from helpers import (
     CPU,
     CUDA_X86,
+    REPO_ROOT,
     WITH_DEP,
     cli,
     make_project,
+    markdown_blocks,
     quick_start_blocks,
     run_bash,
     tiny_model_and_data,
@@ -134,3 +136,15 @@ def test_without_cyclonedx_python_lib_one_line_names_the_install(hub: TestHub, t
         "kernlock: error: --format cyclonedx needs cyclonedx-python-lib, which is not installed; "
         "fix: pip install 'cyclonedx-python-lib>=11.12,<12'"
     ]
+
+
+def test_the_how_to_block_runs_as_written(hub: TestHub, tmp_path: Path) -> None:
+    """docs/how-to/sbom.md's commands, verbatim: sync, then the SBOM with a license on every synced variant."""
+    [block] = markdown_blocks((REPO_ROOT / "docs" / "how-to" / "sbom.md").read_text(), "bash")
+    project = make_project(tmp_path / "p", [WITH_DEP], targets=[CPU])
+    assert cli("lock", cwd=project).exit_code == 0
+    ran = run_bash(block, project)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    bom = valid_bom((project / "kernels.cdx.json").read_text())
+    assert len(bom["components"]) == 2  # with-dep and the activation it depends on, one variant each
+    assert all(entry["license"]["id"] == "Apache-2.0" for c in bom["components"] for entry in c["licenses"])

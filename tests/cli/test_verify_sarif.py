@@ -9,8 +9,7 @@ import shutil
 from pathlib import Path
 
 import jsonschema
-
-from helpers import ARM, CUDA_X86, FA2, REPO_ROOT, cli, make_project
+from helpers import ARM, CUDA_X86, FA2, REPO_ROOT, cli, make_project, markdown_blocks, run_bash
 from kernlock._internal.check.sarif import RULES
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.hub import TestHub
@@ -122,3 +121,21 @@ def test_an_unreadable_lock_is_a_valid_log_exiting_2(hub: TestHub, tmp_path: Pat
     [entry] = run["results"]
     assert entry["ruleId"] == "KL001" and entry["level"] == "error"
     assert entry["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "kernels.lock"
+
+
+def test_the_how_to_block_runs_as_written(hub: TestHub, tmp_path: Path) -> None:
+    """docs/how-to/sarif.md's command, verbatim: the log is written and valid whether verify passes (exit 0) or
+    finds a stale lock (exit 1)."""
+    [block] = markdown_blocks((REPO_ROOT / "docs" / "how-to" / "sarif.md").read_text(), "bash")
+    project = make_project(tmp_path / "p", kernels=[V3], targets=[CUDA_X86])
+    assert cli("lock", cwd=project).exit_code == 0
+    passed = run_bash(block, project)
+    assert passed.returncode == 0, passed.stderr
+    assert not [r for r in valid_sarif((project / "kernlock.sarif").read_text())["runs"][0]["results"]
+                if r["level"] == "error"]
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace(f'"{V3}"', f'"{V3}", "{UNIVERSAL}"'))
+    failed = run_bash(block, project)
+    assert failed.returncode == 1, failed.stderr
+    [run] = valid_sarif((project / "kernlock.sarif").read_text())["runs"]
+    assert [r["ruleId"] for r in run["results"] if r["level"] == "error"] == ["KL002"]
