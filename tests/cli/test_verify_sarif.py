@@ -131,11 +131,11 @@ def test_the_how_to_block_runs_as_written(hub: TestHub, tmp_path: Path) -> None:
     assert cli("lock", cwd=project).exit_code == 0
     passed = run_bash(block, project)
     assert passed.returncode == 0, passed.stderr
-    assert not [r for r in valid_sarif((project / "kernlock.sarif").read_text())["runs"][0]["results"]
+    assert not [r for r in valid_sarif((project / "kernels-lock.sarif").read_text())["runs"][0]["results"]
                 if r["level"] == "error"]
     pyproject = project / "pyproject.toml"
     pyproject.write_text(pyproject.read_text().replace(f'"{V3}"', f'"{V3}", "{UNIVERSAL}"'))
     failed = run_bash(block, project)
     assert failed.returncode == 1, failed.stderr
-    [run] = valid_sarif((project / "kernlock.sarif").read_text())["runs"]
+    [run] = valid_sarif((project / "kernels-lock.sarif").read_text())["runs"]
     assert [r["ruleId"] for r in run["results"] if r["level"] == "error"] == ["KL002"]
