@@ -106,6 +106,8 @@ def test_a_passing_verify_is_a_valid_log_without_errors(hub: TestHub, tmp_path: 
     assert result.exit_code == 0, result.output
     [run] = valid_sarif(result.stdout)["runs"]
     assert all(entry["level"] == "note" for entry in run["results"])
+    as_json = cli("verify", "--all-targets", "--format", "json", cwd=project)
+    assert json.loads(as_json.output) == json.loads(cli("verify", "--all-targets", "--json", cwd=project).output)
     both = cli("verify", "--json", "--format", "sarif", cwd=project)  # --json: the error as JSON
     assert both.exit_code == 2 and json.loads(both.output)["error"]["problem"] == (
         "--json and --format sarif ask for two formats")
