@@ -53,6 +53,9 @@ KEYS = {
                       "back from the time of locking such as `\"7 days\"` or `\"P7D\"` ([how-to](../how-to/cooldown.md))"),
     "exclude-newer-kernel": ("table: repo → date or duration", "a cut-off of its own for a repo, in place of "
                              "`exclude-newer`"),
+    "ignore-advisories": ("list of ids or `{ id, until, reason }` tables", "advisories set aside through their "
+                          "`until` day; an expired one fails `verify` "
+                          "([how-to](../how-to/advisories.md#ignore-an-advisory-for-a-while))"),
 }
 
 # Variables kernlock reads that are not named in settings.py: what each means (must match the reads found).

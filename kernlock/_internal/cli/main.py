@@ -23,7 +23,7 @@ COMMANDS = {
     "explain": "Explain the variant choice of a locked kernel for a target.",
     "tree": "Show every locked kernel, per target, under what brought it in.",
     "why": "Say what brought a locked kernel into the lock.",
-    "export": "Export kernels.lock in another tool's format (kernels' JSON lock).",
+    "export": "Export kernels.lock in another tool's format (kernels' JSON lock, CycloneDX SBOM).",
     "sync": "Download and verify exactly the locked variants.",
     "vendor": "Export the locked variants into a self-contained directory.",
 }

@@ -15,7 +15,7 @@ from kernlock._internal.lockfile.model import Lockfile, format_for
 from kernlock._internal.lockfile.serialize import dumps_lockfile, write_lockfile
 from kernlock._internal.model.spec import RECORDED, KernelSpec, Origin, parse_spec
 from kernlock._internal.model.target import parse_target
-from kernlock._internal.project.advisory_sources import load_advisories
+from kernlock._internal.project.advisory_sources import project_advisories
 from kernlock._internal.project.config import (
     Project,
     collect_specs,
@@ -269,7 +269,7 @@ def _relock(
         resolving_target=resolving,
         overrides=project.overrides,
         signing=project_policy(project),
-        advisories=load_advisories(workspace.root, project.advisories),
+        advisories=project_advisories(project)[0],  # less those ignored for now
         exclude_newer=cutoffs,
     )
     resolver = Resolver(hub or Hub(), options, previous, progress)
