@@ -30,8 +30,10 @@ ALLOW_LOCAL_ENV = "KERNLOCK_ALLOW_LOCAL"  # strict mode loads LOCAL_KERNELS over
 LOCAL_KERNELS_ENV = "LOCAL_KERNELS"  # kernels' own: repo=path[:repo=path]
 LOCKFILE_ENV = "KERNLOCK_LOCKFILE"  # the lock to read instead of discovering one
 VENDOR_ENV = "KERNLOCK_VENDOR_DIR"  # a vendored lock and its files
-CACHE_DIR_ENV = "KERNLOCK_CACHE_DIR"  # kernlock's private parse cache
-NO_CACHE_ENV = "KERNLOCK_NO_CACHE"  # turn that cache off
+# kernlock's private per-user directory: parsed locks, verified-file stamps, lock registrations
+CACHE_DIR_ENV = "KERNLOCK_CACHE_DIR"
+# turn that directory off: every file re-hashed, no lock registered for `kernlock cache`
+NO_CACHE_ENV = "KERNLOCK_NO_CACHE"
 STATE_DIR_ENV = "KERNLOCK_STATE_DIR"  # where the project mutexes live
 # seconds to wait for another `kernlock lock` of the project (0: none)
 LOCK_TIMEOUT_ENV = "KERNLOCK_LOCK_TIMEOUT"

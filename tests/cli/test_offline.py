@@ -191,7 +191,7 @@ def test_sync_and_vendor_json(locked_project: LockedProjectFactory, tmp_path: Pa
     data = json.loads(synced.output)
     assert data == {
         "cache": str(hub_cache_dir()), "variants": 1, "verified": len(variant.files), "bytes": sum(f.size for f in variant.files),
-        "downloaded": sorted(f"{FA2}@v2 {variant.name}/{f.path}" for f in variant.files), "repaired": [], "skipped": [],
+        "downloaded": sorted(f"{FA2}@v2 {variant.name}/{f.path}" for f in variant.files), "repaired": [], "skipped": [], "unrooted": [],
     }
     vendored = cli("vendor", "--json", str(tmp_path / "vendor"), cwd=project)
     assert vendored.exit_code == 0, vendored.output

@@ -34,8 +34,9 @@ from kernlock._internal.fetch.partial import (
     validator_name,
 )
 from kernlock._internal.fs.atomic import current_umask
-from kernlock._internal.lockfile.model import LockedFile, LockedKernel, LockedVariant
+from kernlock._internal.lockfile.model import LockedFile, LockedKernel, LockedVariant, Lockfile
 from kernlock._internal.settings import VENDOR_ENV
+from kernlock._internal.store.cache_gc import keep
 from kernlock._internal.store.hub_cache import (
     _CHUNK,
     FileKey,
@@ -48,6 +49,7 @@ from kernlock._internal.store.hub_cache import (
     variant_dir,
     vendored_variant_dir,
 )
+from kernlock._internal.store.registry import register
 from kernlock.errors import (
     HubError,
     IntegrityError,
@@ -347,12 +349,19 @@ def _points_to(link: Path, blob: Path) -> bool:
         return False
 
 
-def ensure_variant(kernel: LockedKernel, variant: LockedVariant, *, offline: bool = False) -> Path:
+def ensure_variant(
+    kernel: LockedKernel,
+    variant: LockedVariant,
+    *,
+    offline: bool = False,
+    lock: tuple[Path, Lockfile] | None = None,
+) -> Path:
     """The verified directory of a locked variant.
 
     From `$KERNLOCK_VENDOR_DIR` when set (never the Hub); else from the Hub
     cache, downloading only the variant's missing files (not when `offline`).
-    A downloaded file that does not match the lock is removed again.
+    A downloaded file that does not match the lock is removed again. A download for `lock` (its
+    path and contents) registers it and roots the commit (`kernlock._internal.store.cache_gc`).
     """
     vendor = settings.path(VENDOR_ENV)
     if vendor is not None:
@@ -378,6 +387,8 @@ def ensure_variant(kernel: LockedKernel, variant: LockedVariant, *, offline: boo
                 fix="run `kernlock sync` where the Hub is reachable",
             )
         try:
+            if lock is not None:  # first: a `kernlock cache prune` meanwhile keeps the commit
+                register(*lock)
             just_verified = download_variant(kernel, variant, cache, missing)
         except (IntegrityError, MissingFilesError, WriteError):
             raise
@@ -395,4 +406,6 @@ def ensure_variant(kernel: LockedKernel, variant: LockedVariant, *, offline: boo
                 fix="run `kernlock sync` where the Hub is reachable",
             ) from None
     check_variant(kernel, variant, root, stamped=True, just_verified=just_verified)
+    if missing and lock is not None:
+        keep(*lock, cache, [(kernel.repo, kernel.commit)])  # a root left unwritten costs only GC
     return root

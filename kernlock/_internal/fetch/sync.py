@@ -6,6 +6,8 @@ present are verified against the lock; `repair` re-downloads those that fail and
 bytecode caches, but deletes nothing else from the shared cache: a file the lock does not
 list may be a real part of the commit that plain kernels or another project relies on
 (the lock lost it), so it is reported with the fix the Hub's listing of the commit calls for.
+The lock registers itself, and each synced commit gets a GC root that `hf cache prune` keeps
+(`kernlock._internal.store.cache_gc.keep`).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ class SyncReport:
     variants: int = 0
     bytes: int = 0
     skipped: list[str] = field(default_factory=list)  # entries a target does not load, and why
+    unrooted: list[str] = field(default_factory=list)  # synced commits left without a GC root
 
     def to_dict(self) -> dict[str, object]:
         """The report as JSON (`kernlock sync --json`)."""
@@ -62,6 +65,7 @@ class SyncReport:
             "downloaded": self.downloaded,
             "repaired": self.repaired,
             "skipped": self.skipped,
+            "unrooted": self.unrooted,
         }
 
 
@@ -231,6 +235,7 @@ def sync_variants(
         raise UsageError(f"{path} locks no kernels", fix="run `kernlock lock` first")
     cache = hub_cache_dir()
     report = SyncReport(cache=cache)
+    lock = _register(path)  # first: a `kernlock cache prune` meanwhile keeps what the lock names
     done = 0
     with ThreadPoolExecutor(max_workers=min(8, len(pairs))) as pool:
         futures = [pool.submit(sync_variant, k, v, cache, repair) for k, v in pairs]
@@ -258,4 +263,17 @@ def sync_variants(
             done += 1
             if progress:
                 progress(done, len(pairs))
+    from kernlock._internal.store.cache_gc import keep
+
+    report.unrooted = keep(path, lock, cache, [(k.repo, k.commit) for k, _ in pairs])
     return report
+
+
+def _register(path: Path) -> Lockfile:
+    """The lock at `path`, registered (`kernlock cache`)."""
+    from kernlock._internal.lockfile.serialize import load_lockfile
+    from kernlock._internal.store.registry import register
+
+    lock = load_lockfile(path)
+    register(path, lock)
+    return lock

@@ -79,27 +79,39 @@ def refuse_link(directory_fd: int, root: Path, name: str) -> None:
         raise _link_refused(root, PurePath(name))
 
 
-def write_inside(root: Path, name: str, data: bytes | str) -> None:
-    """Replace file `root/name` with `data` atomically, refusing a link at `name` (an existing
-    file keeps its mode)."""
+def write_inside(
+    root: Path,
+    name: str,
+    data: bytes | str,
+    below: PurePath = _HERE,
+    staging: PurePath | None = None,
+) -> None:
+    """Replace file `root/below/name` with `data` atomically, refusing a link at `name` or on the
+    way from `root` (the directories of `below` are made as needed; an existing file keeps its
+    mode). The temporary file is written in `root/staging` when given (the same filesystem), so
+    that nothing reading `below` ever sees it, even one a killed writer left behind."""
     payload = data.encode("utf-8") if isinstance(data, str) else data
-    with directory(root) as fd:
-        refuse_link(fd, root, name)
+    with (
+        directory(root, below, create=bool(below.parts)) as fd,
+        directory(root, below if staging is None else staging) as staged,
+    ):
+        refuse_link(fd, root / below, name)
         try:
             mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode & 0o7777
         except FileNotFoundError:
             mode = 0o666 & ~current_umask()
         temp = f".{name}.{secrets.token_hex(6)}.tmp"
-        out = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=fd)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        out = os.open(temp, flags, 0o600, dir_fd=staged)
         try:
             with os.fdopen(out, "wb") as handle:
                 handle.write(payload)
                 handle.flush()
                 os.fchmod(handle.fileno(), mode)
                 os.fsync(handle.fileno())
-            os.replace(temp, name, src_dir_fd=fd, dst_dir_fd=fd)
+            os.replace(temp, name, src_dir_fd=staged, dst_dir_fd=fd)
         except BaseException:
             with suppress(FileNotFoundError):
-                os.unlink(temp, dir_fd=fd)
+                os.unlink(temp, dir_fd=staged)
             raise
         os.fsync(fd)

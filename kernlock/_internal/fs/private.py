@@ -268,6 +268,27 @@ def prune(prefix: str, keep: int) -> None:
         return
 
 
+def entry_names(prefix: str) -> list[str] | None:
+    """The names of the entries that start with `prefix`, sorted; None when there is no private
+    directory."""
+    opened = _directory()
+    if opened is None:
+        return None
+    try:
+        with os.scandir(opened[0]) as entries:
+            return sorted(e.name for e in entries if e.name.startswith(prefix))
+    except OSError:
+        return None
+
+
+def remove_entry(name: str) -> None:
+    """Remove the entry `name`, if it is there."""
+    opened = _directory()
+    if opened is not None:
+        with contextlib.suppress(OSError):
+            os.unlink(name, dir_fd=opened[0])
+
+
 def entry_name(kind: str, *parts: str | bytes) -> str:
     """A file name for an entry of `kind` keyed by `parts`."""
     digest = hashlib.sha256()

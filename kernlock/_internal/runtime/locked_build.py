@@ -94,7 +94,9 @@ def locked_local_kernel(
         )
     from huggingface_hub import constants
 
-    root = ensure_variant(entry, variant, offline=bool(constants.HF_HUB_OFFLINE))
+    root = ensure_variant(
+        entry, variant, offline=bool(constants.HF_HUB_OFFLINE), lock=(bound.path, bound.lock)
+    )
     located = locked_kernel(root, entry.repo, entry.commit, variant.name)
     problem = digest_problem(kernel_metadata(located), variant.files, root)
     if problem is not None:  # what kernels 0.18+'s DigestValidator refuses, checked from the lock

@@ -35,12 +35,18 @@ RUN_BY = {
     ("docs/tutorial/quick-start.md", 1): "tests/runtime/test_run_record.py::test_kernlock_run_trl_sft_records_each_checkpoint_and_verify_against_follows_the_lock",
     ("docs/how-to/pre-commit.md", "README.md:precommit"): "tests/integration/test_precommit.py::test_the_readmes_hook_config_works_as_written",
     ("docs/how-to/clusters.md", "docs/tutorial/quick-start.md:cluster"): "tests/integration/docs/test_docs_tutorial.py::test_the_tutorials_cluster_job_runs_as_written",
+    ("docs/how-to/clusters.md", 0): "tests/cli/test_cache_roots.py::test_the_clusters_shared_cache_block_runs_as_written",
     ("docs/how-to/offline-vendor.md", 0): "tests/integration/docs/test_docs_tutorial.py::test_the_offline_job_script_runs_as_written",
     ("docs/how-to/new-torch.md", 0): "tests/cli/test_torch_upgrade.py::test_the_how_tos_verify_transcript_is_what_verify_prints",
     ("docs/how-to/new-torch.md", 1): "tests/integration/docs/test_howto_blocks.py::test_appended_section_runs_as_written",
     ("docs/how-to/advisories.md", 0): "tests/integration/docs/test_howto_blocks.py::test_advisories_section_runs_as_written",
+    ("docs/how-to/sbom.md", 0): "tests/cli/test_export_sbom.py::test_the_how_to_block_runs_as_written",
+    ("docs/how-to/sarif.md", 0): "tests/cli/test_verify_sarif.py::test_the_how_to_block_runs_as_written",
     ("docs/how-to/shell-completion.md", 0): "tests/cli/test_completion.py::test_the_documented_completion_lines_run_as_written",
     ("docs/reference/cli.md", 0): "tests/cli/test_lock_record.py::test_the_cli_references_record_block_runs_as_written",
+    ("docs/how-to/ci-lanes.md", 0): "tests/cli/test_ci_lanes.py::test_lane_one_passes_offline_and_lane_two_fails_on_a_moved_branch",
+    ("docs/how-to/ci-lanes.md", "docs/examples/kernlock-ci-lanes.sh"): "tests/cli/test_ci_lanes.py::test_lane_one_passes_offline_and_lane_two_fails_on_a_moved_branch",
+    ("docs/how-to/ci-lanes.md", "docs/examples/kernlock-ci-lanes.yml"): "tests/cli/test_ci_lanes.py::test_lane_one_passes_offline_and_lane_two_fails_on_a_moved_branch",
 }
 
 
@@ -85,7 +91,7 @@ def test_mkdocs_build_strict_passes_and_generates_the_reference(site: Path) -> N
     from kernlock._internal import settings
 
     cli = (site / "reference" / "cli" / "index.html").read_text(encoding="utf-8")
-    for command in ("lock", "verify", "sync", "vendor", "run", "show", "outdated", "explain", "export", "remove"):
+    for command in ("lock", "verify", "sync", "vendor", "run", "show", "outdated", "explain", "export", "remove", "cache"):
         assert f'id="kernlock-{command}"' in cli, command
     assert "--all-targets" in cli and "--upgrade-kernel" in cli
     assert "Sentinel" not in cli  # click 8.2's "no default" marker, which mkdocs-click 0.9 would print

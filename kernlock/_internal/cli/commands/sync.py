@@ -70,6 +70,8 @@ def sync_command(
         return
     for line in report.skipped if verbose else ():
         click.echo(line)
+    for line in report.unrooted:  # `hf cache prune` may delete these commits
+        click.echo(f"kernlock: warning: {line}", err=True)
     fetched = [f"{len(report.downloaded)} downloaded"]
     if report.repaired:
         fetched.append(f"{len(report.repaired)} repaired")
