@@ -54,6 +54,7 @@ def check_against(lock: Lockfile, path: Path, result: CheckResult) -> None:
         result.problem(f"{was}; the lock now loads {now}", fix, kernel=repo)
     result.summary = f"{plural(len(record['kernels']), 'kernel')} of {path} on {target}"
 
+
 def _changed(recorded: Any, files: tuple[LockedFile, ...]) -> str:
     """`, whose <file> differs (and N more)` from the record's per-file sha256 (`files`), or where
     the record has none, ` with other files`."""

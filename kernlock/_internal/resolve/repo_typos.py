@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from kernlock._internal.hub.client import Hub
+from kernlock._internal.hub.records import Ref
 from kernlock._internal.model.spec import KernelSpec
 from kernlock._internal.project.suggest import close_repo
 from kernlock.errors import HubError
@@ -37,3 +38,13 @@ def repo_not_found(hub: Hub, spec: KernelSpec, error: HubError, known: Iterable[
         if in_file
         else f"`kernlock lock {fixed}`",
     )
+
+
+def refs_or_suggestion(hub: Hub, spec: KernelSpec, known: Iterable[str]) -> list[Ref]:
+    """`hub.refs` of the spec's repo; where the Hub has no such repo, `repo_not_found`'s error."""
+    try:
+        return hub.refs(spec.repo)
+    except HubError as error:
+        if not is_not_found(error):
+            raise
+        raise repo_not_found(hub, spec, error, known) from None

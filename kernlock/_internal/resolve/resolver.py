@@ -29,9 +29,9 @@ from kernlock._internal.resolve.dependencies import dep_spec, refuse_dependency_
 from kernlock._internal.resolve.jobs import Job, plan_jobs
 from kernlock._internal.resolve.no_variant import MissingBuild, missing_builds_error, missing_of
 from kernlock._internal.resolve.options import ResolveOptions, resolving_context
-from kernlock._internal.resolve.repo_typos import is_not_found, repo_not_found
+from kernlock._internal.resolve.repo_typos import refs_or_suggestion
 from kernlock._internal.resolve.small_files import SmallFiles
-from kernlock.errors import HubError, NoVariantError, ResolutionError
+from kernlock.errors import NoVariantError, ResolutionError
 
 
 class Resolver(CommitLocking):
@@ -337,12 +337,7 @@ class Resolver(CommitLocking):
 
     def _resolve_fresh(self, job: Job) -> LockedKernel:
         spec = job.spec
-        try:
-            refs = self.hub.refs(spec.repo)
-        except HubError as error:  # a misspelled repo: the one it most likely means
-            if not is_not_found(error):
-                raise
-            raise repo_not_found(self.hub, spec, error, self._known) from None
+        refs = refs_or_suggestion(self.hub, spec, self._known)  # a typo: the repo it means
         canonical = self.hub.canonical_repo(spec.repo)
         ref, version, commit, resolution = self._pick_commit(spec, refs, job)
         if job.override is not None:
