@@ -27,6 +27,7 @@ from dataclasses import field
 from typing import Any
 
 from kernlock._internal.lockfile.format_version import LOCK_VERSION, format_version, read_version
+from kernlock._internal.lockfile.mirror import Mirror
 from kernlock._internal.lockfile.signing_record import Provenance, Signature
 from kernlock._internal.lockfile.table import (
     ALWAYS_WRITTEN,
@@ -336,6 +337,8 @@ class Lockfile(Table):
     inputs: tuple[str, ...]
     resolved_with: Mapping[str, str] = field(default_factory=dict)
     models: tuple[LockedModel, ...] = field(default=(), metadata={"key": "model"})
+    # where `kernlock vendor --to` pushed the kernels as OCI artifacts (1.5; lockfile.mirror)
+    mirrors: tuple[Mirror, ...] = field(default=(), metadata={"key": "mirror"})
     kernels: tuple[LockedKernel, ...] = field(default=(), metadata={"key": "kernel"})
 
     @classmethod
@@ -392,6 +395,7 @@ class Lockfile(Table):
             inputs=get_strings(d, "inputs"),
             resolved_with=dict(resolved_with),
             models=models,
+            mirrors=get_objects(d, Mirror, "mirror", ignored),
             kernels=kernels,
         )
 

@@ -294,7 +294,7 @@ def dumps_lockfile(lock: Lockfile) -> str:
 
     def fill(table: Any, values: dict[str, Any], multiline: set[str]) -> Any:
         for key, value in values.items():
-            if key in ("kernel", "variant", "model"):
+            if key in ("kernel", "variant", "model", "mirror"):
                 tables = tomlkit.aot()
                 for item in value:
                     tables.append(
