@@ -14,6 +14,7 @@ import os
 import stat
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from pathlib import Path
@@ -285,6 +286,10 @@ def commit_gone(kernel: LockedKernel) -> tuple[str, str]:
     )
 
 
+# what fetches locked files into the cache: `download_variant` (the Hub), or an OCI mirror's
+Fetch = Callable[[LockedKernel, LockedVariant, Path, list[LockedFile]], dict[str, FileKey]]
+
+
 def download_variant(
     kernel: LockedKernel,
     variant: LockedVariant,
@@ -347,11 +352,18 @@ def _points_to(link: Path, blob: Path) -> bool:
         return False
 
 
-def ensure_variant(kernel: LockedKernel, variant: LockedVariant, *, offline: bool = False) -> Path:
+def ensure_variant(
+    kernel: LockedKernel,
+    variant: LockedVariant,
+    *,
+    offline: bool = False,
+    fetch: Fetch | None = None,
+) -> Path:
     """The verified directory of a locked variant.
 
     From `$KERNLOCK_VENDOR_DIR` when set (never the Hub); else from the Hub
-    cache, downloading only the variant's missing files (not when `offline`).
+    cache, downloading only the variant's missing files (not when `offline`),
+    through `fetch` when given (an OCI mirror, offline or not), else from the Hub.
     A downloaded file that does not match the lock is removed again.
     """
     vendor = settings.path(VENDOR_ENV)
@@ -371,14 +383,14 @@ def ensure_variant(kernel: LockedKernel, variant: LockedVariant, *, offline: boo
     missing = missing_files(kernel, variant, root)
     just_verified: dict[str, FileKey] = {}
     if missing:
-        if offline:
+        if offline and fetch is None:
             raise MissingFilesError(
                 f"{kernel.spec}: {len(missing)} locked file(s) of {variant.name} are not in the "
                 f"cache ({_describe_files(missing)}) and the Hub is offline",
                 fix="run `kernlock sync` where the Hub is reachable",
             )
         try:
-            just_verified = download_variant(kernel, variant, cache, missing)
+            just_verified = (fetch or download_variant)(kernel, variant, cache, missing)
         except (IntegrityError, MissingFilesError, WriteError):
             raise
         except Exception as error:

@@ -8,9 +8,10 @@ digest only is a blob (the lock's index reaches it).
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import os
-import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -19,7 +20,7 @@ from typing import Any
 
 from kernlock._internal.fs.inside import write_inside
 from kernlock._internal.model.oci_ref import OciRef
-from kernlock.errors import MissingFilesError, UsageError
+from kernlock.errors import IntegrityError, MissingFilesError, UsageError
 
 REF_NAME = "org.opencontainers.image.ref.name"
 INDEX_TYPE = "application/vnd.oci.image.index.v1+json"
@@ -46,19 +47,28 @@ class Layout:
         """Whether the layout holds blob `digest`."""
         return self._blob(digest).is_file()
 
-    def put_blob(self, digest: str, path: Path) -> None:
-        """Copy the file at `path` in as blob `digest` (whole, or not at all)."""
+    def put_blob(self, digest: str, source: Path | bytes) -> None:
+        """Copy `source` (a file, or bytes) in as blob `digest`, whole or not at all; bytes that do
+        not hash to `digest` are refused, as a registry refuses them."""
 
         def copy(out: Any) -> None:
-            with open(path, "rb") as source:
-                shutil.copyfileobj(source, out, _CHUNK)
+            hashed = hashlib.sha256()
+            with open(source, "rb") if isinstance(source, Path) else io.BytesIO(source) as reader:
+                while chunk := reader.read(_CHUNK):
+                    hashed.update(chunk)
+                    out.write(chunk)
+            if f"sha256:{hashed.hexdigest()}" != digest:
+                name = source if isinstance(source, Path) else "a blob"
+                raise IntegrityError(
+                    f"{name} changed while it was copied into {self.where} (its bytes are now "
+                    f"sha256:{hashed.hexdigest()}, not {digest}); nothing was kept",
+                    fix="run `kernlock sync --repair`, then push again",
+                )
 
         self._write(digest, copy)
 
     def put_manifest(self, reference: str, body: bytes, media_type: str) -> None:
         """Store a manifest or index; a tag `reference` also names it in `index.json`."""
-        import hashlib
-
         digest = "sha256:" + hashlib.sha256(body).hexdigest()
         self._write(digest, lambda out: out.write(body))
         if reference == digest:

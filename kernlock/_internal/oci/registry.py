@@ -40,6 +40,12 @@ def _http() -> Any:
     raise ImportError("neither httpx2 nor httpx is installed (huggingface_hub needs one)")
 
 
+def _chunks(path: Path) -> Iterator[bytes]:
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            yield chunk
+
+
 class Registry:
     """One repository of a registry (`ref.host`, `ref.repository`)."""
 
@@ -57,24 +63,24 @@ class Registry:
         with self._send("HEAD", f"{self._base}/blobs/{digest}", what=f"blob {digest}") as answer:
             return answer.status_code == 200
 
-    def put_blob(self, digest: str, path: Path) -> None:
-        """Upload the file at `path` as blob `digest` (a monolithic upload: POST, then PUT)."""
-        what = f"upload of {path.name} ({digest})"
+    def put_blob(self, digest: str, source: Path | bytes) -> None:
+        """Upload `source` (a file, or bytes) as blob `digest`: a monolithic upload, POST then PUT;
+        the registry refuses bytes that do not hash to `digest`."""
+        name = source.name if isinstance(source, Path) else digest
+        what = f"upload of {name} ({digest})"
         with self._send("POST", f"{self._base}/blobs/uploads/", what=what, expect=(202,)) as answer:
             location = str(answer.headers.get("Location", ""))
         if location.startswith("/"):
             location = self._base.split("/v2/", 1)[0] + location
         url = f"{location}{'&' if '?' in location else '?'}digest={digest}"
 
-        def body() -> Iterator[bytes]:
-            with open(path, "rb") as handle:
-                while chunk := handle.read(_CHUNK):
-                    yield chunk
+        def body() -> bytes | Iterator[bytes]:
+            if isinstance(source, bytes):
+                return source
+            return _chunks(source)
 
-        headers = {
-            "Content-Type": "application/octet-stream",
-            "Content-Length": str(path.stat().st_size),
-        }
+        size = len(source) if isinstance(source, bytes) else source.stat().st_size
+        headers = {"Content-Type": "application/octet-stream", "Content-Length": str(size)}
         with self._send("PUT", url, what=what, expect=(201,), headers=headers, content=body):
             pass
 

@@ -94,7 +94,10 @@ def locked_local_kernel(
         )
     from huggingface_hub import constants
 
-    root = ensure_variant(entry, variant, offline=bool(constants.HF_HUB_OFFLINE))
+    from kernlock._internal.fetch.oci_pull import mirror_for
+
+    mirror = mirror_for(bound.lock)  # $KERNLOCK_MIRROR: missing files from there, not the Hub
+    root = ensure_variant(entry, variant, offline=bool(constants.HF_HUB_OFFLINE), fetch=mirror)
     located = locked_kernel(root, entry.repo, entry.commit, variant.name)
     problem = digest_problem(kernel_metadata(located), variant.files, root)
     if problem is not None:  # what kernels 0.18+'s DigestValidator refuses, checked from the lock
