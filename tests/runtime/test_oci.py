@@ -78,3 +78,115 @@ def test_vendor_to_a_registry_then_sync_from_and_run_train_with_no_hub(
     [used] = trained["used"]
     assert (used["repo"], used["commit"], used["variant"]) == (FA2, entry.commit, variant.name)
     assert trained["loss"] > 0
+
+
+def test_kernlock_mirror_feeds_the_first_load_of_a_cold_node(
+    hub: TestHub, locked_project: LockedProjectFactory, registry: RunningRegistry, tmp_path: Path
+) -> None:
+    """No sync at all: under `KERNLOCK_MIRROR`, `kernlock run`'s first load pulls the missing files from the
+    registry (offline for the Hub, and with 0 requests to it), by the digest the lock records for the location."""
+    project, lock = locked_project([FA2])
+    [entry] = lock.kernels
+    (project / "train.py").write_text(TRAIN)
+    assert cli("vendor", "--to", registry.url(), cwd=project).exit_code == 0
+    hub.reset_counts()
+    node = {**fresh_home(tmp_path, "cold"), "KERNLOCK_MIRROR": registry.url(), "HF_HUB_OFFLINE": "1"}
+    trained = ok(run([os.sys.executable, "-m", "kernlock", "run", "--", os.sys.executable, "train.py"], project, **node))
+    [used] = trained["used"]
+    assert (used["commit"], used["variant"]) == (entry.commit, entry.variant_for(CPU).name)
+    assert hub.log == []
+    assert "GET /v2/team/kernels/manifests/sha256:" in registry.log.read_text()  # the recorded index, by digest
+
+
+def test_a_blob_changed_in_the_registry_storage_is_refused_naming_the_file_and_both_digests(
+    hub: TestHub, locked_project: LockedProjectFactory, registry: RunningRegistry, tmp_path: Path
+) -> None:
+    project, lock = locked_project([FA2])
+    [entry] = lock.kernels
+    variant = entry.variant_for(CPU)
+    assert cli("vendor", "--to", registry.url(), cwd=project).exit_code == 0
+    locked = next(f for f in variant.files if f.path.endswith(".py") and f.size > 0)
+    data = registry.blob_data(f"sha256:{locked.sha256}")
+    changed = data.read_bytes().replace(b"torch", b"TORCH", 1)  # same size, other bytes
+    assert changed != data.read_bytes()
+    data.write_bytes(changed)
+    actual = __import__("hashlib").sha256(changed).hexdigest()
+    node = fresh_home(tmp_path, "node")
+    refused = run_kernlock("sync", "--from", registry.url(), cwd=project, env=node)
+    assert refused.returncode == 1
+    [line] = refused.stderr.strip().splitlines()
+    assert line.startswith(f"kernlock: error: {FA2}: {registry.url()}@sha256:")
+    assert f"sent {variant.name}/{locked.path} with sha256:{actual} ({locked.size} bytes), but kernels.lock " \
+           f"expects sha256:{locked.sha256} ({locked.size} bytes); nothing was kept" in line
+    assert not list((tmp_path / "node").rglob(locked.sha256))  # no blob, no partial kept
+    # The fix it prints works: `kernlock sync` where the Hub is reachable.
+    assert "fix: fetch it from the Hub instead: run `kernlock sync` where the Hub is reachable" in line
+    fixed = run_kernlock("sync", cwd=project, env=node)
+    assert fixed.returncode == 0, fixed.stderr
+
+
+def test_an_oci_layout_on_disk_works_the_same_for_push_and_pull(
+    hub: TestHub, locked_project: LockedProjectFactory, tmp_path: Path
+) -> None:
+    """`oci-layout:DIR` (an image volume, an air gap): the same artifacts in an OCI image layout, pulled with 0 Hub
+    requests and checked as from a registry."""
+    project, lock = locked_project([FA2])
+    [entry] = lock.kernels
+    variant = entry.variant_for(CPU)
+    layout = tmp_path / "layout"
+    pushed = cli("vendor", "--to", f"oci-layout:{layout}", cwd=project)
+    assert pushed.exit_code == 0, pushed.output
+    [mirror] = load_lockfile(project / "kernels.lock").mirrors
+    assert json.loads((layout / "oci-layout").read_text()) == {"imageLayoutVersion": "1.0.0"}
+    [tagged] = json.loads((layout / "index.json").read_text())["manifests"]
+    assert tagged["digest"] == mirror.index and tagged["annotations"] == {"org.opencontainers.image.ref.name": "latest"}
+    for locked in variant.files:
+        assert (layout / "blobs/sha256" / locked.sha256).stat().st_size == locked.size
+    # Copied elsewhere (the air gap), pulled by the digest the push printed.
+    moved = tmp_path / "carried-in"
+    layout.rename(moved)
+    hub.reset_counts()
+    node = fresh_home(tmp_path, "node")
+    synced = run_kernlock("sync", "--from", f"oci-layout:{moved}@{mirror.index}", cwd=project, env=node)
+    assert synced.returncode == 0, synced.stderr
+    assert hub.log == []
+    verified = run_kernlock("verify", "--cache", cwd=project, env={**node, "HF_HUB_OFFLINE": "1"})
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    # A changed blob in the layout is refused as from a registry.
+    blob = moved / "blobs/sha256" / variant.files[0].sha256
+    blob.chmod(0o644)
+    blob.write_bytes(b"x" * variant.files[0].size)
+    refused = run_kernlock("sync", "--from", f"oci-layout:{moved}", cwd=project, env=fresh_home(tmp_path, "other"))
+    assert refused.returncode == 1
+    [line] = refused.stderr.strip().splitlines()
+    assert f"sent {variant.files[0].path} with sha256:" not in line  # named with its variant
+    assert f"sent {variant.name}/{variant.files[0].path} with sha256:" in line and variant.files[0].sha256 in line
+
+
+@pytest.mark.parametrize("destination, problem", [
+    ("oci://user:secret@127.0.0.1:5000/team/kernels", "credentials in the URL are refused"),
+    ("oci://127.0.0.1:5000/Team/kernels", "is not NAMESPACE/NAME"),
+    ("oci://127.0.0.1:5000/team/kernels@sha256:" + "a" * 64, "a push names a tag, not a digest"),
+])
+def test_a_bad_destination_is_one_line_and_nothing_is_pushed(
+    locked_project: LockedProjectFactory, destination: str, problem: str
+) -> None:
+    project, _ = locked_project([FA2])
+    before = (project / "kernels.lock").read_bytes()
+    result = run_kernlock("vendor", "--to", destination, cwd=project)
+    assert result.returncode == 2
+    [line] = result.stderr.strip().splitlines()
+    assert problem in line and "secret" not in line and "; fix: " in line
+    assert (project / "kernels.lock").read_bytes() == before
+
+
+def test_a_registry_that_is_down_is_one_line_naming_it(locked_project: LockedProjectFactory, tmp_path: Path) -> None:
+    project, _ = locked_project([FA2])
+    from registry import _free_port
+
+    url = f"oci://127.0.0.1:{_free_port()}/team/kernels"
+    result = run_kernlock("sync", "--from", url, cwd=project, env=fresh_home(tmp_path, "node"))
+    assert result.returncode == 1
+    [line] = result.stderr.strip().splitlines()
+    assert "team/kernels: manifest latest failed (ConnectError" in line
+    assert "fix: check that the registry 127.0.0.1:" in line
