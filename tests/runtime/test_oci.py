@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
-import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +27,11 @@ def registry(tmp_path: Path) -> Iterator[RunningRegistry]:
     root.mkdir()
     with running_registry(root) as running:
         yield running
+
+
+def train(project: Path, **env: str) -> dict:
+    """`kernlock run -- python train.py` in `project`: what its one training step used."""
+    return ok(run([sys.executable, "-m", "kernlock", "run", "--", sys.executable, "train.py"], project, **env))
 
 
 def fresh_home(tmp_path: Path, name: str) -> dict[str, str]:
@@ -73,8 +79,7 @@ def test_vendor_to_a_registry_then_sync_from_and_run_train_with_no_hub(
     assert verified.returncode == 0, verified.stdout + verified.stderr
     # Then the Hub goes away: `kernlock run -- python train.py` trains through the locked build from that cache.
     hub.stop()
-    trained = ok(run([os.sys.executable, "-m", "kernlock", "run", "--", os.sys.executable, "train.py"], project,
-                     **fresh_home(tmp_path, "node")))
+    trained = train(project, **fresh_home(tmp_path, "node"))
     [used] = trained["used"]
     assert (used["repo"], used["commit"], used["variant"]) == (FA2, entry.commit, variant.name)
     assert trained["loss"] > 0
@@ -91,7 +96,7 @@ def test_kernlock_mirror_feeds_the_first_load_of_a_cold_node(
     assert cli("vendor", "--to", registry.url(), cwd=project).exit_code == 0
     hub.reset_counts()
     node = {**fresh_home(tmp_path, "cold"), "KERNLOCK_MIRROR": registry.url(), "HF_HUB_OFFLINE": "1"}
-    trained = ok(run([os.sys.executable, "-m", "kernlock", "run", "--", os.sys.executable, "train.py"], project, **node))
+    trained = train(project, **node)
     [used] = trained["used"]
     assert (used["commit"], used["variant"]) == (entry.commit, entry.variant_for(CPU).name)
     assert hub.log == []
@@ -110,7 +115,7 @@ def test_a_blob_changed_in_the_registry_storage_is_refused_naming_the_file_and_b
     changed = data.read_bytes().replace(b"torch", b"TORCH", 1)  # same size, other bytes
     assert changed != data.read_bytes()
     data.write_bytes(changed)
-    actual = __import__("hashlib").sha256(changed).hexdigest()
+    actual = hashlib.sha256(changed).hexdigest()
     node = fresh_home(tmp_path, "node")
     refused = run_kernlock("sync", "--from", registry.url(), cwd=project, env=node)
     assert refused.returncode == 1

@@ -56,7 +56,9 @@ def vendor_command(
     if (directory is None) == (destination is None):
         fail("name a DIRECTORY or --to OCI (one of them): `kernlock vendor DIR`", 2)
     if destination is not None:
-        return _push(destination, targets, repair, lockfile, project_dir, as_json)
+        if repair:
+            fail("--repair works on a vendor DIRECTORY; a push sends what the store lacks", 2)
+        return _push(destination, targets, lockfile, project_dir, as_json)
     assert directory is not None
     from kernlock._internal.fetch.vendor import vendor
 
@@ -75,15 +77,12 @@ def vendor_command(
 def _push(
     destination: str,
     targets: tuple[str, ...],
-    repair: bool,
     lockfile: str | None,
     project_dir: str,
     as_json: bool,
 ) -> None:
     from kernlock._internal.fetch.oci_push import push
 
-    if repair:
-        fail("--repair works on a vendor DIRECTORY; a push sends what the store lacks", 2)
     report = push(destination, project_dir, targets=targets, lockfile=lockfile)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
