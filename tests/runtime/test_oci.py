@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from helpers import CPU, FA2, LockedProjectFactory, cli, run_kernlock
+from helpers import CPU, FA2, REPO_ROOT, LockedProjectFactory, cli, markdown_blocks, run_bash, run_kernlock
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.hub import TestHub
 from registry import RunningRegistry, running_registry
-from scripts.harness import PRELUDE, ok, run
+from scripts.harness import PRELUDE, child_env, ok, run
 
 TRAIN = PRELUDE + f"net = tiny.model({FA2!r})\ntiny.result(**tiny.step_through(net))\n"
 
@@ -39,27 +40,50 @@ def fresh_home(tmp_path: Path, name: str) -> dict[str, str]:
     return {"HF_HOME": str(tmp_path / name)}
 
 
+def node_env(registry: RunningRegistry, **extra: str) -> dict[str, str]:
+    """What the block's shell gets: `$REGISTRY`, and `tiny` (train.py's helpers) importable."""
+    return {"REGISTRY": registry.host, "PYTHONPATH": child_env()["PYTHONPATH"], **extra}
+
+
+def registry_block() -> tuple[str, str]:
+    """The bash block of docs/how-to/clusters.md's "OCI registry" section, as its two parts: the push (where the
+    Hub is reachable) and the node's lines."""
+    page = (REPO_ROOT / "docs" / "how-to" / "clusters.md").read_text(encoding="utf-8")
+    [block] = [b for b in markdown_blocks(page, "bash") if "vendor --to" in b]
+    push, node = block.split("# on every node", 1)
+    return push, "# on every node" + node
+
+
+def trained_by(proc: subprocess.CompletedProcess) -> dict:
+    """What the training step of `train.py` reported (`tiny.result`), failing with the output if it did not run."""
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, f"rc={proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return json.loads(lines[-1][len("RESULT "):])
+
+
 def test_vendor_to_a_registry_then_sync_from_and_run_train_with_no_hub(
     hub: TestHub, locked_project: LockedProjectFactory, registry: RunningRegistry, tmp_path: Path
 ) -> None:
+    """The clusters page's block as written: the push, then on a fresh node `sync --from` and `kernlock run -- python
+    train.py` train through the locked build with 0 Hub requests, and again with the Hub stopped."""
     project, lock = locked_project([FA2])
     [entry] = lock.kernels
     variant = entry.variant_for(CPU)
     (project / "train.py").write_text(TRAIN)
-    url = registry.url()
-    pushed = cli("vendor", "--to", url, "--json", cwd=project)
-    assert pushed.exit_code == 0, pushed.output
-    report = json.loads(pushed.output)
+    push, node = registry_block()
+    url = f"oci://{registry.host}/team/kernels:v1"
+    pushed = run_bash(push, project, **node_env(registry))
+    assert pushed.returncode == 0, pushed.stderr
     recorded = load_lockfile(project / "kernels.lock")
     [mirror] = recorded.mirrors
-    assert (mirror.url, mirror.index) == (url, report["index"]) and recorded.version == "1.5"
-    assert report["location"] == f"{url}@{mirror.index}" and report["files"] == len(variant.files)
-    assert recorded.kernels == lock.kernels
+    assert mirror.url == url and recorded.version == "1.5" and recorded.kernels == lock.kernels
+    assert f"to {url}@{mirror.index}; the lock records it" in pushed.stdout
     assert cli("lock", "--check", cwd=project).exit_code == 0  # a re-lock keeps the record: no churn
     # What the registry holds: the lock's index under the tag, a manifest per variant, each file a blob by its sha256.
-    index = json.loads(registry.get("/v2/team/kernels/manifests/v1", "application/vnd.oci.image.index.v1+json"))
-    assert index["artifactType"] == "application/vnd.kernlock.lock.v1"
-    [descriptor] = index["manifests"]
+    index = registry.get("/v2/team/kernels/manifests/v1", "application/vnd.oci.image.index.v1+json")
+    assert "sha256:" + hashlib.sha256(index).hexdigest() == mirror.index
+    assert json.loads(index)["artifactType"] == "application/vnd.kernlock.lock.v1"
+    [descriptor] = json.loads(index)["manifests"]
     assert descriptor["annotations"] == {"dev.kernlock.repo": FA2, "dev.kernlock.commit": entry.commit,
                                          "dev.kernlock.variant": variant.name}
     manifest = json.loads(registry.get(f"/v2/team/kernels/manifests/{descriptor['digest']}",
@@ -69,20 +93,20 @@ def test_vendor_to_a_registry_then_sync_from_and_run_train_with_no_hub(
         (f.path, f"sha256:{f.sha256}") for f in variant.files}
     for locked in variant.files:
         assert registry.blob_data(f"sha256:{locked.sha256}").stat().st_size == locked.size
-    # A fresh HF_HOME fills from the registry alone (the Hub counts 0 requests), by the digest the lock records.
+    # A fresh node: the registry alone fills its HF_HOME and the training step runs; the Hub counts 0 requests.
     hub.reset_counts()
-    synced = run_kernlock("sync", "--from", url, cwd=project, env=fresh_home(tmp_path, "node"))
-    assert synced.returncode == 0, synced.stderr
-    assert f"{len(variant.files)} downloaded" in synced.stdout
-    assert hub.log == []
-    verified = run_kernlock("verify", "--cache", cwd=project, env={**fresh_home(tmp_path, "node"), "HF_HUB_OFFLINE": "1"})
-    assert verified.returncode == 0, verified.stdout + verified.stderr
-    # Then the Hub goes away: `kernlock run -- python train.py` trains through the locked build from that cache.
-    hub.stop()
-    trained = train(project, **fresh_home(tmp_path, "node"))
-    [used] = trained["used"]
+    first = run_bash(node, project, **node_env(registry, **fresh_home(tmp_path, "node-a")))
+    assert f"synced into {tmp_path / 'node-a' / 'hub'}: 1 variant, {len(variant.files)} files verified, " \
+           f"{len(variant.files)} downloaded" in first.stdout
+    [used] = trained_by(first)["used"]
     assert (used["repo"], used["commit"], used["variant"]) == (FA2, entry.commit, variant.name)
-    assert trained["loss"] > 0
+    assert hub.log == []
+    verified = run_kernlock("verify", "--cache", cwd=project, env={**fresh_home(tmp_path, "node-a"), "HF_HUB_OFFLINE": "1"})
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    # The same on another fresh node with the Hub stopped.
+    hub.stop()
+    [used] = trained_by(run_bash(node, project, **node_env(registry, **fresh_home(tmp_path, "node-b"))))["used"]
+    assert (used["commit"], used["variant"]) == (entry.commit, variant.name)
 
 
 def test_kernlock_mirror_feeds_the_first_load_of_a_cold_node(
