@@ -8,6 +8,7 @@ import shutil
 import socket
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -53,9 +54,14 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+# `ci:s3cret`, bcrypt at cost 4 (the registry checks it on every request), for a registry that asks for a login
+HTPASSWD = "ci:$2b$04$g/315otZVq35tS6OImgPtec1EMOj/w0othQhz0esddlqbEUqW5knu\n"
+
+
 @contextmanager
-def running_registry(root: Path) -> Iterator[RunningRegistry]:
-    """Start the registry on a free loopback port with its config and storage under `root`; stop it after."""
+def running_registry(root: Path, login: bool = False) -> Iterator[RunningRegistry]:
+    """Start the registry on a free loopback port with its config and storage under `root` (asking for Basic
+    credentials, `HTPASSWD`'s, with `login`); stop it after."""
     binary = registry_binary()
     if binary is None:
         if os.environ.get("CI"):
@@ -69,6 +75,10 @@ def running_registry(root: Path) -> Iterator[RunningRegistry]:
         f"storage:\n  filesystem:\n    rootdirectory: {storage}\n  delete:\n    enabled: true\n"
         f"http:\n  addr: {host}\n"
     )
+    if login:
+        (root / "htpasswd").write_text(HTPASSWD)
+        with config.open("a") as out:
+            out.write(f"auth:\n  htpasswd:\n    realm: kernlock-test\n    path: {root / 'htpasswd'}\n")
     with open(log, "wb") as out:
         process = subprocess.Popen([binary, "serve", str(config)], stdout=out, stderr=subprocess.STDOUT)
     try:
@@ -77,6 +87,8 @@ def running_registry(root: Path) -> Iterator[RunningRegistry]:
             try:
                 with urllib.request.urlopen(f"http://{host}/v2/", timeout=2):
                     break
+            except urllib.error.HTTPError:  # 401: up, and asking for credentials
+                break
             except OSError:
                 if process.poll() is not None or time.monotonic() > deadline:
                     raise AssertionError(f"the registry did not start: {log.read_text()[-2000:]}") from None

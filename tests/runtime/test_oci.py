@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import subprocess
@@ -219,3 +220,32 @@ def test_a_registry_that_is_down_is_one_line_naming_it(locked_project: LockedPro
     [line] = result.stderr.strip().splitlines()
     assert "team/kernels: manifest latest failed (ConnectError" in line
     assert "fix: check that the registry 127.0.0.1:" in line
+
+
+def test_credentials_come_from_the_docker_config_and_never_reach_the_lock(
+    hub: TestHub, locked_project: LockedProjectFactory, tmp_path: Path
+) -> None:
+    """A registry that asks for a login (Basic, htpasswd): without credentials the push is one line naming the login
+    to run; with the entry `docker login` writes in `$DOCKER_CONFIG/config.json`, push and pull work, and neither the
+    password nor its base64 form is in the lock."""
+    project, _ = locked_project([FA2])
+    root = tmp_path / "registry"
+    root.mkdir()
+    with running_registry(root, login=True) as registry:
+        docker = tmp_path / "docker"
+        docker.mkdir()
+        env = {"DOCKER_CONFIG": str(docker)}
+        refused = run_kernlock("vendor", "--to", registry.url(), cwd=project, env=env)
+        assert refused.returncode == 1
+        [line] = refused.stderr.strip().splitlines()
+        assert f"kernlock: error: {registry.host}/team/kernels: " in line and " failed (HTTP 401" in line
+        assert f"fix: log in with an account that may push to it: `docker login {registry.host}`" in line
+        # what `docker login 127.0.0.1:PORT` (or `oras login`) writes
+        secret = base64.b64encode(b"ci:s3cret").decode()
+        (docker / "config.json").write_text(json.dumps({"auths": {registry.host: {"auth": secret}}}))
+        pushed = run_kernlock("vendor", "--to", registry.url(), cwd=project, env=env)
+        assert pushed.returncode == 0, pushed.stderr
+        text = (project / "kernels.lock").read_text()
+        assert f'url = "{registry.url()}"' in text and "s3cret" not in text and secret not in text
+        pulled = run_kernlock("sync", "--from", registry.url(), cwd=project, env={**env, **fresh_home(tmp_path, "n")})
+        assert pulled.returncode == 0, pulled.stderr
