@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +25,10 @@ from kernlock.errors import KernlockError, MissingFilesError, WriteError
 _CHUNK = 1 << 20
 _TIMEOUT = 60.0  # seconds to connect, and between two reads
 _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
+_ATTEMPTS = 4  # per request: a dropped connection, a 429 or a 5xx is tried again
+_RETRY = (429, 500, 502, 503, 504)
+_BACKOFF = 0.25  # seconds, doubled per attempt
+_MAX_WAIT = 30.0  # the longest `Retry-After` honoured
 MANIFEST_TYPES = (
     "application/vnd.oci.image.index.v1+json",
     "application/vnd.oci.image.manifest.v1+json",
@@ -38,6 +43,13 @@ def _http() -> Any:
         except ImportError:
             continue
     raise ImportError("neither httpx2 nor httpx is installed (huggingface_hub needs one)")
+
+
+def _retry_after(answer: Any) -> float | None:
+    try:
+        return max(0.0, float(answer.headers.get("Retry-After", "")))
+    except ValueError:
+        return None
 
 
 def _chunks(path: Path) -> Iterator[bytes]:
@@ -146,27 +158,39 @@ class Registry:
         headers: dict[str, str],
         content: Callable[[], bytes | Iterable[bytes]] | None,
     ) -> Any:
-        try:
-            for attempt in (1, 2):
-                sent = dict(headers)
-                if self._authorization:
-                    sent["Authorization"] = self._authorization
+        """Send until answered: once more after an auth challenge, and up to `_ATTEMPTS` times in
+        all after a dropped connection, a 429 or a 5xx (waiting as `Retry-After` asks, bounded)."""
+        authorized = False
+        for attempt in range(1, _ATTEMPTS + 1):
+            sent = dict(headers)
+            if self._authorization:
+                sent["Authorization"] = self._authorization
+            try:
                 request = self._client.build_request(
                     method, url, headers=sent, content=content() if content else None
                 )
                 answer = self._client.send(request, stream=True)
-                if answer.status_code == 401 and attempt == 1 and self._authorize(answer):
-                    answer.close()
-                    continue
-                break
-            if answer.status_code not in expect:
-                try:
-                    self._refuse(answer, what)
-                finally:
-                    answer.close()
-            return answer
-        except self._errors as error:
-            raise self._unreachable(what, error) from None
+            except self._errors as error:
+                if attempt == _ATTEMPTS:
+                    raise self._unreachable(what, error) from None
+                time.sleep(_BACKOFF * 2**attempt)
+                continue
+            if answer.status_code == 401 and not authorized and self._authorize(answer):
+                authorized = True
+                answer.close()
+                continue
+            if answer.status_code in _RETRY and attempt < _ATTEMPTS:
+                wait = _retry_after(answer) or _BACKOFF * 2**attempt
+                answer.close()
+                time.sleep(min(wait, _MAX_WAIT))
+                continue
+            break
+        if answer.status_code not in expect:
+            try:
+                self._refuse(answer, what)
+            finally:
+                answer.close()
+        return answer
 
     def _unreachable(self, what: str, error: BaseException) -> KernlockError:
         return self._error(
