@@ -19,6 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from kernlock._internal import settings
+
+# the download engine's own steps for placing a checked blob, so both write one cache layout
 from kernlock._internal.fetch.download import _link, _new_partial, _publish
 from kernlock._internal.fetch.download_lock import download_lock, file_lock_name
 from kernlock._internal.fetch.partial import drop, open_below, opened_below

@@ -17,12 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernlock._internal.check.coverage import uncovered_problem
-from kernlock._internal.fetch.download import discard, download_variant
+from kernlock._internal.fetch.download import Fetch, discard, download_variant
 from kernlock._internal.lockfile.model import LockedKernel, LockedVariant, Lockfile
 from kernlock._internal.model.target import Target
 from kernlock._internal.project.workspace import open_workspace
 from kernlock._internal.store.hub_cache import (
-    FileKey,
     check_variant,
     extra_files,
     hub_cache_dir,
@@ -98,7 +97,7 @@ def sync_variant(
     variant: LockedVariant,
     cache: Path,
     repair: bool,
-    fetch: Callable[..., dict[str, FileKey]] = download_variant,
+    fetch: Fetch = download_variant,
 ) -> SyncReport:
     """Fetch one variant's missing files (from the Hub, or through `fetch`) and verify all of them
     (re-fetching bad ones with `repair`)."""
@@ -210,7 +209,7 @@ def sync(
     return report
 
 
-def _mirror(source: str | None, lock: Lockfile) -> Callable[..., dict[str, FileKey]]:
+def _mirror(source: str | None, lock: Lockfile) -> Fetch:
     """What `sync` fetches through: the OCI location `source` (or `$KERNLOCK_MIRROR`), else the
     Hub."""
     from kernlock._internal import settings
@@ -247,7 +246,7 @@ def sync_variants(
     *,
     repair: bool = False,
     progress: Callable[[int, int], None] | None = None,
-    fetch: Callable[..., dict[str, FileKey]] = download_variant,
+    fetch: Fetch = download_variant,
 ) -> SyncReport:
     """The core of `sync()` (and of `vendor()`): download (through `fetch`) and verify `pairs`
     (from `selected_variants`) of the lock at `path` into the Hub cache."""

@@ -276,7 +276,8 @@ def _relock(
     result = replace(
         result, models=model_records, version=format_for(result.kernels, model_records)
     )
-    result = carry_mirrors(previous, result)  # the same pins: the pushed OCI indexes still hold
+    # the same pins keep their `[[mirror]]` records: the indexes pushed still hold exactly them
+    result = carry_mirrors(previous, result)
     _refuse_unknown_overrides(project, {s.repo for s in all_specs} | _names(result))
     existing = _existing_text(path) if migration is None else None
     if previous is not None and existing is not None:
