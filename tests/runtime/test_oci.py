@@ -15,10 +15,12 @@ import pytest
 
 from helpers import CPU, FA2, REPO_ROOT, LockedProjectFactory, cli, markdown_blocks, run_bash, run_kernlock
 from kernlock._internal.lockfile.serialize import load_lockfile
+from kernlock._internal.oci.artifact import variant_manifest
 from kernlock.testing.hub import TestHub
 from registry import RunningRegistry, running_registry
 from scripts.harness import PRELUDE, child_env, ok, run
 
+CPU_212 = "torch2.12-cxx11-cpu-x86_64-linux"
 TRAIN = PRELUDE + f"net = tiny.model({FA2!r})\ntiny.result(**tiny.step_through(net))\n"
 
 
@@ -249,3 +251,28 @@ def test_credentials_come_from_the_docker_config_and_never_reach_the_lock(
         assert f'url = "{registry.url()}"' in text and "s3cret" not in text and secret not in text
         pulled = run_kernlock("sync", "--from", registry.url(), cwd=project, env={**env, **fresh_home(tmp_path, "n")})
         assert pulled.returncode == 0, pulled.stderr
+
+
+def test_a_pull_reads_only_this_machine_s_variant(
+    hub: TestHub, locked_project: LockedProjectFactory, registry: RunningRegistry, tmp_path: Path
+) -> None:
+    """Two locked targets pushed, one pulled: the node reads the index, its own variant's manifest and blobs, and
+    nothing of the other variant."""
+    project, lock = locked_project([FA2], [CPU, CPU_212])
+    [entry] = lock.kernels
+    mine, other = entry.variant_for(CPU), entry.variant_for(CPU_212)
+    assert mine.name != other.name
+    pushed = cli("vendor", "--to", registry.url(), "--json", cwd=project)
+    assert pushed.exit_code == 0, pushed.output
+    assert json.loads(pushed.output)["variants"] == 2
+    served = registry.log.read_text()
+    synced = run_kernlock("sync", "--from", registry.url(), cwd=project, env=fresh_home(tmp_path, "node"))
+    assert synced.returncode == 0, synced.stderr
+    pulled = [line.split('"GET ', 1)[1].split()[0] for line in registry.log.read_text()[len(served):].splitlines()
+              if '"GET /v2/' in line]
+    [index] = load_lockfile(project / "kernels.lock").mirrors
+    manifests = {path.rsplit("/", 1)[1] for path in pulled if "/manifests/" in path}
+    blobs = {path.rsplit("/", 1)[1] for path in pulled if "/blobs/" in path}
+    assert manifests == {index.index, variant_manifest(entry, mine).digest}
+    assert blobs == {f"sha256:{f.sha256}" for f in mine.files}
+    assert not blobs & {f"sha256:{f.sha256}" for f in other.files if f.sha256 not in {g.sha256 for g in mine.files}}
