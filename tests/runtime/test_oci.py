@@ -6,8 +6,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -276,3 +278,60 @@ def test_a_pull_reads_only_this_machine_s_variant(
     assert manifests == {index.index, variant_manifest(entry, mine).digest}
     assert blobs == {f"sha256:{f.sha256}" for f in mine.files}
     assert not blobs & {f"sha256:{f.sha256}" for f in other.files if f.sha256 not in {g.sha256 for g in mine.files}}
+
+
+def test_the_recorded_digest_pins_the_index_when_its_tag_moves(
+    hub: TestHub, locked_project: LockedProjectFactory, registry: RunningRegistry, tmp_path: Path
+) -> None:
+    """Another lock pushed under the same tag later: a pull by the location still gets this lock's index (the digest
+    its `[[mirror]]` records); that other index, named by its digest, is refused naming what it lacks."""
+    project, lock = locked_project([f"{FA2}@v2"])
+    other, other_lock = locked_project([f"{FA2}@v4"], root=tmp_path / "q")
+    assert lock.kernels[0].commit != other_lock.kernels[0].commit
+    assert cli("vendor", "--to", registry.url(), cwd=project).exit_code == 0
+    assert cli("vendor", "--to", registry.url(), cwd=other).exit_code == 0  # the tag now names q's index
+    [theirs] = load_lockfile(other / "kernels.lock").mirrors
+    synced = run_kernlock("sync", "--from", registry.url(), cwd=project, env=fresh_home(tmp_path, "a"))
+    assert synced.returncode == 0, synced.stderr
+    refused = run_kernlock("sync", "--from", f"{registry.url()}@{theirs.index}", cwd=project,
+                           env=fresh_home(tmp_path, "b"))
+    assert refused.returncode == 1
+    [line] = refused.stderr.strip().splitlines()
+    variant = lock.kernels[0].variant_for(CPU).name
+    assert (f"{FA2}@v2: {registry.url()}@{theirs.index} holds no {variant} at {lock.kernels[0].commit[:12]} "
+            "(its index was pushed from another lock, or for other targets)") in line
+    assert line.endswith(f"fix: push this lock's kernels there: `kernlock vendor --to {registry.url()}`")
+    assert run_kernlock("vendor", "--to", registry.url(), cwd=project).returncode == 0  # the fix, as printed
+    again = run_kernlock("sync", "--from", registry.url(), cwd=project, env=fresh_home(tmp_path, "b"))
+    assert again.returncode == 0, again.stderr
+
+
+def test_concurrent_pulls_into_one_cache_fetch_each_blob_once(
+    hub: TestHub, locked_project: LockedProjectFactory, registry: RunningRegistry, tmp_path: Path
+) -> None:
+    project, lock = locked_project([FA2])
+    variant = lock.kernels[0].variant_for(CPU)
+    assert cli("vendor", "--to", registry.url(), cwd=project).exit_code == 0
+    served = len(registry.log.read_text())
+    env = {**os.environ, "HF_HOME": str(tmp_path / "shared")}
+    pulls = [subprocess.Popen([sys.executable, "-m", "kernlock", "sync", "--from", registry.url()], cwd=project,
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    for pull in pulls:
+        _, err = pull.communicate(timeout=120)
+        assert pull.returncode == 0, err
+    blobs = Counter(line.split('"GET ', 1)[1].split()[0] for line in registry.log.read_text()[served:].splitlines()
+                    if '"GET /v2/team/kernels/blobs/' in line)
+    assert set(blobs) == {f"/v2/team/kernels/blobs/sha256:{f.sha256}" for f in variant.files}
+    assert max(blobs.values()) == 1, blobs
+
+
+def test_vendor_takes_a_directory_or_a_destination(locked_project: LockedProjectFactory, tmp_path: Path) -> None:
+    project, _ = locked_project([FA2])
+    for args in ((), (str(tmp_path / "v"), "--to", f"oci-layout:{tmp_path / 'l'}")):
+        result = run_kernlock("vendor", *args, cwd=project)
+        assert result.returncode == 2
+        assert result.stderr.strip().splitlines() == [
+            "kernlock: error: name a DIRECTORY or --to OCI (one of them): `kernlock vendor DIR`"]
+    assert not (tmp_path / "v").exists() and not (tmp_path / "l").exists()
+    repair = run_kernlock("vendor", "--repair", "--to", f"oci-layout:{tmp_path / 'l'}", cwd=project)
+    assert repair.returncode == 2 and "--repair works on a vendor DIRECTORY" in repair.stderr

@@ -83,9 +83,9 @@ class MirrorFetch:
         if not wanted:
             return {}
         store, index = self._opened()
-        digest = variant_in_index(index, kernel, variant, self.ref.location)
+        digest = variant_in_index(index, kernel, variant, self.ref)
         manifest = self._checked(store.manifest(digest), digest, f"manifest of {variant.name}")
-        file_layers(manifest, kernel, variant, self.ref.location)  # every layer is the lock's
+        file_layers(manifest, kernel, variant, self.ref)  # every layer is the lock's
 
         def install(locked: LockedFile) -> FileKey | None:
             return _install(self, store, kernel, variant.name, locked, cache, force, fetched)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernlock._internal.lockfile.model import LockedKernel, LockedVariant
+from kernlock._internal.model.oci_ref import OciRef
 from kernlock.errors import IntegrityError, MissingFilesError
 
 MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
@@ -111,45 +112,43 @@ def lock_index(artifacts: list[VariantArtifact]) -> bytes:
     return canonical(document)
 
 
-def _document(body: bytes, what: str, location: str) -> dict[str, Any]:
+def _document(body: bytes, what: str, ref: OciRef) -> dict[str, Any]:
     try:
         document = json.loads(body)
     except ValueError:
         document = None
     if not isinstance(document, dict):
         raise MissingFilesError(
-            f"{location}: {what} is not JSON: not a kernlock artifact",
-            fix=f"push the lock's kernels there: `kernlock vendor --to {location}`",
+            f"{ref}: {what} is not JSON: not a kernlock artifact",
+            fix=f"push the lock's kernels there: `kernlock vendor --to {ref.location}`",
         )
     return document
 
 
 def variant_in_index(
-    index: bytes, kernel: LockedKernel, variant: LockedVariant, location: str
+    index: bytes, kernel: LockedKernel, variant: LockedVariant, ref: OciRef
 ) -> str:
     """The digest of the manifest the index lists for a locked variant."""
     wanted = _identity(kernel, variant)
-    for entry in _document(index, "the index", location).get("manifests") or []:
+    for entry in _document(index, "the index", ref).get("manifests") or []:
         if isinstance(entry, dict) and entry.get("annotations", {}) | wanted == entry.get(
             "annotations"
         ):
             return str(entry.get("digest"))
     raise MissingFilesError(
-        f"{kernel.spec}: {location} holds no {variant.name} at {kernel.commit[:12]} (its index "
+        f"{kernel.spec}: {ref} holds no {variant.name} at {kernel.commit[:12]} (its index "
         "was pushed from another lock, or for other targets)",
-        fix=f"push this lock's kernels there: `kernlock vendor --to {location}`",
+        fix=f"push this lock's kernels there: `kernlock vendor --to {ref.location}`",
     )
 
 
 def file_layers(
-    manifest: bytes, kernel: LockedKernel, variant: LockedVariant, location: str
+    manifest: bytes, kernel: LockedKernel, variant: LockedVariant, ref: OciRef
 ) -> dict[str, str]:
     """Each locked file's blob digest, from a variant's manifest; a file it lists with another
     digest or size than the lock is an `IntegrityError` naming both digests."""
     listed: dict[str, dict[str, Any]] = {}
-    for layer in (
-        _document(manifest, f"the manifest of {variant.name}", location).get("layers") or []
-    ):
+    for layer in _document(manifest, f"the manifest of {variant.name}", ref).get("layers") or []:
         if isinstance(layer, dict) and isinstance(layer.get("annotations"), dict):
             listed[str(layer["annotations"].get(TITLE))] = layer
     found: dict[str, str] = {}
@@ -157,16 +156,16 @@ def file_layers(
         layer = listed.get(locked.path)
         if layer is None:
             raise MissingFilesError(
-                f"{kernel.spec}: {location} lists no {variant.name}/{locked.path} in its manifest",
-                fix=f"push this lock's kernels there again: `kernlock vendor --to {location}`",
+                f"{kernel.spec}: {ref} lists no {variant.name}/{locked.path} in its manifest",
+                fix=f"push this lock's kernels there again: `kernlock vendor --to {ref.location}`",
             )
         theirs, size = str(layer.get("digest")), layer.get("size")
         if theirs != f"sha256:{locked.sha256}" or size != locked.size:
             raise IntegrityError(
-                f"{kernel.spec}: {location} lists {variant.name}/{locked.path} as {theirs} "
+                f"{kernel.spec}: {ref} lists {variant.name}/{locked.path} as {theirs} "
                 f"({size} bytes), but kernels.lock expects sha256:{locked.sha256} "
                 f"({locked.size} bytes); nothing was downloaded",
-                fix=f"push this lock's kernels there again: `kernlock vendor --to {location}`",
+                fix=f"push this lock's kernels there again: `kernlock vendor --to {ref.location}`",
             )
         found[locked.path] = theirs
     return found
