@@ -14,10 +14,11 @@ import os
 import stat
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from kernlock._internal import settings
 from kernlock._internal.fetch.download_lock import download_lock, file_lock_name
@@ -285,19 +286,9 @@ def commit_gone(kernel: LockedKernel) -> tuple[str, str]:
     )
 
 
-class Fetch(Protocol):
-    """What fetches locked files into the cache, checked as they arrive: `download_variant` (the
-    Hub), or an OCI mirror's (`kernlock._internal.fetch.oci_pull.MirrorFetch`)."""
-
-    def __call__(
-        self,
-        kernel: LockedKernel,
-        variant: LockedVariant,
-        cache: Path,
-        files: list[LockedFile] | None = None,
-        force: bool = False,
-        fetched: list[int] | None = None,
-    ) -> dict[str, FileKey]: ...
+# What fetches locked files into the cache, checked as they arrive, called as `download_variant`
+# is: that (the Hub), or an OCI mirror's (`kernlock._internal.fetch.oci_pull.MirrorFetch`).
+Fetch = Callable[..., dict[str, FileKey]]
 
 
 def download_variant(
