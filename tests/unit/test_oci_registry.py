@@ -65,3 +65,37 @@ def test_429_and_503_are_tried_again_then_said_in_one_line(monkeypatch: pytest.M
         registry.manifest("v1")
     assert str(raised.value) == ("registry.example.com/team/kernels: manifest v1 failed (HTTP 503); fix: check the "
                                  "registry registry.example.com (its logs say why), then re-run")
+
+
+def test_credentials_from_a_helper_an_identity_token_or_the_auths_entry(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`credHelpers`/`credsStore` run `docker-credential-<name> get` (host on stdin); `identitytoken` is a refresh
+    token for the token server; `auth` is base64 `user:password`."""
+    from kernlock._internal.oci.credentials import Credentials, credentials_for
+
+    helper = tmp_path / "bin" / "docker-credential-team"
+    helper.parent.mkdir()
+    helper.write_text('#!/bin/sh\nread host\n[ "$host" = ghcr.io ] || exit 1\n'
+                      'echo \'{"ServerURL": "ghcr.io", "Username": "bot", "Secret": "pat"}\'\n')
+    helper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{helper.parent}:/usr/bin:/bin")
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
+    (tmp_path / "config.json").write_text(json.dumps({
+        "credHelpers": {"ghcr.io": "team"},
+        "auths": {"harbor.example.com": {"identitytoken": "refresh"},
+                  "https://registry.example.com": {"auth": base64.b64encode(b"ci:pw").decode()}}}))
+    assert credentials_for("ghcr.io") == Credentials(username="bot", password="pat")
+    assert credentials_for("harbor.example.com") == Credentials(identity_token="refresh")
+    assert credentials_for("registry.example.com") == Credentials(username="ci", password="pw")
+    assert credentials_for("elsewhere.example.com") is None
+
+
+def test_an_endless_manifest_is_cut_off_in_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    http = _http()
+
+    def handler(request):  # type: ignore[no-untyped-def]
+        return http.Response(200, content=iter([b" " * (1 << 20)] * 17))
+
+    with pytest.raises(MissingFilesError, match="manifest v1 is over 16 MiB: not a kernlock artifact"):
+        registry_answering(handler, monkeypatch, tmp_path).manifest("v1")

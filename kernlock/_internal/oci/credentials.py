@@ -15,7 +15,6 @@ from pathlib import Path
 
 from kernlock.errors import UsageError
 
-_DOCKER_HUB = "https://index.docker.io/v1/"
 _HELPER_TIMEOUT = 60.0
 
 
@@ -54,12 +53,7 @@ def credentials_for(host: str) -> Credentials | None:
         if found is not None:
             return found
     auths = config.get("auths") or {}
-    for key in (
-        host,
-        f"https://{host}",
-        f"http://{host}",
-        *((_DOCKER_HUB,) if host == "docker.io" else ()),
-    ):
+    for key in (host, f"https://{host}", f"http://{host}"):
         entry = auths.get(key)
         if isinstance(entry, dict):
             return _from_entry(entry)

@@ -29,6 +29,7 @@ _ATTEMPTS = 4  # per request: a dropped connection, a 429 or a 5xx is tried agai
 _RETRY = (429, 500, 502, 503, 504)
 _BACKOFF = 0.25  # seconds, doubled per attempt
 _MAX_WAIT = 30.0  # the longest `Retry-After` honoured
+MANIFEST_LIMIT = 16 << 20  # bytes: an index of 500 kernels x 20 targets is about 3 MiB
 MANIFEST_TYPES = (
     "application/vnd.oci.image.index.v1+json",
     "application/vnd.oci.image.manifest.v1+json",
@@ -114,8 +115,18 @@ class Registry:
         headers = {"Accept": ", ".join(MANIFEST_TYPES)}
         url = f"{self._base}/manifests/{reference}"
         what = f"manifest {reference}"
+        body = bytearray()
         with self._send("GET", url, what=what, expect=(200,), headers=headers) as answer:
-            return b"".join(self._body(answer, what))
+            for chunk in self._body(answer, what):
+                body += chunk
+                if len(body) > MANIFEST_LIMIT:
+                    raise MissingFilesError(
+                        f"{self.where}: {what} is over {MANIFEST_LIMIT >> 20} MiB: not a kernlock "
+                        "artifact",
+                        fix="push the lock's kernels there: "
+                        f"`kernlock vendor --to {self.ref.location}`",
+                    )
+        return bytes(body)
 
     @contextmanager
     def blob(self, digest: str) -> Iterator[Iterable[bytes]]:
