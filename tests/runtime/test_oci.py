@@ -181,7 +181,8 @@ def test_an_oci_layout_on_disk_works_the_same_for_push_and_pull(
     layout.rename(moved)
     hub.reset_counts()
     node = fresh_home(tmp_path, "node")
-    synced = run_kernlock("sync", "--from", f"oci-layout:{moved}@{mirror.index}", cwd=project, env=node)
+    synced = run_kernlock("sync", "--from", f"oci-layout:{moved}@{mirror.index}", cwd=project,
+                          env={**node, "HF_HUB_OFFLINE": "1"})  # no Hub needed, nor asked
     assert synced.returncode == 0, synced.stderr
     assert hub.log == []
     verified = run_kernlock("verify", "--cache", cwd=project, env={**node, "HF_HUB_OFFLINE": "1"})

@@ -101,3 +101,21 @@ def test_the_artifacts_are_canonical_and_carry_the_lock_s_digests() -> None:
         "digest": artifact.digest, "size": len(artifact.body),
         "annotations": {"dev.kernlock.repo": "org/repo", "dev.kernlock.commit": "a" * 40, "dev.kernlock.variant": variant.name}}]
     assert digest_of(lock_index([variant_manifest(kernel, variant)])) == digest_of(index)  # no timestamps
+
+
+def test_a_manifest_listing_another_digest_than_the_lock_is_refused_naming_both() -> None:
+    from kernlock._internal.oci.artifact import file_layers
+    from kernlock.errors import IntegrityError
+
+    [kernel] = sample_lockfile().kernels
+    [variant] = kernel.variants
+    ref = parse_ref("oci://ghcr.io/team/kernels:v1").at(DIGEST)
+    assert file_layers(variant_manifest(kernel, variant).body, kernel, variant, ref) == {
+        f.path: f"sha256:{f.sha256}" for f in variant.files}
+    other = replace(variant, files=(replace(variant.files[0], sha256="9" * 64), variant.files[1]))
+    with pytest.raises(IntegrityError) as raised:
+        file_layers(variant_manifest(kernel, other).body, kernel, variant, ref)
+    assert raised.value.message == (
+        f"org/repo: oci://ghcr.io/team/kernels:v1@{DIGEST} lists {variant.name}/b.py as sha256:{'9' * 64} (3 bytes), "
+        f"but kernels.lock expects sha256:{'1' * 64} (3 bytes); nothing was downloaded")
+    assert raised.value.fix == "push this lock's kernels there again: `kernlock vendor --to oci://ghcr.io/team/kernels:v1`"
