@@ -49,6 +49,13 @@ KEYS = {
                   "`verify` ([how-to](../how-to/gpu-archs.md))"),
     "advisories": ("list of paths or https:// URLs", "advisory files of known-bad builds "
                    "([how-to](../how-to/advisories.md))"),
+    "exclude-newer": ("date or duration", "skip Hub commits newer than this cut-off: an RFC 3339 date, or a duration "
+                      "back from the time of locking such as `\"7 days\"` or `\"P7D\"` ([how-to](../how-to/cooldown.md))"),
+    "exclude-newer-kernel": ("table: repo → date or duration", "a cut-off of its own for a repo, in place of "
+                             "`exclude-newer`"),
+    "ignore-advisories": ("list of ids or `{ id, until, reason }` tables", "advisories set aside through their "
+                          "`until` day; an expired one fails `verify` "
+                          "([how-to](../how-to/advisories.md#ignore-an-advisory-for-a-while))"),
 }
 
 # Variables kernlock reads that are not named in settings.py: what each means (must match the reads found).

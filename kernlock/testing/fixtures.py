@@ -28,6 +28,8 @@ Each ``fixtures/<org>__<name>.toml`` describes one kernel repository::
                                     version branch)
     also = ["main"]                 # optional: other branches moved to this commit
     tags = ["v1.0.0"]               # optional: lightweight tags on this commit
+    date = 2026-03-01T12:00:00Z     # optional: the commit's date (author and committer; default:
+                                    #   one hour after the previous commit's, from 2026-01-01)
     variants = ["cuda", "torch213-cxx11-cpu-x86_64-linux"]   # set names or variant names
     version = 1                     # optional: metadata version (default: N of branch vN, else 1)
     archs = ["10.0"]                # optional: the GPU archs its CUDA/ROCm builds list (default:
@@ -52,7 +54,7 @@ Each ``fixtures/<org>__<name>.toml`` describes one kernel repository::
     digest-algorithm = "sha512"     # optional: the digest's algorithm (default "sha256")
 
 Commits are written with ``git fast-import`` using fixed author, committer and
-dates, so commit SHAs are identical across runs and machines.
+dates (``date``, else one hour apart), so commit SHAs are identical across runs and machines.
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ import os
 import re
 import subprocess
 from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -153,7 +156,7 @@ def _build_repo(spec: Mapping[str, Any], templates_dir: Path, repo_path: Path) -
             f"refs/heads/{branch}",
             mark=index,
             parent=f":{parent}" if parent else None,
-            timestamp=_EPOCH + index * _COMMIT_INTERVAL,
+            timestamp=_timestamp(commit.get("date")) or _EPOCH + index * _COMMIT_INTERVAL,
             message=commit["label"],
             files=files,
             full_snapshot=True,
@@ -165,6 +168,11 @@ def _build_repo(spec: Mapping[str, Any], templates_dir: Path, repo_path: Path) -
         for tag in commit.get("tags", []):
             stream += f"reset refs/tags/{tag}\nfrom :{index}\n\n".encode()
     git(repo_path, "fast-import", "--quiet", "--force", input=bytes(stream))
+
+
+def _timestamp(date: datetime | None) -> int | None:
+    """An aware datetime (a fixture's TOML ``date``, with its ``Z``) as a Unix time."""
+    return None if date is None else int(date.timestamp())
 
 
 def _commit_command(
@@ -333,14 +341,18 @@ def rev_parse(repo_path: Path, rev: str) -> str:
 
 
 def push_commit(
-    repo_path: Path, branch: str, files: Mapping[str, bytes | None], message: str
+    repo_path: Path,
+    branch: str,
+    files: Mapping[str, bytes | None],
+    message: str,
+    date: datetime | None = None,
 ) -> str:
-    """Add a commit on ``branch`` changing ``files`` (``None`` deletes); returns its SHA.
-
-    The commit is dated one interval after its parent, so SHAs stay deterministic.
-    """
+    """Add a commit on ``branch`` changing ``files`` (``None`` deletes), dated ``date`` (aware),
+    else one interval after its parent, so SHAs stay deterministic; returns its SHA."""
     parent = rev_parse(repo_path, f"refs/heads/{branch}")
-    timestamp = int(git(repo_path, "log", "-1", "--format=%ct", parent)) + _COMMIT_INTERVAL
+    timestamp = _timestamp(date) or (
+        int(git(repo_path, "log", "-1", "--format=%ct", parent)) + _COMMIT_INTERVAL
+    )
     stream = _commit_command(
         f"refs/heads/{branch}",
         mark=None,
@@ -359,8 +371,9 @@ def move_branch(repo_path: Path, branch: str, to_sha: str) -> None:
     git(repo_path, "update-ref", f"refs/heads/{branch}", to_sha)
 
 
-def advance_branch(repo_path: Path, branch: str) -> str:
-    """Add a commit on ``branch`` whose kernels carry the build label ``<label> (moved)``."""
+def advance_branch(repo_path: Path, branch: str, date: datetime | None = None) -> str:
+    """Add a commit on ``branch`` (dated ``date``, see `push_commit`) whose kernels carry the build
+    label ``<label> (moved)``."""
     tip = rev_parse(repo_path, f"refs/heads/{branch}")
     paths = git(repo_path, "ls-tree", "-r", "--name-only", "-z", tip, "build").decode().split("\0")
     changed = {}
@@ -370,7 +383,7 @@ def advance_branch(repo_path: Path, branch: str) -> str:
             changed[path] = _IDENTITY_CALL.sub(
                 lambda m: b'identity(__file__, "%s", "%s (moved)")' % (m[1], m[2]), source
             )
-    return push_build(repo_path, branch, changed, f"Move {branch}")
+    return push_build(repo_path, branch, changed, f"Move {branch}", date=date)
 
 
 def push_build(
@@ -379,6 +392,7 @@ def push_build(
     files: Mapping[str, bytes | None],
     message: str,
     sigstore: TestSigstore | None = None,
+    date: datetime | None = None,
 ) -> str:
     """`push_commit` as a publisher's rebuild: each build ``files`` touches gets a new id and a
     matching digest, and, when it was signed, a new bundle from the same signer (``sigstore``: the
@@ -411,7 +425,7 @@ def push_build(
         ):
             bundle = git(repo_path, "cat-file", "blob", f"{tip}:{base}/metadata.json.sigstore")
             rebuilt[f"{base}/metadata.json.sigstore"] = sigstore.resign(bundle, signed)
-    return push_commit(repo_path, branch, {**files, **rebuilt}, message)
+    return push_commit(repo_path, branch, {**files, **rebuilt}, message, date)
 
 
 def _exists(repo_path: Path, commit: str, path: str) -> bool:

@@ -44,3 +44,10 @@ def test_public_api_is_typed_behind_the_lazy_init(tmp_path: Path) -> None:
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert 'Revealed type is "dict[str, tuple[str, str]]"' in checked.stdout
     assert 'Revealed type is "str | None"' in checked.stdout
+
+
+def test_no_tracked_file_holds_merge_conflict_markers() -> None:
+    """A merge left half-resolved (`<<<<<<< HEAD` … `>>>>>>> branch`) never lands, in docs or code."""
+    listed = subprocess.run(["git", "grep", "-lE", "^(<<<<<<< |>>>>>>> )", "--", ".", ":!tests", ":!kernlock"],
+                            cwd=REPO_ROOT, capture_output=True, text=True)
+    assert listed.returncode == 1 and not listed.stdout, listed.stdout

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -37,6 +38,16 @@ model.train()
 tiny.result(layers=kernlock.loaded()["layers"])
 """
 
+TRAINER = TRAIN.replace('tiny.result(layers=kernlock.loaded()["layers"])', """
+import torch
+from transformers import Trainer, TrainingArguments
+rows = [{"input_ids": ids, "labels": ids} for ids in torch.randint(0, 128, (4, 12)).tolist()]
+args = TrainingArguments("out", max_steps=1, save_steps=1, per_device_train_batch_size=2, use_cpu=True,
+                         report_to=[])
+Trainer(model=model, args=args, train_dataset=rows).train()
+tiny.result(ok=True)
+""")
+
 
 def _project(root: Path, targets: list[str]) -> Path:
     project = make_project(root, kernels=[FA2], targets=targets, extra='\nmodels = ["./model"]')
@@ -60,7 +71,7 @@ def test_a_layer_kernel_without_a_build_for_a_target_is_locked_native_with_its_r
     shown = cli("show", cwd=project).output
     assert "native (no build for this target)" in shown
     verified = cli("verify", "--all-targets", cwd=project)
-    assert verified.exit_code == 0, verified.output
+    assert f"ok   against (2 kernels of out/checkpoint-1 on {CUDA_130})" in verified.output, verified.output
     assert f"note: {LIGER}@v4 is native on {CU126} (no build for this target)" in verified.output
     explained = cli("explain", ROTARY, "--target", CU126, cwd=project).output
     assert "the lock has native: no build for this target" in explained
@@ -82,6 +93,21 @@ def test_the_run_record_names_the_bound_and_the_native_layers(hub: TestHub, tmp_
                                  "variant": liger.variant_for(CUDA_130).name}
     # SiLU's kernel is mapped for inference only: in training the layer runs Transformers' own code, and says why
     assert layers["SiLU"] == {"layer": "SiLU", "native": "no kernel in Transformers' mapping for this device and mode"}
+
+
+def test_a_trainer_checkpoints_run_record_names_the_bound_and_the_native_layers(hub: TestHub, tmp_path: Path) -> None:
+    project = _project(tmp_path / "p", [CUDA_130])
+    assert cli("lock", cwd=project).exit_code == 0
+    liger = load_lockfile(project / "kernels.lock").kernel(f"{LIGER}@v4")
+    done = python(TRAINER, project, KERNLOCK_TARGET=CUDA_130)
+    assert done.returncode == 0 and done.result["ok"], done.stdout + done.stderr
+    record = json.loads((project / "out" / "checkpoint-1" / "kernlock.json").read_text())
+    layers = {row["layer"]: row for row in record["layers"]}
+    assert layers["RMSNorm"] == {"layer": "RMSNorm", "repo": LIGER, "commit": liger.commit,
+                                 "variant": liger.variant_for(CUDA_130).name}
+    assert layers["SiLU"]["native"] == "no kernel in Transformers' mapping for this device and mode"
+    verified = cli("verify", "--against", "out/checkpoint-1", cwd=project)
+    assert f"ok   against (2 kernels of out/checkpoint-1 on {CUDA_130})" in verified.output, verified.output
 
 
 def test_a_locked_layer_kernel_missing_from_an_offline_cache_stops_the_run_with_one_line(hub: TestHub,

@@ -81,7 +81,7 @@ def test_vendor_to_a_registry_then_sync_from_and_run_train_with_no_hub(
     assert pushed.returncode == 0, pushed.stderr
     recorded = load_lockfile(project / "kernels.lock")
     [mirror] = recorded.mirrors
-    assert mirror.url == url and recorded.version == "1.5" and recorded.kernels == lock.kernels
+    assert mirror.url == url and recorded.version == "1.6" and recorded.kernels == lock.kernels
     assert f"to {url}@{mirror.index}; the lock records it" in pushed.stdout
     assert cli("lock", "--check", cwd=project).exit_code == 0  # a re-lock keeps the record: no churn
     # What the registry holds: the lock's index under the tag, a manifest per variant, each file a blob by its sha256.

@@ -3,6 +3,8 @@
 Offline (`kernlock._internal.model.advisories`): the lock's `ref` stands for a branch, and a commit
 within a range bounded by `introduced`/`fixed` cannot be placed without the branch's
 history, which is a note (`kernlock lock` asks the Hub and re-pins). A URL source is fetched.
+An advisory the project ignores (`ignore-advisories`) is a note while its ignore lasts; an expired
+ignore is a problem, and its advisory applies again.
 """
 
 from __future__ import annotations
@@ -10,7 +12,8 @@ from __future__ import annotations
 from kernlock._internal.check.report import CheckResult, plural
 from kernlock._internal.lockfile.model import LockedKernel, LockedVariant, Lockfile
 from kernlock._internal.model.advisories import Advisory, first_advisory
-from kernlock._internal.project.advisory_sources import load_advisories
+from kernlock._internal.model.advisory_ignores import KEY, today_utc
+from kernlock._internal.project.advisory_sources import project_advisories
 from kernlock._internal.project.config import Project
 
 
@@ -36,8 +39,21 @@ def lock_advisories(
 
 
 def check_advisories(project: Project, lock: Lockfile, result: CheckResult) -> None:
-    """A problem per locked variant an advisory covers, naming the advisory and its fix."""
-    advisories = load_advisories(project.root, project.advisories)
+    """A problem per locked variant an advisory covers, naming the advisory and its fix, and per
+    expired ignore."""
+    advisories, ignored = project_advisories(project)
+    _check_ignores(project, (*advisories, *ignored), result)
+    for kernel, variant, advisory, _ in lock_advisories(lock, ignored):
+        if advisory is not None:
+            [ignore] = [i for i in project.ignore_advisories if i.id == advisory.id]
+            until = f"until {ignore.until}" if ignore.until else "with no end date"
+            reason = f": {ignore.reason}" if ignore.reason else ""
+            result.note(
+                f"{kernel.spec}: {variant.name} at {kernel.commit[:12]} is advised by "
+                f"{advisory.id}, which {KEY} ignores {until}{reason}",
+                kernel=kernel.spec,
+                variant=variant.name,
+            )
     for kernel, variant, advisory, undecided in lock_advisories(lock, advisories):
         targets = ", ".join(map(str, variant.targets)) or "no target"
         if advisory is not None:
@@ -56,5 +72,31 @@ def check_advisories(project: Project, lock: Lockfile, result: CheckResult) -> N
                 f"{maybe.branch} needs the branch's history; `kernlock lock` checks it against the "
                 "Hub"
             )
-    count = f"{len(advisories)} advisor{'y' if len(advisories) == 1 else 'ies'}"
+    total = len(advisories) + len(ignored)
+    count = f"{total} advisor{'y' if total == 1 else 'ies'}"
     result.summary = f"{count} from {plural(len(project.advisories), 'source')}"
+
+
+def _check_ignores(project: Project, advisories: tuple[Advisory, ...], result: CheckResult) -> None:
+    """An expired ignore is a problem (its advisory applies again); one naming none is a note."""
+    today, known = today_utc(), {a.id for a in advisories}
+    for ignore in project.ignore_advisories:
+        line = project.lines.get(ignore.id)
+        where = f"{project.pyproject.name}:{line}" if line else project.pyproject.name
+        if ignore.expired(today):
+            reason = f" ({ignore.reason})" if ignore.reason else ""
+            result.problem(
+                f"{where}: the ignore of advisory {ignore.id}{reason} in [tool.kernlock] {KEY} "
+                f"expired on {ignore.until}; the advisory applies again",
+                f"review {ignore.id}, then set a later until on its entry in {KEY} or remove the "
+                "entry",
+                file=str(project.pyproject),
+                line=line,
+                advisory=ignore.id,
+                rule="expired-ignore",
+            )
+        elif ignore.id not in known:
+            result.notes.append(
+                f"{where}: [tool.kernlock] {KEY} names {ignore.id}, which no advisory source "
+                "declares"
+            )

@@ -7,34 +7,20 @@ target must pin the same commit and variant with the same content hash. No netwo
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 from kernlock._internal.check.report import CheckResult, plural
 from kernlock._internal.lockfile.model import Lockfile
-from kernlock._internal.lockfile.record import RECORD_FILENAME, variant_content
+from kernlock._internal.lockfile.record import RECORD_FILENAME, read_record, variant_content
 from kernlock._internal.model.target import parse_target
-
-
-def _read_record(path: Path) -> dict[str, Any]:
-    file = path / RECORD_FILENAME if path.is_dir() else path
-    record = json.loads(file.read_text(encoding="utf-8"))
-    if (
-        not isinstance(record, dict)
-        or not isinstance(record.get("kernels"), list)
-        or "target" not in record
-    ):
-        raise ValueError("not a kernlock run record")
-    return record
 
 
 def check_against(lock: Lockfile, path: Path, result: CheckResult) -> None:
     """Each kernel `path`'s run loaded ↔ what `lock` loads for the run's target."""
     try:
-        record = _read_record(path)
-        target = parse_target(str(record["target"]))
-    except (OSError, ValueError, UnicodeDecodeError) as error:
+        record = read_record(path)
+        target = parse_target(record["target"])
+    except (OSError, ValueError) as error:
         result.problem(
             f"{path}: no readable {RECORD_FILENAME} ({error})",
             f"name a checkpoint written under kernlock (it holds {RECORD_FILENAME})",

@@ -147,8 +147,11 @@ def check_coverage(lock: Lockfile, targets: list[Target], result: CheckResult) -
                 result.problem(*mismatch, kernel=kernel.spec, target=name)
             native = kernel.native_reason(target)
             if native is not None:
-                result.notes.append(
+                result.note(
                     f"{kernel.spec} is native on {name} ({native}): "
-                    f"{', '.join(kernel.used_by) or 'its layers'} keep Transformers' own code"
+                    f"{', '.join(kernel.used_by) or 'its layers'} keep Transformers' own code",
+                    kernel=kernel.spec,
+                    target=name,
+                    rule="native-fallback",
                 )
     result.summary = ", ".join(str(t) for t in targets)

@@ -85,6 +85,7 @@ def check_fresh(project: Project, lock: Lockfile, result: CheckResult) -> None:
                 f"{key} is locked but no longer named by any source", "kernlock lock", spec=key
             )
     _check_overrides(project, lock, result)
+    _check_cooldown(project, lock, result)
     _check_models(project, lock, result)
     for _repo, message, fix in allowlist_problems(project, lock):
         result.problem(message, fix)
@@ -218,6 +219,41 @@ def _check_overrides(project: Project, lock: Lockfile, result: CheckResult) -> N
                 "kernlock lock",
                 spec=kernel.spec,
             )
+
+
+def _check_cooldown(project: Project, lock: Lockfile, result: CheckResult) -> None:
+    """`exclude-newer` and `exclude-newer-kernel` ↔ the cut-offs the lock records (a duration
+    matches the span it was counted from, whatever the date: no clock is read)."""
+    from kernlock._internal.model.cooldown import format_date
+
+    default, per_repo = project.exclude_newer
+    wanted = {"exclude-newer": default, **{f"exclude-newer-kernel {r!r}": c for r, c in per_repo}}
+    cut = lock.exclude_newer
+    have = {"exclude-newer": (cut.date, cut.span)} if cut and cut.date else {}
+    if cut:
+        have.update(
+            {
+                f"exclude-newer-kernel {repo!r}": (date, cut.kernel_span.get(repo))
+                for repo, date in cut.kernel_date.items()
+            }
+        )
+    for name in sorted({*have, *(n for n, c in wanted.items() if c is not None)}):
+        setting, (date, span) = wanted.get(name), have.get(name, (None, None))
+        same = setting is not None and (
+            span == setting.span
+            if setting.span is not None
+            else span is None and setting.date is not None and date == format_date(setting.date)
+        )
+        if same:
+            continue
+        recorded = f"{date} ({span})" if span else str(date)
+        if setting is None:
+            message = f"the lock was resolved under {name} {recorded}, which is no longer set"
+        elif date is None:
+            message = f"[tool.kernlock] {name} is set, and the lock was resolved without it"
+        else:
+            message = f"[tool.kernlock] {name} changed: the lock was resolved under {recorded}"
+        result.problem(message, "kernlock lock")
 
 
 def _note_default_drift(

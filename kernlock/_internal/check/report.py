@@ -14,7 +14,8 @@ JSON form (`VerifyReport.to_json()`, `kernlock verify --json`)::
             {"message": str, "fix": str,
              # optional context keys, present where they apply:
              "spec": str, "kernel": str, "target": str, "file": str, "line": int,
-             "variant": str, "path": str,
+             "variant": str, "path": str, "advisory": str,
+             "rule": str,                # a finding of its own kind (`expired-ignore`), for SARIF
              "key_path": [str | int]}    # where in the lock an invalid value is
              (LockfileError.key_path)
           ],
@@ -22,6 +23,9 @@ JSON form (`VerifyReport.to_json()`, `kernlock verify --json`)::
         }
       ]
     }
+
+`kernlock verify --format sarif` writes the same report as SARIF 2.1.0
+(`kernlock._internal.check.sarif`).
 
 Exit codes (`VerifyReport.exit_code`): 0 all good, 1 a check failed, 2 the lock
 is unreadable or invalid.
@@ -46,6 +50,17 @@ class Problem:
         return {"message": self.message, "fix": self.fix, **self.context}
 
 
+class Note(str):
+    """A note's text, with the context keys (`kernel`, `target`, `rule`) SARIF places it by."""
+
+    context: dict[str, Any]
+
+    def __new__(cls, text: str, **context: Any) -> Note:
+        note = super().__new__(cls, text)
+        note.context = {k: v for k, v in context.items() if v is not None}
+        return note
+
+
 @dataclass
 class CheckResult:
     """The outcome of one check."""
@@ -64,6 +79,10 @@ class CheckResult:
             Problem(message, fix, {k: v for k, v in context.items() if v is not None})
         )
 
+    def note(self, text: str, **context: Any) -> None:
+        """A note that says what it is about (`Note`)."""
+        self.notes.append(Note(text, **context))
+
     def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name,
@@ -79,6 +98,7 @@ class VerifyReport:
     """Every check that ran, in order."""
 
     lockfile: Path
+    root: Path | None = None  # the project's root, where SARIF's paths start
     checks: list[CheckResult] = field(default_factory=list)
     unreadable: bool = False
 
@@ -133,7 +153,7 @@ def report_json(report: VerifyReport) -> str:
     return json.dumps(report.to_json(), indent=2)
 
 
-__all__ = ["CheckResult", "Problem", "VerifyReport", "report_json"]
+__all__ = ["CheckResult", "Note", "Problem", "VerifyReport", "report_json"]
 
 
 def plural(count: int, noun: str) -> str:

@@ -309,7 +309,7 @@ def verify(
     """
     workspace = open_workspace(project_dir, lockfile)
     project = workspace.project
-    report = VerifyReport(lockfile=workspace.lockfile)
+    report = VerifyReport(lockfile=workspace.lockfile, root=workspace.root)
     first = CheckResult("lock")
     report.checks.append(first)
     try:

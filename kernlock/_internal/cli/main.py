@@ -21,7 +21,9 @@ COMMANDS = {
     "show": "Show what kernels.lock pins: spec, ref, commit, variant per target.",
     "outdated": "List locked kernels whose branch moved or that have a newer version.",
     "explain": "Explain the variant choice of a locked kernel for a target.",
-    "export": "Export kernels.lock in another tool's format (kernels' JSON lock).",
+    "tree": "Show every locked kernel, per target, under what brought it in.",
+    "why": "Say what brought a locked kernel into the lock.",
+    "export": "Export kernels.lock in another tool's format (kernels' JSON lock, CycloneDX SBOM).",
     "sync": "Download and verify exactly the locked variants.",
     "vendor": "Export the locked variants into a self-contained directory.",
 }

@@ -23,6 +23,7 @@ from kernlock._internal.hub.transport import (
     etag_timeout,
     http_status,
 )
+from kernlock._internal.model.cooldown import parse_date
 from kernlock._internal.model.ids import is_git_sha, is_sha256
 from kernlock.errors import HubError, redact
 
@@ -59,6 +60,8 @@ class Hub:
         self._org_trust: dict[str, bool] = {}
         self._org_locks: dict[str, threading.Lock] = {}
         self._canonical: dict[str, str] = {}
+        self._histories: dict[tuple[str, str], list[tuple[str, str | None]]] = {}
+        self._trees: dict[tuple[str, str, str], list[TreeFile]] = {}
 
     def _call(self, repo: str, fn: Callable[[float], T], deadline: float | None = None) -> T:
         """`Transport.call`, naming a model repo given as a kernel instead of "repository not
@@ -210,13 +213,41 @@ class Hub:
 
     def commits(self, repo: str, revision: str) -> list[str]:
         """Commit SHAs reachable from `revision`, newest first."""
+        return [commit for commit, _ in self.dated_commits(repo, revision)]
+
+    def dated_commits(self, repo: str, revision: str) -> list[tuple[str, str | None]]:
+        """Commits reachable from `revision`, newest first, each with the date the Hub gives it
+        (`list_repo_commits`' `date`; None where it gives none that parses); one listing per repo
+        and revision."""
         from urllib.parse import quote
 
+        key = (repo, revision)
+        with self._lock:
+            if key in self._histories:
+                return self._histories[key]
         url = f"{self.endpoint}/api/kernels/{repo}/commits/{quote(revision, safe='')}"
-        return [str(item.get("id", "")) for item in self._get_pages(repo, url, {})]
+        history = [
+            (str(item.get("id", "")), _valid_date(item.get("date")))
+            for item in self._get_pages(repo, url, {})
+            if isinstance(item, dict)
+        ]
+        with self._lock:
+            return self._histories.setdefault(key, history)
 
     def tree(self, repo: str, commit: str, path: str = "build") -> list[TreeFile]:
-        """Every file under `path` at `commit`, with sizes, blob ids and LFS hashes."""
+        """Every file under `path` at `commit`, with sizes, blob ids and LFS hashes (listed once
+        per commit: a commit's tree never changes)."""
+        key = (repo, commit, path)
+        with self._lock:
+            if key in self._trees:
+                return self._trees[key]
+        files = self._list_tree(repo, commit, path)
+        if not is_git_sha(commit):
+            return files
+        with self._lock:
+            return self._trees.setdefault(key, files)
+
+    def _list_tree(self, repo: str, commit: str, path: str) -> list[TreeFile]:
         url = f"{self.endpoint}/api/kernels/{repo}/tree/{commit}/{path}"
         files = []
         seen: set[str] = set()
@@ -352,3 +383,14 @@ class Hub:
         with self._lock:
             self._org_trust[org] = trusted
         return trusted
+
+
+def _valid_date(value: object) -> str | None:
+    """A commit's `date` as the Hub gave it, when it is an RFC 3339 timestamp."""
+    if not isinstance(value, str):
+        return None
+    try:
+        parse_date(value)
+    except ValueError:
+        return None
+    return value

@@ -21,6 +21,7 @@ from kernlock._internal.compat.kernels_json_lock import (
     parse_kernels_lock,
 )
 from kernlock._internal.fs.atomic import atomic_write
+from kernlock._internal.lockfile.export_output import write_export
 from kernlock._internal.lockfile.model import LockedKernel, Lockfile
 from kernlock._internal.model.spec import parse_spec, version_of_branch
 from kernlock.errors import KernlockError, UsageError
@@ -45,9 +46,6 @@ def looks_like_kernels_lock(data: bytes) -> bool:
     return isinstance(entries, list) and all(
         isinstance(e, dict) and {"dependency", "lock"} <= set(e) for e in entries
     )
-
-
-_ELSEWHERE = "export elsewhere (-o another path), or omit -o to write to standard output"
 
 
 def migrate_hint(path: Path) -> tuple[str, str]:
@@ -210,67 +208,13 @@ def kernels_json(lock: Lockfile) -> str:
 
 
 def export_kernels_json(lock: Lockfile, lockfile: Path, output: Path) -> None:
-    """Write kernels' JSON for `lock` to `output`, never over kernlock's own lock.
-
-    A regular file is replaced atomically; a pipe, FIFO or terminal (`-o /dev/stdout`)
-    is written into, and only once a reader is there (no reader: an error, never a hang).
-    """
-    import stat
-
-    payload = (kernels_json(lock) + "\n").encode("utf-8")
-    try:
-        mode = output.stat().st_mode
-    except FileNotFoundError:
-        mode = None
-    except OSError as error:
-        raise UsageError(
-            f"cannot write {output} ({error.strerror}); nothing was written", fix=_ELSEWHERE
-        ) from None
-    if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
-        _write_stream(output, payload)
-        return
-    if not output.parent.is_dir():
-        raise UsageError(
-            f"{output.parent} is not a directory; nothing was written",
-            fix=f"create it (mkdir -p {output.parent}) or export elsewhere",
-        )
-    if output.resolve() == lockfile.resolve():
-        problem = f"{output} is kernlock's lock"
-    elif mode is not None and (
-        stat.S_ISDIR(mode) or not looks_like_kernels_lock(output.read_bytes())
-    ):
-        problem = f"{output} exists and is not a kernels JSON lock"
-    else:
-        problem = None
-    if problem:
-        raise UsageError(
-            f"{problem}; nothing was written",
-            fix=f"export elsewhere, e.g. -o {lockfile.name}{JSON_SUFFIX}",
-        )
-    atomic_write(output, payload)
-
-
-def _write_stream(output: Path, payload: bytes) -> None:
-    """Write into a pipe, FIFO or device that a reader holds open; refuse one nobody reads."""
-    import errno
-    import os
-
-    try:
-        # a FIFO with no reader: ENXIO at once, not a hang
-        fd = os.open(output, os.O_WRONLY | os.O_NONBLOCK)
-    except OSError as error:
-        if error.errno == errno.ENXIO:
-            raise UsageError(
-                f"cannot write {output}: no process is reading it",
-                fix="start the reader first, or omit -o to write to standard output",
-            ) from None
-        raise UsageError(f"cannot write {output} ({error.strerror})", fix=_ELSEWHERE) from None
-    try:
-        os.set_blocking(fd, True)
-        with os.fdopen(fd, "wb") as stream:
-            stream.write(payload)
-    except OSError as error:
-        raise UsageError(
-            f"cannot write {output} ({error.strerror})",
-            fix="check that the reader is still running, or omit -o to write to standard output",
-        ) from None
+    """Write kernels' JSON for `lock` to `output`, never over kernlock's own lock or a file that is
+    not a kernels JSON lock (`kernlock._internal.lockfile.export_output`)."""
+    write_export(
+        (kernels_json(lock) + "\n").encode("utf-8"),
+        lockfile,
+        output,
+        kind="a kernels JSON lock",
+        is_kind=looks_like_kernels_lock,
+        example=f"{lockfile.name}{JSON_SUFFIX}",
+    )

@@ -1,4 +1,4 @@
-"""The lock's `[[mirror]]` records (lock format 1.5): where `kernlock vendor --to` pushed the
+"""The lock's `[[mirror]]` records (lock format 1.6): where `kernlock vendor --to` pushed the
 locked kernels as OCI artifacts, and the digest of the index it pushed, so a pull by that
 location (`kernlock sync --from`, `KERNLOCK_MIRROR`) fetches exactly that index and not whatever
 its tag names now. A record holds no credentials (a URL with them is refused before anything

@@ -10,7 +10,7 @@ from kernlock._internal.lockfile.format_version import format_version
 from kernlock._internal.lockfile.mirror import Mirror
 from kernlock._internal.lockfile.model import Lockfile
 
-MIRROR_FORMAT = "1.5"  # the lock format that holds `[[mirror]]`
+MIRROR_FORMAT = "1.6"  # the lock format that holds `[[mirror]]`
 
 
 def with_mirror(lock: Lockfile, url: str, index: str) -> Lockfile:

@@ -8,6 +8,7 @@ Shape (see the README for an annotated example)::
     targets = [...]          # environments the lock covers
     inputs = [...]           # spec keys the lock was resolved from (freshness)
     [resolved-with]          # versions of the resolving tools, no timestamps
+    [exclude-newer]          # the cut-offs Hub commits were skipped after (`exclude_newer`)
     [[kernel]]               # one per spec key, sorted
     [[kernel.variant]]       # one per locked build variant, sorted, with file hashes
 
@@ -26,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import field
 from typing import Any
 
+from kernlock._internal.lockfile.exclude_newer import ExcludeNewer
 from kernlock._internal.lockfile.format_version import LOCK_VERSION, format_version, read_version
 from kernlock._internal.lockfile.mirror import Mirror
 from kernlock._internal.lockfile.signing_record import Provenance, Signature
@@ -63,14 +65,21 @@ SOURCES = ("recorded",)
 SIGNATURE_FILE = "metadata.json.sigstore"
 
 
-def format_for(kernels: tuple[LockedKernel, ...], models: tuple[LockedModel, ...] = ()) -> str:
-    """The oldest format that holds `kernels` and `models`: "1.4" when an entry records a native
+def format_for(
+    kernels: tuple[LockedKernel, ...],
+    models: tuple[LockedModel, ...] = (),
+    exclude_newer: ExcludeNewer | None = None,
+) -> str:
+    """The oldest format that holds `kernels`, `models` and a cut-off: "1.5" with `exclude_newer`,
+    "1.4" when an entry records a native
     target or its `source`, "1.3" when a variant records its GPU archs, "1.2" with models, "1.1"
     when a variant records its signer, else "1.0".
 
     A lock without them keeps its bytes (no churn on re-lock), and older kernlocks read it without a
     warning.
     """
+    if exclude_newer is not None:
+        return "1.5"
     if any(k.native or k.source is not None for k in kernels):
         return "1.4"
     if any(v.archs for k in kernels for v in k.variants):
@@ -336,8 +345,9 @@ class Lockfile(Table):
     targets: tuple[Target, ...]  # parsed at load; written as their text
     inputs: tuple[str, ...]
     resolved_with: Mapping[str, str] = field(default_factory=dict)
+    exclude_newer: ExcludeNewer | None = None  # the cut-offs it was resolved under (1.5)
     models: tuple[LockedModel, ...] = field(default=(), metadata={"key": "model"})
-    # where `kernlock vendor --to` pushed the kernels as OCI artifacts (1.5; lockfile.mirror)
+    # where `kernlock vendor --to` pushed the kernels as OCI artifacts (1.6; lockfile.mirror)
     mirrors: tuple[Mirror, ...] = field(default=(), metadata={"key": "mirror"})
     kernels: tuple[LockedKernel, ...] = field(default=(), metadata={"key": "kernel"})
 
@@ -394,6 +404,7 @@ class Lockfile(Table):
             targets=get_targets(d, "targets"),
             inputs=get_strings(d, "inputs"),
             resolved_with=dict(resolved_with),
+            exclude_newer=get_object(d, ExcludeNewer, "exclude-newer", ignored),
             models=models,
             mirrors=get_objects(d, Mirror, "mirror", ignored),
             kernels=kernels,

@@ -197,17 +197,21 @@ def _commit(value: str | None, key: str, where: str) -> str | None:
     return value
 
 
+def refuse_unknown_keys(table: dict[str, Any], known: set[str], where: str, fix: str) -> None:
+    """`ConfigError` for the first key of `table` not in `known`, listing the known ones."""
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown key {unknown[0]!r}; known keys: {', '.join(sorted(known))}", fix=fix
+        )
+
+
 def _advisory(entry: Any, where: str, source: str) -> Advisory:
     from kernlock._internal.model.spec import parse_spec
 
     if not isinstance(entry, dict):
         raise ConfigError(f"{where} must be a table", fix=FORMAT_FIX)
-    unknown = sorted(set(entry) - _KEYS)
-    if unknown:
-        raise ConfigError(
-            f"{where}: unknown key {unknown[0]!r}; known keys: {', '.join(sorted(_KEYS))}",
-            fix=FORMAT_FIX,
-        )
+    refuse_unknown_keys(entry, _KEYS, where, FORMAT_FIX)
     advisory_id, repo = _text(entry, "id", where, True), _text(entry, "repo", where, True)
     summary = _text(entry, "summary", where, True)
     assert advisory_id is not None and repo is not None and summary is not None
@@ -223,13 +227,7 @@ def _advisory(entry: Any, where: str, source: str) -> Advisory:
             "variants or sha256)",
             fix=FORMAT_FIX,
         )
-    unknown = sorted(set(affected) - _AFFECTED_KEYS)
-    if unknown:
-        raise ConfigError(
-            f"{where}.affected: unknown key {unknown[0]!r}; known keys: "
-            f"{', '.join(sorted(_AFFECTED_KEYS))}",
-            fix=FORMAT_FIX,
-        )
+    refuse_unknown_keys(affected, _AFFECTED_KEYS, f"{where}.affected", FORMAT_FIX)
     branch = _text(affected, "branch", f"{where}.affected")
     commits = tuple(
         c

@@ -4,6 +4,9 @@ project) or URLs.
     [tool.kernlock]
     advisories = ["advisories.toml", "https://example.org/kernels-advisories.toml"]
 
+The project's `ignore-advisories` (`kernlock._internal.model.advisory_ignores`) set aside the
+advisories they name until their `until` day: `project_advisories` splits the two.
+
 A URL is fetched on each use with kernlock's Hub transport (its timeouts, deadline, size
 bound and retries; no Hub token is sent), so `verify` reads a local file offline and a URL
 only where the network is there. The file format is `kernlock._internal.model.advisories`.
@@ -12,9 +15,14 @@ only where the network is there. The file format is `kernlock._internal.model.ad
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kernlock._internal.model.advisories import Advisory, parse_advisories
+from kernlock._internal.model.advisory_ignores import today_utc
 from kernlock.errors import ConfigError, KernlockError
+
+if TYPE_CHECKING:
+    from kernlock._internal.project.config import Project
 
 MAX_BYTES = 1 << 20  # one advisory file: a few hundred entries at most
 FIX = "fix or remove it in [tool.kernlock] advisories"
@@ -54,12 +62,26 @@ def load_advisories(root: Path, sources: tuple[str, ...]) -> tuple[Advisory, ...
     return tuple(advisories)
 
 
+def project_advisories(project: Project) -> tuple[tuple[Advisory, ...], tuple[Advisory, ...]]:
+    """The project's advisories: (those in force, those an unexpired ignore sets aside today)."""
+    advisories = load_advisories(project.root, project.advisories)
+    today = today_utc()
+    ignored = {i.id for i in project.ignore_advisories if not i.expired(today)}
+    return (
+        tuple(a for a in advisories if a.id not in ignored),
+        tuple(a for a in advisories if a.id in ignored),
+    )
+
+
 def _read(root: Path, source: str) -> str:
+    """An advisory file's text: a regular file under `MAX_BYTES` (never `/dev/zero` or a FIFO)."""
+    from kernlock._internal.fs.bounded_read import read_bounded
+
     path = root / source
+    if not path.exists() and not path.is_symlink():
+        raise ConfigError(f"advisories {source}: no such file ({path})", fix=FIX)
     try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"advisories {source}: no such file ({path})", fix=FIX) from None
+        return read_bounded(path, MAX_BYTES).decode("utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(f"advisories {source}: cannot be read ({error})", fix=FIX) from None
 

@@ -22,7 +22,8 @@ mapping).
     kernlock._internal.project.signers sigstore-trusted-root = "..."
     gpu-archs = ["8.0", "9.0"]         # the GPUs the targets run on: see
     kernlock._internal.project.gpu_archs advisories = ["advisories.toml"]   # known-bad builds: see
-    kernlock._internal.project.advisory_sources [tool.kernlock.signers]
+    kernlock._internal.project.advisory_sources ignore-advisories = [...]  # accepted for now: see
+    kernlock._internal.model.advisory_ignores [tool.kernlock.signers]
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ from typing import TYPE_CHECKING, Any
 from kernlock._internal.fs import tomlio
 from kernlock._internal.host import current_target
 from kernlock._internal.lockfile.model import LOCK_FILENAME
+from kernlock._internal.model.advisory_ignores import AdvisoryIgnore, parse_ignores
 from kernlock._internal.model.target import Target, parse_target
+from kernlock._internal.project.cooldown import read_cooldowns
 from kernlock._internal.project.suggest import close_name
 from kernlock.errors import ConfigError, TargetError, UsageError
 
@@ -51,6 +54,7 @@ _KNOWN_KEYS = {
     "kernels",
     "models",
     "advisories",
+    "ignore-advisories",
     "targets",
     "trust",
     "scan",
@@ -63,6 +67,8 @@ _KNOWN_KEYS = {
     "signers",
     "gpu-archs",
     "recorded",
+    "exclude-newer",
+    "exclude-newer-kernel",
 }
 
 
@@ -95,7 +101,10 @@ class Project:
         str, ...
         # advisory files (relative to the root) or URLs: kernlock._internal.project.advisory_sources
     ] = ()
-    lines: dict[str, int] = field(default_factory=dict)
+    ignore_advisories: tuple[AdvisoryIgnore, ...] = ()  # accepted for now
+    lines: dict[str, int] = field(default_factory=dict)  # spec, repo, model, ignored id -> its line
+    # `exclude-newer`, `exclude-newer-kernel` (repo -> value): kernlock._internal.project.cooldown
+    exclude_newer: tuple[Any, tuple[tuple[str, Any], ...]] = (None, ())
 
     @property
     def pyproject(self) -> Path:
@@ -274,8 +283,10 @@ def load_project(root: Path | str = ".") -> Project:
     lines = {spec: line for spec in kernels if (line := _line_of(text, f'"{spec}"')) is not None}
     lines.update({repo: line for repo in deps if (line := _line_of(text, f'"{repo}"')) is not None})
     models = _string_list(config.get("models", []), "models")
+    ignores = parse_ignores(config.get("ignore-advisories", []), str(path))
+    named = (*models, *(i.id for i in ignores))  # an ignore's line, for verify to point at
     lines.update(
-        {name: line for name in models if (line := _line_of(text, f'"{name}"')) is not None}
+        {name: line for name in named if (line := _line_of(text, f'"{name}"')) is not None}
     )
     return Project(
         root=root,
@@ -295,7 +306,9 @@ def load_project(root: Path | str = ".") -> Project:
         sigstore_trusted_root=root / trusted_root if trusted_root else None,
         signers=_signers(config.get("signers", {}), path),
         advisories=_string_list(config.get("advisories", []), "advisories"),
+        ignore_advisories=ignores,
         lines=lines,
+        exclude_newer=read_cooldowns(config, path),
     )
 
 

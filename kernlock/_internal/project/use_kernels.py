@@ -6,6 +6,8 @@ from __future__ import annotations
 from kernlock._internal.model.spec import KernelSpec
 from kernlock.errors import ConfigError
 
+ORIGIN = "Transformers use_kernels mapping"  # where its specs come from (`Origin.where`)
+
 
 def _refuse_unmapped(selection: tuple[str, ...], mapped: set[str]) -> None:
     """A `use-kernels` entry that Transformers' `use_kernels=True` mapping does not load (a typo
@@ -31,7 +33,7 @@ def use_kernels_specs(selection: bool | tuple[str, ...]) -> list[KernelSpec]:
     from kernlock._internal.compat.transformers import use_kernels_repos
     from kernlock._internal.model.spec import Origin, parse_spec, spec_from_version
 
-    origin = Origin("Transformers use_kernels mapping")
+    origin = Origin(ORIGIN)
     mapped = use_kernels_repos()
     if isinstance(selection, tuple):
         _refuse_unmapped(selection, {repo for repo, _, _ in mapped})

@@ -15,11 +15,13 @@ tip back to C for commits that have one:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from kernlock._internal.hub.client import Hub
 from kernlock._internal.hub.records import TreeFile
 from kernlock._internal.hub.variants import choose_variant, group_variants
 from kernlock._internal.lockfile.model import LockedKernel
+from kernlock._internal.model.cooldown import parse_date
 from kernlock._internal.model.target import Target
 
 # newer commits of one branch looked at: a version branch gains a few per Torch release
@@ -67,9 +69,11 @@ def _why_changed(
     return None
 
 
-def find_appended(hub: Hub, kernel: LockedKernel, missing: list[Target]) -> AppendPlan | None:
+def find_appended(
+    hub: Hub, kernel: LockedKernel, missing: list[Target], cutoff: datetime | None = None
+) -> AppendPlan | None:
     """Where builds for `missing` (targets the entry's commit has no build for) were appended to its
-    branch.
+    branch (by `cutoff`, under a cooldown).
 
     None when the entry is not on a branch, its commit left the branch's history, or no newer commit
     has a build for any of them.
@@ -78,10 +82,15 @@ def find_appended(hub: Hub, kernel: LockedKernel, missing: list[Target]) -> Appe
         r.name == kernel.ref and r.kind == "branch" for r in hub.refs(kernel.repo)
     ):
         return None
-    history = hub.commits(kernel.repo, kernel.ref)  # newest first
+    dated = hub.dated_commits(kernel.repo, kernel.ref)  # newest first
+    history = [commit for commit, _ in dated]
     if kernel.commit not in history:
         return None  # force-pushed past the lock: nothing was appended to *its* history
-    newer = history[: history.index(kernel.commit)][:MAX_HISTORY]
+    newer = [
+        commit
+        for commit, date in dated[: history.index(kernel.commit)]
+        if cutoff is None or (date is not None and parse_date(date) <= cutoff)
+    ][:MAX_HISTORY]
     if not newer:
         return None
     base = _fingerprints(

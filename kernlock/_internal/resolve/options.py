@@ -1,11 +1,13 @@
 """What a resolution is asked for (`ResolveOptions`: targets, trust, upgrades, overrides, signing,
-advisories), and the versions of the tools that shaped it (`resolving_context`, the lock's
+advisories, cut-offs), and the versions of the tools that shaped it (`resolving_context`, the lock's
 `[resolved-with]`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
+from kernlock._internal.lockfile.exclude_newer import ExcludeNewer
 from kernlock._internal.model.advisories import Advisory
 from kernlock._internal.model.overrides import OverrideRule
 from kernlock._internal.model.target import Target
@@ -27,10 +29,15 @@ class ResolveOptions:
     advisories: tuple[
         Advisory, ...
     ] = ()  # known-bad builds: never locked where another build will do
+    exclude_newer: ExcludeNewer | None = None  # the cut-offs: kernlock._internal.resolve.cooldown
 
     def upgrading(self, repo: str) -> bool:
         """Whether an existing pin of `repo` must be re-resolved."""
         return self.upgrade_all or repo in self.upgrade
+
+    def cutoff(self, repo: str) -> datetime | None:
+        """The date after which `repo`'s commits are skipped (None: no cooldown)."""
+        return self.exclude_newer.cutoff(repo) if self.exclude_newer else None
 
 
 def resolving_context(target: Target | None) -> dict[str, str]:

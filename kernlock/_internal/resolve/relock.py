@@ -16,7 +16,7 @@ from kernlock._internal.lockfile.model import Lockfile, format_for
 from kernlock._internal.lockfile.serialize import dumps_lockfile, write_lockfile
 from kernlock._internal.model.spec import RECORDED, KernelSpec, Origin, parse_spec
 from kernlock._internal.model.target import parse_target
-from kernlock._internal.project.advisory_sources import load_advisories
+from kernlock._internal.project.advisory_sources import project_advisories
 from kernlock._internal.project.config import (
     Project,
     collect_specs,
@@ -29,6 +29,7 @@ from kernlock._internal.project.pyproject_edit import edit_pyproject, relative_t
 from kernlock._internal.project.signers import project_policy
 from kernlock._internal.project.workspace import Workspace, exclusive_workspace
 from kernlock._internal.resolve.changes import LockResult, lock_changes
+from kernlock._internal.resolve.cooldown import changed_cutoffs, request_cutoffs
 from kernlock._internal.resolve.guards import refuse_overwrite
 from kernlock._internal.resolve.models import model_kernels
 from kernlock._internal.resolve.options import ResolveOptions
@@ -58,6 +59,7 @@ def lock(
     write: bool = True,
     check: bool = False,
     migrate: bool = False,
+    exclude_newer: str | None = None,
     progress: Callable[[str], None] | None = None,
     hub: Hub | None = None,
 ) -> LockResult:
@@ -69,8 +71,10 @@ def lock(
     as they are. `write=False` writes nothing; `check` also writes nothing and raises
     `StaleLockError` when the lock would change. A kernels JSON lock at the path is
     converted only with `migrate` (its commits become pins; see
-    `kernlock._internal.lockfile.kernels_json`). On any error the previous lock is left
-    untouched. (`kernlock lock --record -- CMD` is `lock_request` with the specs CMD loaded.)
+    `kernlock._internal.lockfile.kernels_json`). `exclude_newer` (`"7 days"`, a date) replaces
+    the project's cooldown settings (`kernlock._internal.resolve.cooldown`). On any error the
+    previous lock is left untouched. (`kernlock lock --record -- CMD` is `lock_request` with the
+    specs CMD loaded.)
     """
     request = LockRequest(
         project_dir=project_dir,
@@ -86,6 +90,7 @@ def lock(
         write=write,
         check=check,
         migrate=migrate,
+        exclude_newer=exclude_newer,
     )
     return lock_request(request, progress=progress, hub=hub)
 
@@ -255,16 +260,18 @@ def _relock(
             "or point [tool.kernlock] scan at your training code",
         )
     _refuse_unknown_upgrades(upgrade_kernels, {s.repo for s in all_specs} | _names(previous), rerun)
+    cutoffs = request_cutoffs(project, request, previous)
     options = ResolveOptions(
         targets=target_list,
         all_variants=request.all_variants,
         trust_allowlist=frozenset((*project.trust, *trust)),
         upgrade_all=request.upgrade,
-        upgrade=frozenset(upgrade_kernels),
+        upgrade=frozenset(upgrade_kernels) | changed_cutoffs(previous, cutoffs),
         resolving_target=resolving,
         overrides=project.overrides,
         signing=project_policy(project),
-        advisories=load_advisories(workspace.root, project.advisories),
+        advisories=project_advisories(project)[0],  # less those ignored for now
+        exclude_newer=cutoffs,
     )
     resolver = Resolver(hub or Hub(), options, previous, progress)
     try:
@@ -274,7 +281,9 @@ def _relock(
             raise
         raise TrustError.untrusted(error.repo, rerun) from None
     result = replace(
-        result, models=model_records, version=format_for(result.kernels, model_records)
+        result,
+        models=model_records,
+        version=format_for(result.kernels, model_records, result.exclude_newer),
     )
     # the same pins keep their `[[mirror]]` records: the indexes pushed still hold exactly them
     result = carry_mirrors(previous, result)

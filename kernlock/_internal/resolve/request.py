@@ -32,6 +32,7 @@ class LockRequest:
     check: bool = False
     migrate: bool = False
     record: tuple[str, ...] = ()
+    exclude_newer: str | None = None  # overrides the project's cooldown settings
 
     @property
     def writes(self) -> bool:
@@ -52,6 +53,7 @@ class LockRequest:
                     "--lockfile",
                     [self.lockfile] if self.lockfile is not None and with_lockfile else [],
                 ),
+                ("--exclude-newer", [self.exclude_newer] if self.exclude_newer is not None else []),
                 ("--project", [self.project_dir] if str(self.project_dir) != "." else []),
             )
             for value in values

@@ -114,11 +114,12 @@ class Resolver(CommitLocking):
         kernels = tuple(resolved[identity] for identity in sorted(resolved))
         refuse_dependency_cycles(kernels)
         return Lockfile(
-            version=format_for(kernels),
+            version=format_for(kernels, (), self.options.exclude_newer),
             targets=tuple(sorted(set(self.options.targets), key=str)),
             inputs=inputs,
             kernels=kernels,
             resolved_with=resolving_context(self.options.resolving_target),
+            exclude_newer=self.options.exclude_newer,
         )
 
     def _carry_target_pins(self, jobs: dict[tuple[str, str], Job]) -> None:
@@ -230,7 +231,7 @@ class Resolver(CommitLocking):
         there are none)."""
         from kernlock._internal.resolve.appended import find_appended
 
-        plan = find_appended(self.hub, previous, unbuilt)
+        plan = find_appended(self.hub, previous, unbuilt, self.options.cutoff(previous.repo))
         if plan is None:
             return None
         named = ", ".join(map(str, unbuilt))
@@ -368,15 +369,12 @@ class Resolver(CommitLocking):
                     f"{', '.join(map(str, available)) or 'none'}",
                     fix=f"pin one with {spec.repo}@v<N>",
                 )
-            return branch.name, version, branch.commit, f"{why} → branch {branch.name}"
+            commit, note = self._cooled(spec, branch, job)
+            return branch.name, version, commit, f"{why} → branch {branch.name}{note}"
         revision = spec.revision or ""
         if revision in branches:
-            return (
-                revision,
-                version_of_branch(revision),
-                branches[revision].commit,
-                f"branch {revision}",
-            )
+            commit, note = self._cooled(spec, branches[revision], job)
+            return revision, version_of_branch(revision), commit, f"branch {revision}{note}"
         if revision in tags:
             return revision, None, tags[revision].commit, f"tag {revision}"
         if is_git_sha(revision):
@@ -388,6 +386,18 @@ class Resolver(CommitLocking):
             f"{', '.join(sorted(branches)) or 'none'}"
             + (f"; tags: {', '.join(sorted(tags))}" if tags else ""),
             fix=f"pin one of them ({spec.repo}@<branch or tag>), or a commit ({spec.repo}@<sha>)",
+        )
+
+    def _cooled(self, spec: KernelSpec, branch: Ref, job: Job) -> tuple[str, str]:
+        """The branch's head, or under a cooldown the newest commit before the cut-off with the
+        job's builds (`kernlock._internal.resolve.cooldown`), and a note saying so."""
+        cutoff = self.options.cutoff(spec.repo)
+        if cutoff is None:
+            return branch.commit, ""
+        from kernlock._internal.resolve.cooldown import before_cutoff
+
+        return before_cutoff(
+            self.hub, spec.key, spec.repo, branch.name, cutoff, job.targets, bool(job.devices)
         )
 
     def _expand_short_sha(self, spec: KernelSpec, prefix: str, refs: list[Ref]) -> str:

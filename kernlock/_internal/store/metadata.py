@@ -15,7 +15,7 @@ from kernlock._internal.compat.kernels_api import (
     variant_metadata,
 )
 from kernlock._internal.lockfile.format_version import format_version
-from kernlock._internal.lockfile.model import LockedFile, LockedVariant, Provenance
+from kernlock._internal.lockfile.model import LockedFile, LockedKernel, LockedVariant, Provenance
 from kernlock._internal.model.ids import DIGEST_ALGORITHMS
 from kernlock.errors import ResolutionError
 
@@ -200,3 +200,30 @@ def archs_problem(
         f"{variant.name}: the lock records archs {json.dumps(list(variant.archs))}, but its "
         f"metadata.json {where} lists {json.dumps(list(listed))}"
     )
+
+
+def cached_license(kernel: LockedKernel, variant: LockedVariant) -> str | None:
+    """The `license` of a locked variant's `metadata.json` in the Hub cache, when the cached file is
+    the locked one (its sha256); None when it is not cached, differs, or names no license. Offline:
+    the lock does not record the license, and nothing is asked of the Hub."""
+    import hashlib
+    import json
+
+    from kernlock._internal.store.hub_cache import variant_dir
+
+    locked = next((f for f in variant.files if f.path == "metadata.json"), None)
+    if locked is None:
+        return None
+    path = variant_dir(kernel, variant.name) / "metadata.json"
+    try:
+        # the locked size first: a file swapped for a huge one is not read
+        data = path.read_bytes() if path.stat().st_size == locked.size else b""
+    except OSError:
+        return None
+    if hashlib.sha256(data).hexdigest() != locked.sha256:
+        return None
+    try:
+        found = json.loads(data).get("license")
+    except (ValueError, RecursionError, AttributeError):
+        return None
+    return found.strip() if isinstance(found, str) and found.strip() else None

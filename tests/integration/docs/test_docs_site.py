@@ -39,8 +39,13 @@ RUN_BY = {
     ("docs/how-to/offline-vendor.md", 0): "tests/integration/docs/test_docs_tutorial.py::test_the_offline_job_script_runs_as_written",
     ("docs/how-to/new-torch.md", 0): "tests/integration/docs/test_howto_blocks.py::test_appended_section_runs_as_written",
     ("docs/how-to/advisories.md", 0): "tests/integration/docs/test_howto_blocks.py::test_advisories_section_runs_as_written",
+    ("docs/how-to/sbom.md", 0): "tests/cli/test_export_sbom.py::test_the_how_to_block_runs_as_written",
+    ("docs/how-to/sarif.md", 0): "tests/cli/test_verify_sarif.py::test_the_how_to_block_runs_as_written",
     ("docs/how-to/shell-completion.md", 0): "tests/cli/test_completion.py::test_the_documented_completion_lines_run_as_written",
     ("docs/reference/cli.md", 0): "tests/cli/test_lock_record.py::test_the_cli_references_record_block_runs_as_written",
+    ("docs/how-to/ci-lanes.md", 0): "tests/cli/test_ci_lanes.py::test_lane_one_passes_offline_and_lane_two_fails_on_a_moved_branch",
+    ("docs/how-to/ci-lanes.md", "docs/examples/kernlock-ci-lanes.sh"): "tests/cli/test_ci_lanes.py::test_lane_one_passes_offline_and_lane_two_fails_on_a_moved_branch",
+    ("docs/how-to/ci-lanes.md", "docs/examples/kernlock-ci-lanes.yml"): "tests/cli/test_ci_lanes.py::test_lane_one_passes_offline_and_lane_two_fails_on_a_moved_branch",
 }
 
 

@@ -56,7 +56,7 @@ def test_appended_section_runs_as_written(hub: TestHub, tmp_path: Path) -> None:
 
 
 def test_advisories_section_runs_as_written(hub: TestHub, tmp_path: Path) -> None:
-    config, advisory = section_blocks("advisories", "toml")
+    config, advisory, _ignores = section_blocks("advisories", "toml")  # the ignores: test_advisory_ignores.py
     [block] = section_blocks("advisories", "bash")
     project = tmp_path / "p"
     project.mkdir()

@@ -59,9 +59,9 @@ def test_a_mirror_record_round_trips_and_keeps_older_locks_as_they_were() -> Non
     assert "[[mirror]]" not in plain and 'version = "1.0"' in plain  # no push, no change of format
     recorded = with_mirror(lock, "oci://ghcr.io/a/b:v1", DIGEST)
     text = dumps_lockfile(recorded)
-    assert 'version = "1.5"' in text and f'[[mirror]]\nurl = "oci://ghcr.io/a/b:v1"\nindex = "{DIGEST}"' in text
+    assert 'version = "1.6"' in text and f'[[mirror]]\nurl = "oci://ghcr.io/a/b:v1"\nindex = "{DIGEST}"' in text
     parsed = parse_lockfile(text)
-    assert (parsed.mirrors, parsed.version) == (recorded.mirrors, "1.5") and dumps_lockfile(parsed) == text
+    assert (parsed.mirrors, parsed.version) == (recorded.mirrors, "1.6") and dumps_lockfile(parsed) == text
     again = with_mirror(recorded, "oci://ghcr.io/a/b:v1", "sha256:" + "cd" * 32)
     assert [m.index for m in again.mirrors] == ["sha256:" + "cd" * 32]  # one record per location
 

@@ -1,4 +1,4 @@
-"""`kernlock export`: kernels.lock in kernels' own JSON lock format."""
+"""`kernlock export`: kernels.lock in kernels' own JSON lock format, or as a CycloneDX SBOM."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from kernlock._internal.cli.options import handle_errors, lock_options
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["kernels"]),
+    type=click.Choice(["kernels", "cyclonedx"]),
     default="kernels",
     show_default=True,
-    help="Output format: kernels' JSON lock (for get_locked_kernel / load_kernel).",
+    help="Output format: kernels' JSON lock (for get_locked_kernel / load_kernel), or a "
+    "CycloneDX 1.6 SBOM (JSON) of every locked variant and file.",
 )
 @click.option(
     "-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of standard output."
@@ -27,10 +28,21 @@ def export_command(fmt: str, output: str | None, lockfile: str | None, project_d
     `--format kernels` writes the JSON that kernels.get_locked_kernel(repo, lockfile=...)
     and kernels.load_kernel(repo, lockfile=...) read: each locked kernel pinned to its commit.
     It has no targets, so a per-target override is left out, with a warning (the spec's own
-    pin is written). It never writes over kernlock's lock; use e.g. -o kernels.lock.json.
+    pin is written).
+
+    `--format cyclonedx` writes a CycloneDX SBOM (needs the `sbom` extra, cyclonedx-python-lib):
+    one component per locked variant, purl pkg:huggingface/ORG/REPO@COMMIT?repo_type=kernel,
+    with every file's sha256, the variant, targets and GPU archs, the signer the lock records and
+    the license of the cached metadata.json. Offline: it reads the lock and the Hub cache only.
+
+    Export never writes over kernlock's lock or a file of another format; use e.g.
+    -o kernels.lock.json or -o kernels.cdx.json.
     """
     from pathlib import Path
 
+    if fmt == "cyclonedx":
+        _export_cyclonedx(output, lockfile, project_dir)
+        return
     from kernlock._internal.lockfile.kernels_json import (
         export_kernels_json,
         exported_entries,
@@ -48,3 +60,29 @@ def export_command(fmt: str, output: str | None, lockfile: str | None, project_d
         return
     export_kernels_json(lock, workspace.lockfile, Path(output))
     click.echo(f"wrote {output} ({len(entries)} kernels, kernels format)", err=True)
+
+
+def _export_cyclonedx(output: str | None, lockfile: str | None, project_dir: str) -> None:
+    from pathlib import Path
+
+    from kernlock._internal.lockfile.cyclonedx import SUFFIX, cyclonedx_json, looks_like_cyclonedx
+    from kernlock._internal.lockfile.export_output import write_export
+    from kernlock._internal.project.workspace import open_workspace
+    from kernlock._internal.store.metadata import cached_license
+
+    workspace = open_workspace(project_dir, lockfile)
+    lock = workspace.read_lock()
+    text = cyclonedx_json(lock, cached_license)
+    if output is None:
+        click.echo(text)
+        return
+    write_export(
+        (text + "\n").encode("utf-8"),
+        workspace.lockfile,
+        Path(output),
+        kind="a CycloneDX SBOM",
+        is_kind=looks_like_cyclonedx,
+        example=f"{workspace.lockfile.stem}{SUFFIX}",
+    )
+    count = sum(len(k.variants) for k in lock.kernels)
+    click.echo(f"wrote {output} ({count} variants, CycloneDX 1.6)", err=True)

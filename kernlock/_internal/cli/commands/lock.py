@@ -112,6 +112,12 @@ _RECORDED_COMMAND = "kernlock.lock.record"
     "every kernel it loads too, as [tool.kernlock] recorded; nothing is written unless it exits "
     "with status 0.",
 )
+@click.option(
+    "--exclude-newer",
+    metavar="DATE|DURATION",
+    help="Skip Hub commits newer than this (a date, or a duration back from now such as "
+    '"7 days" or P7D); replaces [tool.kernlock] exclude-newer and exclude-newer-kernel.',
+)
 @click.option("--dry-run", is_flag=True, help="Print what would change; write nothing.")
 @quiet_option
 @lock_options

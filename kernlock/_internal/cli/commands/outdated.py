@@ -151,13 +151,11 @@ def _unbuildable(s: KernelStatus, above: int = -1) -> str:
 def _advised(project: Project, lock: Lockfile) -> dict[tuple[str, str], list[tuple[str, Advisory]]]:
     """Per lock entry: its variants an advisory of the project covers, with the advisory."""
     from kernlock._internal.check.advisories import lock_advisories
-    from kernlock._internal.project.advisory_sources import load_advisories
+    from kernlock._internal.project.advisory_sources import project_advisories
 
     advised: dict[tuple[str, str], list[tuple[str, Advisory]]] = {}
     if project.advisories:
-        for kernel, variant, advisory, _ in lock_advisories(
-            lock, load_advisories(project.root, project.advisories)
-        ):
+        for kernel, variant, advisory, _ in lock_advisories(lock, project_advisories(project)[0]):
             if advisory is not None:
                 advised.setdefault(kernel.identity, []).append((variant.name, advisory))
     return advised

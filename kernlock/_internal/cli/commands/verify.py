@@ -44,6 +44,15 @@ from kernlock._internal.cli.options import (
 )
 @lock_options
 @json_option("Print a machine-readable report (schema in kernlock._internal.check.report).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "sarif"]),
+    default="text",
+    show_default=True,
+    help="Report format: text, JSON (as --json), or SARIF 2.1.0 for code-scanning pipelines "
+    "(stable rule ids, locations in kernels.lock and pyproject.toml).",
+)
 @handle_errors
 def verify_command(
     targets: tuple[str, ...],
@@ -55,6 +64,7 @@ def verify_command(
     lockfile: str | None,
     project_dir: str,
     as_json: bool,
+    fmt: str,
 ) -> None:
     """Check kernels.lock without resolving anything.
 
@@ -62,12 +72,19 @@ def verify_command(
     project's sources and covers the targets. A commit, sha256 or file list edited
     by hand in the lock is caught only by --remote, which compares it with the Hub.
 
-    Exit 0 when every check passes, 1 when one fails, 2 for bad usage or an unreadable lock.
+    Exit 0 when every check passes, 1 when one fails, 2 for bad usage or an unreadable lock,
+    whatever the format.
     """
     import sys
 
     from kernlock._internal.check.report import report_json
     from kernlock._internal.check.verify import verify
+    from kernlock.errors import UsageError
+
+    if as_json and fmt not in ("text", "json"):
+        raise UsageError(
+            f"--json and --format {fmt} ask for two formats", fix=f"drop --json: --format {fmt}"
+        )
 
     report = verify(
         project_dir,
@@ -79,5 +96,10 @@ def verify_command(
         lockfile=lockfile,
         against=against,
     )
-    click.echo(report_json(report) if as_json else report.format())
+    if fmt == "sarif":
+        from kernlock._internal.check.sarif import sarif_json
+
+        click.echo(sarif_json(report))
+    else:
+        click.echo(report_json(report) if as_json or fmt == "json" else report.format())
     sys.exit(report.exit_code)
