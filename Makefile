@@ -27,8 +27,11 @@ install: $(BIN)/kernlock
 demo: install
 	PATH="$(abspath $(BIN)):$$PATH" scripts/demo.sh
 
-## the test suite, spread over the cores by pytest-xdist (pytest exit 5, "no tests collected", fails too)
+## the test suite, spread over the cores by pytest-xdist (pytest exit 5, "no tests collected", fails too);
+## the OCI tests need the CNCF registry (Debian's docker-registry; .ci/run installs it) and skip without it
 test: install
+	@command -v docker-registry >/dev/null || command -v registry >/dev/null \
+	  || echo "make test: the OCI registry tests skip: no CNCF registry (apt-get install docker-registry)"
 	$(BIN)/python -m pytest -q -n auto
 
 ## the unit tests alone (tests/unit: no HTTP, no subprocesses), in one process

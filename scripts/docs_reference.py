@@ -73,6 +73,8 @@ OTHER_VARIABLES = {
     "XDG_STATE_HOME": "`$XDG_STATE_HOME/kernlock` holds the per-user lock files when `KERNLOCK_STATE_DIR` is unset "
                       "(else `~/.local/state/kernlock`)",
     "PYTHONPATH": "`kernlock run` puts its start-up directory first and keeps the rest",
+    "DOCKER_CONFIG": "the directory of the Docker/ORAS `config.json` whose registry credentials `vendor --to` and "
+                     "`sync --from` use (default `~/.docker`)",
     "HF_HUB_DISABLE_TELEMETRY": "read by the compatibility doctor: with kernels 0.17 and huggingface_hub 2.4+ it "
                                 "breaks unlocked kernels requests unless `HF_HUB_USER_AGENT_ORIGIN` is set",
     "HF_HUB_USER_AGENT_ORIGIN": "read by the compatibility doctor (see `HF_HUB_DISABLE_TELEMETRY`)",

@@ -30,6 +30,9 @@ ALLOW_LOCAL_ENV = "KERNLOCK_ALLOW_LOCAL"  # strict mode loads LOCAL_KERNELS over
 LOCAL_KERNELS_ENV = "LOCAL_KERNELS"  # kernels' own: repo=path[:repo=path]
 LOCKFILE_ENV = "KERNLOCK_LOCKFILE"  # the lock to read instead of discovering one
 VENDOR_ENV = "KERNLOCK_VENDOR_DIR"  # a vendored lock and its files
+# an OCI location (`oci://HOST/NAMESPACE/NAME[:TAG][@DIGEST]`, `oci-layout:DIR`) that `apply()`,
+# `kernlock run` and `kernlock sync` fetch locked files from instead of the Hub
+MIRROR_ENV = "KERNLOCK_MIRROR"
 # kernlock's private per-user directory: parsed locks, verified-file stamps, lock registrations
 CACHE_DIR_ENV = "KERNLOCK_CACHE_DIR"
 # turn that directory off: every file re-hashed, no lock registered for `kernlock cache`

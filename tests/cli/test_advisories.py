@@ -111,7 +111,7 @@ def test_a_bad_advisory_file_is_one_line_with_its_fix(hub: TestHub, tmp_path: Pa
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [
         "kernlock: error: advisories.toml: advisory[0] (X): say which builds it affects in [advisory.affected] "
-        "(branch, commits, variants or sha256); fix: correct advisories.toml (the format: README, Advisories) or "
+        "(branch, commits, variants or sha256); fix: correct advisories.toml (the format: docs/how-to/advisories.md) or "
         "remove it from [tool.kernlock] advisories"]
     assert not (project / "kernels.lock").exists()
 

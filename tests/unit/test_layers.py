@@ -23,7 +23,7 @@ RANKS: dict[str, float] = {  # lower first; a package may import its own modules
     "host": 1.5,  # the running machine: detects a Target (model), used by compat
     "compat": 2,
     "lockfile": 2.5,  # the lock file: its model, reading/writing, parse cache, kernels' JSON (uses compat)
-    "hub": 3,
+    "hub": 3, "oci": 3,  # oci: kernels as OCI artifacts (registry, layout, the artifact shape)
     "store": 4,
     "project": 5,
     "check": 6,

@@ -14,6 +14,7 @@ import os
 import stat
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from pathlib import Path
@@ -287,6 +288,11 @@ def commit_gone(kernel: LockedKernel) -> tuple[str, str]:
     )
 
 
+# What fetches locked files into the cache, checked as they arrive, called as `download_variant`
+# is: that (the Hub), or an OCI mirror's (`kernlock._internal.fetch.oci_pull.MirrorFetch`).
+Fetch = Callable[..., dict[str, FileKey]]
+
+
 def download_variant(
     kernel: LockedKernel,
     variant: LockedVariant,
@@ -355,11 +361,13 @@ def ensure_variant(
     *,
     offline: bool = False,
     lock: tuple[Path, Lockfile] | None = None,
+    fetch: Fetch | None = None,
 ) -> Path:
     """The verified directory of a locked variant.
 
     From `$KERNLOCK_VENDOR_DIR` when set (never the Hub); else from the Hub
-    cache, downloading only the variant's missing files (not when `offline`).
+    cache, downloading only the variant's missing files (not when `offline`),
+    through `fetch` when given (an OCI mirror, offline or not), else from the Hub.
     A downloaded file that does not match the lock is removed again. A download for `lock` (its
     path and contents) registers it and roots the commit (`kernlock._internal.store.cache_gc`).
     """
@@ -380,7 +388,7 @@ def ensure_variant(
     missing = missing_files(kernel, variant, root)
     just_verified: dict[str, FileKey] = {}
     if missing:
-        if offline:
+        if offline and fetch is None:
             raise MissingFilesError(
                 f"{kernel.spec}: {len(missing)} locked file(s) of {variant.name} are not in the "
                 f"cache ({_describe_files(missing)}) and the Hub is offline",
@@ -389,7 +397,7 @@ def ensure_variant(
         try:
             if lock is not None:  # first: a `kernlock cache prune` meanwhile keeps the commit
                 register(*lock)
-            just_verified = download_variant(kernel, variant, cache, missing)
+            just_verified = (fetch or download_variant)(kernel, variant, cache, missing)
         except (IntegrityError, MissingFilesError, WriteError):
             raise
         except Exception as error:

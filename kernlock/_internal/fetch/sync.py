@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernlock._internal.check.coverage import uncovered_problem
-from kernlock._internal.fetch.download import discard, download_variant
+from kernlock._internal.fetch.download import Fetch, discard, download_variant
 from kernlock._internal.lockfile.model import LockedKernel, LockedVariant, Lockfile
 from kernlock._internal.model.target import Target
 from kernlock._internal.project.workspace import open_workspace
@@ -97,10 +97,14 @@ def selected_variants(
 
 
 def sync_variant(
-    kernel: LockedKernel, variant: LockedVariant, cache: Path, repair: bool
+    kernel: LockedKernel,
+    variant: LockedVariant,
+    cache: Path,
+    repair: bool,
+    fetch: Fetch = download_variant,
 ) -> SyncReport:
-    """Fetch one variant's missing files and verify all of them (re-fetching bad ones with
-    `repair`)."""
+    """Fetch one variant's missing files (from the Hub, or through `fetch`) and verify all of them
+    (re-fetching bad ones with `repair`)."""
     report = SyncReport(cache=cache, variants=1, verified=len(variant.files))
     root = variant_dir(kernel, variant.name, cache)
     missing = missing_files(kernel, variant, root)
@@ -109,7 +113,7 @@ def sync_variant(
         int
     ] = []  # bytes really transferred: a resumed download counts only what it added
     if missing:
-        just_verified = download_variant(kernel, variant, cache, missing, fetched=fetched)
+        just_verified = fetch(kernel, variant, cache, missing, fetched=fetched)
         report.downloaded = [f"{kernel.spec} {variant.name}/{f.path}" for f in missing]
     if repair and (
         inert := sorted(
@@ -129,7 +133,7 @@ def sync_variant(
         bad = [f for f in variant.files if _mismatched(root / f.path, f.sha256, f.size)]
         if bad:
             discard(kernel, variant.name, bad, cache)
-            download_variant(kernel, variant, cache, bad, force=True, fetched=fetched)
+            fetch(kernel, variant, cache, bad, force=True, fetched=fetched)
             report.repaired += [f"{kernel.spec} {variant.name}/{f.path}" for f in bad]
         # left in place: they may be part of the commit (see the error)
         if extra := extra_files(variant, root):
@@ -187,10 +191,12 @@ def sync(
     lockfile: str | os.PathLike[str] | None = None,
     locked: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    source: str | None = None,
 ) -> SyncReport:
     """Download and verify the locked variants for `targets` (default: this environment).
 
-    `locked` first requires the lock to be fresh against the project's sources.
+    `locked` first requires the lock to be fresh against the project's sources. `source` (default
+    `$KERNLOCK_MIRROR`) is an OCI location to fetch from instead of the Hub (`fetch.oci_pull`).
     """
     workspace = open_workspace(project_dir, lockfile)
     path, lock = workspace.lockfile, workspace.read_lock()
@@ -199,9 +205,25 @@ def sync(
 
         require_fresh(workspace, lock)
     chosen = workspace.chosen_targets(lock, targets, all_targets)
-    report = sync_variants(path, selected_variants(lock, chosen), repair=repair, progress=progress)
+    fetch = _mirror(source, lock)
+    report = sync_variants(
+        path, selected_variants(lock, chosen), repair=repair, progress=progress, fetch=fetch
+    )
     report.skipped = skipped_entries(lock, chosen)
     return report
+
+
+def _mirror(source: str | None, lock: Lockfile) -> Fetch:
+    """What `sync` fetches through: the OCI location `source` (or `$KERNLOCK_MIRROR`), else the
+    Hub."""
+    from kernlock._internal import settings
+
+    source = source or settings.text(settings.MIRROR_ENV)
+    if not source:
+        return download_variant
+    from kernlock._internal.fetch.oci_pull import MirrorFetch
+
+    return MirrorFetch(source, lock)
 
 
 def skipped_entries(lock: Lockfile, targets: Iterable[Target]) -> list[str]:
@@ -228,9 +250,10 @@ def sync_variants(
     *,
     repair: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    fetch: Fetch = download_variant,
 ) -> SyncReport:
-    """The core of `sync()` (and of `vendor()`): download and verify `pairs` (from
-    `selected_variants`) of the lock at `path` into the Hub cache."""
+    """The core of `sync()` (and of `vendor()`): download (through `fetch`) and verify `pairs`
+    (from `selected_variants`) of the lock at `path` into the Hub cache."""
     if not pairs:
         raise UsageError(f"{path} locks no kernels", fix="run `kernlock lock` first")
     cache = hub_cache_dir()
@@ -238,7 +261,7 @@ def sync_variants(
     lock = _register(path)  # first: a `kernlock cache prune` meanwhile keeps what the lock names
     done = 0
     with ThreadPoolExecutor(max_workers=min(8, len(pairs))) as pool:
-        futures = [pool.submit(sync_variant, k, v, cache, repair) for k, v in pairs]
+        futures = [pool.submit(sync_variant, k, v, cache, repair, fetch) for k, v in pairs]
         for future in futures:
             try:
                 part = future.result()

@@ -29,6 +29,7 @@ from typing import Any
 
 from kernlock._internal.lockfile.exclude_newer import ExcludeNewer
 from kernlock._internal.lockfile.format_version import LOCK_VERSION, format_version, read_version
+from kernlock._internal.lockfile.mirror import Mirror
 from kernlock._internal.lockfile.signing_record import Provenance, Signature
 from kernlock._internal.lockfile.table import (
     ALWAYS_WRITTEN,
@@ -346,6 +347,8 @@ class Lockfile(Table):
     resolved_with: Mapping[str, str] = field(default_factory=dict)
     exclude_newer: ExcludeNewer | None = None  # the cut-offs it was resolved under (1.5)
     models: tuple[LockedModel, ...] = field(default=(), metadata={"key": "model"})
+    # where `kernlock vendor --to` pushed the kernels as OCI artifacts (1.6; lockfile.mirror)
+    mirrors: tuple[Mirror, ...] = field(default=(), metadata={"key": "mirror"})
     kernels: tuple[LockedKernel, ...] = field(default=(), metadata={"key": "kernel"})
 
     @classmethod
@@ -403,6 +406,7 @@ class Lockfile(Table):
             resolved_with=dict(resolved_with),
             exclude_newer=get_object(d, ExcludeNewer, "exclude-newer", ignored),
             models=models,
+            mirrors=get_objects(d, Mirror, "mirror", ignored),
             kernels=kernels,
         )
 

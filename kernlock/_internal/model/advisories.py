@@ -40,7 +40,7 @@ from kernlock._internal.model.printable import printable
 from kernlock.errors import ConfigError
 
 _KEYS = {"id", "aliases", "repo", "summary", "details", "references", "affected", "fix"}
-FORMAT_FIX = "correct the advisory file (the format: README, Advisories)"
+FORMAT_FIX = "correct the advisory file (the format: docs/how-to/advisories.md)"
 """The fix of every malformed advisory; `kernlock._internal.project.advisory_sources` names the file
 and the way out."""
 _AFFECTED_KEYS = {"branch", "introduced", "fixed", "commits", "variants", "sha256"}

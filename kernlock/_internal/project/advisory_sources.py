@@ -49,7 +49,7 @@ def load_advisories(root: Path, sources: tuple[str, ...]) -> tuple[Advisory, ...
         except ConfigError as error:
             raise ConfigError(
                 error.message,
-                fix=f"correct {source} (the format: README, Advisories) "
+                fix=f"correct {source} (the format: docs/how-to/advisories.md) "
                 "or remove it from [tool.kernlock] advisories",
             ) from None
         seen = {a.id: a.source for a in advisories}

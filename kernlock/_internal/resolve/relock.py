@@ -12,6 +12,7 @@ from pathlib import Path
 from kernlock._internal.check.override_values import refuse_unmatched_override_values
 from kernlock._internal.hub.client import Hub
 from kernlock._internal.lockfile.kernels_json import migration_for
+from kernlock._internal.lockfile.mirror_edit import carry_mirrors
 from kernlock._internal.lockfile.model import Lockfile, format_for
 from kernlock._internal.lockfile.serialize import dumps_lockfile, write_lockfile
 from kernlock._internal.model.spec import RECORDED, KernelSpec, Origin, parse_spec
@@ -286,6 +287,8 @@ def _relock(
         models=model_records,
         version=format_for(result.kernels, model_records, result.exclude_newer),
     )
+    # the same pins keep their `[[mirror]]` records: the indexes pushed still hold exactly them
+    result = carry_mirrors(previous, result)
     _refuse_unknown_overrides(project, {s.repo for s in all_specs} | _names(result))
     refuse_unmatched_override_values(project.overrides, result, str(project.pyproject))
     existing = _existing_text(path) if migration is None else None

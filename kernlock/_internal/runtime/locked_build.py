@@ -94,8 +94,15 @@ def locked_local_kernel(
         )
     from huggingface_hub import constants
 
+    from kernlock._internal.fetch.oci_pull import mirror_for
+
+    mirror = mirror_for(bound.lock)  # $KERNLOCK_MIRROR: missing files from there, not the Hub
     root = ensure_variant(
-        entry, variant, offline=bool(constants.HF_HUB_OFFLINE), lock=(bound.path, bound.lock)
+        entry,
+        variant,
+        offline=bool(constants.HF_HUB_OFFLINE),
+        lock=(bound.path, bound.lock),
+        fetch=mirror,
     )
     located = locked_kernel(root, entry.repo, entry.commit, variant.name)
     problem = digest_problem(kernel_metadata(located), variant.files, root)

@@ -1,9 +1,10 @@
 """The per-project cross-process mutex that serialises `kernlock lock`/`remove` (and `kernlock
 vendor`).
 
-It lives with the project, as uv's and pip-tools' do: a mutex file `.kernlock.lock`
-in the project root, beside `kernels.lock`, so two writers of one checkout wait for
-each other whatever their per-user settings (two CI jobs with different
+It lives with the project (where uv keeps its mutex under its cache or `.venv`, and
+pip-tools has none): a mutex file `.kernlock.lock` in the project root, beside
+`kernels.lock`, so two writers of one checkout wait for each other whatever their
+per-user settings (two CI jobs with different
 `$KERNLOCK_STATE_DIR`s). It is readable by exactly those who can write the project
 directory (0600; 0640, given to the directory's group, in a group-writable one, as a
 team's setgid 2775 checkout is), since they are the writers it must serialise and

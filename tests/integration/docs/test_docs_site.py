@@ -36,6 +36,7 @@ RUN_BY = {
     ("docs/how-to/pre-commit.md", "README.md:precommit"): "tests/integration/test_precommit.py::test_the_readmes_hook_config_works_as_written",
     ("docs/how-to/clusters.md", "docs/tutorial/quick-start.md:cluster"): "tests/integration/docs/test_docs_tutorial.py::test_the_tutorials_cluster_job_runs_as_written",
     ("docs/how-to/clusters.md", 0): "tests/cli/test_cache_roots.py::test_the_clusters_shared_cache_block_runs_as_written",
+    ("docs/how-to/clusters.md", 1): "tests/runtime/test_oci.py::test_vendor_to_a_registry_then_sync_from_and_run_train_with_no_hub",
     ("docs/how-to/offline-vendor.md", 0): "tests/integration/docs/test_docs_tutorial.py::test_the_offline_job_script_runs_as_written",
     ("docs/how-to/new-torch.md", 0): "tests/cli/test_torch_upgrade.py::test_the_how_tos_verify_transcript_is_what_verify_prints",
     ("docs/how-to/new-torch.md", 1): "tests/integration/docs/test_howto_blocks.py::test_appended_section_runs_as_written",

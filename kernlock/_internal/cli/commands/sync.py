@@ -33,6 +33,13 @@ from kernlock._internal.cli.options import (
     is_flag=True,
     help="Also list each entry a target does not load (another device type's, or native there).",
 )
+@click.option(
+    "--from",
+    "source",
+    metavar="OCI",
+    help="Pull from this OCI location instead of the Hub (oci://HOST/NAMESPACE/NAME[:TAG][@DIGEST] "
+    "or oci-layout:DIR, as `kernlock vendor --to` pushed it; default: $KERNLOCK_MIRROR).",
+)
 @lock_options
 @json_option()
 @handle_errors
@@ -42,6 +49,7 @@ def sync_command(
     locked: bool,
     repair: bool,
     verbose: bool,
+    source: str | None,
     lockfile: str | None,
     project_dir: str,
     as_json: bool,
@@ -64,6 +72,7 @@ def sync_command(
         lockfile=lockfile,
         locked=locked,
         progress=progress if sys.stderr.isatty() else None,
+        source=source,
     )
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
