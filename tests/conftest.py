@@ -53,7 +53,8 @@ def fixture_repos_template(tmp_path_factory: pytest.TempPathFactory) -> dict[str
 
 def _forget_loaded_kernels() -> None:
     """Drop imported fixture kernels and the in-process caches of kernels/transformers."""
-    kernel_ids = [name for name, module in list(sys.modules.items()) if hasattr(module, "KERNEL_IDENTITY")]
+    kernel_ids = [name for name, module in list(sys.modules.items())  # not hasattr: lazy modules import on it
+                  if "KERNEL_IDENTITY" in getattr(module, "__dict__", {})]
     for name in list(sys.modules):
         if any(name == kid or name.startswith(f"{kid}.") for kid in kernel_ids):
             del sys.modules[name]

@@ -196,8 +196,13 @@ def patch_hub_client(monkeypatch: pytest.MonkeyPatch, endpoint: str, hf_home: Pa
     monkeypatch.setattr(huggingface_hub, "HUGGINGFACE_CO_URL_TEMPLATE", template, raising=False)
     monkeypatch.setattr(_cache_manager, "HF_HUB_CACHE", hub_cache)
     monkeypatch.setattr(_git_credential, "ENDPOINT", endpoint)
-    for name in ("hf_hub", "install", "locking", "resolver"):  # kernels 0.17 copies the cache dir at import
-        monkeypatch.setattr(kernels_module(name), "CACHE_DIR", None, raising=False)
+    # kernels 0.17 copies the cache dir at import (0.16: into `utils`, its one loader module)
+    for name in ("hf_hub", "install", "locking", "resolver", "utils"):
+        try:
+            module = kernels_module(name)
+        except ModuleNotFoundError:  # a module of another kernels line
+            continue
+        monkeypatch.setattr(module, "CACHE_DIR", None, raising=False)
 
 
 # The README's quick start (tests/integration/docs/test_readme_quickstart.py runs it; others reuse its parts).

@@ -238,6 +238,14 @@ def _variants_for(repo: str, version: int | None, revision: str | None) -> tuple
     return entry.build_variants if entry is not None else None
 
 
+def _locked_repo(repo: str) -> bool:
+    """Whether the applied lock holds `repo` for the bound target."""
+    bound = state.binding()
+    return bound is not None and any(
+        e.variant_for(bound.target) is not None for e in bound.lock.for_repo(repo)
+    )
+
+
 def _verified_under_lock(variant_path: Path) -> bool:
     """Whether a lock is applied and kernlock verified `variant_path` against it (kernels'
     validators step aside)."""
@@ -253,6 +261,7 @@ _HOOKS = LockHooks(
     verified=_verified_under_lock,
     check_arch=check_served,
     zip_spec=zip_spec,
+    locked_repo=_locked_repo,
 )
 
 
