@@ -7,9 +7,10 @@ and load-time validators. Where kernels offers a public name (`Metadata`,
 is reached here, behind kernlock's own small types (`Decision`, `Target`, plain
 tuples). Where kernels lines differ (0.16 keeps its loaders in one module and has no
 resolver chain; 0.19 moved every module under `kernels._internals`), the line's module
-(`kernels_016`, `kernels_017`, `kernels_018`, `kernels_019`, chosen once by `line()`) says how. Each name kernlock relies on is
-listed by `kernels_contract.internals()`: `broken_internals()` (run by the contract tests
-against every supported kernels) names the one that moved or changed shape.
+(`kernels_016`, `kernels_017`, `kernels_018`, `kernels_019`, chosen once by `line()`) says
+how. Each name kernlock relies on is listed by `kernels_contract.internals()`:
+`broken_internals()` (run by the contract tests against every supported kernels) names the one
+that moved or changed shape.
 
 Nothing here imports kernels or Torch at module import time.
 """
