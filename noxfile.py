@@ -23,6 +23,7 @@ versions (requirements-dev.txt).
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -80,7 +81,9 @@ SLICE = [
     "test_reset_mid_body_resumes_within_one_run",  # resumable downloads over httpx (hub 1.x) and httpx2 (2.x)
     "test_next_run_resumes_a_kept_partial",
 ]
-TRL_TESTS = ["test_trl_sft_cli_trains_through_the_locked_kernel"]  # `kernlock run -- trl sft`, in the TRL cell only
+# `kernlock run -- trl sft` through the locked kernel (the README's quick start), and its one-line refusal of an
+# unlocked one with the lenient rerun it names: in every cell where TRL installs
+TRL_TESTS = ["test_every_quick_start_block_runs_as_written", "test_a_refusal_inside_trl_sft_is_one_line_first_naming_the_lenient_rerun"]
 TRANSFORMERS_TESTS = ["test_apply_before_or_after_importing_transformers", "test_doctor_kernels_outside_transformers_window"]
 
 PROBE = (
@@ -161,13 +164,13 @@ def _installs(session: nox.Session, record: dict, *args: str, trl: bool = False)
     done = subprocess.run([python, "-m", "pip", "install", "--quiet", *args], capture_output=True, text=True)
     if done.returncode == 0:
         return True
-    reason = next((line.strip() for line in reversed(done.stderr.splitlines()) if line.startswith("ERROR")),
-                  done.stderr.strip()[-300:])
-    capped = subprocess.run([python, "-m", "pip", "config", "get", "global.constraint"],
-                            capture_output=True, text=True).stdout.strip()
-    if capped:
-        caps = [line for line in Path(capped).read_text().splitlines() if line and not line.startswith("#")]
-        reason += f"; this machine's pip configuration applies {capped} ({', '.join(caps)})"
+    conflict = [line.strip() for line in done.stderr.splitlines() if line.strip().startswith("The user requested")]
+    reason = "; ".join(conflict) or next(
+        (line.strip() for line in reversed(done.stderr.splitlines()) if line.startswith("ERROR")), done.stderr.strip()[-300:])
+    settings = subprocess.run([python, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
+    for path in re.findall(r"^[\w:.]*constraint='([^']+)'", settings, re.MULTILINE):
+        caps = [line for line in Path(path).read_text().splitlines() if line and not line.startswith("#")]
+        reason += f"; this machine's pip configuration applies the constraints file {path} ({', '.join(caps)})"
     if trl:
         record["trl"] = f"not installed: {reason}"
         return False

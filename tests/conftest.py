@@ -18,6 +18,8 @@ from helpers import (
     patch_hub_client,
 )
 from kernlock.testing.fixtures import advance_branch, build_fixture_repos, default_fixtures_dir
+
+FIXTURE_CPU_BUILD = "torch213-cxx11-cpu-x86_64-linux"  # the build the fixture kernels have for the suite's Torch
 from kernlock.testing.hub import TestHub
 
 
@@ -48,7 +50,19 @@ def private_kernlock_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> P
 @pytest.fixture(scope="session")
 def fixture_repos_template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The fixture repos, built once per session (do not mutate: copy them)."""
-    return build_fixture_repos(default_fixtures_dir(), tmp_path_factory.mktemp("fixture-repos"))
+    return build_fixture_repos(default_fixtures_dir(), tmp_path_factory.mktemp("fixture-repos"), _this_torchs_build())
+
+
+def _this_torchs_build() -> dict[str, str]:
+    """Where the suite runs on another Torch than the fixtures' 2.13 CPU builds (a matrix cell's torch 2.14 CUDA
+    wheel), those builds also under this Torch's own variant name: the fixture kernels are pure Python."""
+    from kernlock._internal.host import current_target
+
+    here = current_target()
+    if here.os != "linux" or here.cxx11_abi is not True:
+        return {}
+    name = f"torch{here.torch[0]}{here.torch[1]}-cxx11-{here.backend}-{here.cpu}-linux"
+    return {} if name == FIXTURE_CPU_BUILD else {FIXTURE_CPU_BUILD: name}
 
 
 def _forget_loaded_kernels() -> None:
