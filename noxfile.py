@@ -141,6 +141,13 @@ def matrix(session: nox.Session, kernels: str, transformers: str | None, hub: st
     if not transformers:
         session.run("pip", "uninstall", "--quiet", "--yes", "transformers")
     record["installed"] = _json(session, VERSIONS)
+    if torch != TORCH:  # `pip install './kernlock[torch]'` beside this Torch must leave it in place
+        report = Path(session.virtualenv.location) / "torch-extra.json"
+        session.run("pip", "install", "--quiet", "--dry-run", "--report", str(report), ".[torch]", silent=True)
+        moved = [i["metadata"]["version"] for i in json.loads(report.read_text())["install"] if i["metadata"]["name"] == "torch"]
+        record["torch_extra_keeps_torch"] = not moved
+        if moved:
+            _finish(session, record, "fail", f"`pip install '.[torch]'` would replace torch {torch} with {moved[0]}")
     # TRL (and the datasets its sft command reads) beside the cell's versions, where pip can
     held = [f"{p}=={v}" for p, v in record["installed"].items() if v and p not in ("python", "trl")]
     if transformers and _installs(session, record, *_constraints(session, held), "trl", "datasets", trl=True):
