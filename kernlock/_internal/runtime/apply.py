@@ -42,7 +42,7 @@ from kernlock._internal.project import local_kernels
 from kernlock._internal.project.strict import lenient_hint
 from kernlock._internal.project.workspace import applied_workspace
 from kernlock._internal.runtime import state
-from kernlock._internal.runtime.entries import find_entry
+from kernlock._internal.runtime.entries import find_entry, holds
 from kernlock._internal.runtime.gpu_arch import check_served, require_device_archs
 from kernlock._internal.runtime.importguard import guard_import, is_verified, zip_spec
 from kernlock._internal.runtime.layer_record import layer_table, native_by_lock
@@ -238,14 +238,6 @@ def _variants_for(repo: str, version: int | None, revision: str | None) -> tuple
     return entry.build_variants if entry is not None else None
 
 
-def _locked_repo(repo: str) -> bool:
-    """Whether the applied lock holds `repo` for the bound target."""
-    bound = state.binding()
-    return bound is not None and any(
-        e.variant_for(bound.target) is not None for e in bound.lock.for_repo(repo)
-    )
-
-
 def _verified_under_lock(variant_path: Path) -> bool:
     """Whether a lock is applied and kernlock verified `variant_path` against it (kernels'
     validators step aside)."""
@@ -261,7 +253,7 @@ _HOOKS = LockHooks(
     verified=_verified_under_lock,
     check_arch=check_served,
     zip_spec=zip_spec,
-    locked_repo=_locked_repo,
+    locked_repo=lambda repo: (bound := state.binding()) is not None and holds(bound, repo),
 )
 
 
