@@ -10,16 +10,16 @@ import pytest
 
 from helpers import (
     ACTIVATION,
+    FIXTURE_CPU_BUILD,
     LockedProject,
     LockedProjectFactory,
     clear_loaded_kernels,
     kernels_module,
     lock_project,
     patch_hub_client,
+    this_torchs_build,
 )
 from kernlock.testing.fixtures import advance_branch, build_fixture_repos, default_fixtures_dir
-
-FIXTURE_CPU_BUILD = "torch213-cxx11-cpu-x86_64-linux"  # the build the fixture kernels have for the suite's Torch
 from kernlock.testing.hub import TestHub
 
 
@@ -50,19 +50,9 @@ def private_kernlock_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> P
 @pytest.fixture(scope="session")
 def fixture_repos_template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The fixture repos, built once per session (do not mutate: copy them)."""
-    return build_fixture_repos(default_fixtures_dir(), tmp_path_factory.mktemp("fixture-repos"), _this_torchs_build())
+    return build_fixture_repos(default_fixtures_dir(), tmp_path_factory.mktemp("fixture-repos"),
+                               {FIXTURE_CPU_BUILD: build} if (build := this_torchs_build()) else None)
 
-
-def _this_torchs_build() -> dict[str, str]:
-    """Where the suite runs on another Torch than the fixtures' 2.13 CPU builds (a matrix cell's torch 2.14 CUDA
-    wheel), those builds also under this Torch's own variant name: the fixture kernels are pure Python."""
-    from kernlock._internal.host import current_target
-
-    here = current_target()
-    if here.os != "linux" or here.cxx11_abi is not True:
-        return {}
-    name = f"torch{here.torch[0]}{here.torch[1]}-cxx11-{here.backend}-{here.cpu}-linux"
-    return {} if name == FIXTURE_CPU_BUILD else {FIXTURE_CPU_BUILD: name}
 
 
 def _forget_loaded_kernels() -> None:

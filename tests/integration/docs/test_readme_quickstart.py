@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from helpers import REPO_ROOT, quick_start_blocks, quick_start_section, run_bash, tiny_model_and_data
+from helpers import CPU, REPO_ROOT, quick_start_blocks, quick_start_section, run_bash, tiny_model_and_data
 from packaging.version import Version
 
 from kernlock._internal.compat.kernels_api import line
@@ -44,7 +44,7 @@ def test_every_quick_start_block_runs_as_written(hub: TestHub, tmp_path: Path) -
     assert entry.ref is not None
     moved = advance_branch(hub.repo_path(entry.repo), entry.ref)
     (project / "train.py").write_text(python_block)
-    [machine] = [target for target in lock.targets if "-cpu-" in str(target)]  # what this CPU-only machine loads
+    [machine] = [target for target in lock.targets if str(target) == CPU]  # what this CPU-only machine loads
     variant = entry.variant_for(machine)
     assert variant is not None
     # Transformers' default version (4; 3 for 5.17), which kernels 0.16 turns into the commit before it loads
