@@ -171,7 +171,8 @@ def _installs(session: nox.Session, record: dict, *args: str, trl: bool = False)
     done = subprocess.run([python, "-m", "pip", "install", "--quiet", *args], capture_output=True, text=True)
     if done.returncode == 0:
         return True
-    conflict = [line.strip() for line in done.stderr.splitlines() if line.strip().startswith("The user requested")]
+    output = done.stdout + done.stderr  # pip writes the conflict to stdout, its ERROR lines to stderr
+    conflict = [line.strip() for line in output.splitlines() if line.strip().startswith("The user requested")]
     reason = "; ".join(conflict) or next(
         (line.strip() for line in reversed(done.stderr.splitlines()) if line.startswith("ERROR")), done.stderr.strip()[-300:])
     settings = subprocess.run([python, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
