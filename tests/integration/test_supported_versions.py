@@ -102,7 +102,7 @@ def test_readme_support_table_is_the_last_matrix_run() -> None:
     check = subprocess.run([sys.executable, str(ROOT / "scripts" / "support_table.py"), "--check"],
                            capture_output=True, text=True, timeout=60)
     assert check.returncode == 0, check.stdout + check.stderr
-    assert "| kernels | transformers | huggingface_hub | result |" in (ROOT / "docs" / "reference" / "supported-versions.md").read_text()
+    assert "| kernels | transformers | huggingface_hub | torch | result |" in (ROOT / "docs" / "reference" / "supported-versions.md").read_text()
 
 
 def test_support_table_shows_each_cell_and_the_fix_it_ran(tmp_path: Path) -> None:
@@ -121,10 +121,15 @@ def test_support_table_shows_each_cell_and_the_fix_it_ran(tmp_path: Path) -> Non
     cells["trl"] = {**cells["ok"], "requested": {"kernels": None, "transformers": None, "huggingface_hub": None,
                                                  "trl": "newest"},
                     "installed": {**base["installed"], "trl": "1.16.0"}}  # the same versions as "ok": a tie
+    cells["capped"] = {"kernlock": "0123abc", "installed": None, "outcome": "could not install",
+                       "problem": "this machine's pip configuration caps torch (torch<=2.14.1)", "refusal": None, "fix": None,
+                       "requested": {"kernels": "0.19.1", "transformers": "5.25.0", "huggingface_hub": None, "torch": "2.15.0"}}
     for name, record in cells.items():
         (tmp_path / f"{name}.json").write_text(json.dumps({**record, "cell": name}))
     rows = _support_table_module().table(tmp_path).splitlines()
-    assert rows[2] == "| 0.17.2 | 5.22.2 (pip's pick for trl 1.16.0) | 2.4.0 | pass (8 tests) | — |"  # ties: by cell name
-    assert rows[3] == "| 0.17.2 | 5.22.2 | 2.4.0 | pass (8 tests) | — |"
-    assert rows[4] == ("| 0.16.2 | 5.17.0 | 2.4.0 | refused, fix works (8 tests) | kernlock 0.1.0 supports "
+    assert rows.pop(2) == ("| 0.19.1 | 5.25.0 | — | 2.15.0 | could not install: this machine's pip configuration caps torch "
+                           "(torch<=2.14.1) | — |")
+    assert rows[2] == "| 0.17.2 | 5.22.2 (pip's pick for trl 1.16.0) | 2.4.0 | 2.13.0+cpu | pass (8 tests) | — |"  # ties: by name
+    assert rows[3] == "| 0.17.2 | 5.22.2 | 2.4.0 | 2.13.0+cpu | pass (8 tests) | — |"
+    assert rows[4] == ("| 0.16.2 | 5.17.0 | 2.4.0 | 2.13.0+cpu | refused, fix works (8 tests) | kernlock 0.1.0 supports "
                        "kernels>=0.17.0,<0.18; `pip install 'kernels>=0.17.0,<0.18' 'transformers>=5.18,<5.23'` |")
