@@ -90,17 +90,17 @@ def test_an_untested_torch_is_warned_about_once_and_kernlock_goes_on(hub: TestHu
     here = run_kernlock("verify", cwd=project)
     assert here.returncode == 0 and "tested with" not in here.stderr  # torch 2.13: inside the tested range
 
-    env = _installed_torch(tmp_path / "site", "2.14.0")
+    env = _installed_torch(tmp_path / "site", "2.15.0")
     shown = run_kernlock("show", cwd=project, env=env)
     assert shown.returncode == 0, shown.stderr  # a warning, not a refusal
-    warning = ("kernlock: warning: torch 2.14.0+cpu lies outside what kernlock 0.1.0 was tested with "
-               "(torch>=2.9,<2.14, transformers>=5.18,<5.26, kernels>=0.17.0,<0.20; "
+    warning = ("kernlock: warning: torch 2.15.0+cpu lies outside what kernlock 0.1.0 was tested with "
+               "(torch>=2.9,<2.15, transformers>=5.17,<5.26, kernels>=0.16.2,<0.20; "
                "docs/reference/supported-versions.md)")
     assert shown.stderr.count("tested with") == 1 and shown.stderr.startswith(warning), shown.stderr
     # the upgraded machine is detected, not simulated: verify names the same one command
     verified = run_kernlock("verify", cwd=project, env=env)
     assert verified.stderr.count("tested with") == 1, verified.stderr
-    assert verified.returncode == 1 and _fixes(verified.stdout) == {"kernlock lock --target torch2.14-cxx11-cpu-x86_64-linux"}
+    assert verified.returncode == 1 and _fixes(verified.stdout) == {"kernlock lock --target torch2.15-cxx11-cpu-x86_64-linux"}
 
 
 def test_the_tested_ranges_are_the_declared_ones() -> None:

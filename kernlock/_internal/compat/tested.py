@@ -10,9 +10,9 @@ import re
 from kernlock._internal.host import installed_version
 
 TESTED = {
-    "torch": ("2.9", "2.14"),
-    "transformers": ("5.18", "5.26"),
-    "kernels": ("0.17.0", "0.20"),
+    "torch": ("2.9", "2.15"),
+    "transformers": ("5.17", "5.26"),
+    "kernels": ("0.16.2", "0.20"),
 }
 
 
