@@ -25,10 +25,14 @@ Benchmarks (one module each):
                (with and without `--all-variants`).
 4. `verify`  — `kernlock verify` on a 50 kernels x 20 variants lock next to `python -c pass`;
                checks that it imports neither torch, transformers, kernels nor huggingface_hub.
-5. `scaling` — load + validate + coverage check of 10/100/1,000-kernel locks, and the integrity
+5. `scaling` — `kernlock lock` of 50/200/500 kernels x 20 targets at 50 ms (lock time, requests, peak RSS,
+               verify time); load + validate + coverage check of 10/100/1,000-kernel locks, and the integrity
                re-check of a 256 MB file with and without the verified-file stamp.
 6. `startup` — per-child overhead under `kernlock run`: `python -c pass`, `import kernels` and a
                locked `get_kernel` with and without the start-up hook's environment; Hub requests.
+`cluster` — N = 1/8/32/64 cold nodes (own HF_HOME each) running `kernlock sync` against the rate-limited
+               test Hub, and `sync --from oci://` the CNCF registry after one `vendor --to`: Hub and registry
+               requests, wall time, failures; then 64 processes' cold start on one cache and the cross-rank guard.
 `resume`  — bytes the CDN re-sends when a `kernlock sync` that lost its connection half-way through
                the `_ops.so` is re-run (resumed with `Range`), next to a sync from byte 0; wall time of each.
 `download` — `kernlock sync` of a variant whose `_ops.so` is 256 MB next to `hf_hub_download` of that

@@ -1,4 +1,11 @@
-"""Benchmark 6 — a cluster job's cold start, and the cross-rank guard's cost.
+"""Benchmark 6 — cold nodes against a rate-limited Hub or a registry, a cluster job's cold start, and the guard's cost.
+
+Nodes (issue 47): N = 1, 8, 32, 64 cold "nodes" (processes started at once, each with its own empty HF_HOME)
+run `kernlock sync` of one small lock (1 kernel, 1 target) against the test Hub at 50 ms latency with a 429
+rate limit (a scaled-down fixed-window quota, `NODE_RATE_LIMITS` per `NODE_RATE_WINDOW`), once from the Hub and
+once `kernlock sync --from oci://…` from the real CNCF registry (tests/registry.py starts it) after one
+`kernlock vendor --to oci://…`. Hub requests come from the test Hub's own count, registry requests from the
+registry's access log (one line per request it answered); failures are nodes that exited non-zero.
 
 Cold start: 64 processes start at once on one empty shared cache against the
 test Hub at 50 ms latency, as the ranks of one node would. Locked: each
@@ -18,12 +25,17 @@ guard's own time is measured in every rank (the slowest rank counts).
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import re
 import subprocess
+import sys
 import time
 from pathlib import Path
+from types import ModuleType
 
-from benchmarks.harness import PYTHON, Result, Target, Workspace, child_env, kinds, lock_project, median, running_hub
+from benchmarks.harness import (CPU_TARGET, PYTHON, Result, Target, Workspace, child_env, kinds, lock_project, median,
+                                run_child, running_hub)
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.hub import RATE_LIMITS, TestHub
 
@@ -31,6 +43,12 @@ NAME = "cluster"
 LATENCY = 0.05
 PROCESSES = 64
 GUARD_RANKS = 4
+NODES = (1, 8, 32, 64)
+# a quota that 64 cold nodes pulling from the Hub exceed (the anonymous ones are 500 API calls and 3,000 resolves
+# per 5 minutes): 429s then hold nodes until the window resets, as on the real Hub
+NODE_RATE_LIMITS = {"api": 100, "resolvers": 200}
+NODE_RATE_WINDOW = 20.0
+_ACCESS_LINE = re.compile(r'^\S+ - \S+ \[[^]]+\] "[A-Z]+ /', re.MULTILINE)  # the registry's access log, per request
 
 LOCKED_CHILD = """
 import json, time
@@ -221,8 +239,81 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _registry_module() -> ModuleType:
+    """tests/registry.py (the suite's CNCF registry fixture code), loaded by path: benchmarks reuse it."""
+    path = Path(__file__).resolve().parent.parent / "tests" / "registry.py"
+    spec = importlib.util.spec_from_file_location("kernlock_suite_registry", path)
+    assert spec is not None and spec.loader is not None
+    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _registry_requests(log: Path) -> int:
+    """Requests the registry answered so far: its access log writes one line per request."""
+    return len(_ACCESS_LINE.findall(log.read_text(errors="replace")))
+
+
+def _nodes_at_once(argv: list[str], homes: list[Path], env: dict[str, str], cwd: Path, hub: TestHub,
+                   log: Path) -> dict:
+    """Start one process per HF_HOME at once and wait for all: wall time, failures, Hub and registry requests."""
+    hub.reset_counts()
+    before = _registry_requests(log)
+    began = time.perf_counter()
+    procs = [subprocess.Popen(argv, cwd=cwd, env={**env, "HF_HOME": str(home), "KERNLOCK_STATE_DIR": str(home / "s")},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for home in homes]
+    outputs = [proc.communicate(timeout=900) for proc in procs]
+    wall = time.perf_counter() - began
+    failed = [err.strip().splitlines()[-1:] for proc, (_, err) in zip(procs, outputs) if proc.returncode != 0]
+    return {"wall_s": round(wall, 2), "failures": len(failed), "first_failure": failed[0] if failed else None,
+            "hub_requests": sum(hub.requests.values()), "hub_by_kind": dict(hub.requests),
+            "hub_429s": hub.fired.get("429", 0), "registry_requests": _registry_requests(log) - before}
+
+
+def _nodes(ws: Workspace, result: Result, sizes: tuple[int, ...]) -> None:
+    registry = _registry_module()
+    if registry.registry_binary() is None:
+        result.notes.append(f"nodes: skipped, {registry.MISSING}")
+        return
+    repo = next(iter(ws.repos(1)))
+    project = ws.path("nodes-project")
+    with running_hub(ws.repos(1), LATENCY) as hub, registry.running_registry(ws.path("registry")) as running:
+        env = child_env(hub, ws.path("hf-home-nodes"))
+        lock_project(project, [repo], hub, env, targets=[CPU_TARGET])
+        url = running.url("team/kernels:v1")
+        probed = _registry_requests(running.log)  # the fixture's readiness probe
+        vendor = run_child([PYTHON, "-m", "kernlock", "vendor", "--to", url], hub, env, cwd=project)
+        pushed = _registry_requests(running.log) - probed
+        lock = load_lockfile(project / "kernels.lock")
+        files = sum(len(v.files) for k in lock.kernels for v in k.variants)
+        hub.rate_limits, hub.rate_window = dict(NODE_RATE_LIMITS), NODE_RATE_WINDOW
+        sources = {"Hub": [], "registry": ["--from", url]}
+        for n in sizes:
+            for source, extra in sources.items():
+                hub._windows.clear()  # each run starts with a fresh quota window
+                homes = [ws.path(f"node-{source}-{n}-{i}") for i in range(n)]
+                argv = [PYTHON, "-m", "kernlock", "sync", *extra]
+                run = _nodes_at_once(argv, homes, env, project, hub, running.log)
+                result.rows.append({"cold nodes, kernlock sync": source, "N": n, "hub_requests": run["hub_requests"],
+                                    "registry_requests": run["registry_requests"], "wall_s": run["wall_s"],
+                                    "failures": run["failures"], "429s": run["hub_429s"],
+                                    "hub_by_kind": kinds(run["hub_by_kind"])})
+                result.data[f"nodes {source} {n}"] = run
+    result.notes.append(
+        f"nodes: 1 kernel x 1 target ({files} files), test Hub at {LATENCY * 1000:.0f} ms/request with a 429 quota of "
+        f"{NODE_RATE_LIMITS} per {NODE_RATE_WINDOW:g} s window (fresh window per run); one `kernlock vendor --to "
+        f"oci://127.0.0.1:PORT/team/kernels:v1` made {vendor.requests} Hub requests and {pushed} registry requests")
+    flat = {n: result.data[f"nodes registry {n}"]["hub_requests"] for n in sizes}
+    result.targets.append(Target(f"cluster: Hub requests of N cold nodes syncing from the registry, N = {sizes}",
+                                 flat, "flat in N", len(set(flat.values())) == 1))
+    ok = all(result.data[f"nodes {s} {n}"]["failures"] == 0 for s in sources for n in sizes)
+    result.targets.append(Target("cluster: cold nodes that failed", sum(
+        result.data[f"nodes {s} {n}"]["failures"] for s in sources for n in sizes), "0", ok))
+
+
 def run(ws: Workspace, quick: bool) -> Result:
     result = Result(NAME)
+    _nodes(ws, result, NODES[:2] if quick else NODES)
     _guard(ws, result, jobs=2 if quick else 5)
     _cold_start(ws, result)
     return result

@@ -4,6 +4,10 @@
   of locks of 10, 100 and 1,000 kernels (2 variants x 4 files each), parsed every
   time (parse cache off): median time, per-kernel cost and its growth (flat
   per-kernel cost = linear); then the 1,000-kernel lock again with the parse cache.
+* `kernlock lock` at scale (issue 47 item 6): 50, 200 and 500 kernels x 20 targets against the test Hub at
+  50 ms a request, fixture repos generated at benchmark time with one build variant per target; per size the
+  lock's wall time, Hub requests and peak RSS (fresh process, fresh HF_HOME), then `kernlock verify` of that lock
+  (median of fresh processes, next to `python -c pass`).
 * Integrity re-check on a warm start of a variant holding a 256 MB binary
   (`cache.check_variant`): first check (hashes everything) vs the re-check
   that trusts the verified-file stamp (size, mtime, inode unchanged).
@@ -16,10 +20,12 @@ import os
 from pathlib import Path
 from unittest import mock
 
+from benchmarks.download import _measured
 from benchmarks.harness import (
-    Result, Target, Workspace, bench_targets, kernel_module, kernel_repo, median, ratio, synthetic_lock, timeit_median,
-    timeit_times,
+    PYTHON, Result, Target, Workspace, bench_targets, child_env, kernel_module, kernel_repo, median, ratio,
+    run_child, running_hub, synthetic_lock, timeit_median, timeit_times, write_fixtures, write_project,
 )
+from kernlock.testing.fixtures import build_fixture_repos
 from kernlock._internal.store import hub_cache as cache
 from kernlock._internal.model.target import parse_target
 from kernlock._internal.lockfile.model import LockedFile, LockedVariant
@@ -28,6 +34,46 @@ from kernlock._internal.check.coverage import require_coverage
 
 NAME = "scaling"
 SIZES = (10, 100, 1000)
+LOCK_SIZES = (50, 200, 500)
+LOCK_TARGETS = 20
+LATENCY_MS = 50
+
+
+def _variant_name(target: str) -> str:
+    """The build variant name of a target string (`torch2.13-cxx11-cpu-…` -> `torch213-cxx11-cpu-…`)."""
+    return target.replace("torch2.", "torch2", 1)
+
+
+def _lock_at_scale(ws: Workspace, sizes: tuple[int, ...], reps: int, result: Result) -> None:
+    targets = bench_targets(LOCK_TARGETS)
+    fixtures = ws.path("lock-scale-fixtures")
+    write_fixtures(fixtures, max(sizes), variants=[_variant_name(t) for t in targets], commits=1)
+    repos_all = build_fixture_repos(fixtures, ws.path("lock-scale-repos"))  # one build variant per target
+    per_kernel = {}
+    for size in sizes:
+        repos = {repo: repos_all[repo] for repo in list(repos_all)[:size]}
+        project = write_project(ws.path(f"lock-scale-{size}"), list(repos), targets=targets)
+        with running_hub(repos, LATENCY_MS / 1000) as hub:
+            env = child_env(hub, ws.path("hf-home-scale"))
+            hub.reset_counts()
+            wall, peak = _measured(["kernlock", "lock", "--project", str(project)], env, project)
+            requests = sum(hub.requests.values())
+        verify = [run_child([PYTHON, "-m", "kernlock", "verify"], None, env, cwd=project).wall * 1000
+                  for _ in range(reps)]
+        python = [run_child([PYTHON, "-c", "pass"], None, env, cwd=project).wall * 1000 for _ in range(reps)]
+        per_kernel[size] = wall / size
+        result.rows.append({"case": f"kernlock lock, {size} kernels x {LOCK_TARGETS} targets @{LATENCY_MS} ms",
+                            "lock_s": round(wall, 2), "requests": requests, "per_kernel": round(requests / size, 2),
+                            "peak_rss_MB": round(peak / (1 << 20), 1), "verify_ms": round(median(verify), 1),
+                            "python_pass_ms": round(median(python), 1),
+                            "lock_bytes": (project / "kernels.lock").stat().st_size})
+        result.data[f"lock-scale-{size}"] = {"lock_s": wall, "requests": requests, "by_kind": dict(hub.requests),
+                                             "peak_rss": peak, "verify_ms": verify, "python_pass_ms": python}
+    growth = ratio(per_kernel[sizes[-1]], per_kernel[sizes[0]])
+    result.data["lock_time_per_kernel_growth"] = growth
+    result.targets.append(Target(f"scaling: kernlock lock time per kernel at {sizes[-1]} / at {sizes[0]} kernels "
+                                 "(linear = 1)", growth, "<= 1.5", growth <= 1.5))
+
 
 
 def _lock_scaling(ws: Workspace, reps: int, result: Result) -> None:
@@ -108,6 +154,7 @@ def _integrity(ws: Workspace, megabytes: int, reps: int, result: Result) -> None
 
 def run(ws: Workspace, quick: bool) -> Result:
     result = Result(NAME)
+    _lock_at_scale(ws, LOCK_SIZES[:2] if quick else LOCK_SIZES, 3 if quick else 7, result)
     _lock_scaling(ws, 3 if quick else 7, result)
     _integrity(ws, 64 if quick else 256, 1 if quick else 3, result)
     return result
