@@ -7,7 +7,7 @@ categories: a job that trains syncs, checks and binds only the kernels it needs.
 
 A group's specs are locked like any other spec, into the one lock: each entry they bring in records
 them (`groups = ["training"]`), and the lock names every declared group (top-level `groups`). An
-entry some ungrouped source brings in (`kernels`, `models`, `scan`, ...) records no group and belongs
+entry an ungrouped source brings in (`kernels`, `models`, `scan`, ...) records no group and belongs
 to every run, as uv's `project.dependencies` do; a `kernel-depends` entry takes the groups of the
 entries that depend on it. Choosing groups (`--group`, `apply(group=...)`, `$KERNLOCK_GROUPS`)
 keeps the ungrouped entries and those of the chosen groups; choosing none keeps every entry (uv's
@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernlock._internal.lockfile.format_version import format_version
 from kernlock._internal.project.suggest import close_name, known_list
-from kernlock.errors import ConfigError, UsageError
+from kernlock.errors import ConfigError, UnlockedKernelError, UsageError
 
 if TYPE_CHECKING:
     from kernlock._internal.lockfile.model import Lockfile
@@ -67,7 +67,9 @@ def group_specs(groups: Groups, pyproject: str, lines: dict[str, int]) -> list[K
     from kernlock._internal.model.spec import Origin, parse_spec
 
     return [
-        parse_spec(text, Origin(pyproject, lines.get(text))) for _, specs in groups for text in specs
+        parse_spec(text, Origin(pyproject, lines.get(text)))
+        for _, specs in groups
+        for text in specs
     ]
 
 
@@ -88,23 +90,27 @@ def with_groups(
     for name, spec in zip(names, grouped, strict=True):
         of.setdefault(spec.key, set()).add(name)
     ungrouped = Counter(s.key for s in specs) - Counter(s.key for s in grouped)
-    direct = {key: set() if ungrouped[key] else of.get(key) for key in {s.key for s in specs}}
-    groups = {k.spec: direct.get(k.spec) for k in lock.kernels}
+    direct: dict[str, set[str] | None] = {
+        key: set() if ungrouped[key] else of.get(key) for key in {s.key for s in specs}
+    }
+    entry = {k.spec: direct.get(k.spec) for k in lock.kernels}
     for _ in lock.kernels:  # a dependency takes its dependents' groups (a chain: one more pass)
         for kernel in lock.kernels:
             if kernel.dependency_of and direct.get(kernel.spec) is None:
-                found = [groups.get(spec) for spec in kernel.dependency_of]
-                groups[kernel.spec] = set() if not all(found) else set().union(*found)
-    kernels = tuple(replace(k, groups=tuple(sorted(groups[k.spec] or ()))) for k in lock.kernels)
+                found = [entry.get(spec) for spec in kernel.dependency_of]
+                entry[kernel.spec] = set().union(*(g for g in found if g)) if all(found) else set()
+    kernels = tuple(replace(k, groups=tuple(sorted(entry[k.spec] or ()))) for k in lock.kernels)
     version = max(lock.version, GROUPS_FORMAT, key=format_version)
     names_declared = tuple(sorted(name for name, _ in groups))
     return replace(lock, kernels=kernels, groups=names_declared, version=version)
 
 
-def select_groups(lock: Lockfile, chosen: Iterable[str], rerun: str) -> Lockfile:
+def select_groups(
+    lock: Lockfile, chosen: Iterable[str], rerun: Callable[[tuple[str, ...]], str]
+) -> Lockfile:
     """`lock` with only its ungrouped entries and those of the `chosen` groups (`lock` itself when
-    none is chosen); an unknown group is a `UsageError` whose fix runs `rerun` (a command with a
-    `{groups}` field) with the group it most likely means."""
+    none is chosen); an unknown group is a `UsageError` whose fix is `rerun(groups)`, with the group
+    it most likely means in its place."""
     chosen = tuple(dict.fromkeys(chosen))
     if not chosen:
         return lock
@@ -115,7 +121,7 @@ def select_groups(lock: Lockfile, chosen: Iterable[str], rerun: str) -> Lockfile
             raise UsageError(
                 f"unknown group {name!r}"
                 + (f" (did you mean {match}?)" if match else f" ({known})"),
-                fix=f"run `{rerun.format(groups=_options(chosen, name, match))}`"
+                fix=f"run `{rerun(tuple(match if g == name else g for g in chosen))}`"
                 if match
                 else "declare it in [tool.kernlock.groups] and run `kernlock lock`"
                 if not lock.groups
@@ -125,8 +131,9 @@ def select_groups(lock: Lockfile, chosen: Iterable[str], rerun: str) -> Lockfile
     return replace(lock, kernels=kernels)
 
 
-def _options(chosen: tuple[str, ...], wrong: str, right: str) -> str:
-    return " ".join(f"--group {right if name == wrong else name}" for name in chosen)
+def group_options(groups: Iterable[str]) -> str:
+    """`groups` as command-line options: `--group training --group inference`."""
+    return " ".join(f"--group {name}" for name in groups)
 
 
 def group_of(lock: Lockfile, repo: str) -> str | None:
@@ -134,5 +141,76 @@ def group_of(lock: Lockfile, repo: str) -> str | None:
     entries = lock.for_repo(repo)
     if not entries or any(not k.groups for k in entries):
         return None
-    names = sorted({g for k in entries for g in k.groups})
-    return f"group{'s' if len(names) > 1 else ''} {', '.join(names)}"
+    return _named({g for k in entries for g in k.groups})
+
+
+def stale_groups(
+    lock: Lockfile, groups: Groups, grouped: list[KernelSpec], specs: Iterable[KernelSpec]
+) -> list[str]:
+    """Where the lock's groups differ from what `[tool.kernlock.groups]` declares now (see
+    `with_groups` for the arguments), one line each."""
+    wanted = with_groups(replace(lock, groups=()), groups, grouped, specs)
+    problems = []
+    if tuple(wanted.groups) != tuple(lock.groups):
+        problems.append(
+            f"[tool.kernlock.groups] declares {_named(wanted.groups)}, the lock has "
+            f"{_named(lock.groups)}"
+        )
+    for old, new in zip(lock.kernels, wanted.kernels, strict=True):
+        if tuple(old.groups) != (new.groups if groups else ()):
+            problems.append(
+                f"{old.spec} is in {_named(new.groups if groups else ())} of "
+                f"[tool.kernlock.groups], the lock has it in {_named(old.groups)}"
+            )
+    return problems
+
+
+def _named(groups: Iterable[str]) -> str:
+    names = sorted(groups)
+    return f"group{'s' if len(names) > 1 else ''} {', '.join(names)}" if names else "no group"
+
+
+def applied_groups(
+    lock: Lockfile, group: str | Iterable[str] | None
+) -> tuple[Lockfile, tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """What `apply(group=...)` binds: the selected lock, the groups chosen (`group`, else
+    `$KERNLOCK_GROUPS`), and for each repo only unchosen groups lock, those groups."""
+    from kernlock._internal.settings import GROUPS_ENV, groups_from_env
+
+    if group is None:
+        chosen = groups_from_env()
+        selected = select_groups(
+            lock, chosen, lambda names: f"export {GROUPS_ENV}={','.join(names)}"
+        )
+    else:
+        chosen = (group,) if isinstance(group, str) else tuple(group)
+        selected = select_groups(lock, chosen, lambda names: f"kernlock.apply(group={list(names)})")
+    kept = {repo for k in selected.kernels for repo in k.names()}
+    elsewhere = {repo: group_of(lock, repo) for k in lock.kernels for repo in k.names()}
+    return (
+        selected,
+        tuple(dict.fromkeys(chosen)),
+        tuple(
+            (repo, where) for repo, where in sorted(elsewhere.items()) if where and repo not in kept
+        ),
+    )
+
+
+def other_group(
+    repo: str,
+    what: str,
+    path: Path,
+    chosen: tuple[str, ...],
+    elsewhere: tuple[tuple[str, str], ...],
+) -> UnlockedKernelError | None:
+    """The refusal of a load of `repo` that only unchosen groups lock (`elsewhere`, from
+    `applied_groups`); None when it is not one."""
+    where = dict(elsewhere).get(repo)
+    if where is None:
+        return None
+    wanted = group_options((*chosen, where.split(" ", 1)[1].split(", ")[0]))
+    return UnlockedKernelError(
+        f"kernel {repo} ({what}) is locked in {path} for {where} only, and this run binds "
+        f"{_named(chosen)}",
+        fix=f"choose its group too: `kernlock run {wanted} -- …` (or kernlock.apply(group=[...]))",
+    )
