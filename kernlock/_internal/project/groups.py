@@ -110,11 +110,11 @@ def select_groups(
 ) -> Lockfile:
     """`lock` with only its ungrouped entries and those of the `chosen` groups (`lock` itself when
     none is chosen); an unknown group is a `UsageError` whose fix is `rerun(groups)` (or, for a
-    command's arguments, `kernlock <rerun>` with `--group ...` after them or in its `{}`), with the
-    group it most likely means in its place."""
+    command and its arguments, `kernlock <rerun> --group ...`), with the group it most likely means
+    in its place."""
     if isinstance(rerun, str):
-        command = rerun if "{}" in rerun else f"{rerun} {{}}"
-        rerun = lambda names: f"kernlock {command.format(group_options(names))}"  # noqa: E731
+        command = rerun
+        rerun = lambda names: f"kernlock {command} {group_options(names)}"  # noqa: E731
     chosen = tuple(dict.fromkeys(chosen))
     if not chosen:
         return lock

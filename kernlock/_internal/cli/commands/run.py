@@ -137,13 +137,13 @@ def run_command(
 
         require_fresh(workspace, lock)
     from kernlock._internal.model.target import parse_target
-    from kernlock._internal.project.groups import select_groups
+    from kernlock._internal.project.groups import group_options, select_groups
     from kernlock._internal.settings import TARGET_ENV, text
 
     # the command's processes apply the lock for $KERNLOCK_TARGET when it is set
     simulated = text(TARGET_ENV)
-    again = f"run {{}} -- {shlex.join(command)}" if command else "run {} --export"
-    lock = select_groups(lock, groups, again)
+    after = f"-- {shlex.join(command)}" if command else "--export"
+    lock = select_groups(lock, groups, lambda names: f"kernlock run {group_options(names)} {after}")
     require_coverage(lock, parse_target(simulated) if simulated else current_target(), path)
     environment = run_environment(path, strict=not lenient, verbose=verbose, groups=groups)
     if export:
