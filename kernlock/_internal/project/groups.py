@@ -93,12 +93,16 @@ def with_groups(
     direct: dict[str, set[str] | None] = {
         key: set() if ungrouped[key] else of.get(key) for key in {s.key for s in specs}
     }
-    entry = {k.spec: direct.get(k.spec) for k in lock.kernels}
-    for _ in lock.kernels:  # a dependency takes its dependents' groups (a chain: one more pass)
+    entry = {k.spec: direct.get(k.spec) for k in lock.kernels}  # None: no source names it
+    for _ in lock.kernels:  # a dependency is in its own groups and its dependents' (chains: passes)
         for kernel in lock.kernels:
-            if kernel.dependency_of and direct.get(kernel.spec) is None:
+            own = direct.get(kernel.spec)
+            if kernel.dependency_of and own != set():
                 found = [entry.get(spec) for spec in kernel.dependency_of]
-                entry[kernel.spec] = set().union(*(g for g in found if g)) if all(found) else set()
+                every = not all(found)  # a dependent of every run
+                entry[kernel.spec] = (
+                    set() if every else set(own or ()).union(*(g or () for g in found))
+                )
     kernels = tuple(replace(k, groups=tuple(sorted(entry[k.spec] or ()))) for k in lock.kernels)
     version = max(lock.version, GROUPS_FORMAT, key=format_version)
     names_declared = tuple(sorted(name for name, _ in groups))
