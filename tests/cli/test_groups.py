@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ACTIVATION, CPU, FA2, RELU, UNIVERSAL, WITH_DEP, cli, make_project
+from helpers import (ACTIVATION, CPU, FA2, RELU, REPO_ROOT, UNIVERSAL, WITH_DEP, cli, make_project, markdown_blocks,
+                     run_bash)
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.hub import TestHub
 
@@ -45,6 +46,7 @@ def test_one_lock_records_each_entrys_groups(hub: TestHub, tmp_path: Path) -> No
     stale = cli("verify", cwd=project)
     assert stale.exit_code == 1
     assert f"{RELU}@v1 is in group inference of [tool.kernlock.groups], the lock has it in group training" in stale.output
+    assert cli("lock", "--check", cwd=project).exit_code == 1
     assert cli("lock", cwd=project).exit_code == 0
     assert load_lockfile(project / "kernels.lock").kernel(f"{RELU}@v1").groups == ("inference",)
 
@@ -138,3 +140,39 @@ def test_a_bad_groups_table_is_one_line(hub: TestHub, tmp_path: Path) -> None:
     result = cli("lock", cwd=project)
     assert result.exit_code == 2
     assert "[tool.kernlock.groups] training must be a list of spec strings; fix: write it as training = [" in result.output
+
+
+TRAIN = '''import kernels
+from kernlock.errors import UnlockedKernelError
+
+kernels.get_kernel("kernels-community/activation", version=1)
+kernels.get_kernel("kernels-community/relu", version=1)
+try:
+    kernels.get_kernel("kernels-community/flash-attn2", version=2)
+except UnlockedKernelError as error:
+    print("refused:", error)
+'''
+
+
+def test_the_how_to_blocks_run_as_written(hub: TestHub, tmp_path: Path) -> None:
+    """docs/how-to/groups.md: its `[tool.kernlock]` tables and its commands, verbatim; the training job downloads
+    and binds no inference kernel, and the refusal reads as the page shows it."""
+    page = (REPO_ROOT / "docs" / "how-to" / "groups.md").read_text()
+    [config] = markdown_blocks(page, "toml")
+    [block] = markdown_blocks(page, "bash")
+    project = tmp_path / "job"
+    project.mkdir()
+    (project / "pyproject.toml").write_text('[project]\nname = "demo"\nversion = "0"\n\n' + config)
+    (project / "train.py").write_text(TRAIN)
+    first, *rest = block.splitlines()
+    assert first == "kernlock lock" and run_bash(first, project).returncode == 0
+    hub.reset_counts()  # locking reads every group's commits; the training job downloads no inference file
+    done = run_bash("\n".join(rest), project)
+    assert done.returncode == 0, done.stderr
+    assert [path for _, path in hub.log if "/resolve/" in path and RELU in path]
+    assert not [path for _, path in hub.log if "/resolve/" in path and FA2 in path]
+    [refused] = [line for line in done.stdout.splitlines() if line.startswith("refused:")]
+    shown = " ".join(markdown_blocks(page, "text")[0].split()).removeprefix("kernlock: error: ")
+    assert refused == "refused: " + shown.replace("/job/kernels.lock", str(project / "kernels.lock"))
+    lock = load_lockfile(project / "kernels.lock")
+    assert {k.repo: k.groups for k in lock.kernels} == {ACTIVATION: (), RELU: ("training",), FA2: ("inference",)}
