@@ -305,6 +305,7 @@ def verify(
     groups: Iterable[str] = (),
 ) -> VerifyReport:
     """Check the project's `kernels.lock`; see the module docstring for the checks and the report.
+
     `groups` checks only the ungrouped entries and those of these groups (`fresh`: the whole lock).
 
     Raises `ConfigError`, `SpecError` or `TargetError` (exit 2) for bad configuration or targets;
