@@ -5,9 +5,13 @@
     nox -s "matrix(trl)"          # the newest TRL with its own pick of Transformers (and kernels)
     nox -s support_table          # rewrite docs/matrix.md and the support table from the last run
 
-Each cell installs kernlock with torch 2.13.0 (the CPU wheel; a looser pin would
-pull a multi-GB CUDA build), then the cell's kernels / Transformers /
-huggingface_hub releases on top, the way a user's environment ends up. It asks
+Each cell installs kernlock with its torch (2.13.0, the CPU wheel, unless the cell
+names another: 2.14.1 and 2.15.0 are PyPI's CUDA wheels, which run on a CPU
+machine), then the cell's kernels / Transformers / huggingface_hub releases on
+top, the way a user's environment ends up. A torch pip cannot install here (this
+machine's pip configuration caps it) is recorded as the cell's outcome, with
+pip's reason and the cap, and the cell is skipped. TRL is then installed beside
+the cell's versions where it can be, and `kernlock run -- trl sft` joins the slice. It asks
 the compatibility doctor about the environment: when the doctor refuses, the
 cell runs the doctor's fix with pip, which must make the doctor pass. Then it
 runs a slice of the test suite (lock, verify, apply, a tiny training step,
@@ -19,6 +23,7 @@ versions (requirements-dev.txt).
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -32,25 +37,30 @@ CONSTRAINTS = ROOT / "requirements-matrix.txt"
 nox.options.sessions = ["matrix", "matrix(trl)", "support_table"]
 nox.options.reuse_venv = "yes"
 
-# (kernels, transformers or None, huggingface_hub or None for what pip picks). Transformers
-# declares the kernels it accepts in its `kernels` extra: 5.15-5.17 -> 0.16.x, 5.18-5.19 ->
+# (kernels, transformers or None, huggingface_hub or None for what pip picks, torch). Transformers
+# declares the kernels it accepts in its `kernels` extra: 5.15-5.17 -> >=0.16.0,<0.17, 5.18-5.19 ->
 # >=0.17.0,<0.18, 5.20-5.22 -> >=0.17.2,<0.18, 5.23-5.24 -> >=0.18.2,<0.19, 5.25 -> >=0.19.1,<0.20
 # (5.25 requires it outright, so pip installs kernels 0.19.1 with it). kernels 0.17 needs
 # huggingface_hub>=1.10, 0.18 and 0.19 >=1.32; Transformers 5.18+ needs >=1.31. Every kernels
 # release in kernlock's window is a cell, each with the Transformers releases that accept it; the
 # last two cells are environments the doctor refuses, and its fix must make them pass.
+TORCH = "2.13.0"
 CELLS = [
-    ("0.19.1", "5.25.0", None),  # the default cell: requirements-dev.txt (what `pip install trl` gives today)
-    ("0.19.1", None, "1.32.0"),  # kernels alone, with the lowest huggingface_hub kernels 0.19 accepts
-    ("0.18.3", "5.24.0", None),
-    ("0.18.3", "5.23.0", "1.32.0"),  # the lowest huggingface_hub kernels 0.18 accepts
-    ("0.17.2", "5.22.2", None),
-    ("0.17.2", "5.20.0", "1.31.0"),  # the lowest huggingface_hub Transformers 5.18+ accepts
-    ("0.17.1", "5.19.0", None),
-    ("0.17.0", "5.18.0", None),
-    ("0.17.2", None, "1.10.0"),  # kernels alone, with the lowest huggingface_hub kernels 0.17 accepts
-    ("0.16.2", "5.17.0", None),
-    ("0.17.2", "5.23.0", None),
+    ("0.19.1", "5.25.0", None, TORCH),  # the default cell: requirements-dev.txt
+    ("0.19.1", "5.25.0", None, "2.15.0"),  # `pip install "trl[kernels]" torch` on PyPI today (CUDA 13.2)
+    ("0.19.1", "5.25.0", None, "2.14.1"),  # the newest torch pip installs on this machine
+    ("0.19.1", None, "1.32.0", TORCH),  # kernels alone, with the lowest huggingface_hub kernels 0.19 accepts
+    ("0.18.3", "5.24.0", None, TORCH),
+    ("0.18.3", "5.23.0", "1.32.0", TORCH),  # the lowest huggingface_hub kernels 0.18 accepts
+    ("0.17.2", "5.22.2", None, TORCH),
+    ("0.17.2", "5.22.2", None, "2.14.1"),  # what vllm 0.34 (torch 2.14) leaves beside trl
+    ("0.17.2", "5.20.0", "1.31.0", TORCH),  # the lowest huggingface_hub Transformers 5.18+ accepts
+    ("0.17.1", "5.19.0", None, TORCH),
+    ("0.17.0", "5.18.0", None, TORCH),
+    ("0.17.2", None, "1.10.0", TORCH),  # kernels alone, with the lowest huggingface_hub kernels 0.17 accepts
+    ("0.16.2", "5.17.0", "1.33.0", TORCH),  # `pip install "trl[vllm,kernels]"`: vllm 0.31 pins transformers<5.18
+    ("0.17.2", "5.17.0", "1.33.0", TORCH),  # kernels upgraded beside vllm's Transformers: refused, fixed in place
+    ("0.17.2", "5.23.0", None, TORCH),
 ]
 
 # The representative slice, by test name (stable across moves between test files).
@@ -71,7 +81,9 @@ SLICE = [
     "test_reset_mid_body_resumes_within_one_run",  # resumable downloads over httpx (hub 1.x) and httpx2 (2.x)
     "test_next_run_resumes_a_kept_partial",
 ]
-TRL_TESTS = ["test_trl_sft_cli_trains_through_the_locked_kernel"]  # `kernlock run -- trl sft`, in the TRL cell only
+# `kernlock run -- trl sft` through the locked kernel (the README's quick start), and its one-line refusal of an
+# unlocked one with the lenient rerun it names: in every cell where TRL installs
+TRL_TESTS = ["test_every_quick_start_block_runs_as_written", "test_a_refusal_inside_trl_sft_is_one_line_first_naming_the_lenient_rerun"]
 TRANSFORMERS_TESTS = ["test_apply_before_or_after_importing_transformers", "test_doctor_kernels_outside_transformers_window"]
 
 PROBE = (
@@ -85,9 +97,9 @@ VERSIONS = (
 )
 
 
-def cell_id(kernels: str, transformers: str | None, hub: str | None) -> str:
+def cell_id(kernels: str, transformers: str | None, hub: str | None, torch: str = TORCH) -> str:
     parts = [f"k{kernels}", f"t{transformers}" if transformers else "no-transformers"]
-    return "-".join(parts + ([f"hub{hub}"] if hub else []))
+    return "-".join(parts + ([f"hub{hub}"] if hub else []) + ([f"torch{torch}"] if torch != TORCH else []))
 
 
 def _kernlock_commit(session: nox.Session) -> str:
@@ -109,24 +121,72 @@ def support_table(session: nox.Session) -> None:
 
 
 @nox.session
-@nox.parametrize(("kernels", "transformers", "hub"), CELLS, ids=[cell_id(*cell) for cell in CELLS])
-def matrix(session: nox.Session, kernels: str, transformers: str | None, hub: str | None) -> None:
+@nox.parametrize(("kernels", "transformers", "hub", "torch"), CELLS, ids=[cell_id(*cell) for cell in CELLS])
+def matrix(session: nox.Session, kernels: str, transformers: str | None, hub: str | None, torch: str) -> None:
     """One cell: install, ask the doctor (and run its fix), run the slice; record the outcome."""
-    constraints = ("-c", str(CONSTRAINTS))
-    session.install(*constraints, "torch==2.13.0", ".", "pytest", "pyyaml", "hypothesis")
-    cell = [f"kernels=={kernels}"] + ([f"transformers=={transformers}"] if transformers else [])
-    session.install(*constraints, *cell, *([f"huggingface_hub=={hub}"] if hub else []))
-    if not transformers:
-        session.run("pip", "uninstall", "--quiet", "--yes", "transformers")
     record = {
-        "cell": cell_id(kernels, transformers, hub),
-        "requested": {"kernels": kernels, "transformers": transformers, "huggingface_hub": hub},
-        "installed": _json(session, VERSIONS),
+        "cell": cell_id(kernels, transformers, hub, torch),
+        "requested": {"kernels": kernels, "transformers": transformers, "huggingface_hub": hub, "torch": torch},
         "kernlock": _kernlock_commit(session),
         "refusal": None,
         "fix": None,
     }
-    _check_and_run(session, record)
+    # the torch 2.13 cells keep the local CPU wheel (requirements-matrix.txt); the others name their torch
+    constraints = ("-c", str(CONSTRAINTS)) if torch == TORCH else ()
+    pins = [f"torch=={torch}"]
+    if not _installs(session, record, *constraints, *pins, ".", "pytest", "pyyaml", "hypothesis"):
+        return
+    pins += [f"kernels=={kernels}"] + ([f"transformers=={transformers}"] if transformers else [])
+    session.install(*constraints, *pins, *([f"huggingface_hub=={hub}"] if hub else []))
+    if not transformers:
+        session.run("pip", "uninstall", "--quiet", "--yes", "transformers")
+    record["installed"] = _json(session, VERSIONS)
+    if torch != TORCH:  # `pip install './kernlock[torch]'` beside this Torch must leave it in place
+        report = Path(session.virtualenv.location) / "torch-extra.json"
+        session.run("pip", "install", "--quiet", "--dry-run", "--report", str(report), ".[torch]", silent=True)
+        moved = [i["metadata"]["version"] for i in json.loads(report.read_text())["install"] if i["metadata"]["name"] == "torch"]
+        record["torch_extra_keeps_torch"] = not moved
+        if moved:
+            _finish(session, record, "fail", f"`pip install '.[torch]'` would replace torch {torch} with {moved[0]}")
+    # TRL (and the datasets its sft command reads) beside the cell's versions, where pip can
+    held = [f"{p}=={v}" for p, v in record["installed"].items() if v and p not in ("python", "trl")]
+    if transformers and _installs(session, record, *_constraints(session, held), "trl", "datasets", trl=True):
+        record["installed"] = _json(session, VERSIONS)
+    _check_and_run(session, record, extra=TRL_TESTS if record["installed"]["trl"] else None)
+
+
+def _constraints(session: nox.Session, pins: list[str]) -> tuple[str, ...]:
+    """`-c FILE` holding `pins` (pip reads constraints from files only)."""
+    path = Path(session.virtualenv.location) / "held.txt"
+    path.write_text("\n".join(pins) + "\n")
+    return ("-c", str(path))
+
+
+def _installs(session: nox.Session, record: dict, *args: str, trl: bool = False) -> bool:
+    """`pip install args`; where pip cannot, record why (and this machine's pip constraint, if any) and
+    skip the cell, or for TRL (`trl=True`) note it and go on without TRL."""
+    import subprocess
+
+    python = str(Path(session.virtualenv.location) / "bin" / "python")
+    done = subprocess.run([python, "-m", "pip", "install", "--quiet", *args], capture_output=True, text=True)
+    if done.returncode == 0:
+        return True
+    output = done.stdout + done.stderr  # pip writes the conflict to stdout, its ERROR lines to stderr
+    conflict = [line.strip() for line in output.splitlines() if line.strip().startswith("The user requested")]
+    reason = "; ".join(conflict) or next(
+        (line.strip() for line in reversed(done.stderr.splitlines()) if line.startswith("ERROR")), done.stderr.strip()[-300:])
+    settings = subprocess.run([python, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
+    for path in re.findall(r"^[\w:.]*constraint='([^']+)'", settings, re.MULTILINE):
+        caps = [line for line in Path(path).read_text().splitlines() if line and not line.startswith("#")]
+        reason += f"; this machine's pip configuration applies the constraints file {path} ({', '.join(caps)})"
+    if trl:
+        record["trl"] = f"not installed: {reason}"
+        return False
+    record.update(installed=None, outcome="could not install", problem=reason)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{record['cell']}.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    session.skip(f"{record['cell']}: {reason}")
+    return False
 
 
 @nox.session(name="matrix(trl)")
@@ -146,13 +206,27 @@ def matrix_trl(session: nox.Session) -> None:
 
 def _check_and_run(session: nox.Session, record: dict, extra: list[str] | None = None) -> None:
     """Ask the doctor (and run its fix, which must satisfy it), then run the slice; record the outcome."""
-    constraints = ("-c", str(CONSTRAINTS))
+    from packaging.requirements import Requirement
+
+    torch = record["requested"].get("torch", TORCH)
+    constraints = ("-c", str(CONSTRAINTS)) if torch == TORCH else (f"torch=={torch}",)
     refusals = _json(session, PROBE)
     if refusals:
         record["refusal"], record["fix"] = refusals[0]
         command = shlex.split(record["fix"])
         if command[:2] != ["pip", "install"]:
             _finish(session, record, "fail", f"the doctor's fix is not a pip command: {record['fix']}")
+        # the printed fix must install beside everything else the environment holds (what vllm pins, say):
+        # `pip install --dry-run` with every installed package the fix does not name held where it is
+        named = {Requirement(a).name.lower().replace("_", "-") for a in command[2:]}
+        frozen = session.run("pip", "freeze", "--exclude-editable", silent=True).splitlines()
+        held = [p for p in frozen if "==" in p and p.split("==")[0].lower().replace("_", "-") not in named]
+        try:
+            session.run("pip", "install", "--quiet", "--dry-run", *_constraints(session, held), *command[2:])
+            record["fix_dry_run"] = 0
+        except nox.command.CommandFailed:
+            record["fix_dry_run"] = 1
+            _finish(session, record, "fail", f"the doctor's fix does not install beside the environment: {record['fix']}")
         session.install(*constraints, *command[2:])
         record["fixed"] = _json(session, VERSIONS)
         if remaining := _json(session, PROBE):

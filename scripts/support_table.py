@@ -18,8 +18,9 @@ START, END = "<!-- support-table:start -->", "<!-- support-table:end -->"
 
 def _order(record: dict) -> tuple:
     requested = record["requested"]
-    installed = record["installed"]  # the TRL cell requests no versions: order it by what pip picked
-    versions = tuple(Version(requested[p] or installed[p] or "0") for p in ("kernels", "transformers", "huggingface_hub"))
+    installed = record["installed"] or {}  # the TRL cell requests no versions: order it by what pip picked
+    versions = tuple(Version(requested.get(p) or installed.get(p) or "0")
+                     for p in ("kernels", "transformers", "huggingface_hub", "torch"))
     return (*versions, record["cell"])  # the cell's name breaks ties: the same order on every file system
 
 
@@ -29,26 +30,34 @@ def table(results: Path) -> str:
     if not records:
         raise SystemExit(f"no matrix results in {results}; run `nox -s matrix` first")
     lines = [
-        "| kernels | transformers | huggingface_hub | result | the doctor's refusal and fix |",
-        "| --- | --- | --- | --- | --- |",
+        "| kernels | transformers | huggingface_hub | torch | result | the doctor's refusal and fix |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for record in records:
+        if record["installed"] is None:  # pip could not install the cell here: what was asked, and why not
+            asked = record["requested"]
+            lines.append(
+                f"| {asked['kernels']} | {asked['transformers'] or 'not installed'} | {asked['huggingface_hub'] or '—'} "
+                f"| {asked['torch']} | {record['outcome']}: {record['problem'].replace('|', '&#124;')} | — |"
+            )
+            continue
         installed = record["installed"]
         slice_ = record.get("slice")
         ran = f" ({slice_['tests'] - slice_['skipped']} tests)" if slice_ else ""
         refusal = f"{record['refusal']}; `{record['fix']}`" if record["refusal"] else "—"
         transformers = installed["transformers"] or "not installed"
-        if installed.get("trl"):
-            transformers += f" (pip's pick for trl {installed['trl']})"
+        if installed.get("trl"):  # the TRL cell asks for no Transformers; every other cell installs TRL beside its own
+            pick = "pip's pick for" if not record["requested"].get("transformers") else "with"
+            transformers += f" ({pick} trl {installed['trl']})"
         lines.append(
-            f"| {installed['kernels']} | {transformers} | {installed['huggingface_hub']} "
+            f"| {installed['kernels']} | {transformers} | {installed['huggingface_hub']} | {installed['torch']} "
             f"| {record['outcome']}{ran} | {refusal.replace('|', '&#124;')} |"
         )
-    python = sorted({r["installed"]["python"] for r in records})
-    torch = sorted({r["installed"]["torch"] for r in records})
+    python = sorted({r["installed"]["python"] for r in records if r["installed"]})
     lines.append("")
     tested = sorted({r["kernlock"] for r in records})
-    lines.append(f"Python {', '.join(python)}, torch {', '.join(torch)} (CPU) in every cell; kernlock at {', '.join(tested)}.")
+    lines.append(f"Python {', '.join(python)} in every cell, on a CPU-only machine (torch 2.14.1 is PyPI's CUDA 13.0 "
+                 f"wheel); kernlock at {', '.join(tested)}.")
     return "\n".join(lines)
 
 

@@ -10,12 +10,14 @@ import pytest
 
 from helpers import (
     ACTIVATION,
+    FIXTURE_CPU_BUILD,
     LockedProject,
     LockedProjectFactory,
     clear_loaded_kernels,
     kernels_module,
     lock_project,
     patch_hub_client,
+    this_torchs_build,
 )
 from kernlock.testing.fixtures import advance_branch, build_fixture_repos, default_fixtures_dir
 from kernlock.testing.hub import TestHub
@@ -48,12 +50,15 @@ def private_kernlock_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> P
 @pytest.fixture(scope="session")
 def fixture_repos_template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The fixture repos, built once per session (do not mutate: copy them)."""
-    return build_fixture_repos(default_fixtures_dir(), tmp_path_factory.mktemp("fixture-repos"))
+    return build_fixture_repos(default_fixtures_dir(), tmp_path_factory.mktemp("fixture-repos"),
+                               {FIXTURE_CPU_BUILD: build} if (build := this_torchs_build()) else None)
+
 
 
 def _forget_loaded_kernels() -> None:
     """Drop imported fixture kernels and the in-process caches of kernels/transformers."""
-    kernel_ids = [name for name, module in list(sys.modules.items()) if hasattr(module, "KERNEL_IDENTITY")]
+    kernel_ids = [name for name, module in list(sys.modules.items())  # not hasattr: lazy modules import on it
+                  if "KERNEL_IDENTITY" in getattr(module, "__dict__", {})]
     for name in list(sys.modules):
         if any(name == kid or name.startswith(f"{kid}.") for kid in kernel_ids):
             del sys.modules[name]

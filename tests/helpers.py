@@ -17,12 +17,29 @@ from click.testing import CliRunner, Result
 from kernlock._internal.cli.main import main
 from kernlock._internal.lockfile.model import Lockfile, LockedFile, LockedKernel, LockedVariant
 from kernlock._internal.lockfile.serialize import load_lockfile
+from kernlock._internal.host import current_target
 from kernlock._internal.model.target import parse_target
 from kernlock._internal.check.signatures import TRUSTED_ROOT_ENV
 from kernlock.testing.sigstore import TestSigstore
 
 # Targets (CPU is this test machine's).
-CPU = "torch2.13-cxx11-cpu-x86_64-linux"
+FIXTURE_CPU = "torch2.13-cxx11-cpu-x86_64-linux"  # the target of the fixture kernels' CPU build
+FIXTURE_CPU_BUILD = "torch213-cxx11-cpu-x86_64-linux"
+
+
+def this_torchs_build() -> str | None:
+    """Where the suite runs on another Torch than the fixtures' 2.13 CPU build (a matrix cell's torch 2.14 CUDA
+    wheel), this Torch's own variant name: the fixtures build the CPU build under it too (conftest), since the
+    fixture kernels are pure Python; None on the fixtures' own Torch."""
+    here = current_target()
+    if here.os != "linux" or here.cxx11_abi is not True:
+        return None
+    name = f"torch{here.torch[0]}{here.torch[1]}-cxx11-{here.backend}-{here.cpu}-linux"
+    return None if name == FIXTURE_CPU_BUILD else name
+
+
+# this machine: the fixtures' CPU target, or on another Torch this one's (the fixtures build for it too)
+CPU = FIXTURE_CPU if this_torchs_build() is None else str(current_target())
 CUDA_X86 = "torch2.12-cxx11-cu128-x86_64-linux"
 CUDA_130 = "torch2.11-cxx11-cu130-x86_64-linux"
 ARM = "torch2.10-cxx11-cu128-aarch64-linux"
@@ -196,8 +213,13 @@ def patch_hub_client(monkeypatch: pytest.MonkeyPatch, endpoint: str, hf_home: Pa
     monkeypatch.setattr(huggingface_hub, "HUGGINGFACE_CO_URL_TEMPLATE", template, raising=False)
     monkeypatch.setattr(_cache_manager, "HF_HUB_CACHE", hub_cache)
     monkeypatch.setattr(_git_credential, "ENDPOINT", endpoint)
-    for name in ("hf_hub", "install", "locking", "resolver"):  # kernels 0.17 copies the cache dir at import
-        monkeypatch.setattr(kernels_module(name), "CACHE_DIR", None, raising=False)
+    # kernels 0.17 copies the cache dir at import (0.16: into `utils`, its one loader module)
+    for name in ("hf_hub", "install", "locking", "resolver", "utils"):
+        try:
+            module = kernels_module(name)
+        except ModuleNotFoundError:  # a module of another kernels line
+            continue
+        monkeypatch.setattr(module, "CACHE_DIR", None, raising=False)
 
 
 # The README's quick start (tests/integration/docs/test_readme_quickstart.py runs it; others reuse its parts).

@@ -104,6 +104,16 @@ def installed_version(distribution: str) -> str | None:
         return None
 
 
+def machine_target() -> Target:
+    """This machine as kernlock's readers see it: `$KERNLOCK_TARGET` when set, else
+    `current_target()` (raises `TargetError` when neither says)."""
+    from kernlock._internal.model.target import parse_target
+    from kernlock._internal.settings import TARGET_ENV, text
+
+    simulated = text(TARGET_ENV)
+    return parse_target(simulated) if simulated else current_target()
+
+
 def current_target() -> Target:
     """The running environment as a target, without importing Torch.
 

@@ -220,6 +220,10 @@ class HubEndpoints:
             }
         )
 
+    def list_kernels(self, author: str) -> Response:
+        """`/api/kernels?author=ORG`: the org's kernel repos, listed as the Hub lists models."""
+        return json_response([{"id": r} for r in sorted(self.repos) if r.split("/")[0] == author])
+
     def overview(self, org: str) -> Response:
         if org not in self.trusted_orgs and not any(r.split("/")[0] == org for r in self.repos):
             return json_response({"error": "Organization not found"}, 404)

@@ -108,17 +108,21 @@ def git(repo: Path, *args: str, input: bytes | None = None) -> bytes:
     ).stdout
 
 
-def build_fixture_repos(fixtures_dir: Path, dest: Path) -> dict[str, Path]:
+def build_fixture_repos(
+    fixtures_dir: Path, dest: Path, also_as: Mapping[str, str] | None = None
+) -> dict[str, Path]:
     """Build one bare git repo per ``*.toml`` in ``fixtures_dir`` under ``dest``.
 
-    Returns a mapping of repo id to bare repository path.
+    ``also_as`` (variant -> another name) builds each such variant a second time under the other
+    name, with the same files: the suite on another Torch than the fixtures' (a matrix cell) gets
+    a build for it. Returns a mapping of repo id to bare repository path.
     """
     dest.mkdir(parents=True, exist_ok=True)
     repos = {}
     for toml_path in sorted(fixtures_dir.glob("*.toml")):
         spec = tomlkit.loads(toml_path.read_text()).unwrap()
         repo_path = dest / f"{spec['repo'].replace('/', '__')}.git"
-        _build_repo(spec, fixtures_dir / "templates", repo_path)
+        _build_repo(spec, fixtures_dir / "templates", repo_path, also_as or {})
         repos[spec["repo"]] = repo_path
     return repos
 
@@ -132,7 +136,9 @@ def ensure_fixture_repos(fixtures_dir: Path, dest: Path) -> dict[str, Path]:
     }
 
 
-def _build_repo(spec: Mapping[str, Any], templates_dir: Path, repo_path: Path) -> None:
+def _build_repo(
+    spec: Mapping[str, Any], templates_dir: Path, repo_path: Path, also_as: Mapping[str, str]
+) -> None:
     git(repo_path.parent, "init", "-q", "--bare", "-b", "main", str(repo_path))
     sigstores: dict[
         str, TestSigstore
@@ -143,7 +149,7 @@ def _build_repo(spec: Mapping[str, Any], templates_dir: Path, repo_path: Path) -
     for index, commit in enumerate(spec["commits"], start=1):
         branch = commit["branch"]
         parent = marks.get(branch) or marks.get(commit.get("from", ""))
-        files = _render_commit(spec, commit, templates_dir, sigstores)
+        files = _render_commit(spec, commit, templates_dir, sigstores, also_as)
         if commit.get("append"):
             if parent is None:
                 raise ValueError(f"{spec['repo']}: commit {commit['label']!r} appends to no parent")
@@ -209,6 +215,7 @@ def _render_commit(
     commit: Mapping[str, Any],
     templates_dir: Path,
     sigstores: dict[str, TestSigstore],
+    also_as: Mapping[str, str] | None = None,
 ) -> dict[str, bytes]:
     """All files of one fixture commit: README plus one build directory per variant."""
     repo_id: str = spec["repo"]
@@ -217,6 +224,11 @@ def _render_commit(
     python_name = kernel_name.replace("-", "_")
     sets: Mapping[str, list[str]] = spec.get("variant-sets", {})
     variants = [v for entry in commit["variants"] for v in sets.get(entry, [entry])]
+    variants += [
+        other
+        for v in list(variants)
+        if (other := (also_as or {}).get(v)) is not None and other not in variants
+    ]
     version = commit.get("version") or _branch_version(commit["branch"])
     depends = spec.get("kernel-depends", [])
     sources = _template_sources(templates_dir, spec["template"])

@@ -177,6 +177,8 @@ class Handler(BaseHTTPRequestHandler):
                     m[1], self.headers.get("Range"), self.headers.get("If-Range")
                 )
             return "cdn", None
+        if path == "/api/kernels" and method == "GET" and "author" in query:
+            return "list", lambda: hub.list_kernels(query["author"])
         if m := _OVERVIEW.fullmatch(path):
             return "overview", lambda: hub.overview(unquote(m[1]))
         if (m := _MODEL.fullmatch(path)) and method == "GET":

@@ -13,6 +13,7 @@ from pathlib import Path
 from helpers import CPU, FA2, PROVENANCE, LockedProjectFactory, cli, make_project, run_kernlock
 from kernlock._internal.compat.kernels_api import line
 from kernlock._internal.host import installed_version
+from kernlock._internal.check.doctor import SUPPORTED_KERNELS, SUPPORTED_TRANSFORMERS
 from kernlock.testing.fixtures import rev_parse
 from kernlock.testing.hub import TestHub
 from scripts.harness import load_identities, verify_doctor
@@ -41,8 +42,9 @@ def test_doctor_kernels_outside_transformers_window(locked_project: LockedProjec
     problem = doctor["problems"][0]
     kernels = installed_version("kernels")
     assert f"kernels {kernels} is outside the window transformers 9.0.0 accepts (>=0.20.0,<0.21.0)" in problem["message"]
-    assert "this kernlock supports kernels>=0.17.0,<0.20, which transformers>=5.18,<5.26 accepts" in problem["message"]
-    assert problem["fix"] == "pip install 'transformers>=5.18,<5.26'"  # the installed Transformers (no fake) passes above
+    (low, high), (t_low, t_high) = SUPPORTED_KERNELS, SUPPORTED_TRANSFORMERS
+    assert f"this kernlock supports kernels>={low},<{high}, which transformers>={t_low},<{t_high} accepts" in problem["message"]
+    assert problem["fix"] == f"pip install 'transformers>={t_low},<{t_high}'"  # the installed Transformers (no fake) passes above
     applied = subprocess.run([sys.executable, "-c", "import kernlock; kernlock.apply()"], cwd=project, capture_output=True,
                              text=True, env={**os.environ, "PYTHONPATH": path}, timeout=60)
     assert applied.returncode != 0 and "CompatibilityError" in applied.stderr and "outside the window" in applied.stderr
@@ -54,7 +56,7 @@ def test_doctor_minver_and_python_depends_then_fixed(locked_project: LockedProje
     messages = [p["message"] for p in problems]
     assert any(f"needs kernels>=0.99.0, installed kernels {installed_version('kernels')}" in m for m in messages)
     [minver] = [p for p in problems if "0.99.0" in p["message"]]  # beyond kernels 0.17: an older build (run below)
-    assert minver["fix"] == ("lock a build of kernels-community/provenance that accepts kernels 0.17.0: "
+    assert minver["fix"] == (f"lock a build of kernels-community/provenance that accepts kernels {SUPPORTED_KERNELS[0]}: "
                              "kernlock lock kernels-community/provenance@<older revision>")
     assert any("needs Python package einops (import einops), which is not installed" in m for m in messages)
     stub = tmp_path / "stub"
@@ -97,5 +99,5 @@ def test_a_lock_written_where_the_doctor_refuses_warns(hub: TestHub, tmp_path: P
     [warning] = [line for line in relock.stderr.splitlines() if "doctor" in line]
     assert warning.startswith("kernlock: warning: locked from an environment the compatibility doctor rejects")
     assert "outside the window transformers 9.0.0 accepts" in warning
-    assert warning.endswith("fix: pip install 'transformers>=5.18,<5.26'")
+    assert warning.endswith("fix: pip install 'transformers>={},<{}'".format(*SUPPORTED_TRANSFORMERS))
     assert not verify_doctor(project, {"PYTHONPATH": path})["ok"]  # what the warning says `verify` does there

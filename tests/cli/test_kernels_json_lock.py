@@ -11,11 +11,13 @@ from pathlib import Path
 import pytest
 
 from helpers import ACTIVATION, FA2, cli, patch_hub_client
+from kernlock._internal.compat.kernels_api import line
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.fixtures import advance_branch
 from kernlock.testing.hub import TestHub
 from scripts.harness import ok, python, run
 
+needs_json_lock = pytest.mark.skipif(not line().JSON_LOCK, reason="kernels 0.16's own lock is its older format")
 KERNELS_CLI = [str(Path(sys.executable).with_name("kernels"))]  # kernels' own `kernels` command
 
 
@@ -45,6 +47,7 @@ def kernels_project(hub: TestHub, kernels_locked: Path, tmp_path: Path) -> Calla
     return lambda name: Path(shutil.copytree(kernels_locked, tmp_path / name))
 
 
+@needs_json_lock
 def test_kernels_json_lock_is_refused_then_migrated_with_its_commits_kept(
     hub: TestHub, kernels_project: Callable[[str], Path],
 ) -> None:
@@ -106,6 +109,7 @@ def test_a_kernlock_lock_replaced_by_kernels_lock_is_restored_by_the_printed_fix
     assert cli("verify", cwd=project).exit_code == 0
 
 
+@needs_json_lock
 def test_export_for_kernels_never_overwrites_kernlocks_lock(kernels_project: Callable[[str], Path]) -> None:
     import kernels
 
@@ -163,6 +167,7 @@ def _installed_package(project: Path, site: Path) -> Path:
     return metadata
 
 
+@needs_json_lock
 def test_packaged_load_kernel_works_under_apply_and_fails_no_worse_without(
     hub: TestHub, kernels_project: Callable[[str], Path], tmp_path: Path,
 ) -> None:

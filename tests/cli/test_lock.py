@@ -124,10 +124,9 @@ def test_missing_variant_fails_with_reasons_and_a_way_out(hub: TestHub, tmp_path
     assert result.exit_code == 1
     message = result.output.strip()
     assert message.startswith(f"kernlock: error: {FA2}@v1")
-    assert f"has no build variant for target {CPU}" in message
-    assert "Torch version (2.12) does not match environment Torch version (2.13)" in message
-    assert "CPU (aarch64) does not match system CPU (x86_64)" in message
+    assert f"has no build for {CPU}: nearest torch212-cxx11-cpu-x86_64-linux (Torch 2.12, not 2.13)" in message
     assert f"{FA2}@v4 has torch213-cxx11-cpu-x86_64-linux for it" in message
+    assert message.endswith(f"fix: pin {FA2}@v4 in its spec and run `kernlock lock`, or drop the target")
     assert len(message.splitlines()) == 1
     assert not (project / "kernels.lock").exists()
 

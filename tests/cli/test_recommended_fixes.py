@@ -71,20 +71,25 @@ def test_a_missing_target_is_added_by_the_recommended_lock(hub: TestHub, tmp_pat
     assert str(current_target()) in kernlock.apply(project / "kernels.lock").target
 
 
-def test_a_version_without_a_build_here_is_not_told_to_add_the_target(hub: TestHub, tmp_path: Path) -> None:
+def test_a_version_without_a_build_here_is_told_to_lock_the_target_which_names_the_version(
+        hub: TestHub, tmp_path: Path) -> None:
+    """The locked commit has no build here: the fix is still locking this target (issue 46: every message names
+    the same command), whose refusal names the version that has a build; pinning it covers this machine."""
     here = str(current_target())
     project = make_project(tmp_path / "p", kernels=[f"{FA2}@v1"], targets=[CUDA_X86])
     assert cli("lock", cwd=project).exit_code == 0
     with pytest.raises(NoVariantError) as raised:
         kernlock.apply(project / "kernels.lock")
     message = str(raised.value)
-    assert f"has no build for {here}" in message and "pin a version that has one" in message
-    assert "--target" not in message.split("`")[0]
-    explained = cli(*recommended(message), cwd=project)
-    assert explained.exit_code == 0, explained.output
-    assert here in explained.output
+    assert f"has no build for {here}" in message and message.endswith(f"fix: `kernlock lock --target {here}`")
     verified = cli("verify", "--target", here, cwd=project)
-    assert verified.exit_code == 1 and f"fix: kernlock explain {FA2} --target {here}" in verified.output
+    assert verified.exit_code == 1 and f"fix: kernlock lock --target {here}" in verified.output
+    refused = cli(*recommended(message), cwd=project)
+    assert refused.exit_code == 1 and f"fix: pin {FA2}@v4 in its spec and run `kernlock lock`, or drop the target" in refused.output
+    pinned = (project / "pyproject.toml").read_text().replace(f"{FA2}@v1", f"{FA2}@v4")
+    (project / "pyproject.toml").write_text(pinned)
+    assert cli(*recommended(message), cwd=project).exit_code == 0
+    assert here in kernlock.apply(project / "kernels.lock").target
 
 
 def tamper(root: Path, path: str, how: str) -> None:
@@ -170,7 +175,9 @@ def test_a_model_repo_given_as_a_kernel_is_named_a_model_repo(hub: TestHub, tmp_
     assert ("GET", f"/api/models/{MODEL}") in hub.log
     assert (project / "pyproject.toml").read_bytes() == before
     misspelt = cli("lock", "kernels-community/flash-atn2", cwd=project)
-    assert misspelt.exit_code == 1 and "repository not found on the Hub; fix: check the spelling" in misspelt.output
+    assert misspelt.exit_code == 1 and (f"repository not found on the Hub (from command line); did you mean {FA2}?; "
+                                        f"fix: `kernlock lock {FA2}`") in misspelt.output, misspelt.output
+    assert cli(*recommended(misspelt.output), cwd=project).exit_code == 0
 
 
 def test_kernlock_run_with_a_python_lacking_kernlock_stops_at_the_kernel_import(hub: TestHub, tmp_path: Path) -> None:

@@ -37,12 +37,15 @@ def _environment(monkeypatch: pytest.MonkeyPatch, kernels: str | None, transform
         ("0.18.3", "5.25.0", ("0.19.1", "0.20"), "pip install 'kernels>=0.19.1,<0.20'"),
         ("0.18.2", "5.23.0", ("0.18.2", "0.19"), None),
         ("0.19.1", "5.25.0", ("0.19.1", "0.20"), None),
-        # Transformers 5.17 accepts only kernels 0.16, which this kernlock does not: install a Transformers that does.
-        ("0.17.2", "5.17.0", ("0.16.0", "0.17"), "pip install 'transformers>=5.18,<5.26'"),
-        # kernels 0.16 is not supported: with Transformers 5.15-5.17 (0.16 only) both change.
-        ("0.16.2", "5.17.0", ("0.16.0", "0.17"), "pip install 'kernels>=0.17.0,<0.20' 'transformers>=5.18,<5.26'"),
+        # Transformers 5.17 (what vllm 0.31's `transformers<5.18` leaves) accepts only kernels 0.16: the fix keeps
+        # that Transformers and moves kernels into its window, which this kernlock supports from 0.16.2.
+        ("0.17.2", "5.17.0", ("0.16.0", "0.17"), "pip install 'kernels>=0.16.2,<0.17'"),
+        ("0.16.2", "5.17.0", ("0.16.0", "0.17"), None),  # `pip install "trl[vllm,kernels]"`
+        ("0.16.0", "5.17.0", ("0.16.0", "0.17"), "pip install 'kernels>=0.16.2,<0.17'"),
         ("0.16.2", "5.22.2", ("0.17.2", "0.18"), "pip install 'kernels>=0.17.2,<0.18'"),
-        ("0.16.2", None, None, "pip install 'kernels>=0.17.0,<0.20'"),
+        ("0.16.2", None, None, None),
+        # kernels 0.15 is not supported: with a Transformers accepting 0.15 only, both change.
+        ("0.15.0", "5.14.0", ("0.15.0", "0.16"), "pip install 'kernels>=0.16.2,<0.20' 'transformers>=5.17,<5.26'"),
         # A kernels from after this kernlock: back into the window Transformers accepts.
         ("0.20.0", "5.25.0", ("0.19.1", "0.20"), "pip install 'kernels>=0.19.1,<0.20'"),
     ],
@@ -77,7 +80,7 @@ def test_minver_fix_stays_within_supported_kernels(monkeypatch: pytest.MonkeyPat
     [within] = doctor.minver_findings([(kernel, needs["0.17.2"])])
     assert within.fix == "pip install 'kernels>=0.17.2,<0.18'"
     [beyond] = doctor.minver_findings([(kernel, needs["0.18.2"])])  # beyond what that Transformers accepts
-    assert beyond.fix == "lock a build of org/k that accepts kernels 0.17.0: kernlock lock org/k@<older revision>"
+    assert beyond.fix == "lock a build of org/k that accepts kernels 0.16.2: kernlock lock org/k@<older revision>"
     monkeypatch.setattr(doctor, "kernels_window", lambda: None)  # no Transformers: the whole supported window
     [newer] = doctor.minver_findings([(kernel, needs["0.18.2"])])
     assert newer.fix == "pip install 'kernels>=0.18.2,<0.20'"
@@ -99,7 +102,7 @@ def test_readme_support_table_is_the_last_matrix_run() -> None:
     check = subprocess.run([sys.executable, str(ROOT / "scripts" / "support_table.py"), "--check"],
                            capture_output=True, text=True, timeout=60)
     assert check.returncode == 0, check.stdout + check.stderr
-    assert "| kernels | transformers | huggingface_hub | result |" in (ROOT / "docs" / "reference" / "supported-versions.md").read_text()
+    assert "| kernels | transformers | huggingface_hub | torch | result |" in (ROOT / "docs" / "reference" / "supported-versions.md").read_text()
 
 
 def test_support_table_shows_each_cell_and_the_fix_it_ran(tmp_path: Path) -> None:
@@ -118,10 +121,15 @@ def test_support_table_shows_each_cell_and_the_fix_it_ran(tmp_path: Path) -> Non
     cells["trl"] = {**cells["ok"], "requested": {"kernels": None, "transformers": None, "huggingface_hub": None,
                                                  "trl": "newest"},
                     "installed": {**base["installed"], "trl": "1.16.0"}}  # the same versions as "ok": a tie
+    cells["capped"] = {"kernlock": "0123abc", "installed": None, "outcome": "could not install",
+                       "problem": "this machine's pip configuration caps torch (torch<=2.14.1)", "refusal": None, "fix": None,
+                       "requested": {"kernels": "0.19.1", "transformers": "5.25.0", "huggingface_hub": None, "torch": "2.15.0"}}
     for name, record in cells.items():
         (tmp_path / f"{name}.json").write_text(json.dumps({**record, "cell": name}))
     rows = _support_table_module().table(tmp_path).splitlines()
-    assert rows[2] == "| 0.17.2 | 5.22.2 (pip's pick for trl 1.16.0) | 2.4.0 | pass (8 tests) | — |"  # ties: by cell name
-    assert rows[3] == "| 0.17.2 | 5.22.2 | 2.4.0 | pass (8 tests) | — |"
-    assert rows[4] == ("| 0.16.2 | 5.17.0 | 2.4.0 | refused, fix works (8 tests) | kernlock 0.1.0 supports "
+    assert rows.pop(2) == ("| 0.19.1 | 5.25.0 | — | 2.15.0 | could not install: this machine's pip configuration caps torch "
+                           "(torch<=2.14.1) | — |")
+    assert rows[2] == "| 0.17.2 | 5.22.2 (pip's pick for trl 1.16.0) | 2.4.0 | 2.13.0+cpu | pass (8 tests) | — |"  # ties: by name
+    assert rows[3] == "| 0.17.2 | 5.22.2 | 2.4.0 | 2.13.0+cpu | pass (8 tests) | — |"
+    assert rows[4] == ("| 0.16.2 | 5.17.0 | 2.4.0 | 2.13.0+cpu | refused, fix works (8 tests) | kernlock 0.1.0 supports "
                        "kernels>=0.17.0,<0.18; `pip install 'kernels>=0.17.0,<0.18' 'transformers>=5.18,<5.23'` |")

@@ -13,7 +13,7 @@ import pytest
 
 import kernlock
 import kernlock._internal.runtime.importguard
-from helpers import ACTIVATION, CPU, UNIVERSAL, LockedProjectFactory, clear_loaded_kernels, cli, kernels_module
+from helpers import ACTIVATION, CPU, FIXTURE_CPU, UNIVERSAL, LockedProjectFactory, clear_loaded_kernels, cli, kernels_module
 from kernlock.errors import IntegrityError, MissingFilesError, UnlockedKernelError, VariantMismatchError
 from kernlock.testing.fixtures import advance_branch, push_build
 from kernlock.testing.hub import TestHub
@@ -31,7 +31,8 @@ def test_backend_argument_binds_to_the_locked_target_or_is_refused(
 
     CUDA = kernels_module("backends").CUDA
 
-    project, lock = locked_project([f"{ACTIVATION}@v1"], targets=[CPU, CU130])
+    # simulated targets: the CPU one is CU130's Torch with a CPU backend, whatever Torch runs the suite
+    project, lock = locked_project([f"{ACTIVATION}@v1"], targets=[FIXTURE_CPU, CU130])
     [entry] = lock.kernels
     assert advance_branch(hub.repo_path(ACTIVATION), "v1") != entry.commit
     monkeypatch.setattr(kernels_module("backends"), "_backend", lambda: CUDA(version=Version("13.0")))  # a CUDA 13.0 machine

@@ -19,7 +19,7 @@ import pytest
 
 import kernels
 import kernlock
-from helpers import ACTIVATION, CPU, RELU, LockedProjectFactory, clear_loaded_kernels, cli, kernels_module, make_project
+from helpers import ACTIVATION, CPU, FIXTURE_CPU_BUILD, RELU, this_torchs_build, LockedProjectFactory, clear_loaded_kernels, cli, kernels_module, make_project
 from kernlock._internal.resolve import commit_lock
 from kernlock._internal.compat.kernels_api import line, module_name
 from kernlock.errors import IntegrityError
@@ -32,7 +32,7 @@ pytestmark = [
     pytest.mark.usefixtures("release_and_unload_kernels"),
 ]
 
-VARIANT = "torch213-cxx11-cpu-x86_64-linux"
+VARIANT = this_torchs_build() or FIXTURE_CPU_BUILD  # the build kernels loads here
 
 
 

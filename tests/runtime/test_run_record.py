@@ -46,7 +46,8 @@ def test_loaded_returns_what_this_process_loaded_under_the_lock(locked_project) 
     assert result["after"]["target"] == CPU and result["after"]["lockfile"] == str(project.resolve() / "kernels.lock")
     assert result["after"]["lock-sha256"] == __import__("hashlib").sha256((project / "kernels.lock").read_bytes()).hexdigest()
     assert result["after"]["kernels"] == [{"repo": FA2, "spec": f"{FA2}@v4", "commit": entry.commit,
-                                           "variant": variant.name, "content": variant_content(variant)}]
+                                           "variant": variant.name, "content": variant_content(variant),
+                                           "files": {f.path: f.sha256 for f in variant.files}}]
 
 
 def test_kernlock_run_trl_sft_records_each_checkpoint_and_verify_against_follows_the_lock(
@@ -68,7 +69,7 @@ def test_kernlock_run_trl_sft_records_each_checkpoint_and_verify_against_follows
         record = json.loads((project / "out" / checkpoint / "kernlock.json").read_text())
         assert record["target"] == CPU and record["kernels"] == [
             {"repo": FA2, "spec": FA2, "commit": entry.commit, "variant": variant.name,
-             "content": variant_content(variant)}]
+             "content": variant_content(variant), "files": {f.path: f.sha256 for f in variant.files}}]
     assert (project / "out" / "kernlock.json").is_file()
     kinds = {kind for kind in hub.requests if kind not in ("agent-registry",)}
     assert "tree" not in kinds and "refs" not in kinds  # the record costs no Hub request (downloads are the load's)

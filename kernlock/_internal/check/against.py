@@ -2,15 +2,17 @@
 `kernlock.json`)?
 
 For every kernel the run recorded, the lock's entry for that repo covering the run's
-target must pin the same commit and variant with the same content hash. No network.
+target must pin the same files, by sha256: a move to a commit whose build is byte for byte
+the same passes, and a changed file is named (from the record's per-file `files`). No network.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from kernlock._internal.check.report import CheckResult, plural
-from kernlock._internal.lockfile.model import Lockfile
+from kernlock._internal.lockfile.model import LockedFile, Lockfile
 from kernlock._internal.lockfile.record import RECORD_FILENAME, read_record, variant_content
 from kernlock._internal.model.target import parse_target
 
@@ -30,6 +32,7 @@ def check_against(lock: Lockfile, path: Path, result: CheckResult) -> None:
     fix = (
         "use the kernels.lock the run was trained with (sha256 "
         f"{str(record.get('lock-sha256'))[:12]}…, recorded in {path}), e.g. from version control"
+        + _restore(record)
     )
     for kernel in record["kernels"]:
         repo, commit, variant = kernel["repo"], kernel["commit"], kernel["variant"]
@@ -45,12 +48,33 @@ def check_against(lock: Lockfile, path: Path, result: CheckResult) -> None:
             continue
         locked = entry.variant_for(target)
         assert locked is not None  # entries were chosen covering the target
-        if (entry.commit, locked.name, variant_content(locked)) != (
-            commit,
-            variant,
-            kernel.get("content"),
-        ):
-            same = entry.commit == commit and locked.name == variant
-            now = f"{entry.commit[:12]} [{locked.name}]" + (" with other files" if same else "")
-            result.problem(f"{was}; the lock now loads {now}", fix, kernel=repo)
+        if variant_content(locked) == kernel.get("content"):
+            continue  # what ran, byte for byte, whatever commit now holds it
+        now = f"{entry.commit[:12]} [{locked.name}]" + _changed(kernel.get("files"), locked.files)
+        result.problem(f"{was}; the lock now loads {now}", fix, kernel=repo)
     result.summary = f"{plural(len(record['kernels']), 'kernel')} of {path} on {target}"
+
+
+def _changed(recorded: Any, files: tuple[LockedFile, ...]) -> str:
+    """`, whose <file> differs (and N more)` from the record's per-file sha256 (`files`), or where
+    the record has none, ` with other files`."""
+    if not isinstance(recorded, dict):
+        return " with other files"
+    now = {f.path: f.sha256 for f in files}
+    changed = sorted(p for p in {*recorded, *now} if recorded.get(p) != now.get(p))
+    more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
+    return f", whose {changed[0]} differs{more}" if changed else " with other files"
+
+
+def _restore(record: dict[str, Any]) -> str:
+    """`: git commit C holds it (`git restore …`)` where the run's lock lies in a git checkout."""
+    from kernlock._internal.check.lock_history import commit_holding
+
+    lockfile, sha256 = record.get("lockfile"), record.get("lock-sha256")
+    if not isinstance(lockfile, str) or not isinstance(sha256, str):
+        return ""
+    commit = commit_holding(Path(lockfile), sha256)
+    if commit is None:
+        return ""
+    restore = f"git restore --source={commit[:12]} -- {lockfile}"
+    return f": git commit {commit[:12]} holds it (`{restore}`)"

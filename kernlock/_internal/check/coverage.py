@@ -2,8 +2,9 @@
 
 `verify` records it (`check_coverage`); `apply()` and `kernlock run` refuse an
 uncovered environment with the same diagnosis (`require_coverage`, through `uncovered_problem`).
-When the locked commit has no build for the target at all, adding the target cannot
-succeed, so the fix is another version instead.
+The fix is always locking the target: that takes a build appended to the locked branch since
+(issue 37), records a model's layer kernel as native (issue 43), or refuses naming a version that
+has a build.
 """
 
 from __future__ import annotations
@@ -60,17 +61,30 @@ def buildable(kernel: LockedKernel, target: Target) -> bool:
 
 
 def uncovered_problem(kernel: LockedKernel, target: Target) -> tuple[str, str]:
-    """Why `kernel` has no variant for `target`, and the fix that works."""
+    """Why `kernel` has no variant for `target`, and the fix that works: locking the target, which
+    takes a build appended to the locked branch since, records a model's layer kernel as native
+    there, or names a version that has a build."""
+    fix = f"kernlock lock --target {target}"
+    if kernel.used_by:  # a model brought it in: Transformers keeps the layer's own code without it
+        return (
+            f"{kernel.spec} (what Transformers loads for model {_models(kernel)}) has no locked "
+            f"variant for target {target}; locking the target records its layers as native "
+            "where no build exists",
+            fix,
+        )
     if not buildable(kernel, target):
         return (
-            f"{kernel.spec}: the locked commit {kernel.commit[:12]} has no build for {target} (its "
-            f"builds: {', '.join(kernel.build_variants)}); pin a version that has one in its spec",
-            f"kernlock explain {kernel.repo} --target {target}",
+            f"{kernel.spec}: the locked commit {kernel.commit[:12]} has no build for {target} "
+            f"({len(kernel.build_variants)} builds, none for it); locking the target takes a "
+            "build appended to its branch since, or names a version that has one",
+            fix,
         )
-    return (
-        f"{kernel.spec} has no locked variant for target {target}",
-        f"kernlock lock --target {target}",
-    )
+    return (f"{kernel.spec} has no locked variant for target {target}", fix)
+
+
+def _models(kernel: LockedKernel) -> str:
+    """The models whose layers use `kernel` (`./model`), from its `used-by` lines."""
+    return ", ".join(sorted({use.split(": ", 1)[0] for use in kernel.used_by}))
 
 
 def require_coverage(
@@ -80,18 +94,16 @@ def require_coverage(
     missing = lock.uncovered(target)
     if not missing:
         return
-    unbuildable = [
-        kernel
-        for spec in missing
-        if (kernel := lock.kernel(spec)) is not None and not buildable(kernel, target)
-    ]
-    if unbuildable:  # adding this target cannot work: the locked commit has no build for it
-        message, fix = uncovered_problem(unbuildable[0], target)
+    kernels = [kernel for spec in missing if (kernel := lock.kernel(spec)) is not None]
+    # one kernel that needs more than the target added: say why
+    if len(kernels) == 1 and (kernels[0].used_by or not buildable(kernels[0], target)):
+        message, fix = uncovered_problem(kernels[0], target)
         raise NoVariantError(f"{lockfile}: {message}", fix=f"`{fix}`")
     have = ", ".join(map(str, lock.targets)) or "none"
+    named = [f"{k.spec}{f' (model {_models(k)})' if k.used_by else ''}" for k in kernels]
     raise NoVariantError(
         f"{lockfile} has no build variant for this environment ({target}) for "
-        f"{', '.join(missing)}; locked targets: {have}",
+        f"{', '.join(named)}; locked targets: {have}",
         fix=f"`kernlock lock --target {target}`",
     )
 
@@ -155,3 +167,31 @@ def check_coverage(lock: Lockfile, targets: list[Target], result: CheckResult) -
                     rule="native-fallback",
                 )
     result.summary = ", ".join(str(t) for t in targets)
+
+
+def uncovered_machine(lock: Lockfile) -> tuple[str, str] | None:
+    """After a plain `kernlock lock`: why the lock leaves this machine (`machine_target()`)
+    uncovered, and the fix, where it looks like an oversight: `$KERNLOCK_TARGET` names the machine,
+    or a locked target differs from it only in its Torch version (Torch was upgraded). None when
+    covered, or when this machine is another kind than every locked target (a declared choice)."""
+    from dataclasses import replace
+
+    from kernlock._internal.host import machine_target
+    from kernlock._internal.settings import TARGET_ENV, text
+    from kernlock.errors import TargetError
+
+    try:
+        here = machine_target()
+    except TargetError:
+        return None
+    missing = lock.uncovered(here) if here not in lock.targets else []
+    upgraded = [t for t in lock.targets if replace(t, torch=here.torch) == here]
+    if not missing or not (text(TARGET_ENV) or upgraded):
+        return None
+    why = f"${TARGET_ENV}" if text(TARGET_ENV) else "the installed Torch"
+    return (
+        f"the lock does not cover this machine ({here}, from {why}): it locks "
+        f"{', '.join(map(str, lock.targets)) or 'no target'}, so {', '.join(missing)} have no "
+        "locked variant here",
+        f"kernlock lock --target {here}",
+    )

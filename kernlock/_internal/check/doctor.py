@@ -37,10 +37,11 @@ from kernlock._internal.settings import TRUE
 from kernlock.errors import CompatibilityError
 
 # The kernels releases this kernlock works with, as a [min, max) window like Transformers' own
-# (pyproject.toml's dependency; every release in it is a matrix cell: 0.17.0-0.17.2, 0.18.3,
-# 0.19.1), and the Transformers releases whose accepted kernels window overlaps it (5.18-5.25).
-SUPPORTED_KERNELS = ("0.17.0", "0.20")
-SUPPORTED_TRANSFORMERS = ("5.18", "5.26")
+# (pyproject.toml's dependency; every release in it is a matrix cell: 0.16.2, 0.17.0-0.17.2,
+# 0.18.3, 0.19.1), and the Transformers releases whose accepted kernels window overlaps it and
+# that a matrix cell ran (5.17-5.25).
+SUPPORTED_KERNELS = ("0.16.2", "0.20")
+SUPPORTED_TRANSFORMERS = ("5.17", "5.26")
 
 
 class Finding(NamedTuple):

@@ -194,7 +194,13 @@ def _check_models(project: Project, lock: Lockfile, result: CheckResult) -> None
 
 
 def _check_overrides(project: Project, lock: Lockfile, result: CheckResult) -> None:
-    """Configured overrides ↔ the lock's override entries (added, removed or re-pinned)."""
+    """Configured overrides ↔ the lock's override entries (added, removed or re-pinned); a value
+    that matches no build nor target (a typo) is a problem too."""
+    from kernlock._internal.check.override_values import unmatched_override_value
+
+    typo = unmatched_override_value(project.overrides, lock, project.pyproject.name)
+    if typo is not None:
+        result.problem(*typo)
     wanted = {
         (rule.when, rule.use, rule.repo)
         for rule in project.overrides

@@ -68,3 +68,8 @@ def main() -> None:
 
     # kernlock's own commands never apply the lock at start-up (KERNLOCK_APPLY=1 may be set)
     disarm()
+    from kernlock._internal.compat.tested import untested_versions
+
+    untested = untested_versions()
+    if untested is not None:  # once per command, on stderr: a warning, not a refusal
+        click.echo(f"kernlock: warning: {untested}", err=True)

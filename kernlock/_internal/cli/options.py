@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from kernlock.errors import KernlockError
+from kernlock.errors import KernlockError, UsageError
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
@@ -92,6 +92,8 @@ def error_json(error: KernlockError) -> str:
         "message": str(error),
         "exit_code": error.exit_code,
     }
+    if missing := getattr(error, "missing", ()):  # every kernel × target without a build
+        body["problems"] = [item.to_dict() for item in missing]
     if isinstance(error, LockfileError):
         body["problem"] = redact(error.problem)
         body.update(
@@ -123,3 +125,18 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             fail("interrupted", 130)
 
     return wrapper
+
+
+def not_in_lock(
+    repo: str, command: str, match: str | None, locked: list[str], otherwise: str
+) -> Any:
+    """The `UsageError` for a REPO argument the lock does not hold: its did-you-mean `match` and
+    the command to run with it, else `otherwise`."""
+    import shlex
+
+    return UsageError(
+        f"{repo} is not in the lock"
+        + (f" (did you mean {match}?)" if match else "")
+        + f"; locked: {', '.join(locked) or 'nothing'}",
+        fix=f"`kernlock {command} {shlex.quote(match)}`" if match else otherwise,
+    )

@@ -15,6 +15,10 @@ PYTHON_DEPENDS = "python_depends.json"  # relative to the kernels package
 # no Python dimension: `_resolve_variant_for_system` takes no `python_version`/`free_threaded`, and
 # new-style (`cpython-3.9-abi3`) variant names do not parse as arch builds
 PYTHON_ABI = False
+MACOS = True  # `_resolve_variant_for_system` takes `macos_version`
+RESOLVER_CHAIN = True  # loads resolve through `deps.resolve_kernel_tree` and its resolvers
+MODULES: dict[str, str] = {}  # kernels modules kept under another name than their own
+JSON_LOCK = True  # kernels' own JSON lock is `KernelLocks`
 REVISION_LOOKUP: tuple[str, str, tuple[str, ...]] | None = (
     "_versions",
     "select_revision_or_version",

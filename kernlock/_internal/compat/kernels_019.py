@@ -15,6 +15,10 @@ PYTHON_DEPENDS = "_internals/python_depends.json"
 # `_resolve_variant_for_system` takes `python_version` and `free_threaded` (new-style
 # `cpython-3.9-abi3` variants)
 PYTHON_ABI = True
+MACOS = True  # `_resolve_variant_for_system` takes `macos_version`
+RESOLVER_CHAIN = True  # loads resolve through `deps.resolve_kernel_tree` and its resolvers
+MODULES: dict[str, str] = {}  # kernels modules kept under another name than their own
+JSON_LOCK = True  # kernels' own JSON lock is `KernelLocks`
 REVISION_LOOKUP: tuple[str, str, tuple[str, ...]] | None = None
 VALIDATORS: str | None = "validate"
 # in `verify`: kernels' default signers, sigstore's `AnyOf` over `GitHubWorkflowPolicy`s

@@ -5,11 +5,12 @@ protocol, its lock types and its `LOCAL_KERNELS` parser, and wraps its loaders
 and load-time validators. Where kernels offers a public name (`Metadata`,
 `VariantAccepted`, `get_kernel_variants`, …) kernlock uses it; the private rest
 is reached here, behind kernlock's own small types (`Decision`, `Target`, plain
-tuples). Where kernels lines differ (0.19 moved every module under
-`kernels._internals`), the line's module (`kernels_017`, `kernels_018`,
-`kernels_019`, chosen once by `line()`) says how. Each name kernlock relies on is
-listed by `kernels_contract.internals()`: `broken_internals()` (run by the contract tests
-against every supported kernels) names the one that moved or changed shape.
+tuples). Where kernels lines differ (0.16 keeps its loaders in one module and has no
+resolver chain; 0.19 moved every module under `kernels._internals`), the line's module
+(`kernels_016`, `kernels_017`, `kernels_018`, `kernels_019`, chosen once by `line()`) says
+how. Each name kernlock relies on is listed by `kernels_contract.internals()`:
+`broken_internals()` (run by the contract tests against every supported kernels) names the one
+that moved or changed shape.
 
 Nothing here imports kernels or Torch at module import time.
 """
@@ -25,13 +26,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, NamedTuple
 
-from kernlock._internal.compat import kernels_017, kernels_018, kernels_019
+from kernlock._internal.compat import kernels_016, kernels_017, kernels_018, kernels_019
 from kernlock._internal.host import installed_version, interpreter, system_platform
 from kernlock._internal.model.target import Target
 
 # ---------------------------------------------------------------- the kernels line
 
-LINES: tuple[ModuleType, ...] = (kernels_017, kernels_018, kernels_019)
+LINES: tuple[ModuleType, ...] = (kernels_016, kernels_017, kernels_018, kernels_019)
 
 
 def line_for(version: str | None) -> ModuleType:
@@ -57,7 +58,8 @@ def module_name(name: str, kernels_line: ModuleType | None = None) -> str:
     never moved) lives."""
     if name in ("kernels", "_rust"):
         return "kernels" if name == "kernels" else "kernels._rust"
-    return f"{(kernels_line or line()).ROOT}.{name}"
+    kernels_line = kernels_line or line()
+    return f"{kernels_line.ROOT}.{kernels_line.MODULES.get(name, name)}"
 
 
 def _module(name: str) -> ModuleType:
@@ -121,15 +123,18 @@ def system_parameters(target: Target) -> dict[str, Any]:
     kernels' Metal builds; a target without a tvm-ffi version has no tvm-ffi; a
     target without a Python version stands for this interpreter (`host.interpreter`).
     The Python version and free-threading are passed only to a kernels line that
-    takes them (0.19+, `PYTHON_ABI`): 0.17 and 0.18 have no Python dimension.
+    takes them (0.19+, `PYTHON_ABI`): 0.17 and 0.18 have no Python dimension; the macOS
+    version only to one with a macOS dimension (0.17+, `MACOS`).
     """
     from packaging.version import Version
 
-    macos = target.macos or (metal_min_macos() if target.os == "darwin" else None)
-    python: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    if line().MACOS:
+        macos = target.macos or (metal_min_macos() if target.os == "darwin" else None)
+        extra["macos_version"] = Version(macos) if macos else None
     if line().PYTHON_ABI:
         version, free_threaded = interpreter(target)
-        python = {"python_version": Version(version), "free_threaded": free_threaded}
+        extra |= {"python_version": Version(version), "free_threaded": free_threaded}
     return {
         "selected_backend": line().parse_backend(_module("backends").parse_backend, target.backend),
         "cpu": target.cpu,
@@ -137,8 +142,7 @@ def system_parameters(target: Target) -> dict[str, Any]:
         "torch_version": Version(target.torch_version),
         "torch_cxx11_abi": target.cxx11_abi,
         "tvm_ffi_version": Version(target.tvm_ffi) if target.tvm_ffi else None,
-        "macos_version": Version(macos) if macos else None,
-        **python,
+        **extra,
     }
 
 
@@ -310,12 +314,23 @@ def kernel_request(kernel: Any) -> tuple[str, int | None, str | None]:
     )
 
 
+class VariantDirectory(NamedTuple):
+    """A build variant's directory and parsed `metadata.json`: what kernels 0.16, which has no
+    `LocalKernel`, imports a kernel from."""
+
+    variant_path: Path
+    metadata: Any
+
+
 def locked_kernel(root: Path, repo: str, commit: str, variant: str) -> Any:
-    """kernels' `LocalKernel` for a verified variant directory, remembering its Hub origin."""
+    """kernels' `LocalKernel` for a verified variant directory, remembering its Hub origin
+    (kernels 0.16: a `VariantDirectory`)."""
     from kernels import Metadata
 
-    resolver = _module("resolver")
     metadata = Metadata.read_from_file(root / "metadata.json")
+    if not line().RESOLVER_CHAIN:
+        return VariantDirectory(root, metadata)
+    resolver = _module("resolver")
     origin = resolver.RemoteKernel(
         repo_id=repo,
         revision=line().revision(commit),
@@ -326,7 +341,19 @@ def locked_kernel(root: Path, repo: str, commit: str, variant: str) -> Any:
 
 
 def local_path_kernel(path: Path, backend: str | None) -> Any:
-    """kernels' `LocalKernel` for a local kernel directory (what `LOCAL_KERNELS` points at)."""
+    """kernels' `LocalKernel` for a local kernel directory (what `LOCAL_KERNELS` points at;
+    kernels 0.16: the `VariantDirectory` its `get_local_kernel` would import)."""
+    if not line().RESOLVER_CHAIN:
+        from kernels import Metadata
+
+        variants = _module("variants")
+        root = path
+        for base in (path, path / "build"):
+            chosen, _ = variants.resolve_variant(variants.get_variants_local(base), backend)
+            if chosen is not None:
+                root = base / chosen.variant_str
+                break
+        return VariantDirectory(root, Metadata.read_from_file(root / "metadata.json"))
     return _module("resolver").resolve_local_kernel(path, backend=backend)
 
 

@@ -84,11 +84,55 @@ _CONTRACT: tuple[Internal, ...] = (
 )
 
 
+# kernels 0.16: one loader module (`utils`), no resolver chain, no Rust lock types, no validators
+_CONTRACT_016: tuple[Internal, ...] = (
+    Internal("kernels", "Metadata", attributes=("read_from_file", "from_bytes", "digest")),
+    Internal("kernels", "VariantAccepted", attributes=("variant",)),
+    Internal("kernels", "VariantRejected", attributes=("variant", "reason")),
+    Internal("kernels", "get_kernel_variants", ("repo_id", "revision", "version", "backend")),
+    Internal("variants", "parse_variant"),
+    Internal("variants", "resolve_variants", ("variants", "backend")),
+    Internal("variants", "resolve_variant", ("variants", "backend")),
+    Internal("variants", "get_variants_local", ("repo_path",)),
+    Internal(
+        "variants",
+        "_resolve_variant_for_system",
+        (
+            "variants",
+            "selected_backend",
+            "cpu",
+            "os",
+            "torch_version",
+            "torch_cxx11_abi",
+            "tvm_ffi_version",
+        ),
+    ),
+    Internal("archs", "_supports_cuda_capability", ("archs", "capability")),
+    Internal("archs", "_check_arch_incompatibility", ("metadata", "variant")),
+    Internal("backends", "parse_backend"),
+    Internal("backends", "_select_backend"),
+    Internal(
+        "utils",
+        "install_kernel",
+        ("repo_id", "revision", "local_files_only", "backend", "user_agent"),
+    ),
+    Internal("utils", "_resolve_local_variant_path", ("api", "repo_id", "revision", "backend")),
+    Internal("utils", "_check_trust_remote_code", ("repo_id", "trust_remote_code")),
+    Internal("utils", "has_kernel", ("repo_id", "revision", "version", "backend", "check_arch")),
+    Internal("utils", "get_kernel_variants", ("repo_id", "revision", "version", "backend")),
+    Internal("utils", "_import_from_path", ("variant_path", "repo_info")),
+    Internal("utils", "_loaded_kernels"),
+    Internal("utils", "_get_locked_kernel", ("repo_id", "lock_json")),
+    Internal("utils", "_get_caller_locked_kernel", ("repo_id",)),
+    Internal("utils", "_parse_local_kernel_overrides", ("local_kernels",)),
+)
+
+
 def internals(kernels_line: ModuleType | None = None) -> tuple[Internal, ...]:
     """Every kernels name kernlock relies on with `kernels_line` (default: the installed one), by
     full module path."""
     kernels_line = kernels_line or line()
-    contract = list(_CONTRACT)
+    contract = list(_CONTRACT if kernels_line.RESOLVER_CHAIN else _CONTRACT_016)
     if kernels_line.REVISION_LOOKUP is not None:
         module, name, parameters = kernels_line.REVISION_LOOKUP
         contract.append(Internal(module, name, parameters))

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from kernlock._internal.compat.kernels_api import kernel_request
+from kernlock._internal.compat.kernels_api import kernel_request, line
+from kernlock._internal.host import installed_version
 
 
 class KernelsPin(NamedTuple):
@@ -17,6 +18,17 @@ class KernelsPin(NamedTuple):
     version: int | None
     revision: str | None
     commit: str
+
+
+def unsupported_line() -> str | None:
+    """Why the installed kernels' JSON lock is not one kernlock reads or writes (kernels 0.16), or
+    None."""
+    if line().JSON_LOCK:
+        return None
+    return (
+        f"kernels {installed_version('kernels')} keeps its own lock in its older format (a list "
+        "of repo_id/sha): kernlock migrates and exports only kernels 0.17+'s"
+    )
 
 
 def parse_kernels_lock(text: str) -> list[KernelsPin]:

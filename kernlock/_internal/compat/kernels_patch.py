@@ -1,6 +1,6 @@
 """Patching kernels' modules: `kernlock.apply()`'s hooks (`LockHooks`) wrapped around kernels'
 loaders, resolvers, lock readers, variant ranking and load-time validators, per kernels line
-(`patch_points`)."""
+(`patch_points`; kernels 0.16's single loader module: `_patch_utils`)."""
 
 from __future__ import annotations
 
@@ -46,6 +46,9 @@ class LockHooks(NamedTuple):
     # (kernels' spec of a "zip"-layout variant, variant path, archive path) -> the spec to import
     # (kernels 0.19)
     zip_spec: Callable[[Any, Path, str], Any] = lambda spec, variant_path, archive: spec
+    # repo -> whether the applied lock holds it for this target (kernels 0.16 asks the Hub whether
+    # its publisher is trusted on every load; for a locked repo the lock recorded that at lock time)
+    locked_repo: Callable[[str], bool] = lambda repo: False
 
 
 class _LockedResolver:
@@ -140,15 +143,14 @@ def _patch_locking(module: ModuleType, hooks: LockHooks) -> None:
 def _patch_versions(module: ModuleType, hooks: LockHooks) -> None:
     # Version -> commit lookups of layer and function repositories.
     def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        # kernels 0.17 also passes `local_files_only`; 0.16 does not
         def select_revision_or_version(
-            repo_id: str, *, revision: str | None, version: int | None, local_files_only: bool
+            repo_id: str, *, revision: str | None, version: int | None, **options: Any
         ) -> str:
             commit = hooks.commit_for(repo_id, version, revision)
             if commit is not None:
                 return commit
-            return original(
-                repo_id, revision=revision, version=version, local_files_only=local_files_only
-            )
+            return original(repo_id, revision=revision, version=version, **options)
 
         return select_revision_or_version
 
@@ -211,10 +213,101 @@ def _patch_validators(module: ModuleType, hooks: LockHooks) -> None:
         validator.validate_kernel = validate_kernel
 
 
+# the count is its seven small wrappers', each a closure over `hooks`, not one function's branching
+def _patch_utils(module: ModuleType, hooks: LockHooks) -> None:  # noqa: C901
+    """kernels 0.16's `utils`, where every load downloads (`install_kernel`), checks the device
+    (`_check_arch_incompatibility`) and imports (`_import_from_path`)."""
+
+    def make_install(original: Callable[..., Any]) -> Callable[..., Any]:
+        # get_kernel, get_locked_kernel and layer/function repositories call it with the commit
+        # `select_revision_or_version` (patched) gave them
+        def install_kernel(repo_id: str, *, revision: str, **options: Any) -> Path:
+            located = hooks.resolve(repo_id, None, revision, options.get("backend"), None)
+            if located is not None:
+                return Path(located.variant_path)
+            return original(repo_id, revision=revision, **options)
+
+        return install_kernel
+
+    def make_local(original: Callable[..., Path]) -> Callable[..., Path]:
+        # load_kernel's offline read of kernels' own cache
+        def _resolve_local_variant_path(api: Any, repo_id: str, *, revision: str, **options: Any):
+            located = hooks.resolve(repo_id, None, revision, options.get("backend"), None)
+            if located is not None:
+                return Path(located.variant_path)
+            return original(api, repo_id, revision=revision, **options)
+
+        return _resolve_local_variant_path
+
+    def make_trust(original: Callable[..., None]) -> Callable[..., None]:
+        def _check_trust_remote_code(repo_id: str, trust_remote_code: Any) -> None:
+            if not hooks.locked_repo(repo_id):
+                original(repo_id, trust_remote_code)
+
+        return _check_trust_remote_code
+
+    def make_has(original: Callable[..., bool]) -> Callable[..., bool]:
+        def has_kernel(
+            repo_id: str,
+            revision: str | None = None,
+            version: int | None = None,
+            backend: str | None = None,
+            check_arch: bool = True,
+        ) -> bool:
+            commit = hooks.commit_for(repo_id, version, revision)
+            if commit is None:
+                return original(repo_id, revision, version, backend, check_arch)
+            located = hooks.resolve(repo_id, None, commit, backend, None)
+            if located is None:
+                return False
+            if check_arch:
+                hooks.check_arch(located.metadata, Path(located.variant_path).name)
+            return True
+
+        return has_kernel
+
+    def make_arch(original: Callable[..., None]) -> Callable[..., None]:
+        def _check_arch_incompatibility(metadata: Any, variant: str) -> None:
+            hooks.check_arch(metadata, variant)
+            original(metadata, variant)
+
+        return _check_arch_incompatibility
+
+    def make_file(original: Callable[..., str | None]) -> Callable[..., str | None]:
+        def _get_locked_kernel(repo_id: str, lock_json: str) -> str | None:
+            return hooks.locked_commit(repo_id, "kernels lock") or original(repo_id, lock_json)
+
+        return _get_locked_kernel
+
+    def make_caller(original: Callable[..., str | None]) -> Callable[..., str | None]:
+        def _get_caller_locked_kernel(repo_id: str) -> str | None:
+            return hooks.locked_commit(repo_id, "kernels lock in package metadata") or original(
+                repo_id
+            )
+
+        return _get_caller_locked_kernel
+
+    replace_function(module, "install_kernel", make_install)
+    replace_function(module, "_resolve_local_variant_path", make_local)
+    replace_function(module, "_check_trust_remote_code", make_trust)
+    replace_function(module, "has_kernel", make_has)
+    replace_function(module, "_check_arch_incompatibility", make_arch)
+    replace_function(module, "_get_locked_kernel", make_file)
+    replace_function(module, "_get_caller_locked_kernel", make_caller)
+    replace_function(module, "_import_from_path", hooks.wrap_import)
+    _patch_variants(module, hooks)
+
+
 def patch_points() -> dict[str, Callable[[ModuleType, LockHooks], None]]:
     """The kernels modules `kernlock.apply()` wraps, by full name, for the installed kernels
     line."""
     kernels_line = line()
+    if not kernels_line.RESOLVER_CHAIN:  # kernels 0.16
+        assert kernels_line.REVISION_LOOKUP is not None
+        return {
+            module_name("utils"): _patch_utils,
+            module_name(kernels_line.REVISION_LOOKUP[0]): _patch_versions,
+        }
     points: dict[str, Callable[[ModuleType, LockHooks], None]] = {
         module_name("importer"): _patch_importer,
         module_name("deps"): _patch_deps,

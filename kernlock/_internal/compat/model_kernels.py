@@ -62,11 +62,15 @@ def mapping_digest(transformers_root: Path) -> str | None:
         return None
 
 
+class _Noted(Exception):
+    """Discovery under kernels 0.16: a layer's repository was noted; that layer is done."""
+
+
 @contextlib.contextmanager
 def _recording(mapping: dict[str, Any], asked: list[Any]) -> Iterator[None]:
     """Every repository in `mapping` notes its load in `asked` and raises `FileNotFoundError`
     (kernels falls back)."""
-    from kernlock._internal.compat.kernels_api import kernels_module
+    from kernlock._internal.compat.kernels_api import kernels_module, line
 
     repos_module = kernels_module("layer.repos")
     classes = {type(repo) for repo in _repositories(mapping)}
@@ -79,11 +83,40 @@ def _recording(mapping: dict[str, Any], asked: list[Any]) -> Iterator[None]:
 
     for cls in originals:
         cls.load = load
+    # kernels 0.16's kernelize lets a failed load through, and names each repository (resolving its
+    # version on the Hub) first: note the repository and leave that layer as it is, resolve nothing
+    kernelizer = kernels_module("layer.kernelize")
+    layers = kernels_module("layer.layer")
+    per_layer = None if line().RESOLVER_CHAIN else getattr(kernelizer, "kernelize_layer")  # noqa: B009
+    memoize = getattr(layers, "_get_layer_memoize", None)
+    resolvers = {
+        c: c.__dict__["_resolve_revision"] for c in classes if "_resolve_revision" in c.__dict__
+    }
+
+    def recorded(repo: Any, module_class: Any) -> Any:
+        asked.append(repo)
+        raise _Noted
+
+    def kernelize_layer(*args: Any, **kwargs: Any) -> None:
+        with contextlib.suppress(_Noted):
+            assert per_layer is not None
+            per_layer(*args, **kwargs)
+
+    if per_layer is not None:
+        setattr(kernelizer, "kernelize_layer", kernelize_layer)  # noqa: B010
+        setattr(layers, "_get_layer_memoize", recorded)  # noqa: B010
+        for cls in resolvers:
+            cls._resolve_revision = lambda self: "(not resolved: kernlock discovery)"
     try:
         yield
     finally:
         for cls, method in originals.items():
             cls.load = method
+        if per_layer is not None:
+            setattr(kernelizer, "kernelize_layer", per_layer)  # noqa: B010
+            setattr(layers, "_get_layer_memoize", memoize)  # noqa: B010
+            for cls, method in resolvers.items():
+                cls._resolve_revision = method
         setattr(repos_module, "_find_capability", original_capability)  # noqa: B010
 
 
@@ -123,9 +156,12 @@ def mapped_kernels(
     device) on each device type, in each mode."""
     import logging
 
-    from kernels import KernelizeFallback, Mode, kernelize, use_kernel_mapping
+    import kernels
+    from kernels import Mode, kernelize, use_kernel_mapping
     from transformers.integrations.hub_kernels import get_kernel_mapping_transformers
 
+    # keep every layer's own forward where no kernel loads (kernels 0.16: `use_fallback=True`)
+    fallback = kernels.KernelizeFallback.ALL if hasattr(kernels, "KernelizeFallback") else True
     from kernlock._internal.compat.kernels_api import kernels_module
 
     mapping = get_kernel_mapping_transformers()
@@ -150,9 +186,7 @@ def mapped_kernels(
                         ("inference", Mode.INFERENCE),
                     ):
                         asked.clear()
-                        kernelize(
-                            model, device=device, mode=mode, use_fallback=KernelizeFallback.ALL
-                        )
+                        kernelize(model, device=device, mode=mode, use_fallback=fallback)
                         found.update(
                             LayerKernel(
                                 names.get(id(repo), getattr(repo, "layer_name", "?")),

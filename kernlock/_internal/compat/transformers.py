@@ -32,6 +32,11 @@ TRANSFORMERS_TABLES = {
         "modeling_flash_attention_utils.py",
         "transformers.modeling_flash_attention_utils",
     ),
+    # Transformers <= 5.17: flash-attention version -> kernel version, matched against the repo name
+    "_FLASH_ATTN_KERNEL_VERSION_MAPPING": (
+        "integrations/hub_kernels.py",
+        "transformers.integrations.hub_kernels",
+    ),
 }
 TRANSFORMERS_KERNELS_WINDOW = (
     "utils/import_utils.py",
@@ -85,11 +90,27 @@ def default_version(repo: str, target: Target) -> tuple[int, str]:
         return 1, "kernels default 1 (Transformers is not installed)"
     table = transformers_table(info.root, "FLASH_ATTN_KERNEL_VERSIONS", target)
     if table is None:
-        table = transformers_live_table("FLASH_ATTN_KERNEL_VERSIONS") or {}
+        table = transformers_live_table("FLASH_ATTN_KERNEL_VERSIONS")
+    if table is None:  # Transformers <= 5.17
+        table = _flash_version_by_name(repo, info.root, target)
     version = table.get(repo, 1)
     if repo in table:
         return version, f"default of transformers {info.version} on torch {target.torch_version}"
     return version, f"transformers {info.version} default for kernels outside its table"
+
+
+def _flash_version_by_name(repo: str, root: Path, target: Target) -> dict[str, int]:
+    """`{repo: version}` as Transformers <= 5.17 picks it (`get_attn_kernel_version`): the first
+    flash-attention version N of `_FLASH_ATTN_KERNEL_VERSION_MAPPING` whose `.*flash.*N` matches
+    the repo name; `{}` for the default (1)."""
+    import re
+
+    name = "_FLASH_ATTN_KERNEL_VERSION_MAPPING"
+    mapping = transformers_table(root, name, target) or transformers_live_table(name) or {}
+    for flash, version in mapping.items():
+        if re.match(rf".*flash.*{flash}", repo):
+            return {repo: version}
+    return {}
 
 
 def alias_repo(alias: str, target: Target | None) -> str:

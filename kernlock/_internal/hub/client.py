@@ -384,6 +384,20 @@ class Hub:
             self._org_trust[org] = trusted
         return trusted
 
+    def org_kernels(self, org: str) -> list[str]:
+        """The kernel repos the Hub lists for `org` (`/api/kernels?author=org`, as it lists models),
+        for a did-you-mean only: empty where the Hub lists none or cannot answer."""
+
+        def fetch(deadline: float) -> list[str]:
+            url = f"{self.endpoint}/api/kernels"
+            listed = self.transport.api_get(org, url, deadline, params={"author": org}).json()
+            return [i["id"] for i in listed if isinstance(i, dict) and isinstance(i.get("id"), str)]
+
+        try:
+            return self._call(org, fetch)
+        except (HubError, TypeError, ValueError):
+            return []
+
 
 def _valid_date(value: object) -> str | None:
     """A commit's `date` as the Hub gave it, when it is an RFC 3339 timestamp."""

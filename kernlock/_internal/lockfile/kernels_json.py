@@ -19,6 +19,7 @@ from kernlock._internal.compat.kernels_json_lock import (
     KernelsPin,
     kernels_lock_json,
     parse_kernels_lock,
+    unsupported_line,
 )
 from kernlock._internal.fs.atomic import atomic_write
 from kernlock._internal.lockfile.export_output import write_export
@@ -44,7 +45,8 @@ def looks_like_kernels_lock(data: bytes) -> bool:
     ):
         return False
     return isinstance(entries, list) and all(
-        isinstance(e, dict) and {"dependency", "lock"} <= set(e) for e in entries
+        isinstance(e, dict) and ({"dependency", "lock"} <= set(e) or {"repo_id", "sha"} <= set(e))
+        for e in entries
     )
 
 
@@ -132,6 +134,11 @@ def migration_for(path: Path, migrate: bool) -> Migration | None:
         return None
     if not looks_like_kernels_lock(data):
         return None
+    if (older := unsupported_line()) is not None:
+        raise UsageError(
+            f"{path} holds kernels' own JSON lock; {older}; nothing was changed",
+            fix=f"mv {path.name} {path.name}{JSON_SUFFIX} && kernlock lock",
+        )
     if not migrate:
         problem, fix = migrate_hint(path)
         raise UsageError(f"{problem}; nothing was changed", fix=fix)
@@ -202,6 +209,12 @@ def kernels_json(lock: Lockfile) -> str:
     kernel's dependencies by (repo, version); two lock entries that map to the same
     kernels dependency keep the first. Per-target overrides are left out (`exported_entries`).
     """
+    if (older := unsupported_line()) is not None:
+        raise UsageError(
+            f"cannot export for kernels: {older}",
+            fix="load through kernlock (`kernlock run`, `kernlock.apply()`), which needs no "
+            "kernels lock",
+        )
     entries, _ = exported_entries(lock)
     ordered = sorted(entries, key=lambda k: (bool(k.dependency_of) and not k.requested, k.spec))
     return kernels_lock_json(kernels_pin(kernel) for kernel in ordered)

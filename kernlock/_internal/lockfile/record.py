@@ -4,10 +4,11 @@
     {"format": 1, "lockfile": "...", "lock-sha256": "...", "target":
     "torch2.11-cxx11-cu130-x86_64-linux",
      "kernels": [{"repo": "...", "spec": "...", "commit": "...", "variant": "...", "content":
-     "sha256:..."}]}
+     "sha256:...", "files": {"__init__.py": "<sha256>", ...}}]}
 
 `content` hashes what the lock says the variant is (its files' paths and sha256, sorted),
-so two builds with the same files agree and no file is read to compute it.
+so two builds with the same files agree and no file is read to compute it; `files` keeps
+each file's sha256, so `verify --against` names the file that changed.
 """
 
 from __future__ import annotations
@@ -74,4 +75,5 @@ def loaded_entry(entry: LockedKernel, variant: LockedVariant) -> dict[str, Any]:
         "commit": entry.commit,
         "variant": variant.name,
         "content": variant_content(variant),
+        "files": {f.path: f.sha256 for f in sorted(variant.files, key=lambda f: f.path)},
     }

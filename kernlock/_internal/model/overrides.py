@@ -15,6 +15,7 @@ the others keep the spec's own resolution. Code keeps the bare spec.
 from __future__ import annotations
 
 import fnmatch
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,10 +119,20 @@ def parse_overrides(table: Any, source: str) -> tuple[OverrideRule, ...]:
             where = f"{located}[{index}]"
             if not isinstance(entry, dict):
                 raise ConfigError(f"{where} must be a table", fix=_ENTRY)
-            unknown = sorted(set(entry) - {*_MATCH_KEYS, "version", "revision", "reason"})
+            keys = (*_MATCH_KEYS, "version", "revision", "reason")
+            unknown = sorted(set(entry) - set(keys))
             if unknown:
+                import difflib
+
+                # a misspelled key is renamed, keeping what it holds (`revison` keeps the pin)
+                close = difflib.get_close_matches(unknown[0], [k for k in keys if k not in entry])
                 raise ConfigError(
-                    f"{where}: unknown key {unknown[0]!r}", fix=f"remove it; {_ENTRY}"
+                    f"{where}: unknown key {unknown[0]!r}"
+                    + (f" (did you mean {close[0]}?)" if close else ""),
+                    fix=f'rename {unknown[0]} to {close[0]} in [tool.kernlock.overrides."{repo}"] '
+                    f"(entry {index + 1}) of {os.path.basename(source)}"
+                    if close
+                    else f"remove it; {_ENTRY}",
                 )
             if not any(entry.get(key) for key in _MATCH_KEYS):
                 raise ConfigError(

@@ -7,20 +7,21 @@ from collections.abc import Iterable
 
 
 def close_repo(name: str, repos: Iterable[str]) -> str | None:
-    """The repo of `repos` that `name` most likely means (`difflib`, on the whole name, then on the
-    part after the org, so `flash-attn2` and `kernels-community/flash-atn2` both find
-    `kernels-community/flash-attn2`); None if none."""
-    import difflib
-
-    candidates = sorted(set(repos))
-    match = difflib.get_close_matches(name, candidates, n=1, cutoff=0.75)
-    if match:
-        return match[0]
-    by_name: dict[str, str] = {}
-    for repo in candidates:
-        by_name.setdefault(repo.rsplit("/", 1)[-1], repo)
-    match = difflib.get_close_matches(name.rsplit("/", 1)[-1], list(by_name), n=1, cutoff=0.75)
-    return by_name[match[0]] if match else None
+    """The repo of `repos` that `name` most likely means: one of its org with a close name (a bare
+    `flash-attn2` matches the name in any org), else one of its name under a close org
+    (`kernels-comunity/relu`); never a mere shared org (`org/zzzz` does not mean `org/mra`)."""
+    org, _, short = name.rpartition("/")
+    split = [repo.rpartition("/") for repo in sorted(set(repos) - {name})]
+    same_org: dict[str, str] = {}
+    for other, _, other_name in split:
+        if other == org or not org:
+            same_org.setdefault(other_name, f"{other}/{other_name}")
+    if (match := close_name(short, same_org, cutoff=0.75)) is not None:
+        return same_org[match]
+    same_name = {o: f"{o}/{n}" for o, _, n in split if n == short and org}
+    if (match := close_name(org, same_name, cutoff=0.75)) is not None:
+        return same_name[match]
+    return None
 
 
 def close_name(name: str, names: Iterable[str], cutoff: float = 0.7) -> str | None:

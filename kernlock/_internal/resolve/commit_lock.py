@@ -22,7 +22,11 @@ from kernlock._internal.lockfile.model import (
 )
 from kernlock._internal.model.target import Target
 from kernlock._internal.resolve.jobs import Job
-from kernlock._internal.resolve.no_variant import no_variant_problem
+from kernlock._internal.resolve.no_variant import (
+    MissingBuild,
+    missing_builds_error,
+    no_variant_problem,
+)
 from kernlock._internal.resolve.options import ResolveOptions
 from kernlock._internal.resolve.signing import (
     check_signed_digest,
@@ -31,7 +35,7 @@ from kernlock._internal.resolve.signing import (
 )
 from kernlock._internal.resolve.small_files import SmallFiles
 from kernlock._internal.store.metadata import digest_mismatches, read_variant_metadata
-from kernlock.errors import NoVariantError, ResolutionError, TrustError
+from kernlock.errors import ResolutionError, TrustError
 
 
 class CommitLocking:
@@ -89,6 +93,7 @@ class CommitLocking:
         names = sorted(grouped)
         chosen: dict[str, set[Target]] = {}
         native: list[str] = []
+        missing: list[MissingBuild] = []
         for target in job.targets:
             variant, reasons = choose_variant(names, target)
             if variant is None and job.devices:
@@ -100,14 +105,16 @@ class CommitLocking:
                     "code there (recorded as native in the lock)"
                 )
                 continue
-            if variant is None:
-                problem, fix = no_variant_problem(
-                    self.hub, spec_key, repo, commit, target, reasons, refs
+            if variant is None:  # every target is tried: the refusal names them all
+                missing.append(
+                    no_variant_problem(self.hub, spec_key, repo, commit, target, reasons, refs)
                 )
-                raise NoVariantError(problem, fix=fix)
+                continue
             chosen.setdefault(variant, set()).add(target)
             if target.python is None:
                 self._warn_python_dependent(spec_key, names, target, variant)
+        if missing:
+            raise missing_builds_error(missing)
         if self.options.all_variants:
             for name in names:
                 chosen.setdefault(name, set())

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
 
+from kernlock._internal.check.override_values import refuse_unmatched_override_values
 from kernlock._internal.hub.client import Hub
 from kernlock._internal.lockfile.kernels_json import migration_for
 from kernlock._internal.lockfile.mirror_edit import carry_mirrors
@@ -293,6 +294,7 @@ def _relock(
     # the same pins keep their `[[mirror]]` records: the indexes pushed still hold exactly them
     result = carry_mirrors(previous, result)
     _refuse_unknown_overrides(project, {s.repo for s in all_specs} | _names(result))
+    refuse_unmatched_override_values(project.overrides, result, str(project.pyproject))
     existing = _existing_text(path) if migration is None else None
     if previous is not None and existing is not None:
         # no pin change, no `[resolved-with]` churn

@@ -27,9 +27,11 @@ from kernlock._internal.model.target import Target
 from kernlock._internal.resolve.commit_lock import CommitLocking
 from kernlock._internal.resolve.dependencies import dep_spec, refuse_dependency_cycles
 from kernlock._internal.resolve.jobs import Job, plan_jobs
+from kernlock._internal.resolve.no_variant import MissingBuild, missing_builds_error, missing_of
 from kernlock._internal.resolve.options import ResolveOptions, resolving_context
+from kernlock._internal.resolve.repo_typos import refs_or_suggestion
 from kernlock._internal.resolve.small_files import SmallFiles
-from kernlock.errors import ResolutionError
+from kernlock.errors import NoVariantError, ResolutionError
 
 
 class Resolver(CommitLocking):
@@ -53,6 +55,7 @@ class Resolver(CommitLocking):
             tuple[str, str], str
         ] = {}  # entry identity -> why its commit changed, where `lock_changes` cannot tell
         self._histories: dict[tuple[str, str], list[str]] = {}
+        self._known: set[str] = set()  # every repo the project names: what a typo most likely means
         self._files = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kernlock-file")
         self._blobs = SmallFiles(hub, self._files)
 
@@ -70,6 +73,8 @@ class Resolver(CommitLocking):
         # after them
         threading.Thread(target=warm_variant_ranking, name="kernlock-import", daemon=True).start()
         jobs: dict[tuple[str, str], Job] = {}
+        before = self.previous.kernels if self.previous else ()
+        self._known = {spec.repo for spec in specs} | {n for k in before for n in k.names()}
         for spec in specs:
             for job in plan_jobs(spec, self.options.targets, self.options.overrides):
                 merged = jobs.setdefault(job.identity, job)
@@ -81,16 +86,19 @@ class Resolver(CommitLocking):
         inputs = tuple(sorted({spec.key for spec in specs if not spec.used_by}))
         resolved: dict[tuple[str, str], LockedKernel] = {}
         pending = list(jobs.values())
+        missing: list[MissingBuild] = []  # every kernel × target without a build, refused at once
         with ThreadPoolExecutor(
             max_workers=self.workers, thread_name_prefix="kernlock-kernel"
         ) as pool:
             while pending:
-                results = list(pool.map(self._resolve_one, pending))
+                results = list(pool.map(lambda job: self._try_one(job, missing), pending))
                 for entries, _ in results:
                     for entry in entries:
                         resolved[entry.identity] = entry
                 follow: dict[tuple[str, str], Job] = {}
                 for (entries, deps), job in zip(results, pending, strict=False):
+                    if not entries:
+                        continue
                     kernel = entries[0]
                     for dep in deps:
                         done = [k for identity, k in resolved.items() if identity[0] == dep.key]
@@ -111,6 +119,8 @@ class Resolver(CommitLocking):
                             merged.requested.add(dep.key)
                             merged.dependency_of.add(kernel.spec)
                 pending = list(follow.values())
+        if missing:
+            raise missing_builds_error(missing)
         kernels = tuple(resolved[identity] for identity in sorted(resolved))
         refuse_dependency_cycles(kernels)
         return Lockfile(
@@ -171,6 +181,18 @@ class Resolver(CommitLocking):
                     return None
                 return entry
         return None
+
+    def _try_one(
+        self, job: Job, missing: list[MissingBuild]
+    ) -> tuple[list[LockedKernel], list[KernelSpec]]:
+        """`_resolve_one`, its missing builds added to `missing` (then nothing made)."""
+        try:
+            return self._resolve_one(job)
+        except NoVariantError as error:
+            if not missing_of(error):
+                raise
+            missing.extend(missing_of(error))  # list.extend is atomic under the GIL
+            return [], []
 
     def _resolve_one(self, job: Job) -> tuple[list[LockedKernel], list[KernelSpec]]:
         """The job's entry (first) and any per-target pins it needed, and the kernel dependencies to
@@ -315,7 +337,7 @@ class Resolver(CommitLocking):
 
     def _resolve_fresh(self, job: Job) -> LockedKernel:
         spec = job.spec
-        refs = self.hub.refs(spec.repo)
+        refs = refs_or_suggestion(self.hub, spec, self._known)  # a typo: the repo it means
         canonical = self.hub.canonical_repo(spec.repo)
         ref, version, commit, resolution = self._pick_commit(spec, refs, job)
         if job.override is not None:

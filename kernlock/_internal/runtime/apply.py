@@ -40,7 +40,7 @@ from kernlock._internal.project.groups import applied_groups, other_group
 from kernlock._internal.project.strict import lenient_hint
 from kernlock._internal.project.workspace import applied_workspace
 from kernlock._internal.runtime import state
-from kernlock._internal.runtime.entries import find_entry
+from kernlock._internal.runtime.entries import find_entry, holds
 from kernlock._internal.runtime.gpu_arch import check_served, require_device_archs
 from kernlock._internal.runtime.importguard import guard_import, is_verified, zip_spec
 from kernlock._internal.runtime.layer_record import layer_table, native_by_lock
@@ -249,6 +249,7 @@ _HOOKS = LockHooks(
     verified=_verified_under_lock,
     check_arch=check_served,
     zip_spec=zip_spec,
+    locked_repo=lambda repo: (bound := state.binding()) is not None and holds(bound, repo),
 )
 
 

@@ -6,6 +6,12 @@ from kernlock._internal.host import current_target
 from kernlock._internal.lockfile.model import LockedKernel, Lockfile
 from kernlock._internal.model.target import Target
 from kernlock._internal.runtime.notices import warn_once
+from kernlock._internal.runtime.state import Binding
+
+
+def holds(bound: Binding, repo: str) -> bool:
+    """Whether the applied lock holds `repo` for the bound target."""
+    return any(e.variant_for(bound.target) is not None for e in bound.lock.for_repo(repo))
 
 
 def find_entry(

@@ -323,13 +323,12 @@ def guard_import(original: Callable[..., ModuleType]) -> Callable[..., ModuleTyp
     """
     from kernlock._internal.store import hub_cache
 
-    def _import_from_path(
-        variant_path: Path, deps: dict[str, ModuleType], repo_info: Any = None
-    ) -> ModuleType:
+    # kernels 0.17+ passes `deps` and `repo_info`, 0.16 `repo_info` alone
+    def _import_from_path(variant_path: Path, *args: Any, **kwargs: Any) -> ModuleType:
         handed = _handed.get(os.path.abspath(variant_path))
         found = _verified_root(str(variant_path))
         if handed is None and found is None:
-            return original(variant_path, deps=deps, repo_info=repo_info)
+            return original(variant_path, *args, **kwargs)
         if handed is not None and os.path.realpath(variant_path) != handed:
             raise IntegrityError(
                 f"{variant_path} was verified as {handed} but now resolves to "
@@ -342,6 +341,6 @@ def guard_import(original: Callable[..., ModuleType]) -> Callable[..., ModuleTyp
             assert found is not None  # one of the two, else kernels' own import above
             kernel, variant = found[1]
         hub_cache.check_variant(kernel, variant, Path(variant_path), stamped=True)
-        return original(variant_path, deps=deps, repo_info=repo_info)
+        return original(variant_path, *args, **kwargs)
 
     return _import_from_path

@@ -61,13 +61,14 @@ def read_variant_metadata(repo: str, variant: str, metadata: bytes | None) -> Va
             "metadata.json",
         ) from None
     keys = set()
-    for dep in parsed.kernel_depends:
+    # kernels 0.16's metadata has no kernel dependencies and no provenance
+    for dep in getattr(parsed, "kernel_depends", ()):
         repo, version, revision = kernel_request(dep)
         keys.add(f"{repo}@v{version}" if version is not None else f"{repo}@{revision}")
     found = metadata_digest(parsed)
     digest = found[1] if found is not None and found[0] in DIGEST_ALGORITHMS else None
     provenance = None
-    if parsed.provenance is not None:
+    if getattr(parsed, "provenance", None) is not None:
         builder = parsed.provenance.kernel_builder
         source = parsed.provenance.kernel
         provenance = Provenance(
@@ -82,12 +83,23 @@ def read_variant_metadata(repo: str, variant: str, metadata: bytes | None) -> Va
     return VariantMetadata(
         depends=tuple(sorted(keys)),
         archs=metadata_archs(parsed),
-        kernels_minver=str(parsed.kernels_minver) if parsed.kernels_minver is not None else None,
+        kernels_minver=_kernels_minver(parsed, metadata),
         python_depends=tuple(parsed.python_depends),
         digest=digest,
         digest_algorithm=found[0] if digest is not None and found is not None else None,
         provenance=provenance,
     )
+
+
+def _kernels_minver(parsed: Any, raw: bytes) -> str | None:
+    """The variant's `kernels-minver`: parsed by kernels 0.17+, read from the JSON by 0.16's
+    loader (its `Metadata` has no such field)."""
+    if hasattr(parsed, "kernels_minver"):
+        return str(parsed.kernels_minver) if parsed.kernels_minver is not None else None
+    import json
+
+    value = json.loads(raw).get("kernels-minver")
+    return value if isinstance(value, str) else None
 
 
 # Files a variant's digest leaves out (kernels' `Digest.hash_variant`): the metadata, its signature,

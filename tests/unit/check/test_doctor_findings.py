@@ -71,8 +71,8 @@ def test_minver_beyond_the_supported_kernels_asks_for_an_older_build(hub: FakeHu
     monkeypatch.syspath_prepend(str(tmp_path))  # einops importable: only the minver finding is left
     [finding] = doctor.diagnose(entries(hub, f"{REPO}@v2"), "cpu")
     assert finding.message == (f"{REPO}@v2 {CPU_VARIANT} needs kernels>=0.99.0, installed kernels 0.17.0; "
-                               "this kernlock supports kernels>=0.17.0,<0.20")
-    assert finding.fix == (f"lock a build of {REPO} that accepts kernels 0.17.0: kernlock lock {REPO}@<older revision>")
+                               "this kernlock supports kernels>=0.16.2,<0.20")
+    assert finding.fix == (f"lock a build of {REPO} that accepts kernels 0.16.2: kernlock lock {REPO}@<older revision>")
 
 
 def test_minver_within_the_supported_kernels_names_the_pip_command(hub: FakeHub, installed: dict) -> None:
@@ -126,5 +126,5 @@ def test_kernels_outside_the_transformers_window_comes_first(hub: FakeHub, insta
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(doctor, "kernels_window", lambda: ("0.20.0", "0.21.0"))  # a Transformers newer than kernlock
     findings = doctor.diagnose(entries(hub, f"{REPO}@v3"), "cpu")
-    assert [f.fix for f in findings] == ["pip install 'transformers>=5.18,<5.26'", "pip install 'kernels>=0.17.2,<0.20'"]
+    assert [f.fix for f in findings] == ["pip install 'transformers>=5.17,<5.26'", "pip install 'kernels>=0.17.2,<0.20'"]
     assert "kernels 0.17.0 is outside the window transformers 5.22.2 accepts (>=0.20.0,<0.21.0)" in findings[0].message

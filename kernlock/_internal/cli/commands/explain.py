@@ -6,7 +6,13 @@ from typing import Any
 
 import click
 
-from kernlock._internal.cli.options import handle_errors, json_option, lock_options, targets_option
+from kernlock._internal.cli.options import (
+    handle_errors,
+    json_option,
+    lock_options,
+    not_in_lock,
+    targets_option,
+)
 
 
 @click.command("explain")
@@ -29,15 +35,19 @@ def explain_command(
     from kernlock._internal.lockfile.target_pins import is_target_pin
     from kernlock._internal.model.target import parse_target
     from kernlock._internal.project.workspace import open_workspace
-    from kernlock.errors import UsageError
 
     lock = open_workspace(project_dir, lockfile).read_lock()
     kernels = [k for k in lock.kernels if repo in (*k.names(), k.spec)]
     if not kernels:
-        raise UsageError(
-            f"{repo} is not in the lock; locked: "
-            f"{', '.join(k.spec for k in lock.kernels) or 'nothing'}",
-            fix="name a locked kernel, or lock this one first (`kernlock lock REPO`)",
+        from kernlock._internal.project.suggest import close_repo
+
+        match = close_repo(repo.split("@", 1)[0], {k.repo for k in lock.kernels})
+        raise not_in_lock(
+            repo,
+            "explain",
+            match,
+            [k.spec for k in lock.kernels],
+            "name a locked kernel, or lock this one first (`kernlock lock REPO`)",
         )
     chosen_targets = [parse_target(t) for t in targets] or list(lock.targets)
     report: list[dict[str, Any]] = []
@@ -76,6 +86,10 @@ def explain_command(
                     "native": kernel.native_reason(target),
                     "agrees": (locked.name if locked else None) == choice,
                     "reasons": reasons,
+                    # what covers it: the same command verify, run and lock name
+                    "fix": None
+                    if locked or kernel.native_reason(target)
+                    else f"kernlock lock --target {target}",
                 }
             )
         report.append(entry)
@@ -116,3 +130,5 @@ def explain_command(
             for reason in item["reasons"]:
                 mark = "*" if item["locked"] and reason.startswith(item["locked"] + ":") else " "
                 click.echo(f"   {mark} {reason}")
+            if item["fix"]:
+                click.echo(f"    fix: {item['fix']}")

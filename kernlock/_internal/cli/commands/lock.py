@@ -129,6 +129,7 @@ def lock_command(dry_run: bool, record: bool, quiet: bool, as_json: bool, **opti
     SPECS, --target, --scan and --model values are added to [tool.kernlock] in pyproject.toml,
     like `uv add`, so later runs and `kernlock verify` see them.
     """
+    from kernlock._internal.check.coverage import uncovered_machine
     from kernlock._internal.resolve.relock import lock_request
     from kernlock._internal.resolve.request import LockRequest
 
@@ -150,6 +151,14 @@ def lock_command(dry_run: bool, record: bool, quiet: bool, as_json: bool, **opti
         result = lock_request(request, recorded=recorded, notes=notes, progress=progress)
     finally:
         clear_progress(progress)
+    uncovered = None if request.check or request.targets else uncovered_machine(result.lockfile)
+    if uncovered is not None and not as_json:
+        report(result, as_json, quiet)
+    if uncovered is not None:  # a plain `lock` covers this machine or says it does not (exit 1)
+        from kernlock.errors import NoVariantError
+
+        done = f"wrote {result.path}" if result.written else f"left {result.path} as it was"
+        raise NoVariantError(f"{done}, but {uncovered[0]}", fix=uncovered[1])
     report(result, as_json, quiet or request.check)
 
 

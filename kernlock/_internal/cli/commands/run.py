@@ -110,7 +110,7 @@ def run_command(
             2,
         )
     from kernlock._internal.check.coverage import require_coverage
-    from kernlock._internal.host import current_target
+    from kernlock._internal.host import machine_target
     from kernlock._internal.project.workspace import VENDOR_ENV, applied_workspace
     from kernlock.errors import LockfileError, LockfileNotFoundError
 
@@ -136,15 +136,12 @@ def run_command(
         from kernlock._internal.check.freshness import require_fresh
 
         require_fresh(workspace, lock)
-    from kernlock._internal.model.target import parse_target
     from kernlock._internal.project.groups import group_options, select_groups
-    from kernlock._internal.settings import TARGET_ENV, text
 
-    # the command's processes apply the lock for $KERNLOCK_TARGET when it is set
-    simulated = text(TARGET_ENV)
     after = f"-- {shlex.join(command)}" if command else "--export"
     lock = select_groups(lock, groups, lambda names: f"kernlock run {group_options(names)} {after}")
-    require_coverage(lock, parse_target(simulated) if simulated else current_target(), path)
+    # the command's processes apply the lock for $KERNLOCK_TARGET when it is set
+    require_coverage(lock, machine_target(), path)
     environment = run_environment(path, strict=not lenient, verbose=verbose, groups=groups)
     if export:
         if vendor:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from kernlock._internal.cli.commands.tree import entry_lines, traced_lock
-from kernlock._internal.cli.options import handle_errors, json_option, lock_options
+from kernlock._internal.cli.options import handle_errors, json_option, lock_options, not_in_lock
 
 
 @click.command("why")
@@ -17,23 +17,20 @@ def why_command(repo: str, lockfile: str | None, project_dir: str, as_json: bool
     """Say why REPO (org/repo or a locked spec) is in the lock: each of its entries, the targets it
     serves and every source that brought it in, like `uv tree --invert`. No network."""
     import json
-    import shlex
 
     from kernlock._internal.project.suggest import close_name
-    from kernlock.errors import UsageError
 
     _, entries = traced_lock(project_dir, lockfile)
     found = [e for e in entries if repo in (*e.kernel.names(), e.kernel.spec)]
     if not found:
         names = {n for e in entries for n in (*e.kernel.names(), e.kernel.spec)}
         match = close_name(repo, names)
-        raise UsageError(
-            f"{repo} is not in the lock"
-            + (f" (did you mean {match}?)" if match else "")
-            + f"; locked: {', '.join(sorted({e.kernel.spec for e in entries})) or 'nothing'}",
-            fix=f"`kernlock why {shlex.quote(match)}`"
-            if match
-            else "name a locked kernel (`kernlock show` lists them)",
+        raise not_in_lock(
+            repo,
+            "why",
+            match,
+            sorted({e.kernel.spec for e in entries}),
+            "name a locked kernel (`kernlock show` lists them)",
         )
     if as_json:
         click.echo(json.dumps([e.to_dict() for e in found], indent=2))
