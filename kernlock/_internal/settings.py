@@ -50,6 +50,8 @@ RANK_CHECK_TIMEOUT_ENV = "KERNLOCK_RANK_CHECK_TIMEOUT"  # seconds to wait for ev
 RECORD_ENV = "KERNLOCK_RECORD"
 # set by `kernlock run`: the interpreter kernlock itself runs in
 RUN_PYTHON_ENV = "KERNLOCK_RUN_PYTHON"
+# the `[tool.kernlock.groups]` a run binds, comma-separated (`kernlock run --group` sets it)
+GROUPS_ENV = "KERNLOCK_GROUPS"
 # let ranks of one job load different variants of the same commits
 MIXED_ENV = "KERNLOCK_ALLOW_MIXED_VARIANTS"
 
@@ -157,3 +159,8 @@ def verbose() -> bool:
     """Whether `$KERNLOCK_VERBOSE` asks for each binding to be logged (and tracebacks under the
     start-up hook)."""
     return flag(VERBOSE_ENV, False)
+
+
+def groups_from_env() -> tuple[str, ...]:
+    """The groups `$KERNLOCK_GROUPS` names (comma-separated; none when unset or empty)."""
+    return tuple(name.strip() for name in os.environ.get(GROUPS_ENV, "").split(",") if name.strip())

@@ -13,7 +13,7 @@ from __future__ import annotations
 from kernlock._internal.check.report import CheckResult, plural
 from kernlock._internal.lockfile.model import Lockfile
 from kernlock._internal.lockfile.target_pins import is_target_pin
-from kernlock._internal.model.spec import KernelSpec
+from kernlock._internal.model.spec import KernelSpec, parse_spec
 from kernlock._internal.model.target import Target, parse_target
 from kernlock._internal.project.config import (
     Project,
@@ -22,6 +22,7 @@ from kernlock._internal.project.config import (
     project_specs,
     resolving_target,
 )
+from kernlock._internal.project.groups import group_specs, stale_groups
 from kernlock._internal.project.workspace import Workspace
 from kernlock.errors import StaleLockError, TargetError, TrustError, UsageError
 
@@ -85,6 +86,10 @@ def check_fresh(project: Project, lock: Lockfile, result: CheckResult) -> None:
                 f"{key} is locked but no longer named by any source", "kernlock lock", spec=key
             )
     _check_overrides(project, lock, result)
+    grouped = expand_aliases(group_specs(project.groups, "", {}), _resolving_target(project, lock))
+    found = [*specs, *(parse_spec(k.spec) for k in lock.kernels if k.used_by)]  # models' too
+    for problem in stale_groups(lock, project.groups, grouped, found):
+        result.problem(problem, "kernlock lock")
     _check_cooldown(project, lock, result)
     _check_models(project, lock, result)
     for _repo, message, fix in allowlist_problems(project, lock):

@@ -59,6 +59,7 @@ from kernlock._internal.check.report import CheckResult, VerifyReport, plural
 from kernlock._internal.host import current_target
 from kernlock._internal.lockfile.model import LockedVariant, Lockfile
 from kernlock._internal.model.target import Target
+from kernlock._internal.project.groups import select_groups
 from kernlock._internal.project.signers import SigningPolicy, project_policy
 from kernlock._internal.project.workspace import open_workspace
 from kernlock.errors import LockfileError, LockfileNotFoundError, TargetError
@@ -301,8 +302,11 @@ def verify(
     lockfile: str | os.PathLike[str] | None = None,
     against: str | os.PathLike[str] | None = None,
     hub: Hub | None = None,
+    groups: Iterable[str] = (),
 ) -> VerifyReport:
     """Check the project's `kernels.lock`; see the module docstring for the checks and the report.
+
+    `groups` checks only the ungrouped entries and those of these groups (`fresh`: the whole lock).
 
     Raises `ConfigError`, `SpecError` or `TargetError` (exit 2) for bad configuration or targets;
     an unreadable lock is reported as a failed ``lock`` check with `exit_code` 2.
@@ -323,6 +327,7 @@ def verify(
         report.unreadable = True
         return report
     check_lock_consistency(lock, first)
+    whole, lock = lock, select_groups(lock, groups, "verify")
     first.summary = f"{plural(len(lock.kernels), 'kernel')}, {plural(len(lock.targets), 'target')}"
     checked = workspace.chosen_targets(lock, targets, all_targets)
     if not targets and not all_targets:
@@ -333,7 +338,7 @@ def verify(
     for name, run in (
         (
             "fresh",
-            (lambda r: check_fresh(project, lock, r)) if workspace.has_sources else _no_sources,
+            (lambda r: check_fresh(project, whole, r)) if workspace.has_sources else _no_sources,
         ),
         ("coverage", lambda r: check_coverage(lock, checked, r)),
         (

@@ -55,6 +55,11 @@ def targets_option(help: str) -> Decorator:
     return click.option("--target", "targets", multiple=True, metavar="TARGET", help=help)
 
 
+def group_option(help: str) -> Decorator:
+    """`--group GROUP` (repeatable), passed as `groups`."""
+    return click.option("--group", "groups", multiple=True, metavar="GROUP", help=help)
+
+
 def lock_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """`--lockfile` and `--project`: which project and lock a command works on."""
     return lockfile_option(project_option(fn))

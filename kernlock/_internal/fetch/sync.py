@@ -22,6 +22,7 @@ from kernlock._internal.check.coverage import uncovered_problem
 from kernlock._internal.fetch.download import Fetch, discard, download_variant
 from kernlock._internal.lockfile.model import LockedKernel, LockedVariant, Lockfile
 from kernlock._internal.model.target import Target
+from kernlock._internal.project.groups import select_groups
 from kernlock._internal.project.workspace import open_workspace
 from kernlock._internal.store.hub_cache import (
     check_variant,
@@ -192,11 +193,13 @@ def sync(
     locked: bool = False,
     progress: Callable[[int, int], None] | None = None,
     source: str | None = None,
+    groups: Iterable[str] = (),
 ) -> SyncReport:
     """Download and verify the locked variants for `targets` (default: this environment).
 
     `locked` first requires the lock to be fresh against the project's sources. `source` (default
     `$KERNLOCK_MIRROR`) is an OCI location to fetch from instead of the Hub (`fetch.oci_pull`).
+    `groups` syncs only the ungrouped entries and those of these `[tool.kernlock.groups]`.
     """
     workspace = open_workspace(project_dir, lockfile)
     path, lock = workspace.lockfile, workspace.read_lock()
@@ -204,6 +207,7 @@ def sync(
         from kernlock._internal.check.freshness import require_fresh
 
         require_fresh(workspace, lock)
+    lock = select_groups(lock, groups, "sync")
     chosen = workspace.chosen_targets(lock, targets, all_targets)
     fetch = _mirror(source, lock)
     report = sync_variants(

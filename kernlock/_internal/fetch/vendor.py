@@ -31,6 +31,7 @@ from kernlock._internal.fetch.sync import selected_variants, sync_variants
 from kernlock._internal.fs.atomic import current_umask
 from kernlock._internal.fs.inside import directory, refuse_link, write_inside
 from kernlock._internal.lockfile.model import LOCK_FILENAME, LockedKernel, LockedVariant
+from kernlock._internal.project.groups import select_groups
 from kernlock._internal.project.workspace import open_workspace
 from kernlock._internal.store.hub_cache import (
     VENDOR_MARKER,
@@ -72,10 +73,13 @@ def vendor(
     all_targets: bool = True,
     lockfile: str | os.PathLike[str] | None = None,
     repair: bool = False,
+    groups: Iterable[str] = (),
 ) -> VendorReport:
     """Export the locked variants for `targets` (default: every locked target) into `directory`.
 
     A variant already there must match the lock; with `repair`, one that does not is copied again.
+    `groups` exports only the ungrouped entries' variants and those of these groups (the lock is
+    copied whole: a run from `directory` chooses the same groups).
     """
     # the project's lock, not $KERNLOCK_VENDOR_DIR's
     workspace = open_workspace(project_dir, lockfile, readers=False)
@@ -93,7 +97,8 @@ def vendor(
             fix="vendor into a directory you can write (`kernlock vendor DIR`), or have its owner "
             f"create it for you (`mkdir -p {shlex.quote(str(out))}`)",
         ) from None
-    pairs = selected_variants(lock, workspace.chosen_targets(lock, targets, use_all))
+    chosen = select_groups(lock, groups, f"vendor {shlex.quote(str(directory))}")
+    pairs = selected_variants(chosen, workspace.chosen_targets(chosen, targets, use_all))
     sync_variants(path, pairs)  # into the Hub cache, verified: the copies below come from there
     from kernlock._internal.store.hub_cache import hub_cache_dir
 

@@ -11,9 +11,9 @@ from kernlock._internal.settings import UPGRADE_FIX
 from kernlock.errors import LockfileVersionError
 
 # major.minor of the newest format this kernlock reads and writes (1.1: variants' `signature`;
-LOCK_VERSION = "1.6"
+LOCK_VERSION = "1.7"
 # 1.2: `[[model]]`, entries' `devices` and `used-by`; 1.3: variants' `archs`; 1.4: entries'
-# `native` and `source`; 1.5: `[exclude-newer]`; 1.6: `[[mirror]]`)
+# `native` and `source`; 1.5: `[exclude-newer]`; 1.6: `[[mirror]]`; 1.7: `groups`)
 
 _FORMAT_RE = re.compile(r"\d+\.\d+")
 

@@ -216,6 +216,7 @@ class LockedKernel(Table):
     trust: str
     # "recorded": only `kernlock lock --record` saw it loaded ([tool.kernlock] recorded; 1.4)
     source: str | None = None
+    groups: tuple[str, ...] = ()  # the `[tool.kernlock.groups]` it is in; empty: every run (1.7)
     dependency_of: tuple[str, ...] = ()
     depends: tuple[str, ...] = ()
     devices: tuple[
@@ -269,6 +270,7 @@ class LockedKernel(Table):
             resolution=get_required(d, str, "resolution"),
             trust=trust,
             source=source,
+            groups=get_strings(d, "groups"),
             dependency_of=get_strings(d, "dependency-of"),
             depends=get_strings(d, "depends"),
             devices=get_strings(d, "devices"),
@@ -344,6 +346,7 @@ class Lockfile(Table):
     version: str = field(default=LOCK_VERSION, metadata=ALWAYS_WRITTEN)
     targets: tuple[Target, ...]  # parsed at load; written as their text
     inputs: tuple[str, ...]
+    groups: tuple[str, ...] = ()  # every group declared in [tool.kernlock.groups] (1.7)
     resolved_with: Mapping[str, str] = field(default_factory=dict)
     exclude_newer: ExcludeNewer | None = None  # the cut-offs it was resolved under (1.5)
     models: tuple[LockedModel, ...] = field(default=(), metadata={"key": "model"})
@@ -403,6 +406,7 @@ class Lockfile(Table):
             version=read_version(d.get("version")),
             targets=get_targets(d, "targets"),
             inputs=get_strings(d, "inputs"),
+            groups=get_strings(d, "groups"),
             resolved_with=dict(resolved_with),
             exclude_newer=get_object(d, ExcludeNewer, "exclude-newer", ignored),
             models=models,

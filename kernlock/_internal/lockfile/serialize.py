@@ -244,6 +244,7 @@ def canonical(lock: Lockfile) -> Lockfile:
             dependency_of=_sorted(kernel.dependency_of),
             depends=_sorted(kernel.depends),
             devices=_sorted(kernel.devices),
+            groups=_sorted(kernel.groups),
             used_by=_sorted(kernel.used_by),
             build_variants=_sorted(kernel.build_variants),
             variants=tuple(
@@ -265,6 +266,7 @@ def canonical(lock: Lockfile) -> Lockfile:
         lock,
         targets=_sorted(lock.targets),
         inputs=_sorted(lock.inputs),
+        groups=_sorted(lock.groups),
         kernels=kernels,
         models=models,
         resolved_with=dict(sorted(lock.resolved_with.items())),

@@ -24,6 +24,7 @@ mapping).
     kernlock._internal.project.gpu_archs advisories = ["advisories.toml"]   # known-bad builds: see
     kernlock._internal.project.advisory_sources ignore-advisories = [...]  # accepted for now: see
     kernlock._internal.model.advisory_ignores [tool.kernlock.signers]
+    [tool.kernlock.groups]             # training = [...]: see kernlock._internal.project.groups
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from kernlock._internal.lockfile.model import LOCK_FILENAME
 from kernlock._internal.model.advisory_ignores import AdvisoryIgnore, parse_ignores
 from kernlock._internal.model.target import Target, parse_target
 from kernlock._internal.project.cooldown import read_cooldowns
+from kernlock._internal.project.groups import Groups, group_specs, parse_groups
 from kernlock._internal.project.suggest import close_name
 from kernlock.errors import ConfigError, TargetError, UsageError
 
@@ -51,24 +53,10 @@ if TYPE_CHECKING:
 
 PYPROJECT = "pyproject.toml"
 _KNOWN_KEYS = {
-    "kernels",
-    "models",
-    "advisories",
-    "ignore-advisories",
-    "targets",
-    "trust",
-    "scan",
-    "use-kernels",
-    "lockfile",
-    "overrides",
-    "allow-mixed-variants",
-    "require-signatures",
-    "sigstore-trusted-root",
-    "signers",
-    "gpu-archs",
-    "recorded",
-    "exclude-newer",
-    "exclude-newer-kernel",
+    *("kernels", "models", "advisories", "ignore-advisories", "targets", "trust", "scan"),
+    *("use-kernels", "lockfile", "overrides", "allow-mixed-variants", "require-signatures"),
+    *("sigstore-trusted-root", "signers", "gpu-archs", "recorded", "exclude-newer"),
+    *("exclude-newer-kernel", "groups"),
 }
 
 
@@ -105,6 +93,7 @@ class Project:
     lines: dict[str, int] = field(default_factory=dict)  # spec, repo, model, ignored id -> its line
     # `exclude-newer`, `exclude-newer-kernel` (repo -> value): kernlock._internal.project.cooldown
     exclude_newer: tuple[Any, tuple[tuple[str, Any], ...]] = (None, ())
+    groups: Groups = ()  # name -> specs: kernlock._internal.project.groups
 
     @property
     def pyproject(self) -> Path:
@@ -280,7 +269,9 @@ def load_project(root: Path | str = ".") -> Project:
             fix='write sigstore-trusted-root = "path/to/trusted_root.json", or remove the key',
         )
     kernels = _string_list(config.get("kernels", []), "kernels")
-    lines = {spec: line for spec in kernels if (line := _line_of(text, f'"{spec}"')) is not None}
+    groups = parse_groups(config.get("groups"), path)
+    listed = (*kernels, *(spec for _, specs in groups for spec in specs))
+    lines = {spec: line for spec in listed if (line := _line_of(text, f'"{spec}"')) is not None}
     lines.update({repo: line for repo in deps if (line := _line_of(text, f'"{repo}"')) is not None})
     models = _string_list(config.get("models", []), "models")
     ignores = parse_ignores(config.get("ignore-advisories", []), str(path))
@@ -309,6 +300,7 @@ def load_project(root: Path | str = ".") -> Project:
         ignore_advisories=ignores,
         lines=lines,
         exclude_newer=read_cooldowns(config, path),
+        groups=groups,
     )
 
 
@@ -394,6 +386,7 @@ def project_specs(
     specs = [
         parse_spec(text, Origin(pyproject, project.lines.get(text))) for text in project.kernels
     ]
+    specs.extend(group_specs(project.groups, pyproject, project.lines))
     specs.extend(parse_spec(text, Origin(RECORDED)) for text in project.recorded)
     for repo, version in project.kernel_dependencies:
         specs.append(spec_from_version(repo, version, Origin(pyproject, project.lines.get(repo))))

@@ -21,10 +21,12 @@ from kernlock._internal.project.advisory_sources import project_advisories
 from kernlock._internal.project.config import (
     Project,
     collect_specs,
+    expand_aliases,
     project_targets,
     resolving_target,
 )
 from kernlock._internal.project.gpu_archs import declared_capabilities
+from kernlock._internal.project.groups import group_specs, with_groups
 from kernlock._internal.project.models import project_models
 from kernlock._internal.project.pyproject_edit import edit_pyproject, relative_to, restore_pyproject
 from kernlock._internal.project.signers import project_policy
@@ -287,6 +289,8 @@ def _relock(
         models=model_records,
         version=format_for(result.kernels, model_records, result.exclude_newer),
     )
+    grouped = expand_aliases(group_specs(project.groups, "", {}), resolving)
+    result = with_groups(result, project.groups, grouped, all_specs)
     # the same pins keep their `[[mirror]]` records: the indexes pushed still hold exactly them
     result = carry_mirrors(previous, result)
     _refuse_unknown_overrides(project, {s.repo for s in all_specs} | _names(result))

@@ -24,21 +24,19 @@ import importlib.machinery
 import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from kernlock._internal.compat.kernels_api import (
-    kernels_target,
-    local_path_kernel,
-)
+from kernlock._internal.compat.kernels_api import kernels_target, local_path_kernel
 from kernlock._internal.compat.kernels_patch import LockHooks, patch_module, patch_points
 from kernlock._internal.host import current_target
 from kernlock._internal.lockfile.model import LockedKernel, Lockfile
 from kernlock._internal.model.target import Target, parse_target
 from kernlock._internal.project import local_kernels
+from kernlock._internal.project.groups import applied_groups, other_group
 from kernlock._internal.project.strict import lenient_hint
 from kernlock._internal.project.workspace import applied_workspace
 from kernlock._internal.runtime import state
@@ -51,10 +49,7 @@ from kernlock._internal.runtime.notices import log_to_stderr, note_once, warn_on
 from kernlock._internal.runtime.rank_hook import check_initialised, patch_c10d
 from kernlock._internal.runtime.state import BOOK, Binding
 from kernlock._internal.settings import TARGET_ENV, strict_from_env, text
-from kernlock.errors import (
-    LocalKernelError,
-    UnlockedKernelError,
-)
+from kernlock.errors import LocalKernelError, UnlockedKernelError
 
 logger = logging.getLogger("kernlock")
 
@@ -123,7 +118,8 @@ def _unlocked(
         note_once(f"default:{spec}", message)
         # kernels' KernelizeFallback.ALL keeps the original forward
         raise NotLockedDefaultKernel(message)
-    error = UnlockedKernelError(
+    where = (bound.path, bound.groups, bound.elsewhere)
+    error = other_group(repo, what, *where) or UnlockedKernelError(
         f"kernel {repo} ({what}) is not in {bound.path}",
         fix=f"lock it with `kernlock lock {spec}` ({lenient_hint()})",
     )
@@ -331,13 +327,15 @@ def apply(
     strict: bool | None = None,
     target: str | None = None,
     locked: bool = False,
+    group: str | Iterable[str] | None = None,
 ) -> Applied:
     """Bind every kernel load in this process to the lock; fail early if it cannot cover this
     environment.
 
     `target` (or `$KERNLOCK_TARGET`) simulates another environment instead of
     detecting this one. `locked` also requires the lock to be fresh against the
-    project's sources (like `cargo --locked`). Idempotent: calling it again
+    project's sources (like `cargo --locked`). `group` (or `$KERNLOCK_GROUPS`) binds only the
+    ungrouped entries and those of these `[tool.kernlock.groups]`. Idempotent: calling it again
     re-reads the lock and re-checks the environment.
     """
     log_to_stderr()
@@ -352,6 +350,7 @@ def apply(
         from kernlock._internal.check.freshness import require_fresh
 
         require_fresh(workspace, lock)
+    lock, groups, elsewhere = applied_groups(lock, group)
     if strict is None:
         strict = strict_from_env()
     simulated = target or text(TARGET_ENV)
@@ -380,6 +379,8 @@ def apply(
         strict=strict,
         simulated=bool(simulated),
         lock_sha256=_file_sha256(path),
+        groups=groups,
+        elsewhere=elsewhere,
     )
     with BOOK.mutex:
         state.bind(bound)

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Binding:
     """The applied lock, its path and target, strictness, whether the target is simulated, the
-    lock's sha256."""
+    lock's sha256, the groups chosen."""
 
     lock: Lockfile
     path: Path
@@ -31,6 +31,8 @@ class Binding:
     strict: bool = True
     simulated: bool = False
     lock_sha256: str | None = None  # of the applied lock's bytes (the run record's)
+    groups: tuple[str, ...] = ()  # the groups chosen (`lock` holds only theirs and the ungrouped)
+    elsewhere: tuple[tuple[str, str], ...] = ()  # repo -> the unchosen groups that alone lock it
 
 
 class Bookkeeping:

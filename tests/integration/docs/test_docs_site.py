@@ -45,6 +45,7 @@ RUN_BY = {
     ("docs/how-to/sarif.md", 0): "tests/cli/test_verify_sarif.py::test_the_how_to_block_runs_as_written",
     ("docs/how-to/shell-completion.md", 0): "tests/cli/test_completion.py::test_the_documented_completion_lines_run_as_written",
     ("docs/reference/cli.md", 0): "tests/cli/test_lock_record.py::test_the_cli_references_record_block_runs_as_written",
+    ("docs/how-to/groups.md", 0): "tests/cli/test_groups.py::test_the_how_to_blocks_run_as_written",
     ("docs/how-to/ci-lanes.md", 0): "tests/cli/test_ci_lanes.py::test_lane_one_passes_offline_and_lane_two_fails_on_a_moved_branch",
     ("docs/how-to/ci-lanes.md", "docs/examples/kernlock-ci-lanes.sh"): "tests/cli/test_ci_lanes.py::test_lane_one_passes_offline_and_lane_two_fails_on_a_moved_branch",
     ("docs/how-to/ci-lanes.md", "docs/examples/kernlock-ci-lanes.yml"): "tests/cli/test_ci_lanes.py::test_lane_one_passes_offline_and_lane_two_fails_on_a_moved_branch",

@@ -143,14 +143,14 @@ def test_the_lock_refuses_a_file_path_the_resolver_refuses(path: str) -> None:
 
 def test_a_newer_minor_is_read_without_its_unknown_keys(caplog: pytest.LogCaptureFixture) -> None:
     def future(d: dict[str, Any]) -> None:
-        d.update({"version": "1.7", "created-by": "kernlock 9"})
+        d.update({"version": "1.8", "created-by": "kernlock 9"})
         d["kernel"][1]["variant"][1]["files"][0]["blake3"] = "…"
         d["kernel"][1]["override"]["until"] = "2027"
 
     with caplog.at_level(logging.WARNING, logger="kernlock"):
         lock = Lockfile.from_dict(_lock_with(future), source="locks/k.lock")
-    assert lock.kernels == LOCK.kernels and lock.version == "1.7" and lock.newer_format
-    assert (f"locks/k.lock: written by a newer kernlock (lock format 1.7; this one reads {LOCK_VERSION}); ignoring created-by, "
+    assert lock.kernels == LOCK.kernels and lock.version == "1.8" and lock.newer_format
+    assert (f"locks/k.lock: written by a newer kernlock (lock format 1.8; this one reads {LOCK_VERSION}); ignoring created-by, "
             "kernel[1].variant[1].files[0].blake3, kernel[1].override.until") in caplog.text
 
 

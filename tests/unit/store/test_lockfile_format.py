@@ -150,13 +150,13 @@ def test_newer_major_format_asks_for_an_upgrade() -> None:
 
 
 def test_newer_minor_format_is_read_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
-    text = dumps_lockfile(sample_lockfile()).replace('version = "1.0"\n', 'version = "1.7"\nfuture-key = 2\n', 1)
+    text = dumps_lockfile(sample_lockfile()).replace('version = "1.0"\n', 'version = "1.8"\nfuture-key = 2\n', 1)
     text = text.replace('resolution = "branch v1"', 'resolution = "branch v1"\nfuture-field = "x"', 1)
     with caplog.at_level("WARNING", logger="kernlock"):
         lock = parse_lockfile(text)
     assert lock.kernels == parse_lockfile(dumps_lockfile(sample_lockfile())).kernels
-    assert lock.version == "1.7" and lock.newer_format
-    assert "lock format 1.7; this one reads 1.6); ignoring future-key, kernel[0].future-field" in caplog.text
+    assert lock.version == "1.8" and lock.newer_format
+    assert "lock format 1.8; this one reads 1.7); ignoring future-key, kernel[0].future-field" in caplog.text
 
 
 def test_the_integer_version_of_older_locks_reads_as_1_0() -> None:

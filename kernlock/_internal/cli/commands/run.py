@@ -10,17 +10,26 @@ from pathlib import Path
 
 import click
 
-from kernlock._internal.cli.options import fail, handle_errors, locked_option
+from kernlock._internal.cli.options import fail, group_option, handle_errors, locked_option
 
 
-def run_environment(lockfile: Path, strict: bool = True, verbose: bool = False) -> dict[str, str]:
-    """Environment variables that make every Python process apply `lockfile`.
+def run_environment(
+    lockfile: Path, strict: bool = True, verbose: bool = False, groups: tuple[str, ...] = ()
+) -> dict[str, str]:
+    """Environment variables that make every Python process apply `lockfile` (only `groups`, if
+    any).
 
     The same variables work under cluster launchers: `kernlock run --export` prints them for a job
     script.
     """
     from kernlock._internal.runtime.autoapply import STARTUP_DIR as startup
-    from kernlock._internal.settings import APPLY_ENV, LOCKFILE_ENV, STRICT_ENV, VERBOSE_ENV
+    from kernlock._internal.settings import (
+        APPLY_ENV,
+        GROUPS_ENV,
+        LOCKFILE_ENV,
+        STRICT_ENV,
+        VERBOSE_ENV,
+    )
 
     paths = [
         startup,
@@ -32,6 +41,7 @@ def run_environment(lockfile: Path, strict: bool = True, verbose: bool = False) 
         STRICT_ENV: "1" if strict else "0",
         "PYTHONPATH": os.pathsep.join(paths),
         **({VERBOSE_ENV: "1"} if verbose else {}),
+        **({GROUPS_ENV: ",".join(groups)} if groups else {}),
     }
 
 
@@ -59,6 +69,10 @@ def command_scripts(command: tuple[str, ...]) -> list[str]:
     type=click.Path(file_okay=False, exists=True),
     help="Load the lock and kernels from this `kernlock vendor` directory.",
 )
+@group_option(
+    "Bind only the ungrouped entries and those of this [tool.kernlock.groups] group "
+    "(repeatable): the command's processes refuse the other groups' kernels."
+)
 @click.option(
     "-v",
     "--verbose",
@@ -79,6 +93,7 @@ def run_command(
     locked: bool,
     lenient: bool,
     vendor: str | None,
+    groups: tuple[str, ...],
     verbose: bool,
     export: bool,
     command: tuple[str, ...],
@@ -121,9 +136,13 @@ def run_command(
         from kernlock._internal.check.freshness import require_fresh
 
         require_fresh(workspace, lock)
+    from kernlock._internal.project.groups import group_options, select_groups
+
+    after = f"-- {shlex.join(command)}" if command else "--export"
+    lock = select_groups(lock, groups, lambda names: f"kernlock run {group_options(names)} {after}")
     # the command's processes apply the lock for $KERNLOCK_TARGET when it is set
     require_coverage(lock, machine_target(), path)
-    environment = run_environment(path, strict=not lenient, verbose=verbose)
+    environment = run_environment(path, strict=not lenient, verbose=verbose, groups=groups)
     if export:
         if vendor:
             environment[VENDOR_ENV] = os.environ[VENDOR_ENV]

@@ -9,6 +9,7 @@ import click
 
 from kernlock._internal.cli.options import (
     all_targets_option,
+    group_option,
     handle_errors,
     json_option,
     lock_options,
@@ -40,6 +41,10 @@ from kernlock._internal.cli.options import (
     help="Pull from this OCI location instead of the Hub (oci://HOST/NAMESPACE/NAME[:TAG][@DIGEST] "
     "or oci-layout:DIR, as `kernlock vendor --to` pushed it; default: $KERNLOCK_MIRROR).",
 )
+@group_option(
+    "Sync only the ungrouped entries and those of this [tool.kernlock.groups] group (repeatable; "
+    "default: every entry)."
+)
 @lock_options
 @json_option()
 @handle_errors
@@ -50,6 +55,7 @@ def sync_command(
     repair: bool,
     verbose: bool,
     source: str | None,
+    groups: tuple[str, ...],
     lockfile: str | None,
     project_dir: str,
     as_json: bool,
@@ -73,6 +79,7 @@ def sync_command(
         locked=locked,
         progress=progress if sys.stderr.isatty() else None,
         source=source,
+        groups=groups,
     )
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))

@@ -8,6 +8,7 @@ import click
 
 from kernlock._internal.cli.options import (
     fail,
+    group_option,
     handle_errors,
     json_option,
     lock_options,
@@ -33,6 +34,10 @@ from kernlock._internal.cli.options import (
     is_flag=True,
     help="Copy again the variants already in DIRECTORY that do not match the lock.",
 )
+@group_option(
+    "Export only the ungrouped entries and those of this [tool.kernlock.groups] group (repeatable; "
+    "the lock is copied whole)."
+)
 @lock_options
 @json_option()
 @handle_errors
@@ -41,6 +46,7 @@ def vendor_command(
     destination: str | None,
     targets: tuple[str, ...],
     repair: bool,
+    groups: tuple[str, ...],
     lockfile: str | None,
     project_dir: str,
     as_json: bool,
@@ -56,13 +62,17 @@ def vendor_command(
     if (directory is None) == (destination is None):
         fail("name a DIRECTORY or --to OCI (one of them): `kernlock vendor DIR`", 2)
     if destination is not None:
+        if groups:
+            fail("--group works on a vendor DIRECTORY; --to pushes every locked variant", 2)
         if repair:
             fail("--repair works on a vendor DIRECTORY; a push sends what the store lacks", 2)
         return _push(destination, targets, lockfile, project_dir, as_json)
     assert directory is not None
     from kernlock._internal.fetch.vendor import vendor
 
-    report = vendor(directory, project_dir, targets=targets, lockfile=lockfile, repair=repair)
+    report = vendor(
+        directory, project_dir, targets=targets, lockfile=lockfile, repair=repair, groups=groups
+    )
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
         return

@@ -7,6 +7,7 @@ import click
 
 from kernlock._internal.cli.options import (
     all_targets_option,
+    group_option,
     handle_errors,
     json_option,
     lock_options,
@@ -42,6 +43,10 @@ from kernlock._internal.cli.options import (
     help="Also check the lock loads exactly what this checkpoint's run recorded (its "
     "kernlock.json).",
 )
+@group_option(
+    "Check only the ungrouped entries and those of this [tool.kernlock.groups] group (repeatable; "
+    "freshness still covers the whole lock)."
+)
 @lock_options
 @json_option("Print a machine-readable report (schema in kernlock._internal.check.report).")
 @click.option(
@@ -61,6 +66,7 @@ def verify_command(
     signatures: bool,
     remote: bool,
     against: str | None,
+    groups: tuple[str, ...],
     lockfile: str | None,
     project_dir: str,
     as_json: bool,
@@ -95,6 +101,7 @@ def verify_command(
         remote=remote,
         lockfile=lockfile,
         against=against,
+        groups=groups,
     )
     if fmt == "sarif":
         from kernlock._internal.check.sarif import sarif_json

@@ -1,0 +1,178 @@
+"""`[tool.kernlock.groups]` (issue 48 item 5): one lock records each entry's groups; `sync`, `verify`, `vendor`
+and `apply(group=...)` act on a group (and the ungrouped entries) only."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+
+from helpers import (ACTIVATION, CPU, FA2, RELU, REPO_ROOT, UNIVERSAL, WITH_DEP, cli, make_project, markdown_blocks,
+                     run_bash)
+from kernlock._internal.lockfile.serialize import load_lockfile
+from kernlock.testing.hub import TestHub
+
+# universal: every run; training: activation, relu; inference: flash-attn2 and with-dep, whose
+# kernel-depends is activation@v1 (so activation is in both groups)
+GROUPS = f'''
+[tool.kernlock.groups]
+training = ["{ACTIVATION}@v1", "{RELU}@v1"]
+inference = ["{FA2}@v2", "{WITH_DEP}@v1"]
+'''
+
+
+def two_group_project(root: Path) -> Path:
+    project = make_project(root, [f"{UNIVERSAL}@v1"], targets=[CPU], extra=GROUPS)
+    result = cli("lock", cwd=project)
+    assert result.exit_code == 0, result.output
+    return project
+
+
+def test_one_lock_records_each_entrys_groups(hub: TestHub, tmp_path: Path) -> None:
+    project = two_group_project(tmp_path / "p")
+    lock = load_lockfile(project / "kernels.lock")
+    assert lock.version == "1.7" and lock.groups == ("inference", "training")
+    assert {k.repo: k.groups for k in lock.kernels} == {
+        UNIVERSAL: (), ACTIVATION: ("inference", "training"), RELU: ("training",), FA2: ("inference",),
+        WITH_DEP: ("inference",),
+    }
+    assert cli("lock", "--check", cwd=project).exit_code == 0
+    # moving a spec to another group makes the lock stale, though its inputs are the same
+    text = (project / "pyproject.toml").read_text()
+    (project / "pyproject.toml").write_text(
+        text.replace(f'"{RELU}@v1"]', "]").replace(f'"{WITH_DEP}@v1"]', f'"{WITH_DEP}@v1", "{RELU}@v1"]'))
+    stale = cli("verify", cwd=project)
+    assert stale.exit_code == 1
+    assert f"{RELU}@v1 is in group inference of [tool.kernlock.groups], the lock has it in group training" in stale.output
+    assert cli("lock", "--check", cwd=project).exit_code == 1
+    assert cli("lock", cwd=project).exit_code == 0
+    assert load_lockfile(project / "kernels.lock").kernel(f"{RELU}@v1").groups == ("inference",)
+
+
+def test_a_project_without_groups_writes_the_lock_it_wrote_before(hub: TestHub, tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p", [f"{ACTIVATION}@v1"], targets=[CPU])
+    assert cli("lock", cwd=project).exit_code == 0
+    text = (project / "kernels.lock").read_text()
+    assert 'version = "1.0"' in text and "groups" not in text
+    # declaring a group and removing it again gives back the same bytes
+    (project / "pyproject.toml").write_text((project / "pyproject.toml").read_text() + GROUPS)
+    assert cli("lock", cwd=project).exit_code == 0
+    assert 'version = "1.7"' in (project / "kernels.lock").read_text()
+    (project / "pyproject.toml").write_text((project / "pyproject.toml").read_text().replace(GROUPS, ""))
+    assert cli("lock", cwd=project).exit_code == 0
+    assert (project / "kernels.lock").read_text() == text
+
+
+def test_sync_group_downloads_only_that_groups_builds(hub: TestHub, tmp_path: Path) -> None:
+    project = two_group_project(tmp_path / "p")
+    hub.reset_counts()
+    result = cli("sync", "--group", "inference", "--json", cwd=project)
+    assert result.exit_code == 0, result.output
+    downloads = [path for method, path in hub.log if "/resolve/" in path]
+    assert downloads and all(RELU not in path for path in downloads)
+    fetched = {path.split("/resolve/")[0].removeprefix("/kernels/") for path in downloads}
+    assert fetched == {FA2, WITH_DEP, ACTIVATION, UNIVERSAL}
+    cache = Path(json.loads(result.output)["cache"])
+    assert not any(cache.glob("kernels--kernels-community--relu")) and any(cache.glob("kernels--kernels-community--flash-attn2"))
+    # verify --group inference checks the cache of what was synced; the whole lock's cache is not complete
+    assert cli("verify", "--cache", "--group", "inference", cwd=project).exit_code == 0
+    whole = cli("verify", "--cache", cwd=project)
+    assert whole.exit_code == 1 and RELU in whole.output
+
+
+def test_vendor_group_exports_only_that_group(hub: TestHub, tmp_path: Path) -> None:
+    project = two_group_project(tmp_path / "p")
+    result = cli("vendor", str(tmp_path / "v"), "--group", "training", "--json", cwd=project)
+    assert result.exit_code == 0, result.output
+    vendored = {p.name for p in (tmp_path / "v").glob("kernels--*")}
+    assert vendored == {f"kernels--{repo.replace('/', '--')}" for repo in (UNIVERSAL, ACTIVATION, RELU)}
+    assert (tmp_path / "v" / "kernels.lock").read_bytes() == (project / "kernels.lock").read_bytes()
+
+
+@pytest.mark.parametrize("command", [["sync"], ["verify"], ["vendor", "out dir"]])
+def test_an_unknown_group_is_one_line_with_a_fix_that_runs(hub: TestHub, tmp_path: Path, command: list[str]) -> None:
+    project = two_group_project(tmp_path / "p")
+    result = cli(*command, "--group", "inference", "--group", "traning", cwd=project)
+    assert result.exit_code == 2
+    [line] = result.output.splitlines()
+    assert line.startswith("kernlock: error: unknown group 'traning' (did you mean training?); fix: run `")
+    fix = line.split("fix: run `", 1)[1].rstrip("`")
+    assert fix == f"kernlock {shlex.join(command)} --group inference --group training"
+    assert cli(*shlex.split(fix)[1:], cwd=project).exit_code == 0
+
+
+def test_an_unknown_group_of_a_lock_without_groups_says_how_to_declare_one(hub: TestHub, tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p", [f"{ACTIVATION}@v1"], targets=[CPU])
+    assert cli("lock", cwd=project).exit_code == 0
+    result = cli("sync", "--group", "training", cwd=project)
+    assert result.exit_code == 2
+    assert result.output == (
+        "kernlock: error: unknown group 'training' (groups of the lock: none); fix: declare it in "
+        "[tool.kernlock.groups] and run `kernlock lock`\n"
+    )
+
+
+def test_apply_group_binds_only_that_group_and_the_ungrouped(hub: TestHub, tmp_path: Path,
+                                                             release_and_unload_kernels: None,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    import kernlock
+    from kernlock.errors import UsageError
+
+    project = two_group_project(tmp_path / "p")
+    monkeypatch.chdir(project)
+    applied = kernlock.apply(group="training", target=CPU)
+    assert {spec.split("@")[0] for spec in applied.kernels} == {UNIVERSAL, ACTIVATION, RELU}
+    monkeypatch.setenv("KERNLOCK_GROUPS", "inference")
+    assert {spec.split("@")[0] for spec in kernlock.apply(target=CPU).kernels} == {UNIVERSAL, ACTIVATION, FA2, WITH_DEP}
+    monkeypatch.setenv("KERNLOCK_GROUPS", "inferense")
+    with pytest.raises(UsageError) as refused:
+        kernlock.apply(target=CPU)
+    assert refused.value.fix == "run `export KERNLOCK_GROUPS=inference`"
+    with pytest.raises(UsageError) as refused:
+        kernlock.apply(group=["trainin"], target=CPU)
+    assert refused.value.fix == "run `kernlock.apply(group=['training'])`"
+
+
+def test_a_bad_groups_table_is_one_line(hub: TestHub, tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p", [], targets=[CPU], extra='[tool.kernlock.groups]\ntraining = "org/repo"\n')
+    result = cli("lock", cwd=project)
+    assert result.exit_code == 2
+    assert "[tool.kernlock.groups] training must be a list of spec strings; fix: write it as training = [" in result.output
+
+
+TRAIN = '''import kernels
+from kernlock.errors import UnlockedKernelError
+
+kernels.get_kernel("kernels-community/activation", version=1)
+kernels.get_kernel("kernels-community/relu", version=1)
+try:
+    kernels.get_kernel("kernels-community/flash-attn2", version=2)
+except UnlockedKernelError as error:
+    print("refused:", error)
+'''
+
+
+def test_the_how_to_blocks_run_as_written(hub: TestHub, tmp_path: Path) -> None:
+    """docs/how-to/groups.md: its `[tool.kernlock]` tables and its commands, verbatim; the training job downloads
+    and binds no inference kernel, and the refusal reads as the page shows it."""
+    page = (REPO_ROOT / "docs" / "how-to" / "groups.md").read_text()
+    [config] = markdown_blocks(page, "toml")
+    [block] = markdown_blocks(page, "bash")
+    project = tmp_path / "job"
+    project.mkdir()
+    (project / "pyproject.toml").write_text('[project]\nname = "demo"\nversion = "0"\n\n' + config)
+    (project / "train.py").write_text(TRAIN)
+    first, *rest = block.splitlines()
+    assert first == "kernlock lock" and run_bash(first, project).returncode == 0
+    hub.reset_counts()  # locking reads every group's commits; the training job downloads no inference file
+    done = run_bash("\n".join(rest), project)
+    assert done.returncode == 0, done.stderr
+    assert [path for _, path in hub.log if "/resolve/" in path and RELU in path]
+    assert not [path for _, path in hub.log if "/resolve/" in path and FA2 in path]
+    [refused] = [line for line in done.stdout.splitlines() if line.startswith("refused:")]
+    shown = " ".join(markdown_blocks(page, "text")[0].split()).removeprefix("kernlock: error: ")
+    assert refused == "refused: " + shown.replace("/job/kernels.lock", str(project / "kernels.lock"))
+    lock = load_lockfile(project / "kernels.lock")
+    assert {k.repo: k.groups for k in lock.kernels} == {ACTIVATION: (), RELU: ("training",), FA2: ("inference",)}
