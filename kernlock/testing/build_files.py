@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from kernlock.testing.github_signer import GitHubSigner
 from kernlock.testing.sigstore import TestSigstore
@@ -51,3 +52,25 @@ def fake_binary(seed: str) -> bytes:
     """Deterministic, incompressible ELF-looking bytes of 2-32 KiB."""
     rng = random.Random(seed)
     return b"\x7fELF\x02\x01\x01\x00" + rng.randbytes(rng.randint(2048, 32 * 1024))
+
+
+def template_sources(templates_dir: Path, template: str) -> dict[str, bytes]:
+    """The Python sources of a fixture template: `common/*.py`, then the template's own."""
+    paths = [*(templates_dir / "common").glob("*.py"), *(templates_dir / template).glob("*.py")]
+    return {p.name: p.read_bytes() for p in paths}
+
+
+def backend_metadata(variant: str, archs: list[str] | None = None) -> dict[str, Any]:
+    """The metadata.json ``backend`` of a variant name (noarch ``universal`` builds are CPU);
+    `archs` replaces a GPU build's default architectures."""
+    for part in variant.split("-"):
+        # new-style `cuda-12.8`, legacy `cu128`
+        if part == "cuda" or (part.startswith("cu") and part[2:].isdigit()):
+            return {"type": "cuda", "archs": list(archs) if archs is not None else ["8.0", "9.0"]}
+        if part.startswith("rocm"):
+            return {"type": "rocm", "archs": list(archs) if archs is not None else ["gfx942"]}
+        if part.startswith("xpu"):
+            return {"type": "xpu"}
+        if part == "metal":
+            return {"type": "metal"}
+    return {"type": "cpu"}

@@ -72,7 +72,14 @@ from typing import Any
 
 import tomlkit
 
-from kernlock.testing.build_files import bundle, fake_binary, native_library, zip_archive
+from kernlock.testing.build_files import (
+    backend_metadata,
+    bundle,
+    fake_binary,
+    native_library,
+    template_sources,
+    zip_archive,
+)
 from kernlock.testing.sigstore import TestSigstore
 
 _AUTHOR = "Kernlock Fixtures <fixtures@kernlock.invalid>"
@@ -231,7 +238,7 @@ def _render_commit(
     ]
     version = commit.get("version") or _branch_version(commit["branch"])
     depends = spec.get("kernel-depends", [])
-    sources = _template_sources(templates_dir, spec["template"])
+    sources = template_sources(templates_dir, spec["template"])
     substitutions = {
         b"@@REPO@@": repo_id.encode(),
         b"@@BUILD@@": label.encode(),
@@ -261,7 +268,7 @@ def _render_commit(
             "version": version,
             "license": "Apache-2.0",
             "python-depends": [],
-            "backend": _backend(variant, commit.get("archs")),
+            "backend": backend_metadata(variant, commit.get("archs")),
         }
         if depends:
             metadata["kernel-depends"] = depends
@@ -318,29 +325,8 @@ def _render_commit(
     return files
 
 
-def _template_sources(templates_dir: Path, template: str) -> dict[str, bytes]:
-    paths = [*(templates_dir / "common").glob("*.py"), *(templates_dir / template).glob("*.py")]
-    return {p.name: p.read_bytes() for p in paths}
-
-
 def _branch_version(branch: str) -> int:
     return int(branch[1:]) if re.fullmatch(r"v\d+", branch) else 1
-
-
-def _backend(variant: str, archs: list[str] | None = None) -> dict[str, Any]:
-    """The metadata.json ``backend`` of a variant name (noarch ``universal`` builds are CPU);
-    `archs` replaces a GPU build's default architectures."""
-    for part in variant.split("-"):
-        # new-style `cuda-12.8`, legacy `cu128`
-        if part == "cuda" or (part.startswith("cu") and part[2:].isdigit()):
-            return {"type": "cuda", "archs": list(archs) if archs is not None else ["8.0", "9.0"]}
-        if part.startswith("rocm"):
-            return {"type": "rocm", "archs": list(archs) if archs is not None else ["gfx942"]}
-        if part.startswith("xpu"):
-            return {"type": "xpu"}
-        if part == "metal":
-            return {"type": "metal"}
-    return {"type": "cpu"}
 
 
 def rev_parse(repo_path: Path, rev: str) -> str:
