@@ -172,10 +172,9 @@ def test_a_sync_hashes_a_downloaded_file_once_and_a_changed_one_again(
             blob.write_bytes(b"swapped")
         return keys
 
-    monkeypatch.setattr("kernlock._internal.fetch.sync.download_variant", download_then_swap)
     download.discard(kernel, variant.name, list(variant.files), hub_cache_dir())
     with pytest.raises(IntegrityError, match="does not match kernels.lock"):
-        sync_variant(kernel, variant, hub_cache_dir(), repair=False)
+        sync_variant(kernel, variant, hub_cache_dir(), repair=False, fetch=download_then_swap)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("exposure", ["group-writable", "hard-linked"])
