@@ -87,7 +87,7 @@ TRL_TESTS = ["test_every_quick_start_block_runs_as_written", "test_a_refusal_ins
 TRANSFORMERS_TESTS = ["test_apply_before_or_after_importing_transformers", "test_doctor_kernels_outside_transformers_window"]
 
 PROBE = (
-    "import json; from kernlock._internal.check.doctor import diagnose; "
+    "import json; from kernlock._internal.rules.doctor import diagnose; "
     "print(json.dumps([[f.message, f.fix] for f in diagnose([], 'cpu') if f.blocking]))"
 )
 VERSIONS = (

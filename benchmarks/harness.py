@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernlock._internal.model.target import parse_target
-from kernlock._internal.lockfile.model import LockedFile, LockedKernel, LockedVariant, Lockfile
+from kernlock._internal.spec.target import parse_target
+from kernlock._internal.lockfile.entries import LockedFile, LockedKernel, LockedVariant, Lockfile
 from kernlock.testing.fixtures import build_fixture_repos, default_fixtures_dir
 from kernlock.testing.hub import TestHub
 

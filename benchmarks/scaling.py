@@ -27,10 +27,10 @@ from benchmarks.harness import (
 )
 from kernlock.testing.fixtures import build_fixture_repos
 from kernlock._internal.store import hub_cache as cache
-from kernlock._internal.model.target import parse_target
-from kernlock._internal.lockfile.model import LockedFile, LockedVariant
+from kernlock._internal.spec.target import parse_target
+from kernlock._internal.lockfile.entries import LockedFile, LockedVariant
 from kernlock._internal.lockfile.serialize import load_lockfile, write_lockfile
-from kernlock._internal.check.coverage import require_coverage
+from kernlock._internal.rules.coverage import require_coverage
 
 NAME = "scaling"
 SIZES = (10, 100, 1000)

@@ -17,7 +17,7 @@ from benchmarks.harness import (
     ratio, run_child, running_hub, write_project,
 )
 from kernlock._internal.lockfile.serialize import load_lockfile
-from kernlock._internal.check.signatures import TRUSTED_ROOT_ENV
+from kernlock._internal.rules.signatures import TRUSTED_ROOT_ENV
 from kernlock.testing.sigstore import TestSigstore
 
 NAME = "signatures"
@@ -32,7 +32,7 @@ _PER_BUNDLE = """
 import json, sys, time
 from pathlib import Path
 t0 = time.perf_counter()
-from kernlock._internal.check.signatures import verify_bundle
+from kernlock._internal.rules.signatures import verify_bundle
 artifact, bundle, root, reps = Path(sys.argv[1]).read_bytes(), Path(sys.argv[2]).read_bytes(), Path(sys.argv[3]), int(sys.argv[4])
 verify_bundle(artifact, bundle, root)
 first = time.perf_counter() - t0
@@ -47,7 +47,7 @@ print("BENCH " + json.dumps({"first_ms": first * 1000, "next_ms": sorted(times)[
 
 def _per_bundle(ws: Workspace, reps: int) -> dict[str, dict[str, float]]:
     """First and next verification times (ms) of a test Sigstore bundle and of a production one."""
-    from kernlock._internal.check.signatures import production_trusted_root
+    from kernlock._internal.rules.signatures import production_trusted_root
 
     sigstore, work = TestSigstore(), ws.path("signatures-bundles")
     artifact = work / "metadata.json"

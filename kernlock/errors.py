@@ -308,6 +308,36 @@ class RankMismatchError(KernlockError):
     """Ranks of one job would load different kernel builds (or did not all apply the lock)."""
 
 
-class LockTimeoutError(KernlockError):
-    """Another kernlock process held the project mutex (`.kernlock.lock`) for longer than the
+class ProjectBusyError(KernlockError):
+    """Another kernlock process held the project mutex (`.kernlock.mutex`) for longer than the
     timeout."""
+
+
+__all__ = [  # every public error (kernlock re-exports each)
+    "KernlockError",
+    "UsageError",
+    "SpecError",
+    "TargetError",
+    "ConfigError",
+    "ModelError",
+    "WriteError",
+    "LockfileError",
+    "LockfileVersionError",
+    "UnsafeLockfileError",
+    "LockfileNotFoundError",
+    "StaleLockError",
+    "ResolutionError",
+    "HubError",
+    "TrustError",
+    "SignatureError",
+    "NoVariantError",
+    "GpuArchError",
+    "UnlockedKernelError",
+    "LocalKernelError",
+    "IntegrityError",
+    "MissingFilesError",
+    "CompatibilityError",
+    "VariantMismatchError",
+    "RankMismatchError",
+    "ProjectBusyError",
+]

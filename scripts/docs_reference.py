@@ -162,7 +162,7 @@ def environment_reads() -> dict[str, dict[str, set[str]]]:
             names.update({constant: variable for constant, (variable, _) in settings.items()})
 
         def variable_of(node: ast.AST) -> str | None:
-            if isinstance(node, ast.Attribute) and node.attr in settings:  # settings.LOCK_TIMEOUT_ENV
+            if isinstance(node, ast.Attribute) and node.attr in settings:  # settings.MUTEX_TIMEOUT_ENV
                 return settings[node.attr][0]
             value = _literal(node, names)
             return value if isinstance(value, str) and value.isupper() and " " not in value else None

@@ -5,7 +5,7 @@ instead of importing Torch, so checks stay fast.
 `kernlock._internal.compat.kernels_api.kernels_target()` asks kernels itself (importing Torch) and
 is what the loader patch uses.
 
-Imports model (`Target`) and errors; `kernlock._internal.model` itself reads nothing of the machine.
+Imports model (`Target`) and errors; `kernlock._internal.spec` itself reads nothing of the machine.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import platform
 import re
 from pathlib import Path
 
-from kernlock._internal.model.target import Target
+from kernlock._internal.spec.target import Target
 from kernlock.errors import TargetError
 
 _VERSION_FIELD_RE = re.compile(r"^(cuda|hip|xpu)\s*(?::[^=]*)?=\s*'([^']*)'", re.MULTILINE)
@@ -107,8 +107,8 @@ def installed_version(distribution: str) -> str | None:
 def machine_target() -> Target:
     """This machine as kernlock's readers see it: `$KERNLOCK_TARGET` when set, else
     `current_target()` (raises `TargetError` when neither says)."""
-    from kernlock._internal.model.target import parse_target
     from kernlock._internal.settings import TARGET_ENV, text
+    from kernlock._internal.spec.target import parse_target
 
     simulated = text(TARGET_ENV)
     return parse_target(simulated) if simulated else current_target()

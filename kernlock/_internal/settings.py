@@ -39,7 +39,7 @@ CACHE_DIR_ENV = "KERNLOCK_CACHE_DIR"
 NO_CACHE_ENV = "KERNLOCK_NO_CACHE"
 STATE_DIR_ENV = "KERNLOCK_STATE_DIR"  # where the project mutexes live
 # seconds to wait for another `kernlock lock` of the project (0: none)
-LOCK_TIMEOUT_ENV = "KERNLOCK_LOCK_TIMEOUT"
+MUTEX_TIMEOUT_ENV = "KERNLOCK_MUTEX_TIMEOUT"
 # seconds one request or file download may take, retries and waits included
 DEADLINE_ENV = "KERNLOCK_HUB_DEADLINE"
 # the longest wait for a rate-limit window to reset

@@ -66,7 +66,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from kernlock._internal.check.signatures import TRUSTED_ROOT_ENV
+from kernlock._internal.rules.signatures import TRUSTED_ROOT_ENV
 from kernlock.testing.endpoints import HubEndpoints
 from kernlock.testing.fixtures import default_fixtures_dir, ensure_fixture_repos
 from kernlock.testing.git_repo import GitRepo

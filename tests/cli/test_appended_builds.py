@@ -7,7 +7,7 @@ import hashlib
 from pathlib import Path
 
 from helpers import CPU, CUDA_X86, cli, lock_project
-from kernlock._internal.lockfile.model import Lockfile
+from kernlock._internal.lockfile.entries import Lockfile
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.fixtures import git, move_branch, rev_parse
 from kernlock.testing.hub import TestHub

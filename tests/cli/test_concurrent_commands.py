@@ -15,7 +15,7 @@ import pytest
 import kernlock._internal.fetch.vendor
 from helpers import CPU, LockedProjectFactory, cli, make_project, run_kernlock
 from kernlock._internal.lockfile.serialize import load_lockfile
-from kernlock._internal.store.mutex import PROJECT_MUTEX_NAME
+from kernlock._internal.fs.mutex import PROJECT_MUTEX_NAME
 from kernlock.testing.hub import TestHub
 
 ACTIVATION = "kernels-community/activation@v1"
@@ -105,18 +105,18 @@ def test_a_read_only_project_still_works_for_readers(locked_project: LockedProje
 
 
 def test_a_lock_file_left_by_a_killed_lock_is_taken_over_and_removed(hub: TestHub, tmp_path: Path) -> None:
-    """`kernlock lock` killed while it holds the project's lock leaves `.kernlock.lock`; the next run takes it
+    """`kernlock lock` killed while it holds the project's lock leaves `.kernlock.mutex`; the next run takes it
     over (the kernel dropped the dead holder's lock) and removes it, as the README says."""
     project = make_project(tmp_path / "p", targets=[CPU])
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from pathlib import Path; from kernlock._internal.store.mutex import ProjectMutex\n"
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; from kernlock._internal.fs.mutex import ProjectMutex\n"
          "with ProjectMutex(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(600)", str(project)],
         stdout=subprocess.PIPE, text=True, env={**os.environ, "KERNLOCK_STATE_DIR": str(tmp_path / "state")})
     assert holder.stdout is not None and holder.stdout.readline() == "held\n"
     holder.kill()
     holder.wait()
     assert (project / PROJECT_MUTEX_NAME).exists()  # the leftover
-    done = run_kernlock("lock", ACTIVATION, cwd=project, env={"KERNLOCK_LOCK_TIMEOUT": "5"})
+    done = run_kernlock("lock", ACTIVATION, cwd=project, env={"KERNLOCK_MUTEX_TIMEOUT": "5"})
     assert done.returncode == 0, done.stderr
     assert [k.spec for k in load_lockfile(project / "kernels.lock").kernels] == [ACTIVATION]
     assert not (project / PROJECT_MUTEX_NAME).exists()

@@ -13,7 +13,7 @@ from pathlib import Path
 from helpers import CPU, FA2, PROVENANCE, LockedProjectFactory, cli, make_project, run_kernlock
 from kernlock._internal.compat.kernels_api import line
 from kernlock._internal.host import installed_version
-from kernlock._internal.check.doctor import SUPPORTED_KERNELS, SUPPORTED_TRANSFORMERS
+from kernlock._internal.rules.doctor import SUPPORTED_KERNELS, SUPPORTED_TRANSFORMERS
 from kernlock.testing.fixtures import rev_parse
 from kernlock.testing.hub import TestHub
 from scripts.harness import load_identities, verify_doctor

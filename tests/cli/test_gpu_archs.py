@@ -129,7 +129,7 @@ def test_a_malformed_gpu_archs_declaration_is_a_config_error(tmp_path: Path, bad
 def test_verify_of_gpu_archs_is_offline_and_imports_no_torch(hub: TestHub, tmp_path: Path) -> None:
     project = make_project(tmp_path / "p", kernels=[f"{SM100}@v1"], targets=[CU130, CPU], extra='gpu-archs = ["A100"]\n')
     assert cli("lock", cwd=project).exit_code == 0
-    code = ("import sys, json; from kernlock._internal.check.verify import verify; r = verify('.'); "
+    code = ("import sys, json; from kernlock._internal.verify.checks import verify; r = verify('.'); "
             "c = [c for c in r.checks if c.name == 'gpu-archs'][0]; "
             "print(json.dumps([len(c.problems), 'torch' in sys.modules]))")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_ENDPOINT": "http://127.0.0.1:9"}  # nowhere to go

@@ -80,7 +80,7 @@ def test_a_deeply_nested_json_shaped_lock_is_one_line_and_exit_2(tmp_path: Path,
 needs_second_user = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
                                        reason="needs root and setpriv to act as two members of a group")
 ALICE, BOB, TEAM = 61011, 61012, 61010  # two members of the project's group (setpriv needs no passwd entry)
-HOLD = ("import sys, time; from pathlib import Path; from kernlock._internal.store.mutex import ProjectMutex\n"
+HOLD = ("import sys, time; from pathlib import Path; from kernlock._internal.fs.mutex import ProjectMutex\n"
         "with ProjectMutex(Path('.')):\n    print('held', flush=True); sys.stdin.read()\n")
 
 
@@ -110,7 +110,7 @@ def _as(uid: int, project: Path, *command: str) -> list[str]:
 def _env(uid: int, project: Path) -> dict[str, str]:
     home = project.parent / str(uid)
     return {**os.environ, "HOME": str(home), "KERNLOCK_STATE_DIR": str(home / "state"),
-            "KERNLOCK_CACHE_DIR": str(home / "cache"), "HF_HUB_CACHE": str(home / "hub"), "KERNLOCK_LOCK_TIMEOUT": "2"}
+            "KERNLOCK_CACHE_DIR": str(home / "cache"), "HF_HUB_CACHE": str(home / "hub"), "KERNLOCK_MUTEX_TIMEOUT": "2"}
 
 
 def _python(uid: int, project: Path, code: str, **kwargs) -> subprocess.CompletedProcess:
@@ -135,17 +135,17 @@ def test_another_members_held_project_lock_is_waited_on_and_its_pid_never_offere
         assert not (project / "kernels.lock").exists()
     finally:
         bob.communicate("", timeout=60)
-    code = "from pathlib import Path; from kernlock._internal.store.mutex import ProjectMutex\nwith ProjectMutex(Path('.')): print('locked')"
+    code = "from pathlib import Path; from kernlock._internal.fs.mutex import ProjectMutex\nwith ProjectMutex(Path('.')): print('locked')"
     assert _python(ALICE, project, code).stdout == "locked\n"  # released: Alice takes it
 
 
 @needs_second_user
 def test_another_members_unreadable_project_lock_file_is_waited_on_not_skipped(team_project: Path) -> None:
-    left = team_project / ".kernlock.lock"
+    left = team_project / ".kernlock.mutex"
     left.write_text("4242\n")  # left by Bob, private to him (as kernlock made it before)
     os.chown(left, BOB, TEAM)
     left.chmod(0o600)
-    code = ("from pathlib import Path; from kernlock._internal.store.mutex import ProjectMutex\n"
+    code = ("from pathlib import Path; from kernlock._internal.fs.mutex import ProjectMutex\n"
             "from kernlock.errors import KernlockError\n"
             "try:\n    with ProjectMutex(Path('.'), timeout=1): print('locked')\n"
             "except KernlockError as error: print(error)")
@@ -159,12 +159,12 @@ def test_another_members_unreadable_project_lock_file_is_waited_on_not_skipped(t
 
 def test_a_project_lock_file_that_is_a_directory_is_one_line_and_exit_2(hub: TestHub, tmp_path: Path) -> None:
     project = make_project(tmp_path / "p", kernels=["kernels-community/activation@v1"], targets=[CPU])
-    (project / ".kernlock.lock").mkdir()
+    (project / ".kernlock.mutex").mkdir()
     refused = cli("lock", cwd=project)  # was: IsADirectoryError
     line = _one_line(refused.output)
-    assert refused.exit_code == 2 and f"{project}/.kernlock.lock is a directory, not kernlock's lock file" in line, line
-    assert f"fix: remove it (rmdir {project}/.kernlock.lock)" in line
-    (project / ".kernlock.lock").rmdir()  # the fix
+    assert refused.exit_code == 2 and f"{project}/.kernlock.mutex is a directory, not kernlock's lock file" in line, line
+    assert f"fix: remove it (rmdir {project}/.kernlock.mutex)" in line
+    (project / ".kernlock.mutex").rmdir()  # the fix
     assert cli("lock", cwd=project).exit_code == 0
 
 
@@ -287,7 +287,7 @@ def test_an_unusable_state_directory_is_one_line_and_exit_2(hub: TestHub, tmp_pa
     line = _one_line(refused.output)
     assert refused.exit_code == 2 and f"kernlock's state directory {state} cannot be used (Not a directory" in line
     assert "fix: set $KERNLOCK_STATE_DIR to a directory of your own" in line
-    assert not (project / "kernels.lock").exists() and not (project / ".kernlock.lock").exists()
+    assert not (project / "kernels.lock").exists() and not (project / ".kernlock.mutex").exists()
     monkeypatch.setenv("KERNLOCK_STATE_DIR", str(tmp_path / "state"))  # the fix
     assert cli("lock", cwd=project).exit_code == 0
 
@@ -430,7 +430,7 @@ def test_a_kernlock_target_that_is_not_this_machine_is_said_by_apply_and_verify(
 @pytest.mark.parametrize("how", ["another user's", "group-writable", "in a group-writable directory"])
 def test_a_sigstore_trusted_root_someone_else_controls_is_refused(hub: TestHub, tmp_path: Path, monkeypatch,
                                                                  how: str) -> None:
-    from kernlock._internal.check.signatures import TRUSTED_ROOT_ENV
+    from kernlock._internal.rules.signatures import TRUSTED_ROOT_ENV
 
     if how == "another user's" and os.geteuid() != 0:
         pytest.skip("needs root to give the root file to another user")

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from helpers import ARM, CPU, CU128_ON_V2, CUDA_X86, FA2, LockedProjectFactory, cli
-from kernlock._internal.lockfile.model import Lockfile
+from kernlock._internal.lockfile.entries import Lockfile
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.fixtures import advance_branch, git, push_commit, rev_parse, rewrite_branch
 from kernlock.testing.hub import TestHub

@@ -13,7 +13,7 @@ from helpers import ARM, CPU, CUDA_130, CUDA_X86, FA2, cli, make_project
 from packaging.version import Version
 
 from kernlock._internal.compat.transformers import default_version
-from kernlock._internal.model.target import parse_target
+from kernlock._internal.spec.target import parse_target
 from kernlock._internal.host import installed_version
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.fixtures import advance_branch, rev_parse

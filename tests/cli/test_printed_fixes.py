@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from helpers import CPU, FA2, LockedProjectFactory, run_kernlock
-from kernlock._internal.lockfile.model import LockedKernel
+from kernlock._internal.lockfile.entries import LockedKernel
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.hub import TestHub
 
@@ -21,7 +21,7 @@ TRAIN = "import kernlock\nkernlock.apply()\n"
 def snapshot(root: Path) -> dict[str, bytes]:
     """Every file under `root` (relative path -> bytes), kernlock's project mutex left out."""
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and p.name != ".kernlock.lock"}
+            if p.is_file() and p.name != ".kernlock.mutex"}
 
 
 def error_line(result: subprocess.CompletedProcess, where: str = "stderr") -> str:

@@ -19,7 +19,7 @@ from helpers import CPU, CUDA_X86, REPO_ROOT, cli, make_project
 from kernlock._internal.compat.kernels_api import line, system_parameters
 from kernlock.errors import TargetError
 from kernlock._internal.hub.variants import choose_variant
-from kernlock._internal.model.target import parse_target
+from kernlock._internal.spec.target import parse_target
 from kernlock._internal.host import current_target, interpreter, running_python
 from kernlock._internal.lockfile.serialize import dumps_lockfile, load_lockfile, parse_lockfile
 from kernlock.testing.fixtures import git

@@ -347,7 +347,7 @@ def test_the_command_an_error_recommends_fixes_it(case: str, locked: Path, monke
 def project_files(root: Path) -> dict[str, bytes]:
     """Every file of the project (relative path -> bytes), kernlock's project mutex left out."""
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and p.name != ".kernlock.lock"}
+            if p.is_file() and p.name != ".kernlock.mutex"}
 
 
 RECORDED = ("--target", "--trust", "--model")  # `kernlock lock` records these in [tool.kernlock], as it does specs
@@ -438,7 +438,7 @@ def test_a_cold_cache_offline_is_filled_by_sync_where_the_hub_is_reachable(locke
 
 
 def test_a_bad_lock_timeout_is_fixed_by_the_value_it_suggests(locked: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("KERNLOCK_LOCK_TIMEOUT", "soon")
+    monkeypatch.setenv("KERNLOCK_MUTEX_TIMEOUT", "soon")
     with pytest.raises(UsageError) as raised:
         failing("lock")()
     name, value = re.search(r"\$(\w+)=.*set it to e\.g\. (\S+)", str(raised.value)).groups()

@@ -17,7 +17,7 @@ from helpers import cli, make_project, patch_hub_client
 
 from kernlock._internal.compat.kernels_api import line
 from kernlock._internal.lockfile.serialize import load_lockfile
-from kernlock._internal.model.target import parse_target
+from kernlock._internal.spec.target import parse_target
 from kernlock.testing.fixtures import build_fixture_repos, default_fixtures_dir
 from kernlock.testing.hub import TestHub
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 
 from helpers import ARM, CPU, CUDA_130, CUDA_X86, FA2, LockedProjectFactory, cli
-from kernlock._internal.check.verify import verify
+from kernlock._internal.verify.checks import verify
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.fixtures import advance_branch
 from kernlock.testing.hub import TestHub
@@ -273,6 +273,6 @@ def test_plain_verify_imports_nothing_heavy(locked_project: LockedProjectFactory
     for args in (["verify"], ["verify", "--all-targets", "--json"]):
         proc, modules = _imports_of(args, project)
         assert proc.returncode == 0, proc.stdout + proc.stderr
-        assert "kernlock._internal.check.verify" in modules
+        assert "kernlock._internal.verify.checks" in modules
         heavy = {m for m in modules if m.split(".")[0] in ("torch", "transformers", "kernels", "huggingface_hub", "sigstore")}
         assert not heavy, sorted(heavy)

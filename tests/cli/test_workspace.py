@@ -34,7 +34,7 @@ def one_line_error(result, code: int = 2) -> str:
 
 def applied_lockfile(project: Path, *args: str) -> subprocess.CompletedProcess:
     """Which lock `kernlock.apply()` binds in a fresh process started in `project` (or under `args`)."""
-    code = "import kernlock; print(kernlock.apply().lockfile)"
+    code = "import kernlock; print(kernlock.apply().lock_path)"
     return subprocess.run([*args, sys.executable, "-c", code], cwd=project, capture_output=True, text=True, timeout=120)
 
 
@@ -58,14 +58,14 @@ def test_concurrent_locks_adding_different_kernels_keep_both(hub: TestHub, tmp_p
 def test_a_held_project_lock_times_out_naming_the_holder(hub: TestHub, tmp_path: Path) -> None:
     project = make_project(tmp_path / "p", kernels=[ACTIVATION], targets=[CPU])
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from pathlib import Path; from kernlock._internal.store.mutex import ProjectMutex\n"
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; from kernlock._internal.fs.mutex import ProjectMutex\n"
          "with ProjectMutex(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(60)", str(project)],
         stdout=subprocess.PIPE, text=True,
     )
     try:
         assert holder.stdout.readline().strip() == "held"
-        line = one_line_error(run_kernlock("lock", cwd=project, env={"KERNLOCK_LOCK_TIMEOUT": "0.5"}), code=1)
-        assert f"pid {holder.pid}" in line and f"kill {holder.pid}" in line and "KERNLOCK_LOCK_TIMEOUT" in line
+        line = one_line_error(run_kernlock("lock", cwd=project, env={"KERNLOCK_MUTEX_TIMEOUT": "0.5"}), code=1)
+        assert f"pid {holder.pid}" in line and f"kill {holder.pid}" in line and "KERNLOCK_MUTEX_TIMEOUT" in line
         assert not (project / "kernels.lock").exists()
     finally:
         holder.kill()
@@ -164,7 +164,7 @@ def test_a_lock_owned_by_another_user_is_refused(locked_project: LockedProjectFa
     assert "owned by uid" in line
     trusted = run_kernlock("show", "--lockfile", str(lock), cwd=project)  # the fix: name it explicitly
     assert trusted.returncode == 0, trusted.stderr
-    named = subprocess.run([sys.executable, "-c", "import kernlock; print(kernlock.apply().lockfile)"], cwd=project,
+    named = subprocess.run([sys.executable, "-c", "import kernlock; print(kernlock.apply().lock_path)"], cwd=project,
                            capture_output=True, text=True, env={**os.environ, "KERNLOCK_LOCKFILE": str(lock)})
     assert named.returncode == 0, named.stderr
 
@@ -180,13 +180,13 @@ def test_a_lock_in_a_world_writable_directory_is_refused(locked_project: LockedP
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv")
 def test_another_users_lock_state_neither_blocks_nor_breaks_kernlock(shared_dir: Path) -> None:
-    from kernlock._internal.store.mutex import ProjectMutex
+    from kernlock._internal.fs.mutex import ProjectMutex
 
     shared_state = shared_dir / "state"
     shared_state.mkdir(mode=0o700)
     os.chown(shared_state, NOBODY, NOBODY)
     env = {**os.environ, "KERNLOCK_STATE_DIR": str(shared_state)}
-    code = "from pathlib import Path; from kernlock._internal.store.mutex import ProjectMutex\nwith ProjectMutex(Path('.')): print('locked')"
+    code = "from pathlib import Path; from kernlock._internal.fs.mutex import ProjectMutex\nwith ProjectMutex(Path('.')): print('locked')"
     line = one_line_error(subprocess.run([sys.executable, "-m", "kernlock", "lock"], cwd=shared_dir, env=env,
                                          capture_output=True, text=True))
     assert f"state directory {shared_state} is owned by uid {NOBODY}" in line and "KERNLOCK_STATE_DIR" in line

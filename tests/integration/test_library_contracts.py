@@ -24,7 +24,7 @@ from kernlock._internal.compat.transformers import (
     kernels_window,
     transformers_hub_kernels,
 )
-from kernlock._internal.model.target import parse_target
+from kernlock._internal.spec.target import parse_target
 
 PACKAGE = Path(kernlock.__file__).parent
 

@@ -8,7 +8,7 @@ import pytest
 import tomllib
 from packaging.requirements import Requirement
 
-from kernlock._internal.check import doctor
+from kernlock._internal.rules import doctor
 from kernlock._internal.compat.transformers import TransformersInfo
 from helpers import REPO_ROOT
 
@@ -71,7 +71,7 @@ def test_pyproject_declares_what_the_doctor_supports() -> None:
 
 
 def test_minver_fix_stays_within_supported_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kernlock._internal.lockfile.model import LockedKernel, LockedVariant
+    from kernlock._internal.lockfile.entries import LockedKernel, LockedVariant
 
     monkeypatch.setattr(doctor, "installed_version", {"kernels": "0.17.0"}.get)
     monkeypatch.setattr(doctor, "kernels_window", lambda: ("0.17.0", "0.18"))  # Transformers 5.18/5.19

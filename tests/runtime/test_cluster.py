@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from helpers import CPU, FA2, LockedProjectFactory, run_kernlock, REPO_ROOT
-from kernlock._internal.lockfile.model import LockedKernel
+from kernlock._internal.lockfile.entries import LockedKernel
 from kernlock.testing.hub import TestHub
 from scripts.harness import PRELUDE, child_env, completed, ok, only_locked_files_requested, run, variant_of
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from helpers import CPU, cli, make_project
 
 from kernlock._internal.compat.kernels_api import variant_metadata
-from kernlock._internal.lockfile.model import LockedFile
+from kernlock._internal.lockfile.entries import LockedFile
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock._internal.store.metadata import cached_digest_problem, digest_problem
 from kernlock.testing.hub import TestHub

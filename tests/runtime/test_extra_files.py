@@ -16,7 +16,7 @@ import kernlock
 from helpers import FA2, LockedProjectFactory, cli
 from kernlock._internal.store import hub_cache as cache
 from kernlock.errors import IntegrityError
-from kernlock._internal.lockfile.model import LockedKernel, LockedVariant
+from kernlock._internal.lockfile.entries import LockedKernel, LockedVariant
 from kernlock._internal.project.workspace import VENDOR_ENV
 from scripts.harness import python
 

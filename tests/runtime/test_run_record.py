@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from helpers import CPU, FA2, REPO_ROOT, cli
-from kernlock._internal.lockfile.record import variant_content
+from kernlock._internal.lockfile.run_record import variant_content
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.fixtures import advance_branch
 from kernlock.testing.hub import TestHub

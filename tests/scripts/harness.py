@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kernlock._internal.lockfile.model import LockedKernel, Lockfile
-from kernlock._internal.model.target import Target
+from kernlock._internal.lockfile.entries import LockedKernel, Lockfile
+from kernlock._internal.spec.target import Target
 from kernlock.testing.hub import TestHub
 
 SCRIPTS = Path(__file__).resolve().parent

@@ -6,7 +6,7 @@ import hashlib
 from dataclasses import dataclass, field
 
 from kernlock.errors import HubError, ResolutionError
-from kernlock._internal.hub.records import Ref, TreeFile, git_blob_id
+from kernlock._internal.hub.responses import Ref, TreeFile, git_blob_id
 
 
 def sha(text: str) -> str:

@@ -4,8 +4,8 @@ The layers are the packages of `kernlock._internal` (issue 35: a private inside)
 `testing` and `__main__` beside the facade at the top.
 
 Counted as the cycle test counts them: every import, also inside functions. The ranks are the
-architecture page's table (docs/explanation/architecture.md); `resolve` and `runtime` never import each other, and `check`
-never imports `resolve`, `fetch` or `runtime` (ranks keep it so).
+architecture page's table (docs/explanation/architecture.md); `resolve` and `runtime` never import each other, `rules` never
+imports `verify` or `cli`, and `verify` never imports `resolve`, `fetch` or `runtime` (ranks keep it so).
 """
 
 from __future__ import annotations
@@ -19,15 +19,16 @@ pytestmark = pytest.mark.unit
 RANKS: dict[str, float] = {  # lower first; a package may import its own modules and any package of a lower rank
     "errors": 0, "settings": 0.5,  # settings raises errors' UsageError
     "fs": 0.7,  # atomic writes, TOML, the private per-user directory
-    "model": 1,
-    "host": 1.5,  # the running machine: detects a Target (model), used by compat
+    "wording": 0.5, "distribution": 0.5,  # counting words in messages; the installed version
+    "spec": 1,  # the lock's vocabulary: specs, targets, overrides, ids, advisories
+    "host": 1.5,  # the running machine: detects a Target (spec), used by compat
     "compat": 2,
     "lockfile": 2.5,  # the lock file: its model, reading/writing, parse cache, kernels' JSON (uses compat)
     "hub": 3, "oci": 3,  # oci: kernels as OCI artifacts (registry, layout, the artifact shape)
     "store": 4,
     "project": 5,
-    "check": 6,
-    "resolve": 7, "fetch": 7,
+    "rules": 6,  # the guards and the findings a lock must meet
+    "resolve": 7, "fetch": 7, "verify": 7,  # verify: the command's checks and report
     "runtime": 8,
     "cli": 9, "__main__": 10,
     "testing": 9,  # the bundled test Hub: imports nothing of kernlock's but itself
@@ -66,12 +67,12 @@ def test_no_package_imports_upward() -> None:
 
 
 def test_the_rule_finds_an_upward_import() -> None:
-    graph = {"kernlock._internal.check.verify": {"kernlock._internal.runtime.apply"},
+    graph = {"kernlock._internal.verify.checks": {"kernlock._internal.runtime.apply"},
              "kernlock._internal.runtime.apply": {"kernlock._internal.resolve.relock"},
-             "kernlock._internal.model.spec": {"kernlock.errors"}}
+             "kernlock._internal.spec.kernel_spec": {"kernlock.errors"}}
     assert violations(graph) == [
-        "kernlock._internal.check.verify imports kernlock._internal.runtime.apply (check may not import runtime)",
         "kernlock._internal.runtime.apply imports kernlock._internal.resolve.relock (runtime may not import resolve)",
+        "kernlock._internal.verify.checks imports kernlock._internal.runtime.apply (verify may not import runtime)",
     ]
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kernlock._internal.model.oci_ref import parse_ref
+from kernlock._internal.spec.oci_ref import parse_ref
 from kernlock._internal.oci.registry import Registry, _http
 from kernlock.errors import MissingFilesError
 

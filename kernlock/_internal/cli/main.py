@@ -11,8 +11,6 @@ import importlib
 
 import click
 
-from kernlock import __version__
-
 COMMANDS = {
     "lock": "Resolve kernel specs and write kernels.lock.",
     "remove": "Remove kernel specs from the project and re-lock.",
@@ -61,7 +59,7 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="kernlock")
+@click.version_option(package_name="kernlock", prog_name="kernlock")
 def main() -> None:
     """Lock Hugging Face Hub kernels to exact commits, build variants and file hashes."""
     from kernlock._internal.runtime.autoapply import disarm

@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 
 from kernlock._internal.compat import kernels_016, kernels_017, kernels_018, kernels_019
 from kernlock._internal.host import installed_version, interpreter, system_platform
-from kernlock._internal.model.target import Target
+from kernlock._internal.spec.target import Target
 
 # ---------------------------------------------------------------- the kernels line
 

@@ -1,7 +1,7 @@
 """The version ranges this kernlock was tested with (pyproject.toml's `kernels` dependency and its
 `torch` / `transformers` extras; docs/reference/supported-versions.md), and the one warning an
 installed release outside them gets: a warning, never a refusal (the doctor refuses what cannot
-work, `kernlock._internal.check.doctor`)."""
+work, `kernlock._internal.rules.doctor`)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def _release(version: str) -> tuple[int, ...] | None:
 def untested_versions(installed: dict[str, str | None] | None = None) -> str | None:
     """One line naming the installed releases (`installed`, else this environment's) outside
     `TESTED`, with the ranges; None when every one is inside (or not installed)."""
-    from kernlock import __version__
+    from kernlock._internal.distribution import version as kernlock_version
 
     found = installed or {name: installed_version(name) for name in TESTED}
     outside = []
@@ -40,6 +40,6 @@ def untested_versions(installed: dict[str, str | None] | None = None) -> str | N
     ranges = ", ".join(f"{name}>={low},<{high}" for name, (low, high) in TESTED.items())
     return (
         f"{' and '.join(outside)} {'lies' if len(outside) == 1 else 'lie'} outside what kernlock "
-        f"{__version__} was tested with ({ranges}; docs/reference/supported-versions.md); "
+        f"{kernlock_version()} was tested with ({ranges}; docs/reference/supported-versions.md); "
         "kernlock goes on, and a problem there is worth reporting"
     )

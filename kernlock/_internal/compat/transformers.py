@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from kernlock._internal.host import installed_version
-from kernlock._internal.model.target import Target
+from kernlock._internal.spec.target import Target
 
 # Transformers' tables, read from its source (importing Transformers takes seconds).
 TRANSFORMERS_TABLES = {

@@ -35,7 +35,7 @@ from kernlock._internal.fetch.partial import (
     validator_name,
 )
 from kernlock._internal.fs.atomic import current_umask
-from kernlock._internal.lockfile.model import LockedFile, LockedKernel, LockedVariant, Lockfile
+from kernlock._internal.lockfile.entries import LockedFile, LockedKernel, LockedVariant, Lockfile
 from kernlock._internal.settings import VENDOR_ENV
 from kernlock._internal.store.cache_gc import keep
 from kernlock._internal.store.hub_cache import (

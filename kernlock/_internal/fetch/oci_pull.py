@@ -24,11 +24,11 @@ from kernlock._internal import settings
 from kernlock._internal.fetch.download import _link, _new_partial, _publish
 from kernlock._internal.fetch.download_lock import download_lock, file_lock_name
 from kernlock._internal.fetch.partial import drop, open_below, opened_below
+from kernlock._internal.lockfile.entries import LockedFile, LockedKernel, LockedVariant, Lockfile
 from kernlock._internal.lockfile.mirror_edit import recorded_index
-from kernlock._internal.lockfile.model import LockedFile, LockedKernel, LockedVariant, Lockfile
-from kernlock._internal.model.oci_ref import OciRef, parse_ref
 from kernlock._internal.oci.artifact import digest_of, file_layers, variant_in_index
 from kernlock._internal.oci.store import Store, open_store
+from kernlock._internal.spec.oci_ref import OciRef, parse_ref
 from kernlock._internal.store.hub_cache import FileKey, repo_folder
 from kernlock.errors import IntegrityError
 

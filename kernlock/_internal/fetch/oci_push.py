@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from kernlock._internal.fetch.sync import selected_variants, sync_variants
 from kernlock._internal.lockfile.mirror_edit import with_mirror
 from kernlock._internal.lockfile.serialize import write_lockfile
-from kernlock._internal.model.oci_ref import DEFAULT_TAG, parse_ref
 from kernlock._internal.oci.artifact import (
     EMPTY,
     EMPTY_DIGEST,
@@ -29,6 +28,7 @@ from kernlock._internal.oci.artifact import (
 )
 from kernlock._internal.oci.store import open_store
 from kernlock._internal.project.workspace import exclusive_workspace, open_workspace
+from kernlock._internal.spec.oci_ref import DEFAULT_TAG, parse_ref
 from kernlock._internal.store.hub_cache import hub_cache_dir, variant_dir
 from kernlock.errors import UsageError
 
@@ -72,7 +72,7 @@ def push(
             fix=f"drop @{ref.digest}: `kernlock vendor --to {ref.location}`",
         )
     workspace = open_workspace(project_dir, lockfile, readers=False)
-    path, lock = workspace.lockfile, workspace.read_lock()
+    path, lock = workspace.lock_path, workspace.read_lock()
     targets = tuple(targets)
     pairs = selected_variants(lock, workspace.chosen_targets(lock, targets, not targets))
     sync_variants(path, pairs)  # into the Hub cache, verified: the blobs are sent from there
@@ -104,11 +104,11 @@ def push(
         now = current.read_lock()
         if now.kernels != lock.kernels:
             raise UsageError(
-                f"{current.lockfile} changed while its kernels were pushed to {ref.location}; "
+                f"{current.lock_path} changed while its kernels were pushed to {ref.location}; "
                 "the lock does not record that push",
                 fix=f"push the new pins: `kernlock vendor --to {ref.location}`",
             )
-        write_lockfile(with_mirror(now, ref.location, digest), current.lockfile)
+        write_lockfile(with_mirror(now, ref.location, digest), current.lock_path)
     return PushReport(
         location=str(ref.at(digest)),
         index=digest,

@@ -18,12 +18,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernlock._internal.check.coverage import uncovered_problem
 from kernlock._internal.fetch.download import Fetch, discard, download_variant
-from kernlock._internal.lockfile.model import LockedKernel, LockedVariant, Lockfile
-from kernlock._internal.model.target import Target
+from kernlock._internal.lockfile.entries import LockedKernel, LockedVariant, Lockfile
 from kernlock._internal.project.groups import select_groups
 from kernlock._internal.project.workspace import open_workspace
+from kernlock._internal.rules.coverage import uncovered_problem
+from kernlock._internal.spec.target import Target
 from kernlock._internal.store.hub_cache import (
     check_variant,
     extra_files,
@@ -202,9 +202,9 @@ def sync(
     `groups` syncs only the ungrouped entries and those of these `[tool.kernlock.groups]`.
     """
     workspace = open_workspace(project_dir, lockfile)
-    path, lock = workspace.lockfile, workspace.read_lock()
+    path, lock = workspace.lock_path, workspace.read_lock()
     if locked:
-        from kernlock._internal.check.freshness import require_fresh
+        from kernlock._internal.rules.freshness import require_fresh
 
         require_fresh(workspace, lock)
     lock = select_groups(lock, groups, "sync")

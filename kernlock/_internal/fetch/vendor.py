@@ -12,7 +12,7 @@ no Hub and no Hub cache.
 
 Two `kernlock vendor` runs into one directory wait for each other: the copy and
 check of the variants and the write of the lock happen under a mutex file in DIR
-(`.kernlock-vendor.lock`, removed on release; `$KERNLOCK_LOCK_TIMEOUT`).
+(`.kernlock-vendor.mutex`, removed on release; `$KERNLOCK_MUTEX_TIMEOUT`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ from kernlock._internal import settings
 from kernlock._internal.fetch.sync import selected_variants, sync_variants
 from kernlock._internal.fs.atomic import current_umask
 from kernlock._internal.fs.inside import directory, refuse_link, write_inside
-from kernlock._internal.lockfile.model import LOCK_FILENAME, LockedKernel, LockedVariant
+from kernlock._internal.fs.mutex import DEFAULT_TIMEOUT, DirectoryMutex
+from kernlock._internal.lockfile.entries import LOCK_FILENAME, LockedKernel, LockedVariant
 from kernlock._internal.project.groups import select_groups
 from kernlock._internal.project.workspace import open_workspace
 from kernlock._internal.store.hub_cache import (
@@ -40,7 +41,6 @@ from kernlock._internal.store.hub_cache import (
     variant_dir,
     vendored_variant_dir,
 )
-from kernlock._internal.store.mutex import DEFAULT_TIMEOUT, DirectoryMutex
 from kernlock.errors import IntegrityError, MissingFilesError, UsageError, WriteError
 
 
@@ -83,7 +83,7 @@ def vendor(
     """
     # the project's lock, not $KERNLOCK_VENDOR_DIR's
     workspace = open_workspace(project_dir, lockfile, readers=False)
-    path, lock = workspace.lockfile, workspace.read_lock()
+    path, lock = workspace.lock_path, workspace.read_lock()
     targets = tuple(targets)
     use_all = all_targets and not targets
     out = Path(directory)
@@ -103,7 +103,7 @@ def vendor(
     from kernlock._internal.store.hub_cache import hub_cache_dir
 
     cache = hub_cache_dir()
-    timeout = settings.seconds(settings.LOCK_TIMEOUT_ENV, DEFAULT_TIMEOUT, zero=True)
+    timeout = settings.seconds(settings.MUTEX_TIMEOUT_ENV, DEFAULT_TIMEOUT, zero=True)
     mutex = DirectoryMutex(
         out,
         timeout,
@@ -129,7 +129,7 @@ def vendor(
         mutex.release()
 
 
-VENDOR_MUTEX_NAME = ".kernlock-vendor.lock"  # held while a vendor run writes the directory
+VENDOR_MUTEX_NAME = ".kernlock-vendor.mutex"  # held while a vendor run writes the directory
 
 
 def _vendor_into(

@@ -8,7 +8,7 @@ Nobody else can make kernlock trust an entry:
 * the directory is created 0700; every use opens it with `O_NOFOLLOW | O_DIRECTORY`
   and checks on the opened descriptor (`fstat`) that it is this user's and that
   no other user can write it (`open_private_dir`, which also guards the state
-  directory of `kernlock._internal.store.mutex`), then reads and writes entries relative
+  directory of `kernlock._internal.fs.mutex`), then reads and writes entries relative
   to that descriptor, so swapping the path for a symlink or another user's
   directory after the check changes nothing (no check-then-use);
 * each entry carries an HMAC-SHA256 under a random per-user key kept in the

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TypeVar
 from urllib.parse import urlsplit
 
-from kernlock._internal.hub.records import Ref, RemoteFile, TreeFile, git_blob_id
+from kernlock._internal.hub.responses import Ref, RemoteFile, TreeFile, git_blob_id
 from kernlock._internal.hub.resumable_download import Partial, download_to
 from kernlock._internal.hub.transport import (
     CHECK_ENDPOINT,
@@ -23,8 +23,8 @@ from kernlock._internal.hub.transport import (
     etag_timeout,
     http_status,
 )
-from kernlock._internal.model.cooldown import parse_date
-from kernlock._internal.model.ids import is_git_sha, is_sha256
+from kernlock._internal.spec.cooldown import parse_date
+from kernlock._internal.spec.ids import is_git_sha, is_sha256
 from kernlock.errors import HubError, redact
 
 T = TypeVar("T")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit
 
-from kernlock._internal.hub.records import RemoteFile
+from kernlock._internal.hub.responses import RemoteFile
 from kernlock._internal.hub.transport import (
     Transport,
     download_timeout,

@@ -12,9 +12,9 @@ import re
 from collections.abc import Iterable
 
 from kernlock._internal.compat.kernels_api import preferred, target_decisions
-from kernlock._internal.hub.records import TreeFile
-from kernlock._internal.model.ids import is_safe_relpath, is_variant_name
-from kernlock._internal.model.target import Target
+from kernlock._internal.hub.responses import TreeFile
+from kernlock._internal.spec.ids import is_safe_relpath, is_variant_name
+from kernlock._internal.spec.target import Target
 from kernlock.errors import ResolutionError
 
 MAX_VARIANTS = 1000
@@ -43,7 +43,7 @@ _LEGACY_NAME = re.compile(r"torch(\d)(\d{1,2})-(cxx11|cxx98)-([a-z0-9]+)-([a-z0-
 def variant_target(name: str) -> str | None:
     """The target a legacy build variant name is built for (`torch214-cxx11-cpu-x86_64-linux` →
     `torch2.14-cxx11-cpu-x86_64-linux`), or None for other names."""
-    from kernlock._internal.model.target import parse_target
+    from kernlock._internal.spec.target import parse_target
     from kernlock.errors import TargetError
 
     match = _LEGACY_NAME.fullmatch(name)

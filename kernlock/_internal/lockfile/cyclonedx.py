@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from kernlock._internal.lockfile.model import LockedKernel, LockedVariant, Lockfile
+from kernlock._internal.lockfile.entries import LockedKernel, LockedVariant, Lockfile
 from kernlock.errors import UsageError
 
 if TYPE_CHECKING:
@@ -108,11 +108,11 @@ def lock_bom(lock: Lockfile, license_of: LicenseOf, serial: str) -> Bom:
     from cyclonedx.model.bom import Bom, BomMetaData
     from cyclonedx.model.component import Component, ComponentType
 
-    from kernlock import __version__
+    from kernlock._internal.distribution import version
 
     metadata = BomMetaData()
     metadata.tools.components.add(
-        Component(type=ComponentType.APPLICATION, name="kernlock", version=__version__)
+        Component(type=ComponentType.APPLICATION, name="kernlock", version=version())
     )
     bom = Bom(serial_number=uuid.uuid5(uuid.NAMESPACE_URL, serial), metadata=metadata)
     components: dict[tuple[str, str], Component] = {}

@@ -18,7 +18,7 @@ from kernlock._internal.lockfile.table import (
     model,
     type_error,
 )
-from kernlock._internal.model.cooldown import parse_date, span_seconds
+from kernlock._internal.spec.cooldown import parse_date, span_seconds
 
 
 def _check_date(value: str, *key: str) -> None:

@@ -22,9 +22,9 @@ from kernlock._internal.compat.kernels_json_lock import (
     unsupported_line,
 )
 from kernlock._internal.fs.atomic import atomic_write
+from kernlock._internal.lockfile.entries import LockedKernel, Lockfile
 from kernlock._internal.lockfile.export_output import write_export
-from kernlock._internal.lockfile.model import LockedKernel, Lockfile
-from kernlock._internal.model.spec import parse_spec, version_of_branch
+from kernlock._internal.spec.kernel_spec import parse_spec, version_of_branch
 from kernlock.errors import KernlockError, UsageError
 
 JSON_SUFFIX = ".json"  # kernels.lock -> kernels.lock.json

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from kernlock._internal.lockfile.table import Ignored, Table, ensure, get_required, invalid, model
-from kernlock._internal.model.ids import is_sha256
-from kernlock._internal.model.oci_ref import parse_ref
+from kernlock._internal.spec.ids import is_sha256
+from kernlock._internal.spec.oci_ref import parse_ref
 from kernlock.errors import UsageError
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from kernlock._internal.lockfile.entries import Lockfile
 from kernlock._internal.lockfile.format_version import format_version
 from kernlock._internal.lockfile.mirror import Mirror
-from kernlock._internal.lockfile.model import Lockfile
 
 MIRROR_FORMAT = "1.6"  # the lock format that holds `[[mirror]]`
 

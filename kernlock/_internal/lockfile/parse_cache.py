@@ -23,9 +23,8 @@ import json
 import sys
 from pathlib import Path
 
-import kernlock
 from kernlock._internal.fs import private
-from kernlock._internal.lockfile.model import Lockfile
+from kernlock._internal.lockfile.entries import Lockfile
 
 MIN_CACHED_BYTES = 32 * 1024
 MAX_ENTRIES = 32
@@ -33,7 +32,7 @@ _PREFIX = "parsed"
 # The modules whose code decides a parse, by name (imported before any parse: lockfile_toml is the
 # caller).
 PARSING_CODE = (
-    "kernlock._internal.lockfile.model",
+    "kernlock._internal.lockfile.entries",
     "kernlock._internal.lockfile.table",
     "kernlock._internal.lockfile.serialize",
 )
@@ -47,7 +46,7 @@ def entry_for(data: bytes) -> str | None:
         f"{info.st_size}|{info.st_mtime_ns}"
         for info in (Path(str(sys.modules[name].__file__)).stat() for name in PARSING_CODE)
     )
-    identity = f"{kernlock.__version__}|{code}|{sys.version}"
+    identity = f"{code}|{sys.version}"
     return private.entry_name(_PREFIX, identity, data)
 
 

@@ -1,7 +1,7 @@
 """`kernels.lock` as a file: strict TOML reading (through the parse cache), deterministic atomic
 writing.
 
-The model and its validation are `kernlock._internal.lockfile.model`; this module turns text into
+The model and its validation are `kernlock._internal.lockfile.entries`; this module turns text into
 `Lockfile.from_dict` input and `Lockfile.to_dict` output back into text. tomlkit
 (writing, and reading on Python 3.10) is imported only when needed.
 """
@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from kernlock._internal.fs import tomlio
 from kernlock._internal.fs.atomic import atomic_write
-from kernlock._internal.lockfile.model import LOCK_FILENAME, Lockfile
+from kernlock._internal.lockfile.entries import LOCK_FILENAME, Lockfile
 from kernlock._internal.lockfile.read_bytes import read_lock_bytes
 from kernlock._internal.lockfile.table import REGENERATE
 from kernlock.errors import LockfileError

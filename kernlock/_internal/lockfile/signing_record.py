@@ -1,7 +1,7 @@
 """A locked variant's signing record in the lock file: the build provenance kernels' metadata.json
 states, and the Sigstore signature (log entry and signer identity) kernlock verified.
 
-`kernlock._internal.lockfile.model.LockedVariant` holds one of each.
+`kernlock._internal.lockfile.entries.LockedVariant` holds one of each.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, fields
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kernlock._internal.model.target import Target, parse_target
+from kernlock._internal.spec.target import Target, parse_target
 from kernlock.errors import LockfileError, TargetError
 
 REGENERATE = "re-resolve every pin with `kernlock lock --upgrade`"

@@ -17,8 +17,8 @@ resolves the spec again.
 
 from __future__ import annotations
 
-from kernlock._internal.lockfile.model import Override
-from kernlock._internal.model.target import Target
+from kernlock._internal.lockfile.entries import Override
+from kernlock._internal.spec.target import Target
 
 PREFIX = "target="
 

@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kernlock._internal.lockfile.model import LockedKernel, LockedVariant
-from kernlock._internal.model.oci_ref import OciRef
+from kernlock._internal.lockfile.entries import LockedKernel, LockedVariant
+from kernlock._internal.spec.oci_ref import OciRef
 from kernlock.errors import IntegrityError, MissingFilesError
 
 MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kernlock._internal.fs.inside import write_inside
-from kernlock._internal.model.oci_ref import OciRef
+from kernlock._internal.spec.oci_ref import OciRef
 from kernlock.errors import IntegrityError, MissingFilesError, UsageError
 
 REF_NAME = "org.opencontainers.image.ref.name"

@@ -18,8 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from kernlock._internal.model.oci_ref import OciRef
 from kernlock._internal.oci.credentials import Credentials, credentials_for
+from kernlock._internal.spec.oci_ref import OciRef
 from kernlock.errors import KernlockError, MissingFilesError, WriteError
 
 _CHUNK = 1 << 20

@@ -8,7 +8,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Protocol
 
-from kernlock._internal.model.oci_ref import OciRef
+from kernlock._internal.spec.oci_ref import OciRef
 
 
 class Store(Protocol):

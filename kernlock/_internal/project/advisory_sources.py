@@ -4,12 +4,12 @@ project) or URLs.
     [tool.kernlock]
     advisories = ["advisories.toml", "https://example.org/kernels-advisories.toml"]
 
-The project's `ignore-advisories` (`kernlock._internal.model.advisory_ignores`) set aside the
+The project's `ignore-advisories` (`kernlock._internal.spec.advisory_ignores`) set aside the
 advisories they name until their `until` day: `project_advisories` splits the two.
 
 A URL is fetched on each use with kernlock's Hub transport (its timeouts, deadline, size
 bound and retries; no Hub token is sent), so `verify` reads a local file offline and a URL
-only where the network is there. The file format is `kernlock._internal.model.advisories`.
+only where the network is there. The file format is `kernlock._internal.spec.advisories`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernlock._internal.model.advisories import Advisory, parse_advisories
-from kernlock._internal.model.advisory_ignores import today_utc
+from kernlock._internal.spec.advisories import Advisory, parse_advisories
+from kernlock._internal.spec.advisory_ignores import today_utc
 from kernlock.errors import ConfigError, KernlockError
 
 if TYPE_CHECKING:

@@ -23,7 +23,7 @@ mapping).
     gpu-archs = ["8.0", "9.0"]         # the GPUs the targets run on: see
     kernlock._internal.project.gpu_archs advisories = ["advisories.toml"]   # known-bad builds: see
     kernlock._internal.project.advisory_sources ignore-advisories = [...]  # accepted for now: see
-    kernlock._internal.model.advisory_ignores [tool.kernlock.signers]
+    kernlock._internal.spec.advisory_ignores [tool.kernlock.signers]
     [tool.kernlock.groups]             # training = [...]: see kernlock._internal.project.groups
 """
 
@@ -37,18 +37,18 @@ from typing import TYPE_CHECKING, Any
 
 from kernlock._internal.fs import tomlio
 from kernlock._internal.host import current_target
-from kernlock._internal.lockfile.model import LOCK_FILENAME
-from kernlock._internal.model.advisory_ignores import AdvisoryIgnore, parse_ignores
-from kernlock._internal.model.target import Target, parse_target
+from kernlock._internal.lockfile.entries import LOCK_FILENAME
 from kernlock._internal.project.cooldown import read_cooldowns
 from kernlock._internal.project.groups import Groups, group_specs, parse_groups
 from kernlock._internal.project.suggest import close_name
+from kernlock._internal.spec.advisory_ignores import AdvisoryIgnore, parse_ignores
+from kernlock._internal.spec.target import Target, parse_target
 from kernlock.errors import ConfigError, TargetError, UsageError
 
 if TYPE_CHECKING:
-    from kernlock._internal.model.spec import KernelSpec
+    from kernlock._internal.spec.kernel_spec import KernelSpec
 
-# `apply()` reads the project's settings on every start; kernlock._internal.model.spec is imported
+# `apply()` reads the project's settings on every start; spec.kernel_spec is imported
 # only where specs are read.
 
 PYPROJECT = "pyproject.toml"
@@ -75,7 +75,7 @@ class Project:
     scan: tuple[str, ...] = ()
     use_kernels: bool | tuple[str, ...] = False
     lockfile_name: str = LOCK_FILENAME
-    overrides: tuple[Any, ...] = ()  # kernlock._internal.model.overrides.OverrideRule
+    overrides: tuple[Any, ...] = ()  # kernlock._internal.spec.overrides.OverrideRule
     gpu_archs: tuple[
         tuple[str, tuple[Any, ...]], ...
     ] = ()  # (target glob, kernlock._internal.project.gpu_archs.GpuArch...)
@@ -333,7 +333,7 @@ def _signers(table: Any, path: Path) -> tuple[tuple[str, tuple[str, ...]], ...]:
 def _overrides(table: Any, source: str) -> tuple[Any, ...]:
     if table is None:
         return ()
-    from kernlock._internal.model.overrides import parse_overrides
+    from kernlock._internal.spec.overrides import parse_overrides
 
     return parse_overrides(table, source)
 
@@ -378,9 +378,9 @@ def project_specs(
 ) -> list[KernelSpec]:
     """Every spec the project declares, each with its origin (file and line); scanned non-literal
     sites into `skipped`."""
-    from kernlock._internal.model.spec import RECORDED, Origin, parse_spec, spec_from_version
     from kernlock._internal.project.scan import scan_paths as scan
     from kernlock._internal.project.use_kernels import use_kernels_specs
+    from kernlock._internal.spec.kernel_spec import RECORDED, Origin, parse_spec, spec_from_version
 
     pyproject = os.path.relpath(project.pyproject)
     specs = [
@@ -429,7 +429,7 @@ def collect_specs(
 ) -> list[KernelSpec]:
     """Every spec from the command line and the project's sources, aliases expanded (see
     `project_specs`)."""
-    from kernlock._internal.model.spec import Origin, parse_spec
+    from kernlock._internal.spec.kernel_spec import Origin, parse_spec
 
     extra = [parse_spec(text, Origin("command line")) for text in specs]
     found = [*extra, *project_specs(project, tuple(scan), skipped)]

@@ -1,5 +1,5 @@
 """The project's cooldown: `[tool.kernlock] exclude-newer` and `exclude-newer-kernel`, read and
-checked (the values: `kernlock._internal.model.cooldown`)::
+checked (the values: `kernlock._internal.spec.cooldown`)::
 
     [tool.kernlock]
     exclude-newer = "7 days"                                   # every kernel
@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kernlock._internal.model.cooldown import Cooldown, parse_cooldown
+from kernlock._internal.spec.cooldown import Cooldown, parse_cooldown
 from kernlock.errors import ConfigError
 
 EXAMPLE = '"7 days" (or a date, "2026-11-30")'

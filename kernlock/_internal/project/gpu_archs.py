@@ -12,7 +12,7 @@ An architecture is a CUDA compute capability (`8.0`, `9.0`, `10.0`), a ROCm `gfx
 name (`A100`, `H100`, `MI300X`; see `GPU_NAMES`). A target gets every architecture of every entry
 that matches it; a CUDA capability applies to CUDA targets, a `gfx` name to ROCm ones. `kernlock
 verify` fails when a locked build does not support one of them
-(`kernlock._internal.check.gpu_archs`).
+(`kernlock._internal.rules.gpu_archs`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from kernlock._internal.model.target import Target
+from kernlock._internal.spec.target import Target
 from kernlock.errors import ConfigError
 
 # Data-center GPUs by name: their CUDA compute capability or ROCm architecture.

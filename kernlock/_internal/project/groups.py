@@ -28,8 +28,8 @@ from kernlock._internal.project.suggest import close_name, known_list
 from kernlock.errors import ConfigError, UnlockedKernelError, UsageError
 
 if TYPE_CHECKING:
-    from kernlock._internal.lockfile.model import Lockfile
-    from kernlock._internal.model.spec import KernelSpec
+    from kernlock._internal.lockfile.entries import Lockfile
+    from kernlock._internal.spec.kernel_spec import KernelSpec
 
 Groups = tuple[tuple[str, tuple[str, ...]], ...]  # (name, its specs), as declared
 
@@ -64,7 +64,7 @@ def parse_groups(table: Any, path: Path) -> Groups:
 
 def group_specs(groups: Groups, pyproject: str, lines: dict[str, int]) -> list[KernelSpec]:
     """Every group's specs, each with its origin in `pyproject` (its line, from `lines`)."""
-    from kernlock._internal.model.spec import Origin, parse_spec
+    from kernlock._internal.spec.kernel_spec import Origin, parse_spec
 
     return [
         parse_spec(text, Origin(pyproject, lines.get(text)))

@@ -22,7 +22,7 @@ from kernlock._internal.compat.source_kernels import (
     package_root,
 )
 from kernlock._internal.fs.bounded_read import SOURCE_LIMIT, UnreadableFile, read_bounded
-from kernlock._internal.model.spec import KernelSpec, Origin, parse_spec
+from kernlock._internal.spec.kernel_spec import KernelSpec, Origin, parse_spec
 
 # packages whose modules a project imports are read for the kernels they load
 FOLLOWED_PACKAGES = ("trl",)

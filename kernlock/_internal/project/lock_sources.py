@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kernlock._internal.lockfile.model import LockedKernel, Lockfile
+from kernlock._internal.lockfile.entries import LockedKernel, Lockfile
 from kernlock._internal.lockfile.target_pins import is_target_pin
-from kernlock._internal.model.spec import RECORDED, KernelSpec
 from kernlock._internal.project.config import Project, collect_specs
 from kernlock._internal.project.use_kernels import ORIGIN as USE_KERNELS
+from kernlock._internal.spec.kernel_spec import RECORDED, KernelSpec
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ def _plausible(name: str, root: Path) -> bool:
 def project_models(project: Project, scan: Iterable[str] = ()) -> list[ModelRef]:
     """Every model the project declares or its scanned files load (each once, canonical names,
     sorted)."""
-    from kernlock._internal.model.spec import Origin
+    from kernlock._internal.spec.kernel_spec import Origin
 
     pyproject = os.path.relpath(project.pyproject)
     found = [ModelRef(name, Origin(pyproject, project.lines.get(name))) for name in project.models]

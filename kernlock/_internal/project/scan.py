@@ -34,8 +34,13 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kernlock._internal.fs.bounded_read import SOURCE_LIMIT, UnreadableFile, read_bounded
-from kernlock._internal.model.spec import FLASH_ATTENTION_ALIASES, KernelSpec, Origin, parse_spec
 from kernlock._internal.project.kernel_loads import file_loads, imported_loads
+from kernlock._internal.spec.kernel_spec import (
+    FLASH_ATTENTION_ALIASES,
+    KernelSpec,
+    Origin,
+    parse_spec,
+)
 
 SP_ATTN_ENV = "PARALLELISM_CONFIG_SP_ATTN_IMPLEMENTATION"  # Accelerate's, read by ParallelismConfig
 KEYS = ("attn_implementation", "_attn_implementation", "sp_attn_implementation", SP_ATTN_ENV)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from kernlock._internal.lockfile.model import SIGNATURE_FILE, Signature
+from kernlock._internal.lockfile.entries import SIGNATURE_FILE, Signature
 from kernlock.errors import SignatureError
 
 if TYPE_CHECKING:

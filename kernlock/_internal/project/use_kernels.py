@@ -3,7 +3,7 @@ specs."""
 
 from __future__ import annotations
 
-from kernlock._internal.model.spec import KernelSpec
+from kernlock._internal.spec.kernel_spec import KernelSpec
 from kernlock.errors import ConfigError
 
 ORIGIN = "Transformers use_kernels mapping"  # where its specs come from (`Origin.where`)
@@ -31,7 +31,7 @@ def use_kernels_specs(selection: bool | tuple[str, ...]) -> list[KernelSpec]:
     """The specs `[tool.kernlock] use-kernels` brings in: Transformers' `use_kernels=True` mapping,
     all of it (`true`) or the listed repos, each checked to be in it."""
     from kernlock._internal.compat.transformers import use_kernels_repos
-    from kernlock._internal.model.spec import Origin, parse_spec, spec_from_version
+    from kernlock._internal.spec.kernel_spec import Origin, parse_spec, spec_from_version
 
     origin = Origin(ORIGIN)
     mapped = use_kernels_repos()

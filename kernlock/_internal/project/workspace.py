@@ -26,11 +26,10 @@ from pathlib import Path
 
 from kernlock._internal import settings
 from kernlock._internal.host import current_target
+from kernlock._internal.lockfile.entries import LOCK_FILENAME, Lockfile
 from kernlock._internal.lockfile.format_version import LOCK_VERSION
-from kernlock._internal.lockfile.model import LOCK_FILENAME, Lockfile
 from kernlock._internal.lockfile.read_bytes import directory_error, not_regular_error
 from kernlock._internal.lockfile.serialize import load_lockfile
-from kernlock._internal.model.target import Target, parse_target
 from kernlock._internal.project.config import (
     Project,
     find_project_root,
@@ -39,6 +38,7 @@ from kernlock._internal.project.config import (
     unsafe_reason,
 )
 from kernlock._internal.settings import LOCKFILE_ENV, TARGET_ENV, UPGRADE_FIX, VENDOR_ENV, text
+from kernlock._internal.spec.target import Target, parse_target
 from kernlock.errors import (
     NO_FIX,
     ConfigError,
@@ -56,7 +56,7 @@ class Workspace:
     """A project, its sources (`pyproject.toml`) and the lock file every command uses."""
 
     project: Project
-    lockfile: Path
+    lock_path: Path
     discovered: bool  # found by looking, not named by an argument or the environment
 
     @property
@@ -71,8 +71,8 @@ class Workspace:
 
     def read_lock(self) -> Lockfile:
         """The parsed lock (raises `LockfileError`, exit 2, when missing, unsafe or invalid)."""
-        check_lock_path(self.lockfile, discovered=self.discovered)
-        return load_lockfile(self.lockfile)
+        check_lock_path(self.lock_path, discovered=self.discovered)
+        return load_lockfile(self.lock_path)
 
     def previous_lock(self, upgrade: bool) -> Lockfile | None:
         """The existing lock whose pins `kernlock lock` keeps; never silently ignore an unreadable
@@ -81,16 +81,16 @@ class Workspace:
         A lock in a newer format is refused even with `upgrade`, so an older
         kernlock never overwrites it.
         """
-        if not os.path.lexists(self.lockfile):
+        if not os.path.lexists(self.lock_path):
             return None
         try:
             lock = self.read_lock()
         except (LockfileVersionError, UnsafeLockfileError):
             raise
         except LockfileError as error:
-            if upgrade and self.lockfile.is_file():
+            if upgrade and self.lock_path.is_file():
                 return None
-            if not self.lockfile.is_file():
+            if not self.lock_path.is_file():
                 raise
             raise type(error)(
                 f"{error.problem} (the existing pins cannot be kept, so nothing was written)",
@@ -100,7 +100,7 @@ class Workspace:
             ) from None  # NO_FIX: the re-raised error's own, never a new one
         if lock.newer_format:
             raise LockfileVersionError(
-                f"{self.lockfile} was written by a newer kernlock (lock format {lock.version}; "
+                f"{self.lock_path} was written by a newer kernlock (lock format {lock.version}; "
                 f"this one writes {LOCK_VERSION}) and rewriting it would drop what this one does "
                 "not know",
                 fix=UPGRADE_FIX,
@@ -254,11 +254,11 @@ def open_workspace(
     project = load_project(find_project_root(Path(project_dir)))
     named = named_lockfile(lockfile)
     if named is not None:
-        return Workspace(project=project, lockfile=named, discovered=False)
+        return Workspace(project=project, lock_path=named, discovered=False)
     configured = configured_lockfile(project)
     vendor = vendor_dir() if readers else None
     path = vendored_lockfile(vendor, configured) if vendor is not None else configured
-    return Workspace(project=project, lockfile=path, discovered=True)
+    return Workspace(project=project, lock_path=path, discovered=True)
 
 
 @contextmanager
@@ -267,7 +267,7 @@ def exclusive_workspace(
 ) -> Iterator[Workspace]:
     """The workspace, read and held under the per-project cross-process mutex (for writers); never a
     new project in a directory every user can write (`refuse_shared_new_project`)."""
-    from kernlock._internal.store.mutex import ProjectMutex
+    from kernlock._internal.fs.mutex import ProjectMutex
 
     root = find_project_root(Path(project_dir))
     refuse_shared_new_project(root)
@@ -303,7 +303,7 @@ def applied_workspace(
                 f"{where} does not exist", fix="create it with `kernlock lock`"
             )
         return Workspace(
-            project=Project(root=find_project_root(Path.cwd())), lockfile=named, discovered=False
+            project=Project(root=find_project_root(Path.cwd())), lock_path=named, discovered=False
         )
     if scripts is None:
         scripts = sys.argv[:1] if sys.argv and sys.argv[0] not in ("", "-c", "-m") else ()
@@ -314,17 +314,17 @@ def applied_workspace(
     looked = []
     for start in starts:
         workspace = open_workspace(start, readers=False)
-        if os.path.lexists(workspace.lockfile):
+        if os.path.lexists(workspace.lock_path):
             if (vendor := vendor_dir()) is not None:
-                vendored_lockfile(vendor, workspace.lockfile)
+                vendored_lockfile(vendor, workspace.lock_path)
             return workspace
         # the script may live in the working directory's project
-        if str(workspace.lockfile) not in looked:
-            looked.append(str(workspace.lockfile))
+        if str(workspace.lock_path) not in looked:
+            looked.append(str(workspace.lock_path))
     if (vendor := vendor_dir()) is not None:
         return Workspace(
             project=Project(root=find_project_root(Path.cwd())),
-            lockfile=vendored_lockfile(vendor, None),
+            lock_path=vendored_lockfile(vendor, None),
             discovered=True,
         )
     raise LockfileNotFoundError(

@@ -1,4 +1,4 @@
-"""Keeping advised builds (`kernlock._internal.model.advisories`) out of a lock.
+"""Keeping advised builds (`kernlock._internal.spec.advisories`) out of a lock.
 
 After the resolver has an entry's builds, `screen` checks each locked variant against the
 project's advisories (with the Hub's branch histories, so a commit pin is judged too). A
@@ -20,17 +20,17 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from kernlock._internal.hub.variants import choose_variant, group_variants
-from kernlock._internal.lockfile.model import LockedKernel
+from kernlock._internal.lockfile.entries import LockedKernel
 from kernlock._internal.lockfile.target_pins import is_target_pin, target_pin
-from kernlock._internal.model.advisories import Advisory, first_advisory
-from kernlock._internal.model.spec import version_of_branch
-from kernlock._internal.model.target import Target
 from kernlock._internal.resolve.jobs import Job
+from kernlock._internal.spec.advisories import Advisory, first_advisory
+from kernlock._internal.spec.kernel_spec import version_of_branch
+from kernlock._internal.spec.target import Target
 from kernlock.errors import ResolutionError
 
 if TYPE_CHECKING:
     from kernlock._internal.hub.client import Hub
-    from kernlock._internal.hub.records import Ref
+    from kernlock._internal.hub.responses import Ref
 
 
 class Resolver(Protocol):

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from kernlock._internal.hub.client import Hub
-from kernlock._internal.hub.records import TreeFile
+from kernlock._internal.hub.responses import TreeFile
 from kernlock._internal.hub.variants import choose_variant, group_variants
-from kernlock._internal.lockfile.model import LockedKernel
-from kernlock._internal.model.cooldown import parse_date
-from kernlock._internal.model.target import Target
+from kernlock._internal.lockfile.entries import LockedKernel
+from kernlock._internal.spec.cooldown import parse_date
+from kernlock._internal.spec.target import Target
 
 # newer commits of one branch looked at: a version branch gains a few per Torch release
 MAX_HISTORY = 200

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from kernlock._internal.lockfile.model import LockedKernel, Lockfile
+from kernlock._internal.lockfile.entries import LockedKernel, Lockfile
 from kernlock._internal.lockfile.target_pins import is_target_pin
 
 
@@ -123,7 +123,7 @@ class LockResult:
     `changed` is whether the lock's bytes differ (or would, when nothing was written).
     """
 
-    lockfile: Lockfile
+    lock: Lockfile
     path: Path
     written: bool
     added: tuple[str, ...]

@@ -10,17 +10,16 @@ import hashlib
 
 from kernlock._internal.host import interpreter
 from kernlock._internal.hub.client import Hub
-from kernlock._internal.hub.records import Ref, TreeFile
+from kernlock._internal.hub.responses import Ref, TreeFile
 from kernlock._internal.hub.variants import choose_variant, group_variants, python_choices
-from kernlock._internal.lockfile.kernels_json import MIGRATED
-from kernlock._internal.lockfile.model import (
+from kernlock._internal.lockfile.entries import (
     SIGNATURE_FILE,
     LockedFile,
     LockedKernel,
     LockedVariant,
     Lockfile,
 )
-from kernlock._internal.model.target import Target
+from kernlock._internal.lockfile.kernels_json import MIGRATED
 from kernlock._internal.resolve.jobs import Job
 from kernlock._internal.resolve.no_variant import (
     MissingBuild,
@@ -34,6 +33,7 @@ from kernlock._internal.resolve.signing import (
     variant_signature,
 )
 from kernlock._internal.resolve.small_files import SmallFiles
+from kernlock._internal.spec.target import Target
 from kernlock._internal.store.metadata import digest_mismatches, read_variant_metadata
 from kernlock.errors import ResolutionError, TrustError
 

@@ -18,13 +18,13 @@ from datetime import datetime, timezone
 
 from kernlock._internal.hub.client import Hub
 from kernlock._internal.hub.variants import choose_variant, group_variants
+from kernlock._internal.lockfile.entries import Lockfile
 from kernlock._internal.lockfile.exclude_newer import ExcludeNewer
-from kernlock._internal.lockfile.model import Lockfile
-from kernlock._internal.model.cooldown import Cooldown, format_date, parse_date
-from kernlock._internal.model.target import Target
 from kernlock._internal.project.config import Project
 from kernlock._internal.project.cooldown import read_value
 from kernlock._internal.resolve.request import LockRequest
+from kernlock._internal.spec.cooldown import Cooldown, format_date, parse_date
+from kernlock._internal.spec.target import Target
 from kernlock.errors import ResolutionError
 
 # commits before the cut-off looked at for one with the targets' builds

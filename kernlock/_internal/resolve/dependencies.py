@@ -3,8 +3,8 @@ kernels refuses."""
 
 from __future__ import annotations
 
-from kernlock._internal.lockfile.model import LockedKernel
-from kernlock._internal.model.spec import KernelSpec, version_of_branch
+from kernlock._internal.lockfile.entries import LockedKernel
+from kernlock._internal.spec.kernel_spec import KernelSpec, version_of_branch
 from kernlock.errors import ResolutionError
 
 
@@ -42,7 +42,7 @@ def refuse_dependency_cycles(kernels: tuple[LockedKernel, ...]) -> None:
 
 
 def dep_spec(key: str) -> KernelSpec:
-    from kernlock._internal.model.spec import parse_spec, spec_from_version
+    from kernlock._internal.spec.kernel_spec import parse_spec, spec_from_version
 
     spec = parse_spec(key)
     number = version_of_branch(spec.revision or "")

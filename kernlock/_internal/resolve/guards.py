@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from kernlock._internal.lockfile.model import LOCK_FILENAME
+from kernlock._internal.lockfile.entries import LOCK_FILENAME
 from kernlock._internal.project.workspace import Workspace
 from kernlock.errors import UsageError
 
@@ -30,7 +30,7 @@ def refuse_overwrite(
     from kernlock._internal.lockfile.serialize import foreign_lock_problem
     from kernlock._internal.settings import LOCKFILE_ENV
 
-    path = workspace.lockfile
+    path = workspace.lock_path
     if workspace.discovered:
         configured = workspace.project.lockfile_name != LOCK_FILENAME
         how = (

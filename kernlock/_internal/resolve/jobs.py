@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kernlock._internal.lockfile.model import Override
-from kernlock._internal.model.devices import device_type
-from kernlock._internal.model.overrides import OverrideRule
-from kernlock._internal.model.spec import KernelSpec
-from kernlock._internal.model.target import Target
+from kernlock._internal.lockfile.entries import Override
+from kernlock._internal.spec.devices import device_type
+from kernlock._internal.spec.kernel_spec import KernelSpec
+from kernlock._internal.spec.overrides import OverrideRule
+from kernlock._internal.spec.target import Target
 
 
 @dataclass

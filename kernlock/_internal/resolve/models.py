@@ -21,11 +21,11 @@ from pathlib import Path
 from kernlock._internal.compat.model_kernels import MAPPING_SOURCE, LayerKernel, mapping_digest
 from kernlock._internal.compat.model_surface import discover
 from kernlock._internal.compat.transformers import installed_transformers
-from kernlock._internal.lockfile.model import LockedModel
-from kernlock._internal.model.devices import device_type
-from kernlock._internal.model.spec import KernelSpec, Origin, parse_spec
-from kernlock._internal.model.target import Target
+from kernlock._internal.lockfile.entries import LockedModel
 from kernlock._internal.project.scan import ModelRef
+from kernlock._internal.spec.devices import device_type
+from kernlock._internal.spec.kernel_spec import KernelSpec, Origin, parse_spec
+from kernlock._internal.spec.target import Target
 from kernlock.errors import ModelError
 
 

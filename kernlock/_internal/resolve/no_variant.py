@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernlock._internal.hub.client import Hub
-from kernlock._internal.hub.records import Ref
+from kernlock._internal.hub.responses import Ref
 from kernlock._internal.hub.variants import choose_variant
-from kernlock._internal.model.spec import version_of_branch
-from kernlock._internal.model.target import Target
+from kernlock._internal.spec.kernel_spec import version_of_branch
+from kernlock._internal.spec.target import Target
 from kernlock.errors import NoVariantError, ResolutionError
 
 _MISMATCH = re.compile(r"^(.+?) \((.+?)\) does not match (?:environment |system )?.*?\((.+?)\)$")

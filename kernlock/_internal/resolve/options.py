@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from kernlock._internal.lockfile.exclude_newer import ExcludeNewer
-from kernlock._internal.model.advisories import Advisory
-from kernlock._internal.model.overrides import OverrideRule
-from kernlock._internal.model.target import Target
 from kernlock._internal.project.signers import SigningPolicy
+from kernlock._internal.spec.advisories import Advisory
+from kernlock._internal.spec.overrides import OverrideRule
+from kernlock._internal.spec.target import Target
 
 
 @dataclass(frozen=True)

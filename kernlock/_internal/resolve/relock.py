@@ -9,14 +9,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
 
-from kernlock._internal.check.override_values import refuse_unmatched_override_values
 from kernlock._internal.hub.client import Hub
+from kernlock._internal.lockfile.entries import Lockfile, format_for
 from kernlock._internal.lockfile.kernels_json import migration_for
 from kernlock._internal.lockfile.mirror_edit import carry_mirrors
-from kernlock._internal.lockfile.model import Lockfile, format_for
 from kernlock._internal.lockfile.serialize import dumps_lockfile, write_lockfile
-from kernlock._internal.model.spec import RECORDED, KernelSpec, Origin, parse_spec
-from kernlock._internal.model.target import parse_target
 from kernlock._internal.project.advisory_sources import project_advisories
 from kernlock._internal.project.config import (
     Project,
@@ -38,6 +35,9 @@ from kernlock._internal.resolve.models import model_kernels
 from kernlock._internal.resolve.options import ResolveOptions
 from kernlock._internal.resolve.request import LockRequest
 from kernlock._internal.resolve.resolver import Resolver
+from kernlock._internal.rules.override_values import refuse_unmatched_override_values
+from kernlock._internal.spec.kernel_spec import RECORDED, KernelSpec, Origin, parse_spec
+from kernlock._internal.spec.target import parse_target
 from kernlock._internal.store.registry import register
 from kernlock.errors import KernlockError, StaleLockError, TrustError, UsageError
 
@@ -232,7 +232,7 @@ def _relock(
         request.models,
     )
     trust, upgrade_kernels, rerun = request.trust, request.upgrade_kernels, request.arguments()
-    path = workspace.lockfile
+    path = workspace.lock_path
     migration = migration_for(path, request.migrate)
     previous = (
         migration.as_previous_lock()
@@ -335,7 +335,7 @@ def _relock(
                     restore_pyproject(project.pyproject, before)
             raise
     return LockResult(
-        lockfile=result,
+        lock=result,
         path=path,
         written=written,
         added=tuple(sorted(new - old)),
@@ -405,7 +405,7 @@ def _refuse_unknown_overrides(project: Project, known: set[str]) -> None:
 
 def _doctor_warnings() -> list[str]:
     """A warning when the stack that resolved the lock is one the compatibility doctor rejects."""
-    from kernlock._internal.check.doctor import installed_stack_finding
+    from kernlock._internal.rules.doctor import installed_stack_finding
 
     finding = installed_stack_finding()
     if finding is None:

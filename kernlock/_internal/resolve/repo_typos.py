@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from kernlock._internal.hub.client import Hub
-from kernlock._internal.hub.records import Ref
-from kernlock._internal.model.spec import KernelSpec
+from kernlock._internal.hub.responses import Ref
 from kernlock._internal.project.suggest import close_repo
+from kernlock._internal.spec.kernel_spec import KernelSpec
 from kernlock.errors import HubError
 
 

@@ -16,14 +16,11 @@ from dataclasses import replace
 from kernlock._internal.compat.kernels_api import warm_variant_ranking
 from kernlock._internal.compat.transformers import default_version
 from kernlock._internal.hub.client import Hub
-from kernlock._internal.hub.records import Ref
+from kernlock._internal.hub.responses import Ref
 from kernlock._internal.hub.variants import choose_variant, group_variants
+from kernlock._internal.lockfile.entries import LockedKernel, Lockfile, format_for
 from kernlock._internal.lockfile.kernels_json import MIGRATED
-from kernlock._internal.lockfile.model import LockedKernel, Lockfile, format_for
 from kernlock._internal.lockfile.target_pins import is_target_pin, pinned_target, target_pin
-from kernlock._internal.model.ids import is_git_sha
-from kernlock._internal.model.spec import KernelSpec, looks_like_sha, version_of_branch
-from kernlock._internal.model.target import Target
 from kernlock._internal.resolve.commit_lock import CommitLocking
 from kernlock._internal.resolve.dependencies import dep_spec, refuse_dependency_cycles
 from kernlock._internal.resolve.jobs import Job, plan_jobs
@@ -31,6 +28,9 @@ from kernlock._internal.resolve.no_variant import MissingBuild, missing_builds_e
 from kernlock._internal.resolve.options import ResolveOptions, resolving_context
 from kernlock._internal.resolve.repo_typos import refs_or_suggestion
 from kernlock._internal.resolve.small_files import SmallFiles
+from kernlock._internal.spec.ids import is_git_sha
+from kernlock._internal.spec.kernel_spec import KernelSpec, looks_like_sha, version_of_branch
+from kernlock._internal.spec.target import Target
 from kernlock.errors import NoVariantError, ResolutionError
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kernlock._internal.hub.variants import TreeFile
-from kernlock._internal.lockfile.model import SIGNATURE_FILE, LockedFile, Lockfile, Signature
+from kernlock._internal.lockfile.entries import SIGNATURE_FILE, LockedFile, Lockfile, Signature
 from kernlock._internal.project.signers import SigningPolicy
 from kernlock._internal.store.metadata import digest_mismatches
 from kernlock.errors import SignatureError
@@ -37,7 +37,7 @@ def variant_signature(
             "read; it cannot be verified",
             fix=f"lock another revision ({repo}@<revision>)",
         )
-    from kernlock._internal.check.signatures import (
+    from kernlock._internal.rules.signatures import (
         ANOTHER_REVISION,
         trusted_root_path,
         verify_bundle,

@@ -33,8 +33,7 @@ from typing import Any
 from kernlock._internal.compat.kernels_api import kernels_target, local_path_kernel
 from kernlock._internal.compat.kernels_patch import LockHooks, patch_module, patch_points
 from kernlock._internal.host import current_target
-from kernlock._internal.lockfile.model import LockedKernel, Lockfile
-from kernlock._internal.model.target import Target, parse_target
+from kernlock._internal.lockfile.entries import LockedKernel, Lockfile
 from kernlock._internal.project import local_kernels
 from kernlock._internal.project.groups import applied_groups, other_group
 from kernlock._internal.project.strict import lenient_hint
@@ -49,6 +48,7 @@ from kernlock._internal.runtime.notices import log_to_stderr, note_once, warn_on
 from kernlock._internal.runtime.rank_hook import check_initialised, patch_c10d
 from kernlock._internal.runtime.state import BOOK, Binding
 from kernlock._internal.settings import TARGET_ENV, strict_from_env, text
+from kernlock._internal.spec.target import Target, parse_target
 from kernlock.errors import LocalKernelError, UnlockedKernelError
 
 logger = logging.getLogger("kernlock")
@@ -58,7 +58,7 @@ logger = logging.getLogger("kernlock")
 class Applied:
     """What `apply()` bound: for logs and tests."""
 
-    lockfile: Path
+    lock_path: Path
     target: str
     strict: bool
     kernels: dict[str, tuple[str, str]] = field(default_factory=dict)  # spec -> (commit, variant)
@@ -69,7 +69,7 @@ class Applied:
             for spec, (commit, variant) in sorted(self.kernels.items())
         )
         return (
-            f"kernlock: {self.lockfile} applied for {self.target} "
+            f"kernlock: {self.lock_path} applied for {self.target} "
             f"({'strict' if self.strict else 'lenient'}): {pins}"
         )
 
@@ -193,7 +193,7 @@ def _resolve_load(
     )
     with BOOK.mutex:
         if (entry.repo, entry.commit, variant.name) not in BOOK.loaded:
-            from kernlock._internal.lockfile.record import loaded_entry
+            from kernlock._internal.lockfile.run_record import loaded_entry
 
             BOOK.loaded[(entry.repo, entry.commit, variant.name)] = loaded_entry(entry, variant)
     return local
@@ -341,13 +341,13 @@ def apply(
     log_to_stderr()
     workspace = applied_workspace(lockfile)
     lock = workspace.read_lock()
-    path = workspace.lockfile.resolve()
+    path = workspace.lock_path.resolve()
     if workspace.discovered and workspace.has_sources:  # a named lock is trusted by naming it
-        from kernlock._internal.check.freshness import require_trusted
+        from kernlock._internal.rules.freshness import require_trusted
 
         require_trusted(workspace, lock)
     if locked:
-        from kernlock._internal.check.freshness import require_fresh
+        from kernlock._internal.rules.freshness import require_fresh
 
         require_fresh(workspace, lock)
     lock, groups, elsewhere = applied_groups(lock, group)
@@ -355,12 +355,12 @@ def apply(
         strict = strict_from_env()
     simulated = target or text(TARGET_ENV)
     environment = _environment(simulated)
-    from kernlock._internal.check.coverage import require_coverage
-    from kernlock._internal.check.doctor import require_compatible
+    from kernlock._internal.rules.coverage import require_coverage
+    from kernlock._internal.rules.doctor import require_compatible
 
     require_coverage(lock, environment, path)
     if target is None and simulated:
-        from kernlock._internal.check.coverage import simulated_target_note
+        from kernlock._internal.rules.coverage import simulated_target_note
 
         if (note := simulated_target_note()) is not None:
             note_once(note, f"kernlock: warning: {note}")
@@ -392,7 +392,7 @@ def apply(
     _ensure_patched()
     check_initialised()
     applied = Applied(
-        lockfile=path,
+        lock_path=path,
         target=str(environment),
         strict=strict,
         kernels={
@@ -417,7 +417,7 @@ def _file_sha256(path: Path) -> str | None:
 def loaded() -> dict[str, Any] | None:
     """What this process loaded under the lock so far (the run record, `kernlock.json`'s content);
     None unapplied."""
-    from kernlock._internal.lockfile.record import RECORD_FORMAT
+    from kernlock._internal.lockfile.run_record import RECORD_FORMAT
 
     with BOOK.mutex:
         bound = state.binding()

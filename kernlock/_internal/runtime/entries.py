@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from kernlock._internal.host import current_target
-from kernlock._internal.lockfile.model import LockedKernel, Lockfile
-from kernlock._internal.model.target import Target
+from kernlock._internal.lockfile.entries import LockedKernel, Lockfile
 from kernlock._internal.runtime.notices import warn_once
 from kernlock._internal.runtime.state import Binding
+from kernlock._internal.spec.target import Target
 
 
 def holds(bound: Binding, repo: str) -> bool:
@@ -26,7 +26,7 @@ def find_entry(
     Only entries covering `target` count (overrides give one spec different
     entries per target); `repo` may be the canonical name or an alias.
     """
-    from kernlock._internal.model.spec import (
+    from kernlock._internal.spec.kernel_spec import (
         looks_like_sha,  # not at the top: only loads need it, not apply()
     )
 

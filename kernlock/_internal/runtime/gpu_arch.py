@@ -20,8 +20,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from kernlock._internal.lockfile.model import LockedKernel, LockedVariant, Lockfile
-from kernlock._internal.model.target import Target
+from kernlock._internal.lockfile.entries import LockedKernel, LockedVariant, Lockfile
+from kernlock._internal.spec.target import Target
 from kernlock.errors import GpuArchError
 
 _served: dict[
@@ -32,7 +32,7 @@ _served: dict[
 def _refusal(
     kernel: LockedKernel, variant: LockedVariant, archs: tuple[str, ...], family: str, device: str
 ) -> GpuArchError:
-    from kernlock._internal.check.gpu_archs import unsupported_problem
+    from kernlock._internal.rules.gpu_archs import unsupported_problem
 
     what = f"this GPU (CUDA capability {device})" if family == "cuda" else f"this GPU ({device})"
     message, fix = unsupported_problem(kernel, variant, archs, device, what)

@@ -46,7 +46,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from kernlock._internal.lockfile.model import LockedKernel, LockedVariant
+from kernlock._internal.lockfile.entries import LockedKernel, LockedVariant
 from kernlock.errors import IntegrityError
 
 _verified: dict[

@@ -18,12 +18,12 @@ from kernlock._internal.compat.kernels_api import (
     system_decisions,
     target_decisions,
 )
-from kernlock._internal.lockfile.model import LockedKernel
-from kernlock._internal.model.target import Target
+from kernlock._internal.lockfile.entries import LockedKernel
 from kernlock._internal.runtime.gpu_arch import remember
 from kernlock._internal.runtime.importguard import register as register_verified
 from kernlock._internal.runtime.notices import warn_once
 from kernlock._internal.runtime.state import BOOK, Binding
+from kernlock._internal.spec.target import Target
 from kernlock._internal.store.metadata import digest_problem
 from kernlock.errors import (
     IntegrityError,
@@ -41,7 +41,7 @@ def backend_target(bound: Binding, entry: LockedKernel, backend: str | None) -> 
     variant's own spelling (`cu130`) means the same target. `cpu` on a GPU target
     binds to the lock's entry for that target with a CPU backend.
     """
-    from kernlock._internal.check.doctor import backend_name
+    from kernlock._internal.rules.doctor import backend_name
 
     target = bound.target
     if backend is None or backend in (target.backend, backend_name(target.backend)):

@@ -31,7 +31,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from kernlock._internal.lockfile.model import Lockfile
+from kernlock._internal.lockfile.entries import Lockfile
 from kernlock._internal.settings import MIXED_ENV, flag, seconds, text
 from kernlock._internal.settings import RANK_CHECK_ENV as CHECK_ENV
 from kernlock._internal.settings import RANK_CHECK_TIMEOUT_ENV as TIMEOUT_ENV

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from types import ModuleType
 from typing import Any
 
-from kernlock._internal.model.spec import parse_spec
+from kernlock._internal.spec.kernel_spec import parse_spec
 from kernlock.errors import SpecError
 
 TYPE_CHECKING = False  # not typing's: the start-up hook imports this module

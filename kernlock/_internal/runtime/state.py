@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kernlock._internal.lockfile.model import Lockfile
-    from kernlock._internal.model.target import Target
+    from kernlock._internal.lockfile.entries import Lockfile
+    from kernlock._internal.spec.target import Target
 
 
 @dataclass(frozen=True)

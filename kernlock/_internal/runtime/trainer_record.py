@@ -17,7 +17,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from kernlock._internal.lockfile.record import RECORD_FILENAME
+from kernlock._internal.lockfile.run_record import RECORD_FILENAME
 
 
 def write_record(directory: str | os.PathLike[str], record: dict[str, Any] | None) -> bool:

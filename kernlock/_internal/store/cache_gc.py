@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernlock._internal.lockfile.model import Lockfile
+from kernlock._internal.lockfile.entries import Lockfile
 from kernlock._internal.store.gc_roots import (
     Root,
     add_root,

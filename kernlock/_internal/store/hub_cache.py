@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernlock._internal.lockfile.model import LockedFile, LockedKernel, LockedVariant
+from kernlock._internal.lockfile.entries import LockedFile, LockedKernel, LockedVariant
 from kernlock.errors import IntegrityError, KernlockError, MissingFilesError
 
 if TYPE_CHECKING:

@@ -14,9 +14,9 @@ from kernlock._internal.compat.kernels_api import (
     metadata_digest,
     variant_metadata,
 )
+from kernlock._internal.lockfile.entries import LockedFile, LockedKernel, LockedVariant, Provenance
 from kernlock._internal.lockfile.format_version import format_version
-from kernlock._internal.lockfile.model import LockedFile, LockedKernel, LockedVariant, Provenance
-from kernlock._internal.model.ids import DIGEST_ALGORITHMS
+from kernlock._internal.spec.ids import DIGEST_ALGORITHMS
 from kernlock.errors import ResolutionError
 
 MAX_METADATA_BYTES = 1 << 20

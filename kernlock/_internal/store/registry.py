@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernlock._internal.lockfile.model import Lockfile
+from kernlock._internal.lockfile.entries import Lockfile
 from kernlock._internal.store.gc_roots import lock_id
 
 _PREFIX = "root-"

@@ -101,7 +101,7 @@ def test_mkdocs_build_strict_passes_and_generates_the_reference(site: Path) -> N
     for name in dir(settings):
         if name.endswith("_ENV"):
             assert f"<code>{getattr(settings, name)}</code>" in env, name
-    assert "<code>KERNLOCK_SIGSTORE_TRUSTED_ROOT</code>" in env and "kernlock._internal.check.signatures" in env
+    assert "<code>KERNLOCK_SIGSTORE_TRUSTED_ROOT</code>" in env and "kernlock._internal.rules.signatures" in env
     config = (site / "reference" / "configuration" / "index.html").read_text(encoding="utf-8")
     for key in ("kernels", "targets", "gpu-archs", "require-signatures", "advisories", "use-kernels"):
         assert f"<code>{key}</code>" in config, key

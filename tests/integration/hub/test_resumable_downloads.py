@@ -9,7 +9,7 @@ import pytest
 
 from helpers import FA2, LockedProjectFactory
 from kernlock._internal.fetch.partial import validator_path
-from kernlock._internal.lockfile.model import LockedFile, LockedKernel, LockedVariant
+from kernlock._internal.lockfile.entries import LockedFile, LockedKernel, LockedVariant
 from kernlock._internal.store.hub_cache import hub_cache_dir, repo_folder, sha256_file, variant_dir
 from kernlock._internal.fetch.download import download_variant
 from kernlock.testing.hub import TestHub

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from helpers import CPU, FA2, LockedProjectFactory, cli
-from kernlock._internal.lockfile.model import LockedFile, LockedKernel, LockedVariant
+from kernlock._internal.lockfile.entries import LockedFile, LockedKernel, LockedVariant
 from kernlock._internal.store.hub_cache import hub_cache_dir, repo_folder, sha256_file
 from kernlock._internal.fetch.download import download_variant, ensure_variant
 from kernlock.testing.hub import TestHub

@@ -69,18 +69,18 @@ def test_the_lock_path_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     (tmp_path / "pyproject.toml").write_text('[tool.kernlock]\nlockfile = "locks/k.lock"\n')
     monkeypatch.delenv(LOCKFILE_ENV, raising=False)
     monkeypatch.delenv("KERNLOCK_VENDOR_DIR", raising=False)
-    assert open_workspace(tmp_path).lockfile == tmp_path / "locks" / "k.lock"
+    assert open_workspace(tmp_path).lock_path == tmp_path / "locks" / "k.lock"
     assert open_workspace(tmp_path).discovered
     vendor = tmp_path / "vendor"
     vendor.mkdir()
     (vendor / "kernels.lock").write_text("")
     monkeypatch.setenv("KERNLOCK_VENDOR_DIR", str(vendor))
-    assert open_workspace(tmp_path).lockfile == vendor / "kernels.lock"
-    assert open_workspace(tmp_path, readers=False).lockfile == tmp_path / "locks" / "k.lock"
+    assert open_workspace(tmp_path).lock_path == vendor / "kernels.lock"
+    assert open_workspace(tmp_path, readers=False).lock_path == tmp_path / "locks" / "k.lock"
     monkeypatch.setenv(LOCKFILE_ENV, str(tmp_path / "env.lock"))
-    assert open_workspace(tmp_path).lockfile == tmp_path / "env.lock"
+    assert open_workspace(tmp_path).lock_path == tmp_path / "env.lock"
     named = open_workspace(tmp_path, tmp_path / "arg.lock")
-    assert named.lockfile == tmp_path / "arg.lock" and not named.discovered
+    assert named.lock_path == tmp_path / "arg.lock" and not named.discovered
 
 
 def test_a_lock_path_that_is_a_directory_is_refused(tmp_path: Path) -> None:

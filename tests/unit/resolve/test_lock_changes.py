@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kernlock._internal.lockfile.model import LockedKernel, Lockfile, Override
+from kernlock._internal.lockfile.entries import LockedKernel, Lockfile, Override
 
 BARE = LockedKernel(spec="org/fa", repo="org/fa", version=3, ref="v3", commit="a" * 40,
                     resolution="default of transformers 5.19.0 on torch 2.13", trust="allowlist")

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from fake_hub import FakeHub
-from kernlock._internal.model.target import parse_target
+from kernlock._internal.spec.target import parse_target
 from kernlock.errors import NoVariantError, ResolutionError, TrustError
-from kernlock._internal.model.overrides import parse_overrides
+from kernlock._internal.spec.overrides import parse_overrides
 from kernlock._internal.resolve.resolver import ResolveOptions, Resolver
-from kernlock._internal.model.spec import parse_spec
+from kernlock._internal.spec.kernel_spec import parse_spec
 
 CPU = parse_target("torch2.13-cxx11-cpu-x86_64-linux")
 CUDA = parse_target("torch2.12-cxx11-cu128-x86_64-linux")
@@ -52,7 +52,7 @@ def test_unknown_revision_names_the_branches_and_tags(hub: FakeHub) -> None:
 
 
 def test_a_missing_version_is_named_once(hub: FakeHub) -> None:
-    from kernlock._internal.model.spec import spec_from_version
+    from kernlock._internal.spec.kernel_spec import spec_from_version
 
     resolver = Resolver(hub, ResolveOptions(targets=(CPU,)), None, workers=2)
     with pytest.raises(ResolutionError) as raised:

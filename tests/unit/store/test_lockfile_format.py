@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from kernlock._internal.model.target import parse_target
+from kernlock._internal.spec.target import parse_target
 from kernlock.errors import NO_FIX, LockfileError, LockfileVersionError, WriteError
-from kernlock._internal.lockfile.model import Lockfile
+from kernlock._internal.lockfile.entries import Lockfile
 from kernlock._internal.lockfile.serialize import dumps_lockfile, load_lockfile, parse_lockfile, write_lockfile
 from helpers import sample_lockfile
 

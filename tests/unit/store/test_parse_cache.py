@@ -84,12 +84,20 @@ def test_no_cache_switch_and_small_locks_write_nothing(tmp_path: Path, private_k
     assert not entries(private_kernlock_cache)
 
 
-def test_another_kernlock_version_does_not_read_entries(tmp_path: Path, private_kernlock_cache: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_other_parsing_code_does_not_read_entries(tmp_path: Path, private_kernlock_cache: Path) -> None:
+    """Another kernlock (an upgrade rewrites the parsing modules) parses afresh: an entry is keyed by the
+    size and mtime of the code that parsed it."""
     path = tmp_path / "kernels.lock"
     write_lockfile(big_lock(), path)
-    monkeypatch.setattr(kernlock, "__version__", "99.0.0")
     load_lockfile(path)
+    assert len(entries(private_kernlock_cache)) == 1
+    code = Path(str(sys.modules["kernlock._internal.lockfile.table"].__file__))
+    before = code.stat()
+    os.utime(code, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
+    try:
+        load_lockfile(path)
+    finally:
+        os.utime(code, ns=(before.st_atime_ns, before.st_mtime_ns))
     assert len(entries(private_kernlock_cache)) == 2
 
 

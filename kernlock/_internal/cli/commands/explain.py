@@ -33,8 +33,8 @@ def explain_command(
 
     from kernlock._internal.hub.variants import choose_variant
     from kernlock._internal.lockfile.target_pins import is_target_pin
-    from kernlock._internal.model.target import parse_target
     from kernlock._internal.project.workspace import open_workspace
+    from kernlock._internal.spec.target import parse_target
 
     lock = open_workspace(project_dir, lockfile).read_lock()
     kernels = [k for k in lock.kernels if repo in (*k.names(), k.spec)]

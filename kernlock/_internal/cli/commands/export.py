@@ -58,7 +58,7 @@ def export_command(fmt: str, output: str | None, lockfile: str | None, project_d
     if output is None:
         click.echo(kernels_json(lock))
         return
-    export_kernels_json(lock, workspace.lockfile, Path(output))
+    export_kernels_json(lock, workspace.lock_path, Path(output))
     click.echo(f"wrote {output} ({len(entries)} kernels, kernels format)", err=True)
 
 
@@ -78,11 +78,11 @@ def _export_cyclonedx(output: str | None, lockfile: str | None, project_dir: str
         return
     write_export(
         (text + "\n").encode("utf-8"),
-        workspace.lockfile,
+        workspace.lock_path,
         Path(output),
         kind="a CycloneDX SBOM",
         is_kind=looks_like_cyclonedx,
-        example=f"{workspace.lockfile.stem}{SUFFIX}",
+        example=f"{workspace.lock_path.stem}{SUFFIX}",
     )
     count = sum(len(k.variants) for k in lock.kernels)
     click.echo(f"wrote {output} ({count} variants, CycloneDX 1.6)", err=True)

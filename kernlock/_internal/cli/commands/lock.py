@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from kernlock._internal.check.report import plural
 from kernlock._internal.cli.options import (
     fail,
     handle_errors,
@@ -18,6 +17,7 @@ from kernlock._internal.cli.options import (
     quiet_option,
     targets_option,
 )
+from kernlock._internal.wording import plural
 
 if TYPE_CHECKING:
     from kernlock._internal.resolve.changes import LockResult
@@ -129,9 +129,9 @@ def lock_command(dry_run: bool, record: bool, quiet: bool, as_json: bool, **opti
     SPECS, --target, --scan and --model values are added to [tool.kernlock] in pyproject.toml,
     like `uv add`, so later runs and `kernlock verify` see them.
     """
-    from kernlock._internal.check.coverage import uncovered_machine
     from kernlock._internal.resolve.relock import lock_request
     from kernlock._internal.resolve.request import LockRequest
+    from kernlock._internal.rules.coverage import uncovered_machine
 
     command = click.get_current_context().meta.get(_RECORDED_COMMAND, ())
     if record and not command:
@@ -151,7 +151,7 @@ def lock_command(dry_run: bool, record: bool, quiet: bool, as_json: bool, **opti
         result = lock_request(request, recorded=recorded, notes=notes, progress=progress)
     finally:
         clear_progress(progress)
-    uncovered = None if request.check or request.targets else uncovered_machine(result.lockfile)
+    uncovered = None if request.check or request.targets else uncovered_machine(result.lock)
     if uncovered is not None and not as_json:
         report(result, as_json, quiet)
     if uncovered is not None:  # a plain `lock` covers this machine or says it does not (exit 1)
@@ -188,7 +188,7 @@ def report(result: LockResult, as_json: bool, quiet: bool = False) -> None:
                     "changes": [change.to_dict() for change in result.changes],
                     "warnings": list(result.warnings),
                     "migrated": result.migrated,
-                    "lock": result.lockfile.to_dict(),
+                    "lock": result.lock.to_dict(),
                 },
                 indent=2,
             )
@@ -196,7 +196,7 @@ def report(result: LockResult, as_json: bool, quiet: bool = False) -> None:
         return
     if quiet:
         return
-    for kernel in result.lockfile.kernels:
+    for kernel in result.lock.kernels:
         ref = kernel.ref or "commit"
         click.echo(f"{kernel.spec}  → {ref} → {kernel.commit[:12]}  ({kernel.resolution})")
         for variant in kernel.variants:
@@ -218,6 +218,6 @@ def report(result: LockResult, as_json: bool, quiet: bool = False) -> None:
     )
     changes = ", ".join(f"{n} {label}" for n, label in counts if n)
     click.echo(
-        f"{state} {result.path} ({plural(len(result.lockfile.kernels), 'kernel')}, "
-        f"{plural(len(result.lockfile.targets), 'target')}{', ' + changes if changes else ''})"
+        f"{state} {result.path} ({plural(len(result.lock.kernels), 'kernel')}, "
+        f"{plural(len(result.lock.targets), 'target')}{', ' + changes if changes else ''})"
     )

@@ -11,10 +11,10 @@ from kernlock._internal.cli.commands.show import table
 from kernlock._internal.cli.options import handle_errors, json_option, lock_options
 
 if TYPE_CHECKING:
-    from kernlock._internal.check.remote import KernelStatus
-    from kernlock._internal.lockfile.model import Lockfile
-    from kernlock._internal.model.advisories import Advisory
+    from kernlock._internal.lockfile.entries import Lockfile
     from kernlock._internal.project.config import Project
+    from kernlock._internal.spec.advisories import Advisory
+    from kernlock._internal.verify.remote import KernelStatus
 
 
 @click.command("outdated")
@@ -32,8 +32,8 @@ def outdated_command(
     build for their targets."""
     import json
 
-    from kernlock._internal.check.remote import kernel_statuses
     from kernlock._internal.project.workspace import open_workspace
+    from kernlock._internal.verify.remote import kernel_statuses
 
     workspace = open_workspace(project_dir, lockfile)
     lock = workspace.read_lock()
@@ -150,8 +150,8 @@ def _unbuildable(s: KernelStatus, above: int = -1) -> str:
 
 def _advised(project: Project, lock: Lockfile) -> dict[tuple[str, str], list[tuple[str, Advisory]]]:
     """Per lock entry: its variants an advisory of the project covers, with the advisory."""
-    from kernlock._internal.check.advisories import lock_advisories
     from kernlock._internal.project.advisory_sources import project_advisories
+    from kernlock._internal.verify.advisories import lock_advisories
 
     advised: dict[tuple[str, str], list[tuple[str, Advisory]]] = {}
     if project.advisories:

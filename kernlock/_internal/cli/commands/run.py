@@ -109,9 +109,9 @@ def run_command(
             "job script",
             2,
         )
-    from kernlock._internal.check.coverage import require_coverage
     from kernlock._internal.host import machine_target
     from kernlock._internal.project.workspace import VENDOR_ENV, applied_workspace
+    from kernlock._internal.rules.coverage import require_coverage
     from kernlock.errors import LockfileError, LockfileNotFoundError
 
     if vendor:
@@ -125,15 +125,15 @@ def run_command(
         fail(str(error), 1)  # no lock: exit 1, as the start-up hook does in the command's processes
     except LockfileError as error:
         fail(str(error), error.exit_code)  # a lock that cannot be read: exit 2, as every command
-    path = workspace.lockfile.resolve()
+    path = workspace.lock_path.resolve()
     # as apply(): a named lock is trusted by naming it
     if workspace.discovered and workspace.has_sources:
-        from kernlock._internal.check.freshness import require_trusted
+        from kernlock._internal.rules.freshness import require_trusted
 
         # the command's processes get a named lock and never read the project
         require_trusted(workspace, lock)
     if locked:
-        from kernlock._internal.check.freshness import require_fresh
+        from kernlock._internal.rules.freshness import require_fresh
 
         require_fresh(workspace, lock)
     from kernlock._internal.project.groups import group_options, select_groups

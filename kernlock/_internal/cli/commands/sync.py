@@ -91,7 +91,7 @@ def sync_command(
     fetched = [f"{len(report.downloaded)} downloaded"]
     if report.repaired:
         fetched.append(f"{len(report.repaired)} repaired")
-    from kernlock._internal.check.report import plural
+    from kernlock._internal.wording import plural
 
     click.echo(
         f"synced into {report.cache}: {plural(report.variants, 'variant')}, "

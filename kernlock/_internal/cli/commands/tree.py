@@ -18,7 +18,7 @@ def traced_lock(project_dir: str, lockfile: str | None) -> tuple[str, list[Trace
     from kernlock._internal.project.workspace import open_workspace
 
     workspace = open_workspace(project_dir, lockfile)
-    return str(workspace.lockfile), trace(workspace.project, workspace.read_lock())
+    return str(workspace.lock_path), trace(workspace.project, workspace.read_lock())
 
 
 def entry_lines(traced: Traced, target: str | None = None) -> list[str]:
@@ -45,7 +45,7 @@ def tree_command(
     override, a kernel's kernel-depends. Reads the project and the lock; no network."""
     import json
 
-    from kernlock._internal.model.target import parse_target
+    from kernlock._internal.spec.target import parse_target
 
     path, entries = traced_lock(project_dir, lockfile)
     wanted = sorted({str(parse_target(t)) for t in targets}) or sorted(

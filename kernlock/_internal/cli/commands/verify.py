@@ -48,7 +48,7 @@ from kernlock._internal.cli.options import (
     "freshness still covers the whole lock)."
 )
 @lock_options
-@json_option("Print a machine-readable report (schema in kernlock._internal.check.report).")
+@json_option("Print a machine-readable report (schema in kernlock._internal.verify.report).")
 @click.option(
     "--format",
     "fmt",
@@ -83,8 +83,8 @@ def verify_command(
     """
     import sys
 
-    from kernlock._internal.check.report import report_json
-    from kernlock._internal.check.verify import verify
+    from kernlock._internal.verify.checks import verify
+    from kernlock._internal.verify.report import report_json
     from kernlock.errors import UsageError
 
     if as_json and fmt not in ("text", "json"):
@@ -104,7 +104,7 @@ def verify_command(
         groups=groups,
     )
     if fmt == "sarif":
-        from kernlock._internal.check.sarif import sarif_json
+        from kernlock._internal.verify.sarif import sarif_json
 
         click.echo(sarif_json(report))
     else:

@@ -13,12 +13,12 @@ import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from kernlock._internal.lockfile.model import LOCK_FILENAME, LockedKernel, Lockfile
-from kernlock._internal.model.target import Target
+from kernlock._internal.lockfile.entries import LOCK_FILENAME, LockedKernel, Lockfile
+from kernlock._internal.spec.target import Target
 from kernlock.errors import NoVariantError
 
 if TYPE_CHECKING:  # apply() imports this module; only verify builds reports
-    from kernlock._internal.check.report import CheckResult
+    from kernlock._internal.rules.findings import CheckResult
 
 
 def simulated_target_note() -> str | None:
@@ -26,8 +26,8 @@ def simulated_target_note() -> str | None:
     that says so: the lock's builds for that target load here, and this machine may not run them.
     None when unset or it matches."""
     from kernlock._internal.host import current_target
-    from kernlock._internal.model.target import parse_target
     from kernlock._internal.settings import TARGET_ENV, text
+    from kernlock._internal.spec.target import parse_target
     from kernlock.errors import TargetError
 
     simulated = text(TARGET_ENV)

@@ -46,16 +46,16 @@ from kernlock._internal.lockfile.table import (
     model,
     type_error,
 )
-from kernlock._internal.model.devices import device_type
-from kernlock._internal.model.ids import (
+from kernlock._internal.settings import UPGRADE_FIX
+from kernlock._internal.spec.devices import device_type
+from kernlock._internal.spec.ids import (
     DIGEST_ALGORITHMS,
     is_git_sha,
     is_safe_relpath,
     is_sha256,
     is_variant_name,
 )
-from kernlock._internal.model.target import Target, parse_target
-from kernlock._internal.settings import UPGRADE_FIX
+from kernlock._internal.spec.target import Target, parse_target
 from kernlock.errors import LockfileError, TargetError, key_text
 
 LOCK_FILENAME = "kernels.lock"

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kernlock._internal.fs.bounded_read import read_bounded
-from kernlock._internal.lockfile.model import LockedKernel, LockedVariant
+from kernlock._internal.lockfile.entries import LockedKernel, LockedVariant
 
 RECORD_FILENAME = "kernlock.json"
 RECORD_FORMAT = 1

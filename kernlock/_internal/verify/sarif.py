@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernlock._internal.check.report import VerifyReport
+from kernlock._internal.verify.report import VerifyReport
 
 SCHEMA = (
     "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -67,7 +67,7 @@ class _Lines:
     """Where things are declared: lines of kernels.lock and of pyproject.toml."""
 
     def __init__(self, report: VerifyReport) -> None:
-        self.lock = _read_lines(report.lockfile)
+        self.lock = _read_lines(report.lock_path)
         self.pyproject = _read_lines(report.root / "pyproject.toml") if report.root else []
 
     def entry(self, spec: str, variant: str | None, target: str | None) -> int | None:
@@ -105,7 +105,7 @@ def _find(lines: list[str], needle: str) -> int | None:
 def _location(
     report: VerifyReport, lines: _Lines, check: str, context: dict[str, Any]
 ) -> dict[str, Any]:
-    path, line = report.lockfile, None
+    path, line = report.lock_path, None
     spec = context.get("kernel") or context.get("spec")
     if context.get("file"):
         path, line = Path(os.path.abspath(context["file"])), context.get("line")
@@ -143,7 +143,7 @@ def _result(
 
 def sarif(report: VerifyReport) -> dict[str, Any]:
     """The SARIF 2.1.0 log of `report`: a run of kernlock, its rules and a result per finding."""
-    from kernlock import __version__
+    from kernlock._internal.distribution import version
 
     lines, results = _Lines(report), []
     for check in report.checks:
@@ -162,7 +162,7 @@ def sarif(report: VerifyReport) -> dict[str, Any]:
         "tool": {
             "driver": {
                 "name": "kernlock",
-                "version": __version__,
+                "version": version(),
                 "rules": [
                     {
                         "id": rule.id,

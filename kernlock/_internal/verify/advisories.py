@@ -1,6 +1,6 @@
 """The ``advisories`` check of `verify`: the lock holds no build the project's advisories cover.
 
-Offline (`kernlock._internal.model.advisories`): the lock's `ref` stands for a branch, and a commit
+Offline (`kernlock._internal.spec.advisories`): the lock's `ref` stands for a branch, and a commit
 within a range bounded by `introduced`/`fixed` cannot be placed without the branch's
 history, which is a note (`kernlock lock` asks the Hub and re-pins). A URL source is fetched.
 An advisory the project ignores (`ignore-advisories`) is a note while its ignore lasts; an expired
@@ -9,12 +9,13 @@ ignore is a problem, and its advisory applies again.
 
 from __future__ import annotations
 
-from kernlock._internal.check.report import CheckResult, plural
-from kernlock._internal.lockfile.model import LockedKernel, LockedVariant, Lockfile
-from kernlock._internal.model.advisories import Advisory, first_advisory
-from kernlock._internal.model.advisory_ignores import KEY, today_utc
+from kernlock._internal.lockfile.entries import LockedKernel, LockedVariant, Lockfile
 from kernlock._internal.project.advisory_sources import project_advisories
 from kernlock._internal.project.config import Project
+from kernlock._internal.rules.findings import CheckResult
+from kernlock._internal.spec.advisories import Advisory, first_advisory
+from kernlock._internal.spec.advisory_ignores import KEY, today_utc
+from kernlock._internal.wording import plural
 
 
 def lock_advisories(

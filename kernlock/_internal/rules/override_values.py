@@ -8,10 +8,10 @@ import fnmatch
 import os
 
 from kernlock._internal.hub.variants import variant_target
-from kernlock._internal.lockfile.model import Lockfile
-from kernlock._internal.model.overrides import OverrideRule
-from kernlock._internal.model.target import Target, parse_target
+from kernlock._internal.lockfile.entries import Lockfile
 from kernlock._internal.project.suggest import close_name
+from kernlock._internal.spec.overrides import OverrideRule
+from kernlock._internal.spec.target import Target, parse_target
 from kernlock.errors import ConfigError
 
 _KEYS = ("backend", "cpu", "os")

@@ -12,13 +12,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernlock._internal.check.report import CheckResult, plural
-from kernlock._internal.lockfile.model import SIGNATURE_FILE, LockedKernel, LockedVariant, Lockfile
-from kernlock._internal.model.spec import version_of_branch
+from kernlock._internal.lockfile.entries import (
+    SIGNATURE_FILE,
+    LockedKernel,
+    LockedVariant,
+    Lockfile,
+)
+from kernlock._internal.rules.findings import CheckResult
+from kernlock._internal.spec.kernel_spec import version_of_branch
+from kernlock._internal.wording import plural
 
 if TYPE_CHECKING:
     from kernlock._internal.hub.client import Hub
-    from kernlock._internal.hub.records import Ref
+    from kernlock._internal.hub.responses import Ref
 
 
 @dataclass(frozen=True)
@@ -132,8 +138,8 @@ def _inspected(status: KernelStatus, versions: dict[int, str], hub: Hub) -> Kern
     """`status` with `rewritten`, `usable_version` and `unbuildable` asked of the Hub."""
     from dataclasses import replace
 
-    from kernlock._internal.check.coverage import builds
     from kernlock._internal.hub.variants import group_variants
+    from kernlock._internal.rules.coverage import builds
 
     kernel = status.kernel
     rewritten = (
@@ -201,7 +207,7 @@ def check_remote(
     small files fetched and hashed); each alias must be a rename the Hub still
     redirects to the locked repo; a "trusted-publisher" entry's publisher must be
     marked trusted on the Hub; each signed variant's bundle, as fetched, must verify against
-    the Sigstore root (`trusted_root`, else the default of `kernlock._internal.check.signatures`)
+    the Sigstore root (`trusted_root`, else the default of `kernlock._internal.rules.signatures`)
     and name the locked signer.
     """
     import time
@@ -394,7 +400,7 @@ def _metadata_problems(
     ):
         problems.append(archs)
     if variant.signed and "metadata.json" in fetched and SIGNATURE_FILE in fetched:
-        from kernlock._internal.check.signatures import recheck, trusted_root_path
+        from kernlock._internal.rules.signatures import recheck, trusted_root_path
 
         problem = recheck(
             kernel.repo,

@@ -2,7 +2,7 @@
 vendor`).
 
 It lives with the project (where uv keeps its mutex under its cache or `.venv`, and
-pip-tools has none): a mutex file `.kernlock.lock` in the project root, beside
+pip-tools has none): a mutex file `.kernlock.mutex` in the project root, beside
 `kernels.lock`, so two writers of one checkout wait for each other whatever their
 per-user settings (two CI jobs with different
 `$KERNLOCK_STATE_DIR`s). It is readable by exactly those who can write the project
@@ -21,7 +21,7 @@ else `$XDG_STATE_HOME/kernlock`, else `~/.local/state/kernlock`), created 0700 a
 checked on the opened descriptor, is always taken after it, so one user's writers
 also wait for each other when the project directory is read-only. The holder
 writes its pid into each mutex file; a waiter gives up after a timeout
-(`$KERNLOCK_LOCK_TIMEOUT` seconds, default 300) with a message naming that pid.
+(`$KERNLOCK_MUTEX_TIMEOUT` seconds, default 300) with a message naming that pid.
 """
 
 from __future__ import annotations
@@ -37,12 +37,12 @@ from pathlib import Path
 from types import TracebackType
 
 from kernlock._internal.fs.private import NotPrivateError, open_private_dir
-from kernlock._internal.settings import LOCK_TIMEOUT_ENV, STATE_DIR_ENV, path, seconds
-from kernlock.errors import LockTimeoutError, UsageError
+from kernlock._internal.settings import MUTEX_TIMEOUT_ENV, STATE_DIR_ENV, path, seconds
+from kernlock.errors import ProjectBusyError, UsageError
 
 DEFAULT_TIMEOUT = 300.0
 # in the project root, beside kernels.lock; removed on release
-PROJECT_MUTEX_NAME = ".kernlock.lock"
+PROJECT_MUTEX_NAME = ".kernlock.mutex"
 _FILE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -80,7 +80,7 @@ def _unusable_state_dir(error: OSError) -> UsageError:
 
 
 def _wait(fd: int, deadline: float, timed_out: str, timeout: float) -> None:
-    """Take the exclusive lock on `fd`, or raise `LockTimeoutError` naming the holder's pid at
+    """Take the exclusive lock on `fd`, or raise `ProjectBusyError` naming the holder's pid at
     `deadline`.
 
     The pid is what the mutex file's owner wrote: `kill` is offered only when that owner is this
@@ -98,17 +98,17 @@ def _wait(fd: int, deadline: float, timed_out: str, timeout: float) -> None:
                 os.close(fd)
                 if owner != os.geteuid():
                     said = f", which says it is pid {holder}" if holder.isdigit() else ""
-                    raise LockTimeoutError(
+                    raise ProjectBusyError(
                         f"another user's kernlock ({_user(owner)}{said}) has been {timed_out} for "
                         f"over {timeout:g} s",
                         fix=f"wait for it, ask {_user(owner)} to stop it, or raise "
-                        f"${LOCK_TIMEOUT_ENV}",
+                        f"${MUTEX_TIMEOUT_ENV}",
                     ) from None
                 who = f"pid {holder}" if holder.isdigit() else "an unknown process"
                 stop = f", or stop it (kill {holder})" if holder.isdigit() else ""
-                raise LockTimeoutError(
+                raise ProjectBusyError(
                     f"another kernlock ({who}) has been {timed_out} for over {timeout:g} s",
-                    fix=f"wait for it{stop}, or raise ${LOCK_TIMEOUT_ENV}",
+                    fix=f"wait for it{stop}, or raise ${MUTEX_TIMEOUT_ENV}",
                 ) from None
             time.sleep(0.05)
 
@@ -252,7 +252,7 @@ class DirectoryMutex:
                 if owner is None:
                     return self
                 if time.monotonic() >= deadline:
-                    raise LockTimeoutError(
+                    raise ProjectBusyError(
                         f"{self.path} belongs to another user ({_user(owner)}) and cannot be "
                         "opened, so kernlock cannot tell whether a kernlock of theirs is "
                         f"{self.what}; waited {self.timeout:g} s for it to go",
@@ -291,14 +291,14 @@ class DirectoryMutex:
 class ProjectMutex:
     """Exclusive mutex on one project (its root directory) across processes and users' settings.
 
-    First the mutex file beside the project's lock file (`.kernlock.lock` in `root`), then the
+    First the mutex file beside the project's lock file (`.kernlock.mutex` in `root`), then the
     per-user one in the state directory (keyed by the root).
     """
 
     def __init__(self, root: Path, timeout: float | None = None) -> None:
         self.root = root.resolve()
         self.timeout = (
-            seconds(LOCK_TIMEOUT_ENV, DEFAULT_TIMEOUT, zero=True) if timeout is None else timeout
+            seconds(MUTEX_TIMEOUT_ENV, DEFAULT_TIMEOUT, zero=True) if timeout is None else timeout
         )
         self._fd: int | None = None
         self._project: DirectoryMutex | None = None
@@ -306,7 +306,7 @@ class ProjectMutex:
     @property
     def name(self) -> str:
         """File name of the lock in the state directory."""
-        return hashlib.sha256(str(self.root).encode()).hexdigest()[:24] + ".lock"
+        return hashlib.sha256(str(self.root).encode()).hexdigest()[:24] + ".mutex"
 
     def __enter__(self) -> ProjectMutex:
         deadline = time.monotonic() + self.timeout

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from kernlock._internal.lockfile.format_version import LOCK_VERSION
-from kernlock._internal.lockfile.model import (
+from kernlock._internal.lockfile.entries import (
     SIGNATURE_FILE,
     LockedFile,
     LockedKernel,
@@ -17,7 +17,7 @@ from kernlock._internal.lockfile.model import (
     Override,
     Provenance,
 )
-from kernlock._internal.model.target import Target, parse_target
+from kernlock._internal.spec.target import Target, parse_target
 from kernlock._internal.settings import UPGRADE_FIX
 from kernlock.errors import LockfileError, LockfileVersionError
 
@@ -131,7 +131,7 @@ def test_a_nested_class_reports_paths_relative_to_itself() -> None:
 @pytest.mark.parametrize("path", ["a//b", "a/", "/a", "../a", "a/../b", "a\\b", "a\x00b", ""])
 def test_the_lock_refuses_a_file_path_the_resolver_refuses(path: str) -> None:
     """One rule (`is_safe_relpath`) for a file path in the lock and in the Hub's listing of a commit."""
-    from kernlock._internal.hub.records import TreeFile
+    from kernlock._internal.hub.responses import TreeFile
     from kernlock._internal.hub.variants import group_variants
     from kernlock.errors import ResolutionError
 
@@ -171,7 +171,7 @@ def test_a_newer_major_is_refused_with_the_upgrade() -> None:
 
 @pytest.mark.parametrize("name", ["-rf", ".hidden", "_x", ".", ".."])
 def test_the_lock_refuses_variant_names_the_resolver_refuses(name: str) -> None:
-    from kernlock._internal.model.ids import is_variant_name
+    from kernlock._internal.spec.ids import is_variant_name
 
     assert not is_variant_name(name)
     with pytest.raises(LockfileError, match="is not a build variant name"):

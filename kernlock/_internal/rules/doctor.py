@@ -28,12 +28,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
-from kernlock import __version__
 from kernlock._internal.compat.transformers import installed_transformers, kernels_window
+from kernlock._internal.distribution import version
 from kernlock._internal.host import installed_version
-from kernlock._internal.lockfile.model import LockedKernel, LockedVariant, Lockfile
-from kernlock._internal.model.target import Target
+from kernlock._internal.lockfile.entries import LockedKernel, LockedVariant, Lockfile
 from kernlock._internal.settings import TRUE
+from kernlock._internal.spec.target import Target
 from kernlock.errors import CompatibilityError
 
 # The kernels releases this kernlock works with, as a [min, max) window like Transformers' own
@@ -97,7 +97,7 @@ def kernels_support_finding() -> Finding | None:
     else:
         fix = _pip(("kernels", overlap or SUPPORTED_KERNELS))
     return Finding(
-        f"kernlock {__version__} supports {_window('kernels', SUPPORTED_KERNELS)}; installed "
+        f"kernlock {version()} supports {_window('kernels', SUPPORTED_KERNELS)}; installed "
         f"kernels {kernels}",
         fix,
     )

@@ -25,7 +25,7 @@ JSON form (`VerifyReport.to_json()`, `kernlock verify --json`)::
     }
 
 `kernlock verify --format sarif` writes the same report as SARIF 2.1.0
-(`kernlock._internal.check.sarif`).
+(`kernlock._internal.verify.sarif`).
 
 Exit codes (`VerifyReport.exit_code`): 0 all good, 1 a check failed, 2 the lock
 is unreadable or invalid.
@@ -37,67 +37,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-
-@dataclass
-class Problem:
-    """One failed expectation and the command that fixes it."""
-
-    message: str
-    fix: str | None
-    context: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"message": self.message, "fix": self.fix, **self.context}
-
-
-class Note(str):
-    """A note's text, with the context keys (`kernel`, `target`, `rule`) SARIF places it by."""
-
-    context: dict[str, Any]
-
-    def __new__(cls, text: str, **context: Any) -> Note:
-        note = super().__new__(cls, text)
-        note.context = {k: v for k, v in context.items() if v is not None}
-        return note
-
-
-@dataclass
-class CheckResult:
-    """The outcome of one check."""
-
-    name: str
-    summary: str = ""
-    problems: list[Problem] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
-    def problem(self, message: str, fix: str | None, **context: Any) -> None:
-        self.problems.append(
-            Problem(message, fix, {k: v for k, v in context.items() if v is not None})
-        )
-
-    def note(self, text: str, **context: Any) -> None:
-        """A note that says what it is about (`Note`)."""
-        self.notes.append(Note(text, **context))
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "ok": self.ok,
-            "summary": self.summary,
-            "problems": [p.to_json() for p in self.problems],
-            "notes": list(self.notes),
-        }
+from kernlock._internal.rules.findings import CheckResult
 
 
 @dataclass
 class VerifyReport:
     """Every check that ran, in order."""
 
-    lockfile: Path
+    lock_path: Path
     root: Path | None = None  # the project's root, where SARIF's paths start
     checks: list[CheckResult] = field(default_factory=list)
     unreadable: bool = False
@@ -119,7 +66,7 @@ class VerifyReport:
     def to_json(self) -> dict[str, Any]:
         return {
             "ok": self.ok,
-            "lockfile": str(self.lockfile),
+            "lockfile": str(self.lock_path),
             "checks": [c.to_json() for c in self.checks],
         }
 
@@ -153,9 +100,4 @@ def report_json(report: VerifyReport) -> str:
     return json.dumps(report.to_json(), indent=2)
 
 
-__all__ = ["CheckResult", "Note", "Problem", "VerifyReport", "report_json"]
-
-
-def plural(count: int, noun: str) -> str:
-    """`1 kernel`, `2 kernels`."""
-    return f"{count} {noun}{'' if count == 1 else 's'}"
+__all__ = ["VerifyReport", "report_json"]

@@ -35,8 +35,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kernlock._internal.model.ids import is_sha256
-from kernlock._internal.model.printable import printable
+from kernlock._internal.spec.ids import is_sha256
+from kernlock._internal.spec.printable import printable
 from kernlock.errors import ConfigError
 
 _KEYS = {"id", "aliases", "repo", "summary", "details", "references", "affected", "fix"}
@@ -207,7 +207,7 @@ def refuse_unknown_keys(table: dict[str, Any], known: set[str], where: str, fix:
 
 
 def _advisory(entry: Any, where: str, source: str) -> Advisory:
-    from kernlock._internal.model.spec import parse_spec
+    from kernlock._internal.spec.kernel_spec import parse_spec
 
     if not isinstance(entry, dict):
         raise ConfigError(f"{where} must be a table", fix=FORMAT_FIX)

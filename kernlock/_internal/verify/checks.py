@@ -13,10 +13,10 @@ Checks, in order (later ones run only when the lock parses):
   depend on the Python version it is the one kernels loads there (what `apply()` checks).
 * ``gpu-archs`` — (when the project declares `[tool.kernlock] gpu-archs`) every locked
   CUDA/ROCm build of every locked or checked target supports each GPU architecture
-  declared for it, matched by kernels' own `archs` module (`kernlock._internal.check.gpu_archs`).
+  declared for it, matched by kernels' own `archs` module (`kernlock._internal.rules.gpu_archs`).
 * ``advisories`` — (when `[tool.kernlock] advisories` names any) no locked build is one an advisory
-  covers (`kernlock._internal.check.advisories`); the problem names the advisory and its fix.
-* ``doctor``   — this machine can load the locked variants (`kernlock._internal.check.doctor`: the
+  covers (`kernlock._internal.verify.advisories`); the problem names the advisory and its fix.
+* ``doctor``   — this machine can load the locked variants (`kernlock._internal.rules.doctor`: the
   kernels version inside Transformers' window, `kernels-minver`, `python-depends`,
   free-threaded Python, the telemetry/user-agent bug); dirty builds are notes.
 * ``cache``    — (opt-in) every locked variant of the checked targets is in the
@@ -27,7 +27,7 @@ Checks, in order (later ones run only when the lock parses):
   signer (or an unsigned variant) passes the project's policy
   (`kernlock._internal.project.signers`).
 * ``against``  — (opt-in) the lock loads exactly what a checkpoint's run recorded in its
-  `kernlock.json` (`kernlock._internal.check.against`).
+  `kernlock.json` (`kernlock._internal.verify.against`).
 * ``remote``   — (opt-in) every locked commit still exists on the Hub; branches
   that moved past the lock are reported as notes (not failures); each variant's metadata.json
   there lists the locked `archs`; signed variants'
@@ -37,9 +37,9 @@ Plain verification (``lock``, ``fresh``, ``coverage``, ``doctor``) imports neith
 Transformers, kernels, huggingface_hub nor sigstore; ``gpu-archs``, and ``coverage`` of builds
 with a Python part (`cpython-3.13-abi3`), import kernels (not Torch).
 
-The report model and its JSON form are in `kernlock._internal.check.report`; ``fresh`` is
-`kernlock._internal.check.freshness`, ``coverage`` `kernlock._internal.check.coverage`, ``remote``
-`kernlock._internal.check.remote`.
+The report model and its JSON form are in `kernlock._internal.verify.report`; ``fresh`` is
+`kernlock._internal.rules.freshness`, ``coverage`` `kernlock._internal.rules.coverage`, ``remote``
+`kernlock._internal.verify.remote`.
 """
 
 from __future__ import annotations
@@ -49,19 +49,21 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernlock._internal.check.advisories import check_advisories
-from kernlock._internal.check.against import check_against
-from kernlock._internal.check.coverage import check_coverage
-from kernlock._internal.check.freshness import check_fresh
-from kernlock._internal.check.gpu_archs import check_gpu_archs
-from kernlock._internal.check.remote import check_remote
-from kernlock._internal.check.report import CheckResult, VerifyReport, plural
 from kernlock._internal.host import current_target
-from kernlock._internal.lockfile.model import LockedVariant, Lockfile
-from kernlock._internal.model.target import Target
+from kernlock._internal.lockfile.entries import LockedVariant, Lockfile
 from kernlock._internal.project.groups import select_groups
 from kernlock._internal.project.signers import SigningPolicy, project_policy
 from kernlock._internal.project.workspace import open_workspace
+from kernlock._internal.rules.coverage import check_coverage
+from kernlock._internal.rules.findings import CheckResult
+from kernlock._internal.rules.freshness import check_fresh
+from kernlock._internal.rules.gpu_archs import check_gpu_archs
+from kernlock._internal.spec.target import Target
+from kernlock._internal.verify.advisories import check_advisories
+from kernlock._internal.verify.against import check_against
+from kernlock._internal.verify.remote import check_remote
+from kernlock._internal.verify.report import VerifyReport
+from kernlock._internal.wording import plural
 from kernlock.errors import LockfileError, LockfileNotFoundError, TargetError
 
 if TYPE_CHECKING:
@@ -91,9 +93,9 @@ def check_lock_consistency(lock: Lockfile, result: CheckResult) -> None:
 def check_doctor(lock: Lockfile, targets: list[Target], result: CheckResult) -> None:
     """This machine can load the locked kernels: kernels version window, minver, Python deps,
     interpreter."""
-    from kernlock._internal.check.doctor import backend_name, diagnose
     from kernlock._internal.project.local_kernels import verify_findings
     from kernlock._internal.project.strict import strict_from_env
+    from kernlock._internal.rules.doctor import backend_name, diagnose
 
     checked = list(targets)
     try:
@@ -227,8 +229,8 @@ def check_signatures(
     and the policy."""
     import hashlib
 
-    from kernlock._internal.check.signatures import recheck, trusted_root_path
-    from kernlock._internal.lockfile.model import SIGNATURE_FILE
+    from kernlock._internal.lockfile.entries import SIGNATURE_FILE
+    from kernlock._internal.rules.signatures import recheck, trusted_root_path
     from kernlock._internal.store import hub_cache as cache
     from kernlock.errors import SignatureError
 
@@ -313,7 +315,7 @@ def verify(
     """
     workspace = open_workspace(project_dir, lockfile)
     project = workspace.project
-    report = VerifyReport(lockfile=workspace.lockfile, root=workspace.root)
+    report = VerifyReport(lock_path=workspace.lock_path, root=workspace.root)
     first = CheckResult("lock")
     report.checks.append(first)
     try:
@@ -331,7 +333,7 @@ def verify(
     first.summary = f"{plural(len(lock.kernels), 'kernel')}, {plural(len(lock.targets), 'target')}"
     checked = workspace.chosen_targets(lock, targets, all_targets)
     if not targets and not all_targets:
-        from kernlock._internal.check.coverage import simulated_target_note
+        from kernlock._internal.rules.coverage import simulated_target_note
 
         if (note := simulated_target_note()) is not None:
             first.notes.append(note)  # the checks below are for that target, not for this machine

@@ -19,8 +19,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from kernlock._internal.model.spec import KernelSpec, parse_spec, spec_from_version
-from kernlock._internal.model.target import Target
+from kernlock._internal.spec.kernel_spec import KernelSpec, parse_spec, spec_from_version
+from kernlock._internal.spec.target import Target
 from kernlock.errors import ConfigError, SpecError
 
 _MATCH_KEYS = ("backend", "torch", "cpu", "os")

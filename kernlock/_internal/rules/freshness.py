@@ -10,11 +10,8 @@ reports it; `--locked` (`require_fresh`) refuses a stale lock.
 
 from __future__ import annotations
 
-from kernlock._internal.check.report import CheckResult, plural
-from kernlock._internal.lockfile.model import Lockfile
+from kernlock._internal.lockfile.entries import Lockfile
 from kernlock._internal.lockfile.target_pins import is_target_pin
-from kernlock._internal.model.spec import KernelSpec, parse_spec
-from kernlock._internal.model.target import Target, parse_target
 from kernlock._internal.project.config import (
     Project,
     expand_aliases,
@@ -24,6 +21,10 @@ from kernlock._internal.project.config import (
 )
 from kernlock._internal.project.groups import group_specs, stale_groups
 from kernlock._internal.project.workspace import Workspace
+from kernlock._internal.rules.findings import CheckResult
+from kernlock._internal.spec.kernel_spec import KernelSpec, parse_spec
+from kernlock._internal.spec.target import Target, parse_target
+from kernlock._internal.wording import plural
 from kernlock.errors import StaleLockError, TargetError, TrustError, UsageError
 
 
@@ -133,7 +134,7 @@ def require_trusted(workspace: Workspace, lock: Lockfile) -> None:
     problems = allowlist_problems(workspace.project, lock)
     if problems:
         repo, message, fix = problems[0]
-        raise TrustError(f"{workspace.lockfile}: {message}", repo=repo, fix=fix)
+        raise TrustError(f"{workspace.lock_path}: {message}", repo=repo, fix=fix)
 
 
 def _check_models(project: Project, lock: Lockfile, result: CheckResult) -> None:
@@ -145,8 +146,8 @@ def _check_models(project: Project, lock: Lockfile, result: CheckResult) -> None
     """
     from kernlock._internal.compat.model_kernels import mapping_digest
     from kernlock._internal.compat.transformers import installed_transformers
-    from kernlock._internal.model.devices import device_type
     from kernlock._internal.project.models import project_models
+    from kernlock._internal.spec.devices import device_type
 
     if not any(device_type(target.backend) for target in lock.targets):
         # models matter only where Transformers kernelizes: no GPU target, no [[model]] records
@@ -196,7 +197,7 @@ def _check_models(project: Project, lock: Lockfile, result: CheckResult) -> None
 def _check_overrides(project: Project, lock: Lockfile, result: CheckResult) -> None:
     """Configured overrides ↔ the lock's override entries (added, removed or re-pinned); a value
     that matches no build nor target (a typo) is a problem too."""
-    from kernlock._internal.check.override_values import unmatched_override_value
+    from kernlock._internal.rules.override_values import unmatched_override_value
 
     typo = unmatched_override_value(project.overrides, lock, project.pyproject.name)
     if typo is not None:
@@ -235,7 +236,7 @@ def _check_overrides(project: Project, lock: Lockfile, result: CheckResult) -> N
 def _check_cooldown(project: Project, lock: Lockfile, result: CheckResult) -> None:
     """`exclude-newer` and `exclude-newer-kernel` ↔ the cut-offs the lock records (a duration
     matches the span it was counted from, whatever the date: no clock is read)."""
-    from kernlock._internal.model.cooldown import format_date
+    from kernlock._internal.spec.cooldown import format_date
 
     default, per_repo = project.exclude_newer
     wanted = {"exclude-newer": default, **{f"exclude-newer-kernel {r!r}": c for r, c in per_repo}}
@@ -316,6 +317,6 @@ def require_fresh(workspace: Workspace, lock: Lockfile) -> None:
         first = result.problems[0]
         more = f" (and {len(result.problems) - 1} more)" if len(result.problems) > 1 else ""
         raise StaleLockError(
-            f"{workspace.lockfile} is stale: {first.message}{more}",
+            f"{workspace.lock_path} is stale: {first.message}{more}",
             fix=f"run `{first.fix or 'kernlock lock'}`",
         )

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from kernlock._internal.lockfile.model import LockedVariant, Signature
+from kernlock._internal.lockfile.entries import LockedVariant, Signature
 from kernlock.errors import SignatureError
 
 TRUSTED_ROOT_ENV = "KERNLOCK_SIGSTORE_TRUSTED_ROOT"

@@ -19,8 +19,8 @@ import datetime
 from dataclasses import dataclass
 from typing import Any
 
-from kernlock._internal.model.advisories import refuse_unknown_keys
-from kernlock._internal.model.printable import printable
+from kernlock._internal.spec.advisories import refuse_unknown_keys
+from kernlock._internal.spec.printable import printable
 from kernlock.errors import ConfigError
 
 KEY = "ignore-advisories"

@@ -11,10 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kernlock._internal.check.report import CheckResult, plural
-from kernlock._internal.lockfile.model import LockedFile, Lockfile
-from kernlock._internal.lockfile.record import RECORD_FILENAME, read_record, variant_content
-from kernlock._internal.model.target import parse_target
+from kernlock._internal.lockfile.entries import LockedFile, Lockfile
+from kernlock._internal.lockfile.run_record import RECORD_FILENAME, read_record, variant_content
+from kernlock._internal.rules.findings import CheckResult
+from kernlock._internal.spec.target import parse_target
+from kernlock._internal.wording import plural
 
 
 def check_against(lock: Lockfile, path: Path, result: CheckResult) -> None:
@@ -68,7 +69,7 @@ def _changed(recorded: Any, files: tuple[LockedFile, ...]) -> str:
 
 def _restore(record: dict[str, Any]) -> str:
     """`: git commit C holds it (`git restore …`)` where the run's lock lies in a git checkout."""
-    from kernlock._internal.check.lock_history import commit_holding
+    from kernlock._internal.verify.lock_history import commit_holding
 
     lockfile, sha256 = record.get("lockfile"), record.get("lock-sha256")
     if not isinstance(lockfile, str) or not isinstance(sha256, str):

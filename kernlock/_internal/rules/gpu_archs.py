@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kernlock._internal.lockfile.entries import LockedKernel, LockedVariant, Lockfile
 from kernlock._internal.lockfile.format_version import format_version
-from kernlock._internal.lockfile.model import LockedKernel, LockedVariant, Lockfile
-from kernlock._internal.model.target import Target
+from kernlock._internal.spec.target import Target
 
 if TYPE_CHECKING:
-    from kernlock._internal.check.report import CheckResult
+    from kernlock._internal.rules.findings import CheckResult
 
 
 def unsupported_problem(
@@ -80,6 +80,6 @@ def check_gpu_archs(
                         target=str(target),
                         arch=arch.arch,
                     )
-    from kernlock._internal.check.report import plural
+    from kernlock._internal.wording import plural
 
     result.summary = f"{plural(checked, 'GPU build')} against the declared gpu-archs"
