@@ -176,3 +176,51 @@ def test_the_how_to_blocks_run_as_written(hub: TestHub, tmp_path: Path) -> None:
     assert refused == "refused: " + shown.replace("/job/kernels.lock", str(project / "kernels.lock"))
     lock = load_lockfile(project / "kernels.lock")
     assert {k.repo: k.groups for k in lock.kernels} == {ACTIVATION: (), RELU: ("training",), FA2: ("inference",)}
+
+
+def test_tree_and_why_show_each_entrys_groups_and_tree_group_filters(hub: TestHub, tmp_path: Path) -> None:
+    """As `uv tree` marks a group's packages: every entry with its groups, a group's spec as its source with its
+    line, and `tree --group G` as `sync --group G` selects."""
+    project = two_group_project(tmp_path / "p")
+    hub.reset_counts()
+
+    tree = cli("tree", cwd=project)
+
+    assert tree.exit_code == 0, tree.output
+    lines = tree.output.splitlines()
+    heads = {line.split()[0]: line for line in lines if line.startswith("  kernels-community/")}
+    assert heads[f"{ACTIVATION}@v1"].endswith("(groups: inference, training)")
+    assert heads[f"{RELU}@v1"].endswith("(group: training)")
+    assert heads[f"{UNIVERSAL}@v1"].endswith("torch-universal")  # ungrouped: every run, no mark
+    assert (f'    <- group: pyproject.toml:10: "{RELU}@v1" in [tool.kernlock.groups] training'
+            == lines[lines.index(heads[f"{RELU}@v1"]) + 1])
+    activation = lines[lines.index(heads[f"{ACTIVATION}@v1"]) + 1:][:2]
+    assert activation == [f'    <- group: pyproject.toml:10: "{ACTIVATION}@v1" in [tool.kernlock.groups] training',
+                          f"    <- kernel-depends: a dependency of {WITH_DEP}@v1"]
+
+    inference = cli("tree", "--group", "inference", "--json", cwd=project)
+    assert inference.exit_code == 0, inference.output
+    data = json.loads(inference.output)
+    assert data["groups"] == ["inference", "training"]
+    assert {k["repo"]: k["groups"] for k in data["kernels"]} == {
+        UNIVERSAL: [], ACTIVATION: ["inference", "training"], FA2: ["inference"], WITH_DEP: ["inference"]}
+    [fa2] = [k for k in data["kernels"] if k["repo"] == FA2]
+    assert fa2["sources"] == [{"kind": "group", "text": f'"{FA2}@v2" in [tool.kernlock.groups] inference',
+                               "where": "pyproject.toml:11"}]
+
+    why = cli("why", RELU, "--json", cwd=project)
+    assert why.exit_code == 0, why.output
+    [relu] = json.loads(why.output)
+    assert relu["groups"] == ["training"] and [s["kind"] for s in relu["sources"]] == ["group"]
+    assert cli("why", RELU, cwd=project).output.splitlines()[0].endswith("(group: training)")
+    assert sum(hub.requests.values()) == 0  # read from the project and the lock alone
+
+
+def test_tree_an_unknown_group_is_one_line_whose_fix_runs(hub: TestHub, tmp_path: Path) -> None:
+    project = two_group_project(tmp_path / "p")
+    result = cli("tree", "--group", "traning", cwd=project)
+    assert result.exit_code == 2
+    assert result.output == ("kernlock: error: unknown group 'traning' (did you mean training?); fix: run "
+                             "`kernlock tree --group training`\n")
+    fixed = cli("tree", "--group", "training", cwd=project)
+    assert fixed.exit_code == 0 and FA2 not in fixed.output and RELU in fixed.output
