@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ACTIVATION, CPU, FA2, cli, make_project
+from helpers import ACTIVATION, CPU, FA2, REPO_ROOT, cli, make_project, markdown_blocks
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock._internal.model.cooldown import ACCEPTED
 from kernlock._internal.resolve import cooldown
@@ -244,6 +244,8 @@ def test_outdated_reports_a_head_newer_than_the_cutoff_as_held_back_naming_the_d
     held = cli("outdated", "--exit-code", cwd=project)
 
     assert held.exit_code == 0, held.output  # held back is not an update
+    page = (REPO_ROOT / "docs" / "how-to" / "cooldown.md").read_text()
+    assert held.output == markdown_blocks(page, "text")[1]  # the how-to shows it as printed
     assert _row(held.output).endswith(f"branch v1 moved to {head[:12]}, newer than the exclude-newer cut-off "
                                       "2026-05-25T12:00:00Z: held back by the cooldown")
     [status] = json.loads(cli("outdated", "--json", cwd=project).output)

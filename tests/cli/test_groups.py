@@ -187,6 +187,8 @@ def test_tree_and_why_show_each_entrys_groups_and_tree_group_filters(hub: TestHu
     tree = cli("tree", cwd=project)
 
     assert tree.exit_code == 0, tree.output
+    page = (REPO_ROOT / "docs" / "how-to" / "tree-why.md").read_text()
+    assert tree.output.startswith(markdown_blocks(page, "text")[1])  # the how-to shows it as printed
     lines = tree.output.splitlines()
     heads = {line.split()[0]: line for line in lines if line.startswith("  kernels-community/")}
     assert heads[f"{ACTIVATION}@v1"].endswith("(groups: inference, training)")
