@@ -50,12 +50,13 @@ KEYS = {
     "advisories": ("list of paths or https:// URLs", "advisory files of known-bad builds "
                    "([how-to](../how-to/advisories.md))"),
     "exclude-newer": ("date or duration", "skip Hub commits newer than this cut-off: an RFC 3339 date, or a duration "
-                      "back from the time of locking such as `\"7 days\"` or `\"P7D\"` ([how-to](../how-to/cooldown.md))"),
+                      "back from the time of locking such as `\"7 days\"` or `\"P7D\"`; `kernlock outdated` reports a newer "
+                      "head as held back ([how-to](../how-to/cooldown.md))"),
     "exclude-newer-kernel": ("table: repo → date or duration", "a cut-off of its own for a repo, in place of "
                              "`exclude-newer`"),
     "groups": ("table: group → list of specs", "named groups of kernels, locked into the one lock; `sync`, `verify`, "
-               "`run` and `vendor` take `--group` to act on one group and the ungrouped kernels "
-               "([how-to](../how-to/groups.md))"),
+               "`run`, `vendor` and `tree` take `--group` to act on one group and the ungrouped kernels, "
+               "`remove --group` removes a spec from one group ([how-to](../how-to/groups.md))"),
     "ignore-advisories": ("list of ids or `{ id, until, reason }` tables", "advisories set aside through their "
                           "`until` day; an expired one fails `verify` "
                           "([how-to](../how-to/advisories.md#ignore-an-advisory-for-a-while))"),

@@ -3,14 +3,16 @@ records the cut-off as a date, and `lock --check` gives the same answer on a lat
 
 from __future__ import annotations
 
+import json
 import shlex
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
-from helpers import ACTIVATION, CPU, cli, make_project
+from helpers import ACTIVATION, CPU, FA2, REPO_ROOT, cli, make_project, markdown_blocks
 from kernlock._internal.lockfile.serialize import load_lockfile
+from kernlock._internal.spec.cooldown import ACCEPTED
 from kernlock._internal.resolve import cooldown
 from kernlock.testing.fixtures import advance_branch, git, push_commit, rev_parse
 from kernlock.testing.hub import TestHub
@@ -225,3 +227,108 @@ def test_verify_finds_a_lock_whose_cutoff_the_settings_no_longer_ask_for(day_old
             in stale.output)
     assert cli("lock", cwd=project).exit_code == 0  # the fix verify names
     assert cli("verify", cwd=project).exit_code == 0
+
+
+def _row(output: str) -> str:
+    [row] = [line for line in output.splitlines() if line.startswith(SPEC)]
+    return row
+
+
+def test_outdated_reports_a_head_newer_than_the_cutoff_as_held_back_naming_the_date(
+    day_old_head: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    previous, head = day_old_head
+    project = _project(tmp_path / "p", "7 days")
+    assert cli("lock", cwd=project).exit_code == 0
+
+    held = cli("outdated", "--exit-code", cwd=project)
+
+    assert held.exit_code == 0, held.output  # held back is not an update
+    page = (REPO_ROOT / "docs" / "how-to" / "cooldown.md").read_text()
+    assert held.output == markdown_blocks(page, "text")[1]  # the how-to shows it as printed
+    assert _row(held.output).endswith(f"branch v1 moved to {head[:12]}, newer than the exclude-newer cut-off "
+                                      "2026-05-25T12:00:00Z: held back by the cooldown")
+    [status] = json.loads(cli("outdated", "--json", cwd=project).output)
+    assert (status["exclude_newer"], status["held_back"], status["cooldown_commit"], status["current"]) == (
+        "2026-05-25T12:00:00Z", True, previous, head)
+
+    # --exclude-newer replaces the settings, as lock's does: "0 days" takes the head, and the row's fix does
+    floated = cli("outdated", "--exclude-newer", "0 days", "--exit-code", cwd=project)
+    assert floated.exit_code == 1, floated.output
+    fix = _row(floated.output).split("branch moved; ", 1)[1]
+    assert fix == f"kernlock lock -P {ACTIVATION} --exclude-newer '0 days'"
+    assert cli(*shlex.split(fix)[1:], cwd=project).exit_code == 0
+    assert _locked_commit(project) == head
+
+
+def test_outdated_under_a_cooldown_names_the_relock_that_counts_the_cutoff_again(
+    day_old_head: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eight days on the head is older than the cut-off counted from now, but `lock -P` keeps the lock's date: the
+    fix is `lock --upgrade`, and it takes the head."""
+    _, head = day_old_head
+    project = _project(tmp_path / "p", "7 days")
+    assert cli("lock", cwd=project).exit_code == 0
+    _at(monkeypatch, NOW + timedelta(days=8))
+
+    result = cli("outdated", "--exit-code", cwd=project)
+
+    assert result.exit_code == 1, result.output
+    assert _row(result.output).endswith("branch moved; kernlock lock --upgrade")
+    assert cli("lock", "-P", ACTIVATION, cwd=project).exit_code == 0
+    assert _locked_commit(project) != head  # what the -P fix would have left
+    assert cli("lock", "--upgrade", cwd=project).exit_code == 0
+    assert _locked_commit(project) == head
+
+
+def test_outdated_under_a_cooldown_names_the_commit_a_relock_takes_below_a_newer_head(
+    hub: TestHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = hub.repo_path(ACTIVATION)
+    middle = advance_branch(repo, "v1", date=NOW - timedelta(days=10))
+    head = advance_branch(repo, "v1", date=NOW - timedelta(days=1))
+    _at(monkeypatch, NOW - timedelta(days=12))
+    project = _project(tmp_path / "p", "7 days")
+    assert cli("lock", cwd=project).exit_code == 0
+    locked = _locked_commit(project)
+    assert locked not in (middle, head)
+    _at(monkeypatch, NOW)
+
+    result = cli("outdated", "--exit-code", cwd=project)
+
+    assert result.exit_code == 1, result.output
+    assert _row(result.output).endswith(
+        f"branch moved to {head[:12]}, newer than the exclude-newer cut-off 2026-05-25T12:00:00Z; a re-lock takes "
+        f"{middle[:12]}: kernlock lock --upgrade")
+    assert cli("lock", "--upgrade", cwd=project).exit_code == 0
+    assert _locked_commit(project) == middle
+
+
+def test_outdated_with_a_bad_exclude_newer_is_one_line(day_old_head: tuple[str, str], tmp_path: Path) -> None:
+    project = _project(tmp_path / "p", "7 days")
+    assert cli("lock", cwd=project).exit_code == 0
+    result = cli("outdated", "--exclude-newer", "7 dayz", cwd=project)
+    assert result.exit_code == 2
+    assert result.output == ("kernlock: error: --exclude-newer: '7 dayz' is not " + ACCEPTED + '; fix: write it as '
+                             '"7 days" (or a date, "2026-11-30")\n')
+
+
+def test_outdated_holds_back_a_newer_version_with_no_commit_older_than_the_cutoff(
+    hub: TestHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fixtures' v3 and v4 of flash-attn2 are from 2026-01-01: a week later they are versions to take, four days
+    later the cooldown holds them back."""
+    project = make_project(tmp_path / "p", kernels=[f"{FA2}@v2"], targets=[CPU], extra='exclude-newer = "7 days"\n')
+    _at(monkeypatch, NOW)
+    assert cli("lock", cwd=project).exit_code == 0
+    assert cli("outdated", "--exit-code", cwd=project).exit_code == 1  # v4 is there, and old enough
+    _at(monkeypatch, datetime(2026, 1, 5, tzinfo=timezone.utc))
+
+    result = cli("outdated", "--exit-code", cwd=project)
+
+    assert result.exit_code == 0, result.output
+    [row] = [line for line in result.output.splitlines() if line.startswith(f"{FA2}@v2")]
+    assert row.endswith("v3, v4 held back by the cooldown (no commit from before the exclude-newer cut-off "
+                        "2025-12-29T00:00:00Z with a build for the targets)")
+    [status] = json.loads(cli("outdated", "--json", cwd=project).output)
+    assert status["held_versions"] == [3, 4] and status["usable_version"] is None

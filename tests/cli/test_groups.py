@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import (ACTIVATION, CPU, FA2, RELU, REPO_ROOT, UNIVERSAL, WITH_DEP, cli, make_project, markdown_blocks,
-                     run_bash)
+from helpers import (ACTIVATION, CPU, CU128_ON_V2, CUDA_X86, FA2, RELU, REPO_ROOT, UNIVERSAL, WITH_DEP, cli, make_project,
+                     markdown_blocks, run_bash)
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.hub import TestHub
 
@@ -176,3 +176,139 @@ def test_the_how_to_blocks_run_as_written(hub: TestHub, tmp_path: Path) -> None:
     assert refused == "refused: " + shown.replace("/job/kernels.lock", str(project / "kernels.lock"))
     lock = load_lockfile(project / "kernels.lock")
     assert {k.repo: k.groups for k in lock.kernels} == {ACTIVATION: (), RELU: ("training",), FA2: ("inference",)}
+
+
+def test_tree_and_why_show_each_entrys_groups_and_tree_group_filters(hub: TestHub, tmp_path: Path) -> None:
+    """As `uv tree` marks a group's packages: every entry with its groups, a group's spec as its source with its
+    line, and `tree --group G` as `sync --group G` selects."""
+    project = two_group_project(tmp_path / "p")
+    hub.reset_counts()
+
+    tree = cli("tree", cwd=project)
+
+    assert tree.exit_code == 0, tree.output
+    page = (REPO_ROOT / "docs" / "how-to" / "tree-why.md").read_text()
+    assert tree.output.startswith(markdown_blocks(page, "text")[1])  # the how-to shows it as printed
+    lines = tree.output.splitlines()
+    heads = {line.split()[0]: line for line in lines if line.startswith("  kernels-community/")}
+    assert heads[f"{ACTIVATION}@v1"].endswith("(groups: inference, training)")
+    assert heads[f"{RELU}@v1"].endswith("(group: training)")
+    assert heads[f"{UNIVERSAL}@v1"].endswith("torch-universal")  # ungrouped: every run, no mark
+    assert (f'    <- group: pyproject.toml:10: "{RELU}@v1" in [tool.kernlock.groups] training'
+            == lines[lines.index(heads[f"{RELU}@v1"]) + 1])
+    activation = lines[lines.index(heads[f"{ACTIVATION}@v1"]) + 1:][:2]
+    assert activation == [f'    <- group: pyproject.toml:10: "{ACTIVATION}@v1" in [tool.kernlock.groups] training',
+                          f"    <- kernel-depends: a dependency of {WITH_DEP}@v1"]
+
+    inference = cli("tree", "--group", "inference", "--json", cwd=project)
+    assert inference.exit_code == 0, inference.output
+    data = json.loads(inference.output)
+    assert data["groups"] == ["inference", "training"]
+    assert {k["repo"]: k["groups"] for k in data["kernels"]} == {
+        UNIVERSAL: [], ACTIVATION: ["inference", "training"], FA2: ["inference"], WITH_DEP: ["inference"]}
+    [fa2] = [k for k in data["kernels"] if k["repo"] == FA2]
+    assert fa2["sources"] == [{"kind": "group", "text": f'"{FA2}@v2" in [tool.kernlock.groups] inference',
+                               "where": "pyproject.toml:11"}]
+
+    why = cli("why", RELU, "--json", cwd=project)
+    assert why.exit_code == 0, why.output
+    [relu] = json.loads(why.output)
+    assert relu["groups"] == ["training"] and [s["kind"] for s in relu["sources"]] == ["group"]
+    assert cli("why", RELU, cwd=project).output.splitlines()[0].endswith("(group: training)")
+    assert sum(hub.requests.values()) == 0  # read from the project and the lock alone
+
+
+def test_tree_an_unknown_group_is_one_line_whose_fix_runs(hub: TestHub, tmp_path: Path) -> None:
+    project = two_group_project(tmp_path / "p")
+    result = cli("tree", "--group", "traning", cwd=project)
+    assert result.exit_code == 2
+    assert result.output == ("kernlock: error: unknown group 'traning' (did you mean training?); fix: run "
+                             "`kernlock tree --group training`\n")
+    fixed = cli("tree", "--group", "training", cwd=project)
+    assert fixed.exit_code == 0 and FA2 not in fixed.output and RELU in fixed.output
+
+
+COMMENTED = f'''[project]
+name = "demo"
+version = "0"
+
+[tool.kernlock]
+kernels = ["{UNIVERSAL}@v1", "{FA2}@v2"]  # every run
+targets = ["{CPU}"]
+
+# one list per job
+[tool.kernlock.groups]
+training = [
+    "{ACTIVATION}@v1",  # the MLP
+    # relu: the baseline's activation
+    "{RELU}@v1",
+]
+inference = ["{FA2}@v2"]   # serving
+'''
+
+
+def test_remove_drops_a_spec_from_every_group_keeping_the_rest_as_written(hub: TestHub, tmp_path: Path) -> None:
+    """`kernlock remove SPEC` drops it wherever it is declared (kernels and every group), so its kernel leaves the
+    lock; the user's other lines and comments stay, and a group emptied stays declared."""
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(COMMENTED)
+    assert cli("lock", cwd=project).exit_code == 0
+
+    relu = cli("remove", RELU, cwd=project)
+
+    assert relu.exit_code == 0, relu.output
+    assert (project / "pyproject.toml").read_text() == COMMENTED.replace(f'    "{RELU}@v1",\n', "")
+    lock = load_lockfile(project / "kernels.lock")
+    assert RELU not in {k.repo for k in lock.kernels} and lock.kernel(f"{ACTIVATION}@v1").groups == ("training",)
+
+    fa2 = cli("remove", f"{FA2}@v2", cwd=project)  # in kernels and in inference
+
+    assert fa2.exit_code == 0, fa2.output
+    text = (project / "pyproject.toml").read_text()
+    assert text == (COMMENTED.replace(f'    "{RELU}@v1",\n', "").replace(f', "{FA2}@v2"]  # every run', "]  # every run")
+                    .replace(f'inference = ["{FA2}@v2"]   # serving', "inference = []   # serving"))
+    lock = load_lockfile(project / "kernels.lock")
+    assert FA2 not in {k.repo for k in lock.kernels} and lock.groups == ("inference", "training")
+    assert cli("verify", cwd=project).exit_code == 0
+    assert cli("sync", "--group", "inference", cwd=project).exit_code == 0  # a job choosing it still runs
+
+
+def test_remove_group_drops_a_spec_from_that_group_only(hub: TestHub, tmp_path: Path) -> None:
+    """As `uv remove --group`: the spec leaves that group; declared elsewhere too, its kernel stays locked, and an
+    override of its repo stays while something declares the repo."""
+    project = make_project(tmp_path / "p", [f"{FA2}@v2"], targets=[CPU, CUDA_X86],
+                           extra=CU128_ON_V2 + f'\n[tool.kernlock.groups]\ninference = ["{FA2}@v2", "{UNIVERSAL}@v1"]\n')
+    assert cli("lock", cwd=project).exit_code == 0
+    before = (project / "pyproject.toml").read_text()
+
+    result = cli("remove", "--group", "inference", FA2, cwd=project)
+
+    assert result.exit_code == 0, result.output
+    assert (project / "pyproject.toml").read_text() == before.replace(f'"{FA2}@v2", "{UNIVERSAL}', f'"{UNIVERSAL}')
+    lock = load_lockfile(project / "kernels.lock")
+    assert lock.kernel(f"{FA2}@v2", CPU).groups == ()  # ungrouped now: every run
+    assert lock.kernel(f"{FA2}@v2", CUDA_X86).override is not None  # the override is kept
+    assert cli("verify", "--all-targets", cwd=project).exit_code == 0
+
+
+@pytest.mark.parametrize("args, fix", [
+    (["--group", "training", f"{FA2}@v2"], f"it is in group inference: run `kernlock remove {FA2}@v2 --group inference`"),
+    (["--group", "inferense", f"{FA2}@v2"], f"run `kernlock remove {FA2}@v2 --group inference`"),
+    (["--group", "training", f"{UNIVERSAL}@v1"], f"it is declared ungrouped: run `kernlock remove {UNIVERSAL}@v1`"),
+])
+def test_remove_group_refusals_are_one_line_whose_fix_runs(hub: TestHub, tmp_path: Path, args: list[str],
+                                                           fix: str) -> None:
+    project = two_group_project(tmp_path / "p")
+    before = [(project / name).read_bytes() for name in ("pyproject.toml", "kernels.lock")]
+
+    result = cli("remove", *args, cwd=project)
+
+    assert result.exit_code == 2
+    [line] = result.output.splitlines()
+    assert line.startswith("kernlock: error: ") and line.endswith(f"; fix: {fix}"), line
+    assert [(project / name).read_bytes() for name in ("pyproject.toml", "kernels.lock")] == before
+    command = fix.split("`")[1]
+    fixed = cli(*shlex.split(command)[1:], cwd=project)
+    assert fixed.exit_code == 0, fixed.output
+    assert args[-1] not in (project / "pyproject.toml").read_text()

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import CPU, FA2, REPO_ROOT, LockedProjectFactory, cli, markdown_blocks, run_bash, run_kernlock
+from helpers import (ACTIVATION, CPU, FA2, RELU, REPO_ROOT, UNIVERSAL, LockedProjectFactory, cli, markdown_blocks, run_bash,
+                     run_kernlock)
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock._internal.oci.artifact import variant_manifest
 from kernlock.testing.hub import TestHub
@@ -300,7 +301,7 @@ def test_the_recorded_digest_pins_the_index_when_its_tag_moves(
     [line] = refused.stderr.strip().splitlines()
     variant = lock.kernels[0].variant_for(CPU).name
     assert (f"{FA2}@v2: {registry.url()}@{theirs.index} holds no {variant} at {lock.kernels[0].commit[:12]} "
-            "(its index was pushed from another lock, or for other targets)") in line
+            "(its index was pushed from another lock, or for other targets or groups)") in line
     assert line.endswith(f"fix: push this lock's kernels there: `kernlock vendor --to {registry.url()}`")
     assert run_kernlock("vendor", "--to", registry.url(), cwd=project).returncode == 0  # the fix, as printed
     again = run_kernlock("sync", "--from", registry.url(), cwd=project, env=fresh_home(tmp_path, "b"))
@@ -336,3 +337,59 @@ def test_vendor_takes_a_directory_or_a_destination(locked_project: LockedProject
     assert not (tmp_path / "v").exists() and not (tmp_path / "l").exists()
     repair = run_kernlock("vendor", "--repair", "--to", f"oci-layout:{tmp_path / 'l'}", cwd=project)
     assert repair.returncode == 2 and "--repair works on a vendor DIRECTORY" in repair.stderr
+
+
+GROUPS = f'''
+[tool.kernlock.groups]
+training = ["{ACTIVATION}@v1", "{RELU}@v1"]
+inference = ["{FA2}@v2"]
+'''
+
+
+def _pushed_repos(index: bytes) -> set[str]:
+    return {m["annotations"]["dev.kernlock.repo"] for m in json.loads(index)["manifests"]}
+
+
+def test_vendor_to_a_registry_with_a_group_pushes_only_that_groups_variants(
+    hub: TestHub, locked_project: LockedProjectFactory, registry: RunningRegistry, tmp_path: Path
+) -> None:
+    """As `vendor DIR --group`: the index holds the ungrouped entries and the group's, a node of that group pulls
+    them with 0 Hub requests, and one of another group is refused with a fix that works."""
+    project, lock = locked_project([f"{UNIVERSAL}@v1"], [CPU], extra=GROUPS)
+    url = registry.url()
+    pushed = cli("vendor", "--to", url, "--group", "training", "--json", cwd=project)
+    assert pushed.exit_code == 0, pushed.output
+    assert json.loads(pushed.output)["variants"] == 3
+    [mirror] = load_lockfile(project / "kernels.lock").mirrors
+    index = registry.get(f"/v2/team/kernels/manifests/{mirror.index}", "application/vnd.oci.image.index.v1+json")
+    assert _pushed_repos(index) == {UNIVERSAL, ACTIVATION, RELU}
+    hub.reset_counts()
+    synced = run_kernlock("sync", "--from", url, "--group", "training", cwd=project, env=fresh_home(tmp_path, "a"))
+    assert synced.returncode == 0, synced.stderr
+    assert hub.log == []
+    refused = run_kernlock("sync", "--from", url, "--group", "inference", cwd=project, env=fresh_home(tmp_path, "b"))
+    assert refused.returncode == 1
+    [line] = refused.stderr.strip().splitlines()
+    assert f"{FA2}@v2: {url}@{mirror.index} holds no " in line and "or for other targets or groups)" in line
+    fix = line.split("`")[1]
+    assert fix == f"kernlock vendor --to {url}"
+    assert run_kernlock(*fix.split()[1:], cwd=project).returncode == 0  # the fix, as printed: every group
+    again = run_kernlock("sync", "--from", url, "--group", "inference", cwd=project, env=fresh_home(tmp_path, "b"))
+    assert again.returncode == 0, again.stderr
+
+
+def test_vendor_to_an_oci_layout_with_a_group_and_an_unknown_group(
+    hub: TestHub, locked_project: LockedProjectFactory, tmp_path: Path
+) -> None:
+    project, _ = locked_project([f"{UNIVERSAL}@v1"], [CPU], extra=GROUPS)
+    layout = tmp_path / "layout"
+    unknown = run_kernlock("vendor", "--to", f"oci-layout:{layout}", "--group", "inferense", cwd=project)
+    assert unknown.returncode == 2 and not layout.exists()  # refused before anything is pushed
+    [line] = unknown.stderr.strip().splitlines()
+    assert line == (f"kernlock: error: unknown group 'inferense' (did you mean inference?); fix: run "
+                    f"`kernlock vendor --to oci-layout:{layout} --group inference`")
+    fixed = run_kernlock(*line.split("`")[1].split()[1:], cwd=project)
+    assert fixed.returncode == 0, fixed.stderr
+    [mirror] = load_lockfile(project / "kernels.lock").mirrors
+    index = (layout / "blobs/sha256" / mirror.index.removeprefix("sha256:")).read_bytes()
+    assert _pushed_repos(index) == {UNIVERSAL, FA2}

@@ -5,12 +5,14 @@ The variants are first synced into the Hub cache and verified there, as for a ve
 file is then uploaded once (a blob the store already holds is not sent again), each variant's
 manifest by its digest, and the lock's index under the location's tag (default `latest`). The lock
 is then rewritten, under the project's mutex, with a `[[mirror]]` record of the location and the
-index digest; a lock whose pins changed meanwhile is left alone.
+index digest; a lock whose pins changed meanwhile is left alone. With `--target` or `--group` the
+index holds only those variants: a node pulls them with the same choice.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -27,6 +29,7 @@ from kernlock._internal.oci.artifact import (
     variant_manifest,
 )
 from kernlock._internal.oci.store import open_store
+from kernlock._internal.project.groups import select_groups
 from kernlock._internal.project.workspace import exclusive_workspace, open_workspace
 from kernlock._internal.spec.oci_ref import DEFAULT_TAG, parse_ref
 from kernlock._internal.store.hub_cache import hub_cache_dir, variant_dir
@@ -62,9 +65,11 @@ def push(
     *,
     targets: Iterable[str] = (),
     lockfile: str | os.PathLike[str] | None = None,
+    groups: Iterable[str] = (),
 ) -> PushReport:
     """Push the locked variants for `targets` (default: every locked target) to `destination` and
-    record the pushed index in the lock."""
+    record the pushed index in the lock; `groups` pushes only the ungrouped entries' variants and
+    those of these groups (as `vendor(groups=...)`)."""
     ref = parse_ref(destination)  # before anything is downloaded or sent
     if ref.digest is not None:
         raise UsageError(
@@ -74,7 +79,8 @@ def push(
     workspace = open_workspace(project_dir, lockfile, readers=False)
     path, lock = workspace.lock_path, workspace.read_lock()
     targets = tuple(targets)
-    pairs = selected_variants(lock, workspace.chosen_targets(lock, targets, not targets))
+    chosen = select_groups(lock, groups, f"vendor --to {shlex.quote(destination)}")
+    pairs = selected_variants(chosen, workspace.chosen_targets(chosen, targets, not targets))
     sync_variants(path, pairs)  # into the Hub cache, verified: the blobs are sent from there
     cache = hub_cache_dir()
     store = open_store(ref, push=True)

@@ -137,7 +137,7 @@ def variant_in_index(
             return str(entry.get("digest"))
     raise MissingFilesError(
         f"{kernel.spec}: {ref} holds no {variant.name} at {kernel.commit[:12]} (its index "
-        "was pushed from another lock, or for other targets)",
+        "was pushed from another lock, or for other targets or groups)",
         fix=f"push this lock's kernels there: `kernlock vendor --to {ref.location}`",
     )
 

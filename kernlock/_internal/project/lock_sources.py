@@ -2,20 +2,28 @@
 again, and what the lock itself records, with no Hub request.
 
 An entry's sources are the specs of the project that name its spec key (a `[tool.kernlock] kernels`
-or `[tool.kernels.dependencies]` line of `pyproject.toml`, a `--scan` finding with its `file:line`,
-`recorded`, `use-kernels`), the models and call sites of its `used-by` (a model with the row of the
-Transformers kernelize mapping the lock's `[[model]]` records), the override or per-target pin it
-is locked under, and the entries whose `kernel-depends` name it (`dependency-of`).
+or `[tool.kernels.dependencies]` line of `pyproject.toml`, a `[tool.kernlock.groups]` group's, a
+`--scan` finding with its `file:line`, `recorded`, `use-kernels`), the models and call sites of
+its `used-by` (a model with the row of the Transformers kernelize mapping the lock's `[[model]]`
+records), the override or per-target pin it is locked under, and the entries whose
+`kernel-depends` name it (`dependency-of`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kernlock._internal.lockfile.entries import LockedKernel, Lockfile
 from kernlock._internal.lockfile.target_pins import is_target_pin
-from kernlock._internal.project.config import Project, collect_specs
+from kernlock._internal.project.config import (
+    Project,
+    collect_specs,
+    expand_aliases,
+    project_targets,
+    resolving_target,
+)
+from kernlock._internal.project.groups import group_specs
 from kernlock._internal.project.use_kernels import ORIGIN as USE_KERNELS
 from kernlock._internal.spec.kernel_spec import RECORDED, KernelSpec
 
@@ -25,8 +33,8 @@ class Source:
     """One reason an entry is in the lock: its `kind`, a line saying it, and `where` it is written
     (`file:line`, or None)."""
 
-    kind: str  # pyproject, scan, recorded, use-kernels, model, call-site, override, target-pin,
-    # kernel-depends, lock-input
+    kind: str  # pyproject, group, scan, recorded, use-kernels, model, call-site, override,
+    # target-pin, kernel-depends, lock-input
     text: str
     where: str | None = None
 
@@ -47,6 +55,24 @@ def _spec_source(spec: KernelSpec, project: Project) -> Source:
     if origin is not None and origin.where.endswith(project.pyproject.name):
         return Source("pyproject", f'"{spec.text}"', where or origin.where)
     return Source("scan", spec.text, where or (origin.where if origin else None))
+
+
+def _group_sources(project: Project) -> list[tuple[str, Source]]:
+    """Each spec of `[tool.kernlock.groups]` as (its key, aliases expanded; its source)."""
+    if not project.groups:
+        return []
+    pyproject = project.pyproject.name
+    target = resolving_target(project_targets(project))
+    return [
+        (
+            spec.key,
+            Source("group", f'"{spec.text}" in [tool.kernlock.groups] {name}', str(spec.origin)),
+        )
+        for name, members in project.groups
+        for spec in expand_aliases(
+            group_specs(((name, members),), pyproject, project.lines), target
+        )
+    ]
 
 
 def _used_by(kernel: LockedKernel, lock: Lockfile, project: Project) -> list[Source]:
@@ -108,6 +134,7 @@ class Traced:
             "targets": list(self.targets),
             "variants": {str(t): v.name for v in k.variants for t in v.targets},
             "native": list(k.native),
+            "groups": list(k.groups),
             "sources": [source.to_dict() for source in self.sources],
         }
 
@@ -115,10 +142,12 @@ class Traced:
 def trace(project: Project, lock: Lockfile) -> list[Traced]:
     """Every entry with its sources (none found for an input: `lock-input`, the lock may be
     stale)."""
-    specs = collect_specs(project)
+    specs = collect_specs(replace(project, groups=()))
+    grouped = _group_sources(project)
     traced = []
     for kernel in lock.kernels:
         sources = [_spec_source(s, project) for s in specs if s.key == kernel.spec]
+        sources += [source for key, source in grouped if key == kernel.spec]
         sources += _used_by(kernel, lock, project) + _override(kernel)
         sources += [Source("kernel-depends", f"a dependency of {d}") for d in kernel.dependency_of]
         if not sources:

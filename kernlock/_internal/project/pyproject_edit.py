@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from kernlock._internal.fs.atomic import atomic_write
 from kernlock._internal.project.config import Project
@@ -25,7 +26,8 @@ def edit_pyproject(
 ) -> None:
     """Record command-line specs, targets, scan paths and trusted repos in `[tool.kernlock]` (like
     `uv add`), and drop removed ones (like `uv remove`); `removals` may name `kernels`,
-    `recorded`, `dependencies` and the `overrides` of repos nothing declares any more."""
+    `recorded`, `dependencies`, `groups.NAME` (a group's specs; the group stays, if empty) and the
+    `overrides` of repos nothing declares any more. Everything else, comments too, is kept."""
     import tomlkit
 
     path = project.pyproject
@@ -39,10 +41,21 @@ def edit_pyproject(
         for value in values:
             if value not in array:
                 array.append(value)
-    removals = removals or {}
+    _drop(tool, config, removals or {})
+    atomic_write(path, tomlkit.dumps(doc))
+
+
+def _drop(tool: Any, config: Any, removals: dict[str, list[str]]) -> None:
+    """Drop `removals` (see `edit_pyproject`) from the parsed `[tool]` and `[tool.kernlock]`."""
     for key in ("kernels", "recorded"):
         for value in removals.get(key, ()):
             config[key].remove(value)
+    for key, values in removals.items():
+        if key.startswith("groups."):
+            members = config["groups"][key.removeprefix("groups.")]
+            for value in values:
+                while value in members:
+                    members.remove(value)
     for repo in removals.get("dependencies", ()):
         del tool["kernels"]["dependencies"][repo]
     overrides = config.get("overrides")
@@ -54,7 +67,6 @@ def edit_pyproject(
     for key in ("kernels", "recorded"):
         if key in config and not config[key] and removals.get(key):
             del config[key]  # no `kernels = []` left behind, as `uv remove` leaves no empty table
-    atomic_write(path, tomlkit.dumps(doc))
 
 
 def restore_pyproject(path: Path, before: bytes | None) -> None:

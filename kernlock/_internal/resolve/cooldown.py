@@ -9,20 +9,22 @@ re-resolved (`changed_cutoffs`).
 
 `before_cutoff` walks a branch's history (one listing, which carries the Hub's commit dates) from
 its head to the newest commit dated at or before the cut-off that has a build for every target.
+`outdated_cooldown` is the same cooldown for `kernlock outdated`, counted again from now.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 
 from kernlock._internal.hub.client import Hub
 from kernlock._internal.hub.variants import choose_variant, group_variants
-from kernlock._internal.lockfile.entries import Lockfile
+from kernlock._internal.lockfile.entries import LockedKernel, Lockfile
 from kernlock._internal.lockfile.exclude_newer import ExcludeNewer
 from kernlock._internal.project.config import Project
 from kernlock._internal.project.cooldown import read_value
 from kernlock._internal.resolve.request import LockRequest
+from kernlock._internal.rules.held_back import BranchCooldown
 from kernlock._internal.spec.cooldown import Cooldown, format_date, parse_date
 from kernlock._internal.spec.target import Target
 from kernlock.errors import ResolutionError
@@ -63,12 +65,14 @@ def lock_cutoffs(
     previous: Lockfile | None,
     refresh_all: bool,
     refresh: frozenset[str],
+    now: datetime | None = None,
 ) -> ExcludeNewer | None:
-    """The lock's `[exclude-newer]` for these settings (None: no cooldown)."""
+    """The lock's `[exclude-newer]` for these settings (None: no cooldown), relative ones counted
+    back from `now` (default: `utc_now()`)."""
     per_repo = tuple(per_repo)
     if default is None and not per_repo:
         return None
-    now = utc_now()
+    now = now or utc_now()
     kept = (previous.exclude_newer if previous is not None else None) or ExcludeNewer()
 
     def date(setting: Cooldown, old_date: str | None, old_span: str | None, fresh: bool) -> str:
@@ -144,3 +148,42 @@ def before_cutoff(
         "nothing was written",
         fix=_fix(repo),
     )
+
+
+def outdated_cooldown(
+    project: Project, lock: Lockfile, exclude_newer: str | None, hub: Hub
+) -> tuple[BranchCooldown | None, Callable[[str], str]]:
+    """The cooldown `kernlock outdated` applies (`exclude_newer` in place of the project's
+    settings), each cut-off counted again from now as `kernlock lock --upgrade` counts it (None:
+    no cooldown), and for a repo the re-lock that takes its update: `kernlock lock -P REPO`, or
+    `--upgrade` where only it counts the repo's cut-off again (`-P` keeps the lock's date)."""
+    import shlex
+
+    default, per_repo = project.exclude_newer
+    given = f" --exclude-newer {shlex.quote(exclude_newer)}" if exclude_newer is not None else ""
+    if exclude_newer is not None:
+        default, per_repo = read_value(exclude_newer, "--exclude-newer"), ()
+    now = utc_now()
+    fresh = lock_cutoffs(default, per_repo, lock, True, frozenset(), now)
+    if fresh is None:
+        return None, lambda repo: f"kernlock lock -P {repo}"
+
+    def upgrade_only(repo: str) -> bool:
+        one = lock_cutoffs(default, per_repo, lock, False, frozenset({repo}), now)
+        return one is None or one.cutoff(repo) != fresh.cutoff(repo)
+
+    def take(kernel: LockedKernel, branch: str, cutoff: datetime) -> str | None:
+        targets = tuple(sorted({t for v in kernel.variants for t in v.targets}))
+        native_ok = bool(kernel.devices)
+        try:
+            commit, _ = before_cutoff(
+                hub, kernel.spec, kernel.repo, branch, cutoff, targets, native_ok
+            )
+        except ResolutionError:
+            return None
+        return commit
+
+    def relock(repo: str) -> str:
+        return f"kernlock lock {'--upgrade' if upgrade_only(repo) else f'-P {repo}'}{given}"
+
+    return BranchCooldown(fresh, take), relock

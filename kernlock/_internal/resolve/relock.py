@@ -26,6 +26,7 @@ from kernlock._internal.project.gpu_archs import declared_capabilities
 from kernlock._internal.project.groups import group_specs, with_groups
 from kernlock._internal.project.models import project_models
 from kernlock._internal.project.pyproject_edit import edit_pyproject, relative_to, restore_pyproject
+from kernlock._internal.project.removals import removal
 from kernlock._internal.project.signers import project_policy
 from kernlock._internal.project.workspace import Workspace, exclusive_workspace
 from kernlock._internal.resolve.changes import LockResult, lock_changes
@@ -140,71 +141,26 @@ def remove(
     lockfile: str | os.PathLike[str] | None = None,
     progress: Callable[[str], None] | None = None,
     hub: Hub | None = None,
+    group: str | None = None,
 ) -> LockResult:
     """Drop specs from `[tool.kernlock] kernels` / `recorded` / `[tool.kernels.dependencies]` and
-    re-lock, keeping other pins.
+    every `[tool.kernlock.groups]` group (with `group`: from that group only) and re-lock, keeping
+    other pins (`kernlock._internal.project.removals` says how a spec matches).
 
-    A spec matches by its text or its lock identity (`org/repo@v1`), or, when only one
-    declared spec names the repo, by `org/repo`. Nothing is written unless the re-lock succeeds.
+    Nothing is written unless the re-lock succeeds.
     """
     import shlex
 
-    retry = shlex.join(
-        [
-            "kernlock",
-            "remove",
-            *specs,
-            *(["--project", str(project_dir)] if str(project_dir) != "." else []),
-        ]
-    )
+    specs = tuple(specs)
+    where = ["--project", str(project_dir)] if str(project_dir) != "." else []
+
+    def rerun(names: Iterable[str], in_group: str | None) -> str:
+        chosen = ["--group", in_group] if in_group else []
+        return shlex.join(["kernlock", "remove", *names, *chosen, *where])
+
     with exclusive_workspace(project_dir, lockfile) as workspace:
-        refuse_overwrite(workspace, lockfile, retry)
-        project = workspace.project
-        kernels, dependencies = list(project.kernels), dict(project.kernel_dependencies)
-        recorded = list(project.recorded)
-        removals: dict[str, list[str]] = {"kernels": [], "dependencies": [], "recorded": []}
-        for text in specs:
-            wanted = parse_spec(text)
-            declared = [k for k in kernels if k == text or parse_spec(k).key in (wanted.key, text)]
-            if not declared and wanted.key == wanted.repo:
-                declared = [k for k in kernels if parse_spec(k).repo == wanted.repo]
-            if len(declared) > 1:
-                raise UsageError(
-                    f"{text} matches {', '.join(declared)} in [tool.kernlock] kernels",
-                    fix="name one of them",
-                )
-            if declared:
-                kernels.remove(declared[0])
-                removals["kernels"].append(declared[0])
-            elif wanted.repo in dependencies:
-                del dependencies[wanted.repo]
-                removals["dependencies"].append(wanted.repo)
-            elif matched := [k for k in recorded if parse_spec(k).key == wanted.key]:
-                recorded.remove(matched[0])
-                removals["recorded"].append(matched[0])
-            else:
-                named = ", ".join([*kernels, *dependencies, *recorded]) or "none"
-                raise UsageError(
-                    f"{text} is not declared in {project.pyproject.name} (declared: {named})",
-                    fix="name a declared spec; specs found by [tool.kernlock] scan are "
-                    "removed from the scanned files",
-                )
-        still = {parse_spec(k).repo for k in (*kernels, *recorded)} | set(dependencies)
-        gone = {parse_spec(k).repo for k in (*removals["kernels"], *removals["recorded"])} | set(
-            removals["dependencies"]
-        )
-        # an override of a repo nothing declares any more is dropped
-        removals["overrides"] = sorted(gone - still)
-        overrides = tuple(
-            rule for rule in project.overrides if rule.repo not in removals["overrides"]
-        )
-        edited = replace(
-            project,
-            kernels=tuple(kernels),
-            recorded=tuple(recorded),
-            kernel_dependencies=tuple(dependencies.items()),
-            overrides=overrides,
-        )
+        refuse_overwrite(workspace, lockfile, rerun(specs, group))
+        edited, removals = removal(workspace.project, specs, group, rerun)
         return _relock(
             workspace, edited, LockRequest(), removals=removals, progress=progress, hub=hub
         )

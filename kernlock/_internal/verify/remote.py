@@ -19,6 +19,8 @@ from kernlock._internal.lockfile.entries import (
     Lockfile,
 )
 from kernlock._internal.rules.findings import CheckResult
+from kernlock._internal.rules.held_back import BranchCooldown, cooled_commit
+from kernlock._internal.spec.cooldown import format_date
 from kernlock._internal.spec.kernel_spec import version_of_branch
 from kernlock._internal.wording import plural
 
@@ -46,6 +48,16 @@ class KernelStatus:
     appended: tuple[
         str, ...
     ] = ()  # variants on the moved branch that the locked commit lacks and no locked target loads
+    cutoff: str | None = None  # the cooldown's cut-off for the repo, where one applies
+    # under the cooldown, the commit of the moved branch a re-lock takes where it is not the head
+    # (the locked commit: the move is held back)
+    cooled: str | None = None
+    held_versions: tuple[int, ...] = ()  # newer versions with no commit from before the cut-off
+
+    @property
+    def held_back(self) -> bool:
+        """The branch moved, and the cooldown keeps the locked commit."""
+        return self.moved and self.cooled == self.kernel.commit
 
     @property
     def moved(self) -> bool:
@@ -101,12 +113,17 @@ def _default_hub(hub: Hub | None) -> Hub:
 
 
 def kernel_statuses(
-    lock: Lockfile, hub: Hub | None = None, *, inspect: bool = False
+    lock: Lockfile,
+    hub: Hub | None = None,
+    *,
+    inspect: bool = False,
+    cooldown: BranchCooldown | None = None,
 ) -> list[KernelStatus]:
     """Each locked kernel against its repo's current refs.
 
     `inspect` (for `kernlock outdated`) also asks the Hub whether a moved branch was
-    force-pushed and which newer versions have a build for every target the entry covers.
+    force-pushed and which newer versions have a build for every target the entry covers; under
+    `cooldown`, only from the commits a re-lock under its cut-off takes.
     """
     hub = _default_hub(hub)
     refs = fetch_refs((spec_repo(k) for k in lock.kernels), hub)
@@ -130,12 +147,15 @@ def kernel_statuses(
             latest_version=max(versions) if versions else None,
             renamed_to=canonical if canonical != spec_repo(kernel) else None,
         )
-        statuses.append(_inspected(status, versions, hub) if inspect else status)
+        statuses.append(_inspected(status, versions, hub, cooldown) if inspect else status)
     return statuses
 
 
-def _inspected(status: KernelStatus, versions: dict[int, str], hub: Hub) -> KernelStatus:
-    """`status` with `rewritten`, `usable_version` and `unbuildable` asked of the Hub."""
+def _inspected(
+    status: KernelStatus, versions: dict[int, str], hub: Hub, cooldown: BranchCooldown | None
+) -> KernelStatus:
+    """`status` with `rewritten`, `usable_version` and `unbuildable` asked of the Hub (and what the
+    cooldown holds back)."""
     from dataclasses import replace
 
     from kernlock._internal.hub.variants import group_variants
@@ -149,7 +169,12 @@ def _inspected(status: KernelStatus, versions: dict[int, str], hub: Hub) -> Kern
         and kernel.commit not in hub.commits(kernel.repo, kernel.ref)
     )
     targets = {target for variant in kernel.variants for target in variant.targets}
-    usable, unbuildable = None, []
+    cut = cooldown.cutoffs.cutoff(kernel.repo) if cooldown is not None else None
+    cooled = None
+    if cut is not None and cooldown is not None and status.moved and not rewritten:
+        taken = cooldown.take(kernel, str(kernel.ref), cut)
+        cooled = cooled_commit(kernel, status.current, hub, taken)
+    usable, unbuildable, held = None, [], []
     locked = locked_version(kernel)
     newer = (
         sorted((v for v in versions if v > locked), reverse=True)
@@ -157,9 +182,14 @@ def _inspected(status: KernelStatus, versions: dict[int, str], hub: Hub) -> Kern
         else []
     )
     for version in newer:
-        names = group_variants(
-            kernel.repo, versions[version], hub.tree(kernel.repo, versions[version])
-        )
+        commit = versions[version]
+        if cut is not None and cooldown is not None:
+            taken = cooldown.take(kernel, f"v{version}", cut)
+            if taken is None:
+                held.append(version)
+                continue
+            commit = taken
+        names = group_variants(kernel.repo, commit, hub.tree(kernel.repo, commit))
         if all(builds(names, target) for target in targets):
             usable = version
             break
@@ -184,6 +214,9 @@ def _inspected(status: KernelStatus, versions: dict[int, str], hub: Hub) -> Kern
         usable_version=usable,
         unbuildable=tuple(sorted(unbuildable)),
         appended=appended,
+        cutoff=format_date(cut) if cut is not None else None,
+        cooled=cooled,
+        held_versions=tuple(sorted(held)),
     )
 
 

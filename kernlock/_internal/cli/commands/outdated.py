@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import click
@@ -24,20 +25,37 @@ if TYPE_CHECKING:
 @click.option(
     "--exit-code", is_flag=True, help="Exit 1 when a locked kernel can be updated (for CI)."
 )
+@click.option(
+    "--exclude-newer",
+    metavar="DATE|DURATION",
+    help="Hold back Hub commits newer than this (a date, or a duration back from now such as "
+    '"7 days" or P7D), as `kernlock lock --exclude-newer` would; replaces [tool.kernlock] '
+    "exclude-newer and exclude-newer-kernel.",
+)
 @handle_errors
 def outdated_command(
-    lockfile: str | None, project_dir: str, as_json: bool, show_all: bool, exit_code: bool
+    lockfile: str | None,
+    project_dir: str,
+    as_json: bool,
+    show_all: bool,
+    exit_code: bool,
+    exclude_newer: str | None,
 ) -> None:
     """List locked kernels whose branch moved past the lock or that have a newer version with a
-    build for their targets."""
+    build for their targets; under a cooldown (exclude-newer, counted again from now), a commit
+    newer than the cut-off is held back, not an update."""
     import json
 
+    from kernlock._internal.hub.client import Hub
     from kernlock._internal.project.workspace import open_workspace
+    from kernlock._internal.resolve.cooldown import outdated_cooldown
     from kernlock._internal.verify.remote import kernel_statuses
 
     workspace = open_workspace(project_dir, lockfile)
     lock = workspace.read_lock()
-    statuses = kernel_statuses(lock, inspect=True)
+    hub = Hub()
+    cooldown, relock = outdated_cooldown(workspace.project, lock, exclude_newer, hub)
+    statuses = kernel_statuses(lock, hub, inspect=True, cooldown=cooldown)
     advised = _advised(workspace.project, lock)
     if as_json:
         click.echo(
@@ -61,6 +79,10 @@ def outdated_command(
                         "error": s.error,
                         "renamed_to": s.renamed_to,
                         "appended": list(s.appended),
+                        "exclude_newer": s.cutoff,
+                        "held_back": s.held_back,
+                        "cooldown_commit": s.cooled,
+                        "held_versions": list(s.held_versions),
                         "advisories": [
                             {
                                 "id": a.id,
@@ -77,7 +99,7 @@ def outdated_command(
             )
         )
     else:
-        _print_table(statuses, show_all, advised)
+        _print_table(statuses, show_all, advised, relock)
     failed = [s for s in statuses if s.error]
     if failed:  # not checked is not up to date: never exit 0 when the Hub could not be asked
         from kernlock._internal.cli.options import fail
@@ -88,14 +110,16 @@ def outdated_command(
             "`kernlock outdated` again",
             1,
         )
-    if exit_code and any(_actions(s) or advised.get(s.kernel.identity) for s in statuses):
+    if exit_code and any(
+        _actions(s, relock(s.kernel.repo)) or advised.get(s.kernel.identity) for s in statuses
+    ):
         sys.exit(1)
 
 
-def _actions(s: KernelStatus) -> list[str]:
-    """What can be done about an entry (empty: nothing to update)."""
+def _actions(s: KernelStatus, fix: str) -> list[str]:
+    """What can be done about an entry (empty: nothing to update); `fix` is the re-lock that
+    takes it."""
     actions = []
-    fix = f"kernlock lock -P {s.kernel.repo}"
     if s.error:
         actions.append(f"error: {s.error}")
     if s.rewritten:
@@ -103,7 +127,9 @@ def _actions(s: KernelStatus) -> list[str]:
             f"{s.ref_kind} force-pushed (the locked commit is no longer in its history); review, "
             f"then {fix}"
         )
-    elif s.moved:
+    elif s.moved and s.cooled and not s.held_back:
+        actions.append(f"{s.ref_kind} moved to {_newer(s)}; a re-lock takes {s.cooled[:12]}: {fix}")
+    elif s.moved and not s.held_back:
         actions.append(f"{s.ref_kind} moved; {fix}")
     if s.ref_gone:
         actions.append("ref deleted")
@@ -117,10 +143,24 @@ def _actions(s: KernelStatus) -> list[str]:
     return actions
 
 
+def _newer(s: KernelStatus) -> str:
+    """The moved branch's head, newer than the cooldown's cut-off."""
+    return f"{str(s.current)[:12]}, newer than the exclude-newer cut-off {s.cutoff}"
+
+
 def _notes(s: KernelStatus) -> list[str]:
-    """What is worth knowing but needs no update: a newer version an override deliberately stays
-    below, builds appended to the branch for targets the lock does not have."""
+    """What is worth knowing but needs no update: a move or a newer version the cooldown holds
+    back, a newer version an override deliberately stays below, builds appended to the branch for
+    targets the lock does not have."""
     notes = []
+    if s.held_back:
+        notes.append(f"{s.ref_kind} {s.kernel.ref} moved to {_newer(s)}: held back by the cooldown")
+    held = [v for v in s.held_versions if s.usable_version is None or v > s.usable_version]
+    if held:
+        notes.append(
+            f"{', '.join(f'v{v}' for v in held)} held back by the cooldown (no commit from before "
+            f"the exclude-newer cut-off {s.cutoff} with a build for the targets)"
+        )
     if s.usable_version is not None and s.kernel.override:
         notes.append(
             f"v{s.usable_version} available; the override pins {s.kernel.override.use} "
@@ -165,6 +205,7 @@ def _print_table(
     statuses: list[KernelStatus],
     show_all: bool,
     advised: dict[tuple[str, str], list[tuple[str, Advisory]]],
+    relock: Callable[[str], str],
 ) -> None:
     """One row per lock entry (an override's entry named with the targets it applies to)."""
     rows = [["KERNEL", "REF", "LOCKED", "CURRENT", "LATEST", "STATUS"]]
@@ -174,7 +215,7 @@ def _print_table(
             "it)"
             for variant, a in advised.get(s.kernel.identity, [])
         ]
-        states += _actions(s) + _notes(s)
+        states += _actions(s, relock(s.kernel.repo)) + _notes(s)
         if not states and not show_all:
             continue
         name = f"{s.kernel.spec} [{s.kernel.override.when}]" if s.kernel.override else s.kernel.spec

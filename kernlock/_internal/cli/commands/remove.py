@@ -11,19 +11,25 @@ from kernlock._internal.cli.options import handle_errors, json_option, lock_opti
 
 @click.command("remove")
 @click.argument("specs", nargs=-1, required=True)
+@click.option(
+    "--group",
+    metavar="GROUP",
+    help="Remove SPECS from this [tool.kernlock.groups] group only (like `uv remove --group`).",
+)
 @lock_options
 @json_option("Print a machine-readable summary.")
 @handle_errors
 def remove_command(
-    specs: tuple[str, ...], lockfile: str | None, project_dir: str, as_json: bool
+    specs: tuple[str, ...], group: str | None, lockfile: str | None, project_dir: str, as_json: bool
 ) -> None:
     """Remove SPECS from [tool.kernlock] kernels or recorded (or [tool.kernels.dependencies]) and
-    re-lock, keeping other pins."""
+    from every [tool.kernlock.groups] group (--group: from that group only), and re-lock, keeping
+    other pins."""
     from kernlock._internal.resolve.relock import remove
 
     progress = progress_line()
     try:
-        result = remove(project_dir, specs, lockfile=lockfile, progress=progress)
+        result = remove(project_dir, specs, lockfile=lockfile, progress=progress, group=group)
     finally:
         clear_progress(progress)
     report(result, as_json)

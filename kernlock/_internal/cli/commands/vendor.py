@@ -35,8 +35,8 @@ from kernlock._internal.cli.options import (
     help="Copy again the variants already in DIRECTORY that do not match the lock.",
 )
 @group_option(
-    "Export only the ungrouped entries and those of this [tool.kernlock.groups] group (repeatable; "
-    "the lock is copied whole)."
+    "Export (or push) only the ungrouped entries and those of this [tool.kernlock.groups] group "
+    "(repeatable; the lock is copied whole)."
 )
 @lock_options
 @json_option()
@@ -62,11 +62,9 @@ def vendor_command(
     if (directory is None) == (destination is None):
         fail("name a DIRECTORY or --to OCI (one of them): `kernlock vendor DIR`", 2)
     if destination is not None:
-        if groups:
-            fail("--group works on a vendor DIRECTORY; --to pushes every locked variant", 2)
         if repair:
             fail("--repair works on a vendor DIRECTORY; a push sends what the store lacks", 2)
-        return _push(destination, targets, lockfile, project_dir, as_json)
+        return _push(destination, targets, groups, lockfile, project_dir, as_json)
     assert directory is not None
     from kernlock._internal.fetch.vendor import vendor
 
@@ -87,13 +85,14 @@ def vendor_command(
 def _push(
     destination: str,
     targets: tuple[str, ...],
+    groups: tuple[str, ...],
     lockfile: str | None,
     project_dir: str,
     as_json: bool,
 ) -> None:
     from kernlock._internal.fetch.oci_push import push
 
-    report = push(destination, project_dir, targets=targets, lockfile=lockfile)
+    report = push(destination, project_dir, targets=targets, lockfile=lockfile, groups=groups)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
         return

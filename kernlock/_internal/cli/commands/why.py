@@ -15,12 +15,13 @@ from kernlock._internal.cli.options import handle_errors, json_option, lock_opti
 @handle_errors
 def why_command(repo: str, lockfile: str | None, project_dir: str, as_json: bool) -> None:
     """Say why REPO (org/repo or a locked spec) is in the lock: each of its entries, the targets it
-    serves and every source that brought it in, like `uv tree --invert`. No network."""
+    serves, its groups and every source that brought it in, like `uv tree --invert`. No
+    network."""
     import json
 
     from kernlock._internal.project.suggest import close_name
 
-    _, entries = traced_lock(project_dir, lockfile)
+    _, _, entries = traced_lock(project_dir, lockfile)
     found = [e for e in entries if repo in (*e.kernel.names(), e.kernel.spec)]
     if not found:
         names = {n for e in entries for n in (*e.kernel.names(), e.kernel.spec)}
