@@ -137,6 +137,20 @@ def test_every_module_path_the_docs_name_exists() -> None:
     assert not missing, missing
 
 
+def test_the_documented_docs_requirements_are_what_the_suite_builds_with() -> None:
+    """requirements-docs.txt (docs/development.md's build command) pins exactly the installed MkDocs stack the suite's
+    `mkdocs build --strict` runs with, and requirements-dev.txt takes it whole."""
+    from importlib.metadata import version
+
+    pins = [line for line in (REPO_ROOT / "requirements-docs.txt").read_text().splitlines() if line and line[0] != "#"]
+    assert {pin.split("==")[0] for pin in pins} >= {"mkdocs", "mkdocs-material", "mkdocs-click", "pymdown-extensions"}
+    assert [f"{pin.split('==')[0]}=={version(pin.split('==')[0])}" for pin in pins] == pins
+    assert "-r requirements-docs.txt" in (REPO_ROOT / "requirements-dev.txt").read_text().splitlines()
+    for page in (DOCS / "development.md", REPO_ROOT / "README.md"):
+        text = " ".join(page.read_text(encoding="utf-8").split())
+        assert "`pip install -r requirements-docs.txt .` then `mkdocs build --strict`" in text, page
+
+
 def test_the_readme_stays_a_front_page() -> None:
     readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
     assert len(readme.splitlines()) <= 300
