@@ -11,7 +11,7 @@ TRITON ?= triton==3.6.0
 
 .PHONY: demo test test-fast install bench matrix clean
 
-$(BIN)/kernlock: pyproject.toml requirements-dev.txt $(shell git ls-files kernlock fixtures 2>/dev/null)
+$(BIN)/kernlock: pyproject.toml requirements-dev.txt requirements-docs.txt $(shell git ls-files kernlock fixtures 2>/dev/null)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet --retries 0 --timeout 20 --index-url $(TORCH_INDEX) "$(TORCH)" \

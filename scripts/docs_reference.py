@@ -1,10 +1,12 @@
 """The generated parts of the docs site, rendered from kernlock's own source so that they cannot drift.
 
-`mkdocs build` calls `on_page_markdown` (mkdocs.yml `hooks:`), which replaces three markers
+`mkdocs build` calls `on_page_markdown` (mkdocs.yml `hooks:`), which replaces four markers
 (and `on_page_content`, which blanks the "no default" sentinel mkdocs-click prints for click 8.2):
 
     <!-- generated: env-vars -->     every environment variable kernlock reads: the names and meanings of
                                      `kernlock/_internal/settings.py`, and every other read found in the package's AST
+    <!-- generated: cli-commands --> one row per command: `kernlock --help`'s one-line summary (the CLI's `COMMANDS`),
+                                     linking to the page's `{ #name }` section (a missing one fails `--strict`)
     <!-- generated: config-keys -->  every `[tool.kernlock]` key the project reader accepts (`_KNOWN_KEYS`),
                                      with its default as the reader's `config.get(key, default)` gives it
     <!-- generated: python-api -->   `kernlock.__all__`, each name with the first line of its docstring
@@ -13,7 +15,9 @@ The words that source cannot give (what a `[tool.kernlock]` key means, what a va
 settings.py means) are in `KEYS` and `OTHER_VARIABLES` below, and rendering fails, failing
 `mkdocs build --strict` and tests/integration/docs/test_docs_site.py, when a key or a variable exists on one side only.
 
-    python scripts/docs_reference.py env-vars|config-keys|python-api   # print one table
+Each table is wrapped in a `kernlock-names` block, whose first column docs/stylesheets/kernlock.css keeps unbroken.
+
+    python scripts/docs_reference.py env-vars|cli-commands|config-keys|python-api   # print one table
 """
 
 from __future__ import annotations
@@ -142,7 +146,7 @@ def _imported_default(path: Path, node: ast.AST) -> str:
 
 
 def environment_reads() -> dict[str, dict[str, set[str]]]:
-    """Every environment variable the package reads: variable -> {"kinds", "defaults", "modules"}."""
+    """Every environment variable the package reads: variable -> {"kinds", "defaults"}."""
     settings_path, settings = settings_variables()
     settings_module = _module_name(settings_path)
     reads: dict[str, dict[str, set[str]]] = {}
@@ -169,11 +173,10 @@ def environment_reads() -> dict[str, dict[str, set[str]]]:
             return value if isinstance(value, str) and value.isupper() and " " not in value else None
 
         def note(variable: str, kind: str, default: str | None) -> None:
-            entry = reads.setdefault(variable, {"kinds": set(), "defaults": set(), "modules": set()})
+            entry = reads.setdefault(variable, {"kinds": set(), "defaults": set()})
             entry["kinds"].add(kind)
             if default is not None:
                 entry["defaults"].add(default)
-            entry["modules"].add(_module_name(path))
 
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and node.args:
@@ -203,9 +206,14 @@ def environment_reads() -> dict[str, dict[str, set[str]]]:
     return reads
 
 
+def _names_table(rows: list[str]) -> str:
+    """A Markdown table in a `kernlock-names` block: its first column (names) never wraps (docs/stylesheets)."""
+    return '<div class="kernlock-names" markdown>\n\n' + "\n".join(rows) + "\n\n</div>"
+
+
 def env_vars() -> str:
     """The environment variables table (Markdown)."""
-    settings_path, settings = settings_variables()
+    _, settings = settings_variables()
     reads = environment_reads()
     meaning = {variable: text for variable, text in settings.values()}
     other = sorted(set(reads) - set(meaning))
@@ -216,18 +224,26 @@ def env_vars() -> str:
     unread = sorted(set(meaning) - set(reads))
     if unread:
         raise RuntimeError(f"docs reference: settings.py names variables nothing reads: {unread}")
-    rows = ["| variable | read as | default | meaning | read in |", "| --- | --- | --- | --- | --- |"]
+    rows = ["| variable | read as | default | meaning |", "| --- | --- | --- | --- |"]
     for variable in [v for v, _ in settings.values()] + other:
         entry = reads[variable]
         kinds = ", ".join(sorted(entry["kinds"]))
         defaults = ", ".join(sorted(entry["defaults"])) or "unset"
-        modules = ", ".join(f"`{m}`" for m in sorted(entry["modules"]))
         text = meaning.get(variable) or OTHER_VARIABLES[variable]
-        rows.append(f"| `{variable}` | {kinds} | {defaults} | {text} | {modules} |")
-    settings_name = _module_name(settings_path)
-    return (f"{len(meaning)} variables are named in `{settings_name}` and {len(other)} more are read elsewhere "
-            f"in the package; this table is generated from the source by `scripts/docs_reference.py` at build "
-            f"time.\n\n" + "\n".join(rows))
+        rows.append(f"| `{variable}` | {kinds} | {defaults} | {text} |")
+    return (f"kernlock's {len(meaning)} settings first, then the {len(other)} variables it reads elsewhere; this "
+            f"table is generated from the source by `scripts/docs_reference.py` at build time.\n\n" + _names_table(rows))
+
+
+def cli_commands() -> str:
+    """The CLI reference's "At a glance": each command, linked to its section, with its `--help` summary (Markdown)."""
+    import importlib
+
+    commands = importlib.import_module(_module_name(_defining("COMMANDS"))).COMMANDS
+    rows = ["| command | what it does |", "| --- | --- |"]
+    for name, summary in commands.items():
+        rows.append(f"| [`kernlock {name}`](#{name}) | " + summary.replace("|", r"\|") + " |")
+    return _names_table(rows)
 
 
 def config_keys() -> str:
@@ -254,8 +270,8 @@ def config_keys() -> str:
     for key in sorted(known):
         kind, text = KEYS[key]
         rows.append(f"| `{key}` | {kind} | {defaults.get(key, 'none')} | {text} |")
-    return (f"The {len(known)} keys `{_module_name(path)}` accepts (any other key is an error naming the known ones); "
-            "generated from the source by `scripts/docs_reference.py` at build time.\n\n" + "\n".join(rows))
+    return (f"The {len(known)} keys the project reader accepts (any other key is an error naming the known ones); "
+            "generated from the source by `scripts/docs_reference.py` at build time.\n\n" + _names_table(rows))
 
 
 def _toml(value: object) -> str:
@@ -287,10 +303,10 @@ def python_api() -> str:
         doc = (inspect.getdoc(obj) or "").split("\n\n", 1)[0].replace("\n", " ").replace("|", "\\|")
         rows.append(f"| `kernlock.{name}` | {kind} | {doc} |")
     return (f"`kernlock.__all__` holds these {len(kernlock.__all__)} names; the table is generated from it at build "
-            "time. Anything else under `kernlock.` is internal and may move.\n\n" + "\n".join(rows))
+            "time. Anything else under `kernlock.` is internal and may move.\n\n" + _names_table(rows))
 
 
-GENERATORS = {"env-vars": env_vars, "config-keys": config_keys, "python-api": python_api}
+GENERATORS = {"env-vars": env_vars, "cli-commands": cli_commands, "config-keys": config_keys, "python-api": python_api}
 
 
 def render(markdown: str) -> str:

@@ -243,6 +243,21 @@ def run_bash(script: str, cwd: Path, **extra_env: str) -> subprocess.CompletedPr
                           text=True, timeout=300)
 
 
+def tiny_model_recipe() -> str:
+    """The tutorial's recipe for a tiny `./model` and `./data`: the one Python block of its section."""
+    text = (REPO_ROOT / "docs" / "tutorial" / "quick-start.md").read_text(encoding="utf-8")
+    section = text[text.index("### A tiny model and data set to try it"):text.index("\n## 2. ")]
+    [block] = markdown_blocks(section, "python")
+    return block
+
+
+def run_tiny_model_recipe(project: Path) -> None:
+    """Run the tutorial's recipe as written, as a user does: `python` in the project directory."""
+    done = subprocess.run([sys.executable, "-c", tiny_model_recipe()], cwd=project, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def tiny_model_and_data(project: Path) -> None:
     """A tiny random model in `./model` and a tiny data set in `./data`: what the quick start's paths stand for."""
     from scripts import tiny

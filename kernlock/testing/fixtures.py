@@ -146,7 +146,8 @@ def ensure_fixture_repos(fixtures_dir: Path, dest: Path) -> dict[str, Path]:
 def _build_repo(
     spec: Mapping[str, Any], templates_dir: Path, repo_path: Path, also_as: Mapping[str, str]
 ) -> None:
-    git(repo_path.parent, "init", "-q", "--bare", "-b", "main", str(repo_path))
+    # the name: `git -C parent` would take a relative repo_path from parent, not from here
+    git(repo_path.parent, "init", "-q", "--bare", "-b", "main", repo_path.name)
     sigstores: dict[
         str, TestSigstore
     ] = {}  # by seed: one log per repo, so each repo's bundles are reproducible

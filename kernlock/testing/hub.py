@@ -322,7 +322,11 @@ class TestHub(HubEndpoints):
 def main(argv: list[str] | None = None) -> None:
     """Build the fixture repos into ``--workdir`` (if absent) and serve them until killed."""
     parser = argparse.ArgumentParser(
-        prog="python -m kernlock.testing.hub", description=main.__doc__
+        prog="python -m kernlock.testing.hub",
+        description="Serve the bundled fixture kernel repos as a Hugging Face Hub on 127.0.0.1 "
+        "until killed, building them into --workdir on the first run. Once it listens it prints "
+        "the variables to export, one NAME=VALUE line each, for kernlock, kernels and "
+        f"huggingface_hub to use it: HF_ENDPOINT, HF_HUB_DISABLE_XET and {TRUSTED_ROOT_ENV}.",
     )
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: a free port)")
     parser.add_argument(

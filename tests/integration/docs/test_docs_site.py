@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import html
 import http.server
 import os
 import re
@@ -31,8 +32,10 @@ RUN_BY = {
     ("docs/tutorial/quick-start.md", "README.md:code"): "tests/integration/docs/test_readme_quickstart.py::test_every_quick_start_block_runs_as_written",
     ("docs/tutorial/quick-start.md", "README.md:run"): "tests/integration/docs/test_readme_quickstart.py::test_every_quick_start_block_runs_as_written",
     ("docs/tutorial/quick-start.md", "README.md:verify"): "tests/integration/docs/test_readme_quickstart.py::test_every_quick_start_block_runs_as_written",
-    ("docs/tutorial/quick-start.md", 0): "tests/integration/docs/test_docs_tutorial.py::test_the_tutorials_cluster_job_runs_as_written",
-    ("docs/tutorial/quick-start.md", 1): "tests/runtime/test_run_record.py::test_kernlock_run_trl_sft_records_each_checkpoint_and_verify_against_follows_the_lock",
+    ("docs/tutorial/quick-start.md", 0): "tests/integration/docs/test_howto_hubs.py::test_the_tutorials_tiny_model_recipe_makes_a_model_and_a_data_set",
+    ("docs/tutorial/quick-start.md", 1): "tests/integration/docs/test_docs_tutorial.py::test_the_tutorials_cluster_job_runs_as_written",
+    ("docs/tutorial/quick-start.md", 2): "tests/runtime/test_run_record.py::test_kernlock_run_trl_sft_records_each_checkpoint_and_verify_against_follows_the_lock",
+    ("docs/how-to/other-hubs.md", 0): "tests/integration/docs/test_howto_hubs.py::test_the_test_hub_script_runs_as_written",
     ("docs/how-to/pre-commit.md", "README.md:precommit"): "tests/integration/test_precommit.py::test_the_readmes_hook_config_works_as_written",
     ("docs/how-to/clusters.md", "docs/tutorial/quick-start.md:cluster"): "tests/integration/docs/test_docs_tutorial.py::test_the_tutorials_cluster_job_runs_as_written",
     ("docs/how-to/clusters.md", 0): "tests/cli/test_cache_roots.py::test_the_clusters_shared_cache_block_runs_as_written",
@@ -91,20 +94,26 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_mkdocs_build_strict_passes_and_generates_the_reference(site: Path) -> None:
     from kernlock._internal import settings
+    from kernlock._internal.cli.main import COMMANDS
 
     cli = (site / "reference" / "cli" / "index.html").read_text(encoding="utf-8")
     for command in ("lock", "verify", "sync", "vendor", "run", "show", "outdated", "explain", "export", "remove", "cache"):
         assert f'id="kernlock-{command}"' in cli, command
     assert "--all-targets" in cli and "--upgrade-kernel" in cli
     assert "Sentinel" not in cli  # click 8.2's "no default" marker, which mkdocs-click 0.9 would print
+    glance = re.findall(r'<td><a href="#(\w+)"><code>kernlock \1</code></a></td>\n<td>(.*?)</td>', cli)
+    assert glance == [(name, html.escape(summary, quote=False)) for name, summary in COMMANDS.items()]
+    assert all(f'id="{name}"' in cli for name in COMMANDS)  # each row's section (mkdocs --strict checks it too)
     env = (site / "reference" / "environment" / "index.html").read_text(encoding="utf-8")
     for name in dir(settings):
         if name.endswith("_ENV"):
             assert f"<code>{getattr(settings, name)}</code>" in env, name
-    assert "<code>KERNLOCK_SIGSTORE_TRUSTED_ROOT</code>" in env and "kernlock._internal.rules.signatures" in env
+    assert "<code>KERNLOCK_SIGSTORE_TRUSTED_ROOT</code>" in env and "<code>HF_HOME</code>" in env
     config = (site / "reference" / "configuration" / "index.html").read_text(encoding="utf-8")
     for key in ("kernels", "targets", "gpu-archs", "require-signatures", "advisories", "use-kernels"):
         assert f"<code>{key}</code>" in config, key
+    for page in (env, config):  # the reference pages name no internal module
+        assert "_internal" not in page and "<th>read in</th>" not in page
 
 
 def test_every_module_path_the_docs_name_exists() -> None:
@@ -128,6 +137,20 @@ def test_every_module_path_the_docs_name_exists() -> None:
         if not exists:
             missing.append(name)
     assert not missing, missing
+
+
+def test_the_documented_docs_requirements_are_what_the_suite_builds_with() -> None:
+    """requirements-docs.txt (docs/development.md's build command) pins exactly the installed MkDocs stack the suite's
+    `mkdocs build --strict` runs with, and requirements-dev.txt takes it whole."""
+    from importlib.metadata import version
+
+    pins = [line for line in (REPO_ROOT / "requirements-docs.txt").read_text().splitlines() if line and line[0] != "#"]
+    assert {pin.split("==")[0] for pin in pins} >= {"mkdocs", "mkdocs-material", "mkdocs-click", "pymdown-extensions"}
+    assert [f"{pin.split('==')[0]}=={version(pin.split('==')[0])}" for pin in pins] == pins
+    assert "-r requirements-docs.txt" in (REPO_ROOT / "requirements-dev.txt").read_text().splitlines()
+    for page in (DOCS / "development.md", REPO_ROOT / "README.md"):
+        text = " ".join(page.read_text(encoding="utf-8").split())
+        assert "`pip install -r requirements-docs.txt .` then `mkdocs build --strict`" in text, page
 
 
 def test_the_readme_stays_a_front_page() -> None:
@@ -203,4 +226,30 @@ def test_the_site_renders_its_navigation_search_and_cli_reference(served: str, b
     assert results.count() >= 1
     assert "vendor" in page.locator(".md-search-result").inner_text().lower()
     assert not errors, errors
+    page.close()
+
+
+# The name cells of a generated table that wrap or break (`white-space` other than nowrap, or more than one line box).
+BROKEN_NAMES = """els => els.filter(e => getComputedStyle(e).whiteSpace !== "nowrap" || e.getClientRects().length !== 1)
+                   .map(e => e.textContent)"""
+# The number of lines of each cell's text (distinct tops of its line boxes).
+LINES = """els => els.map(e => { const r = document.createRange(); r.selectNodeContents(e);
+                               return new Set([...r.getClientRects()].map(b => Math.round(b.top))).size; })"""
+
+
+def test_generated_tables_keep_names_whole_and_the_cli_glance_is_one_line_a_command(served: str, browser) -> None:  # type: ignore[no-untyped-def]
+    """In a narrow window no name of the environment, configuration and CLI tables wraps or breaks mid-word (the
+    `kernlock-names` style), and at the desktop width of the other test each "At a glance" row is one line."""
+    page = browser.new_page(viewport={"width": 600, "height": 900})
+    for path in ("reference/environment/", "reference/configuration/", "reference/cli/"):
+        page.goto(f"{served}/{path}", wait_until="networkidle")
+        names = page.locator(".kernlock-names td:first-child code")
+        assert names.count() >= 13, path
+        assert names.evaluate_all(BROKEN_NAMES) == [], path
+    page.close()
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{served}/reference/cli/", wait_until="networkidle")
+    summaries = page.locator(".kernlock-names td:nth-child(2)")
+    assert summaries.count() >= 13
+    assert set(summaries.evaluate_all(LINES)) == {1}, summaries.all_inner_texts()
     page.close()

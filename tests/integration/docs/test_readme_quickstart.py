@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from helpers import CPU, REPO_ROOT, quick_start_blocks, quick_start_section, run_bash, tiny_model_and_data
+from helpers import CPU, REPO_ROOT, quick_start_blocks, quick_start_section, run_bash, run_tiny_model_recipe
 from kernlock._internal.compat.kernels_api import line
 from kernlock._internal.compat.transformers import use_kernels_repos
 from kernlock._internal.lockfile.serialize import load_lockfile
@@ -24,7 +24,7 @@ def test_every_quick_start_block_runs_as_written(hub: TestHub, tmp_path: Path) -
     project.mkdir()
     (project / "pyproject.toml").write_text('[project]\nname = "my-training-project"\nversion = "0"\n')
     subprocess.run(["git", "init", "-q", str(project)], check=True)
-    tiny_model_and_data(project)  # the model the lock block names
+    run_tiny_model_recipe(project)  # the tutorial's tiny ./model and ./data, which the README points to
     locked = run_bash(lock_block, tmp_path)
     assert locked.returncode == 0, locked.stdout + locked.stderr
     lock = load_lockfile(project / "kernels.lock")
