@@ -4,6 +4,8 @@ CUDA, run the most telling first, against the suite's test Hub (`hub`, tests/con
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 import kernlock
@@ -16,6 +18,10 @@ HERE = Path(__file__).resolve().parent
 # longer TRL run and the Triton grid.
 ORDER = ("test_model_path.py", "test_arch_refusal.py", "test_flash_attn2.py", "test_trl_sft.py",
          "test_triton_cuda.py")
+# Seconds from the start of the run after which no further GPU test starts (each left reports
+# it as skipped): the device call's own limit stops a run without its junit XML.
+BUDGET_ENV = "KERNLOCK_GPU_TESTS_BUDGET"
+STARTED = time.monotonic()
 
 
 def _no_cuda() -> str | None:
@@ -35,6 +41,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=reason))
     rank = {name: i for i, name in enumerate(ORDER)}
     items.sort(key=lambda item: rank.get(item.path.name, -1) if item.path.parent == HERE else -1)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skip a GPU test that would start after $KERNLOCK_GPU_TESTS_BUDGET seconds."""
+    budget = os.environ.get(BUDGET_ENV)
+    if budget and time.monotonic() - STARTED > float(budget):
+        pytest.skip(f"the GPU tests' time budget (${BUDGET_ENV}={budget} s) is spent")
 
 
 def save_llama(path: Path) -> None:
