@@ -1,6 +1,6 @@
 """The fixture attention kernel's Triton forward against SDPA under Triton's interpreter
-(`tests/gpu/check_triton.py`, `TRITON_INTERPRET=1`, small shapes); tests/gpu/test_triton_cuda.py runs
-the same check compiled on a GPU. Skipped when Triton is not installed."""
+(`tests/gpu/check_triton.py`, `TRITON_INTERPRET=1`, small shapes); tests/gpu/test_triton_cuda.py
+runs the same check compiled on a GPU. Skipped when Triton is not installed."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from helpers import REPO_ROOT
 
 pytest.importorskip("triton", reason="Triton is not installed (the Makefile installs it)")
@@ -19,8 +18,9 @@ pytest.importorskip("triton", reason="Triton is not installed (the Makefile inst
 
 def test_triton_forward_matches_sdpa_under_the_interpreter(tmp_path: Path) -> None:
     report = tmp_path / "triton-cpu.json"
+    script = REPO_ROOT / "tests" / "gpu" / "check_triton.py"
     completed = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "tests" / "gpu" / "check_triton.py"), "--device", "cpu", "--json", str(report)],
+        [sys.executable, str(script), "--device", "cpu", "--json", str(report)],
         env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True, text=True, timeout=600,
     )
     assert report.exists(), completed.stdout + completed.stderr
