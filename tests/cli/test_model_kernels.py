@@ -2,7 +2,7 @@
 and the fallback rule under `apply()`.
 
 A GPU is simulated where kernels asks for one: the model is kernelized for device type `cuda`, and kernels'
-capability lookup answers 9.0. The real GPU path is gpu/model_path.py.
+capability lookup answers 9.0. The real GPU path is tests/gpu/test_model_path.py.
 """
 
 from __future__ import annotations

@@ -71,7 +71,7 @@ def test_python_is_passed_only_to_kernels_that_takes_it() -> None:
 
 
 def test_an_old_lock_reads_and_writes_the_same(tmp_path: Path) -> None:
-    text = (REPO_ROOT / "gpu" / "project" / "kernels.lock").read_text()
+    text = (REPO_ROOT / "tests" / "data" / "kernels-1.0.lock").read_text()  # written before Python targets
     lock = parse_lockfile(text)
     assert all(target.python is None for target in lock.targets)
     assert dumps_lockfile(lock) == text

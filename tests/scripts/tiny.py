@@ -21,6 +21,15 @@ def config():
                        num_key_value_heads=2, vocab_size=128, max_position_embeddings=64)
 
 
+def gpu_config():
+    """A fresh tiny Llama config whose attention the Triton kernel of the fixtures serves."""
+    from transformers import LlamaConfig
+
+    return LlamaConfig(hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                       num_attention_heads=4, num_key_value_heads=2, head_dim=64, vocab_size=128,
+                       max_position_embeddings=128, pad_token_id=0, eos_token_id=1, bos_token_id=1)
+
+
 def model(attn_implementation: str):
     """A random-initialised tiny Llama with `attn_implementation`."""
     from transformers import AutoModelForCausalLM
