@@ -15,9 +15,9 @@ from kernlock.testing.hub import TestHub
 
 HERE = Path(__file__).resolve().parent
 # Run order on the device, whose call is short: the model path and the arch refusal before the
-# longer TRL run and the Triton grid.
+# longer TRL run, the model families and the Triton grid.
 ORDER = ("test_model_path.py", "test_arch_refusal.py", "test_flash_attn2.py", "test_trl_sft.py",
-         "test_triton_cuda.py")
+         "test_families.py", "test_triton_cuda.py")
 # Seconds from the start of the run after which no further GPU test starts (each left reports
 # it as skipped): the device call's own limit stops a run without its junit XML.
 BUDGET_ENV = "KERNLOCK_GPU_TESTS_BUDGET"
