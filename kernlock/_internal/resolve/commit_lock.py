@@ -1,12 +1,15 @@
 """Locking one commit of a kernel: its trust, the variant chosen per target, the hash of every file.
 
-`CommitLocking` is the part of `kernlock._internal.resolve.resolver.Resolver` that turns a commit
-into a `LockedKernel`, refusing a missing commit, a target without a variant, or mixed digests.
+`CommitLocker`, a part the resolver (`kernlock._internal.resolve.resolver.Resolver`) is given, turns
+a commit into a `LockedKernel`, refusing a missing commit, a target without a variant, or mixed
+digests; it keeps a previous entry where it is still complete.
 """
 
 from __future__ import annotations
 
 import hashlib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 from kernlock._internal.host import interpreter
 from kernlock._internal.hub.client import Hub
@@ -38,15 +41,27 @@ from kernlock._internal.store.metadata import digest_mismatches, read_variant_me
 from kernlock.errors import ResolutionError, TrustError
 
 
-class CommitLocking:
-    """Locks one commit; the resolver supplies the Hub, the options, the previous lock and the
-    small-file reader."""
+class CommitLocker:
+    """Locks commits of one resolution, reading small files through a pool of its own (`close`)."""
 
-    hub: Hub
-    options: ResolveOptions
-    previous: Lockfile | None
-    warnings: list[str]
-    _blobs: SmallFiles
+    def __init__(
+        self,
+        hub: Hub,
+        options: ResolveOptions,
+        previous: Lockfile | None,
+        warnings: list[str],
+        workers: int = 16,
+    ) -> None:
+        self.hub = hub
+        self.options = options
+        self.previous = previous  # the lock being replaced: whether a signature is expected
+        self.warnings = warnings  # shared with the resolver's other parts, in the order said
+        self._files = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kernlock-file")
+        self._blobs = SmallFiles(hub, self._files)
+
+    def close(self) -> None:
+        """Stop the small-file pool (the resolution is over)."""
+        self._files.shutdown(wait=True, cancel_futures=True)
 
     def _trust(self, repo: str) -> str:
         if repo in self.options.trust_allowlist:
@@ -55,10 +70,45 @@ class CommitLocking:
             return "trusted-publisher"
         raise TrustError.untrusted(repo)
 
+    def keep(self, previous: LockedKernel, job: Job) -> LockedKernel:
+        """The previous entry for the job's targets: kept as it is when complete, else locked again
+        at its commit."""
+        wanted = set(job.targets)
+        have = {t for v in previous.variants for t in v.targets}
+        complete = wanted <= have and (
+            not self.options.all_variants
+            or {v.name for v in previous.variants} >= set(previous.build_variants)
+        )
+        # a 1.0 lock: verify now
+        verified = all(v.signature is not None or not v.signed for v in previous.variants)
+        if (
+            complete
+            and verified
+            and (previous.trust != "allowlist" or previous.repo in self.options.trust_allowlist)
+        ):
+            variants = tuple(
+                replace(v, targets=tuple(t for t in v.targets if t in wanted))
+                for v in previous.variants
+                if self.options.all_variants or any(t in wanted for t in v.targets)
+            )
+            # the recorded signer against today's policy: no network, no sigstore
+            for variant in variants:
+                self.options.signing.check(previous.repo, variant.name, variant.signature)
+            return replace(previous, variants=variants)
+        fresh = self.lock(
+            job,
+            repo=previous.repo,
+            commit=previous.commit,
+            ref=previous.ref,
+            version=previous.version,
+            resolution=previous.resolution,
+        )
+        return replace(fresh, aliases=previous.aliases)
+
     # Complexity 16: one pass over a commit whose refusals (missing commit, no variant, mixed
     # digests) must run in this order, before anything is hashed or written; split up, the order
     # would live in no one place.
-    def _lock_commit(  # noqa: C901
+    def lock(  # noqa: C901
         self,
         job: Job,
         *,

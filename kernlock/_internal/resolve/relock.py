@@ -35,7 +35,7 @@ from kernlock._internal.resolve.guards import refuse_overwrite
 from kernlock._internal.resolve.models import model_kernels
 from kernlock._internal.resolve.options import ResolveOptions
 from kernlock._internal.resolve.request import LockRequest
-from kernlock._internal.resolve.resolver import Resolver
+from kernlock._internal.resolve.resolver import resolver_for
 from kernlock._internal.rules.override_values import refuse_unmatched_override_values
 from kernlock._internal.spec.kernel_spec import RECORDED, KernelSpec, Origin, parse_spec
 from kernlock._internal.spec.target import parse_target
@@ -233,7 +233,7 @@ def _relock(
         advisories=project_advisories(project)[0],  # less those ignored for now
         exclude_newer=cutoffs,
     )
-    resolver = Resolver(hub or Hub(), options, previous, progress)
+    resolver = resolver_for(hub or Hub(), options, previous, progress)
     try:
         result = resolver.resolve(all_specs)
     except TrustError as error:
