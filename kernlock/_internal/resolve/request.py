@@ -7,14 +7,17 @@ from __future__ import annotations
 import os
 import shlex
 from dataclasses import dataclass
+from typing import Literal
+
+Mode = Literal["write", "dry-run", "check"]
 
 
 @dataclass(frozen=True)
 class LockRequest:
     """What to lock and how: the arguments of `kernlock lock` (and of `kernlock.lock()`).
 
-    `write=False` writes nothing (`--dry-run`);
-    `check` writes nothing either and fails when the lock would change;
+    `mode`: `"write"` writes the lock; `"dry-run"` writes nothing (`--dry-run`); `"check"` writes
+    nothing either and fails when the lock would change (`--check`);
     `record` is a command to run once first, whose kernel loads are locked too (`--record`).
     """
 
@@ -28,8 +31,7 @@ class LockRequest:
     all_variants: bool = False
     trust: tuple[str, ...] = ()
     lockfile: str | os.PathLike[str] | None = None
-    write: bool = True
-    check: bool = False
+    mode: Mode = "write"
     migrate: bool = False
     record: tuple[str, ...] = ()
     exclude_newer: str | None = None  # overrides the project's cooldown settings
@@ -37,7 +39,7 @@ class LockRequest:
     @property
     def writes(self) -> bool:
         """Whether this request writes the lock (and the pyproject edits)."""
-        return self.write and not self.check
+        return self.mode == "write"
 
     def arguments(self, *, with_lockfile: bool = True) -> str:
         """The arguments of `kernlock lock` that repeat this request, as shell text."""
