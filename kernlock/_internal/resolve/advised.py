@@ -23,7 +23,7 @@ from kernlock._internal.hub.client import Hub
 from kernlock._internal.hub.variants import choose_variant, group_variants
 from kernlock._internal.lockfile.entries import LockedKernel
 from kernlock._internal.lockfile.target_pins import is_target_pin, target_pin
-from kernlock._internal.resolve.commit_lock import CommitLocker
+from kernlock._internal.resolve.commit_lock import CommitLocker, Pin
 from kernlock._internal.resolve.jobs import Job
 from kernlock._internal.spec.advisories import Advisory, first_advisory
 from kernlock._internal.spec.kernel_spec import version_of_branch
@@ -195,12 +195,14 @@ class AdvisoryScreen:
             advisory = bad[min(bad)][1]
             moved = self.locker.lock(
                 owner,
-                repo=kernel.repo,
-                commit=first.commit,
-                ref=first.ref,
-                version=first.version,
-                resolution=f"{kernel.resolution}; {kernel.commit[:12]} is advised ({advisory.id}): "
-                f"{first.why}",
+                Pin(
+                    kernel.repo,
+                    first.commit,
+                    first.ref,
+                    first.version,
+                    f"{kernel.resolution}; {kernel.commit[:12]} is advised ({advisory.id}): "
+                    f"{first.why}",
+                ),
             )
             self._refuse_advised(moved)
             self.reasons[owner.identity] = f"advisory {advisory.id}: {first.why}"
@@ -212,12 +214,13 @@ class AdvisoryScreen:
             pin_job = owner.for_target(target, target_pin(target, found.commit, reason))
             pinned = self.locker.lock(
                 pin_job,
-                repo=kernel.repo,
-                commit=found.commit,
-                ref=found.ref,
-                version=found.version,
-                resolution=f"{variant} at {kernel.commit[:12]} is advised ({advisory.title}); "
-                f"{found.why}",
+                Pin(
+                    kernel.repo,
+                    found.commit,
+                    found.ref,
+                    found.version,
+                    f"{variant} at {kernel.commit[:12]} is advised ({advisory.title}); {found.why}",
+                ),
             )
             self._refuse_advised(pinned)
             made.append((replace(pinned, aliases=kernel.aliases), pin_job))

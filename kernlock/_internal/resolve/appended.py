@@ -27,7 +27,7 @@ from kernlock._internal.hub.variants import choose_variant, group_variants
 from kernlock._internal.lockfile.entries import LockedKernel
 from kernlock._internal.lockfile.kernels_json import MIGRATED
 from kernlock._internal.lockfile.target_pins import target_pin
-from kernlock._internal.resolve.commit_lock import CommitLocker
+from kernlock._internal.resolve.commit_lock import CommitLocker, Pin
 from kernlock._internal.resolve.jobs import Job
 from kernlock._internal.spec.cooldown import parse_date
 from kernlock._internal.spec.target import Target
@@ -169,12 +169,12 @@ class AppendedBuilds:
         if plan.move_to is not None:
             moved = self.locker.lock(
                 job,
-                repo=previous.repo,
-                commit=plan.move_to,
-                ref=previous.ref,
-                version=previous.version,
-                resolution=f"{previous.resolution}; moved to {plan.move_to[:12]}: builds "
-                f"appended for {named}, locked variants unchanged",
+                replace(
+                    Pin.of(previous),
+                    commit=plan.move_to,
+                    resolution=f"{previous.resolution}; moved to {plan.move_to[:12]}: builds "
+                    f"appended for {named}, locked variants unchanged",
+                ),
             )
             before = {v.name: v.files for v in previous.variants}
             # the promise, by sha256
@@ -195,13 +195,13 @@ class AppendedBuilds:
             pin_job = job.for_target(target, target_pin(target, commit, reason))
             kernel = self.locker.lock(
                 pin_job,
-                repo=previous.repo,
-                commit=commit,
-                ref=previous.ref,
-                version=previous.version,
-                resolution=f"{previous.ref}: {previous.commit[:12]} has no build for {target}; "
-                f"{reason} ({plan.kept_at[target]}, so the other targets keep "
-                f"{previous.commit[:12]})",
+                replace(
+                    Pin.of(previous),
+                    commit=commit,
+                    resolution=f"{previous.ref}: {previous.commit[:12]} has no build for "
+                    f"{target}; {reason} ({plan.kept_at[target]}, so the other targets keep "
+                    f"{previous.commit[:12]})",
+                ),
             )
             made.append((replace(kernel, aliases=previous.aliases), pin_job))
         rest = replace(job, targets=tuple(t for t in job.targets if t not in plan.pins))

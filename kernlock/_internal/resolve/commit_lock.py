@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from kernlock._internal.host import interpreter
 from kernlock._internal.hub.client import Hub
@@ -39,6 +39,23 @@ from kernlock._internal.resolve.small_files import SmallFiles
 from kernlock._internal.spec.target import Target
 from kernlock._internal.store.metadata import digest_mismatches, read_variant_metadata
 from kernlock.errors import ResolutionError, TrustError
+
+
+@dataclass(frozen=True)
+class Pin:
+    """A commit of a repo to lock: the ref and version it came from, and the resolution it
+    records."""
+
+    repo: str
+    commit: str
+    ref: str | None
+    version: int | None
+    resolution: str
+
+    @classmethod
+    def of(cls, kernel: LockedKernel) -> Pin:
+        """The pin a lock entry records."""
+        return cls(kernel.repo, kernel.commit, kernel.ref, kernel.version, kernel.resolution)
 
 
 class CommitLocker:
@@ -95,31 +112,18 @@ class CommitLocker:
             for variant in variants:
                 self.options.signing.check(previous.repo, variant.name, variant.signature)
             return replace(previous, variants=variants)
-        fresh = self.lock(
-            job,
-            repo=previous.repo,
-            commit=previous.commit,
-            ref=previous.ref,
-            version=previous.version,
-            resolution=previous.resolution,
-        )
+        fresh = self.lock(job, Pin.of(previous))
         return replace(fresh, aliases=previous.aliases)
 
     # Complexity 16: one pass over a commit whose refusals (missing commit, no variant, mixed
     # digests) must run in this order, before anything is hashed or written; split up, the order
     # would live in no one place.
     def lock(  # noqa: C901
-        self,
-        job: Job,
-        *,
-        repo: str,
-        commit: str,
-        ref: str | None,
-        version: int | None,
-        resolution: str,
-        refs: list[Ref] | None = None,
+        self, job: Job, pin: Pin, refs: list[Ref] | None = None
     ) -> LockedKernel:
+        """The entry for `job` at `pin` (`refs`: the repo's, where already listed)."""
         spec_key = job.key
+        repo, commit, ref, resolution = pin.repo, pin.commit, pin.ref, pin.resolution
         trust = self._trust(repo)
         try:
             listing = self.hub.tree(repo, commit)
@@ -227,7 +231,7 @@ class CommitLocker:
             commit=commit,
             resolution=resolution,
             trust=trust,
-            version=version,
+            version=pin.version,
             ref=ref,
             depends=tuple(sorted(depends)),
             native=tuple(sorted(native)),

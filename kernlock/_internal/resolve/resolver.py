@@ -21,7 +21,7 @@ from kernlock._internal.lockfile.entries import LockedKernel, Lockfile, format_f
 from kernlock._internal.lockfile.target_pins import is_target_pin, pinned_target
 from kernlock._internal.resolve.advised import AdvisoryScreen
 from kernlock._internal.resolve.appended import AppendedBuilds
-from kernlock._internal.resolve.commit_lock import CommitLocker
+from kernlock._internal.resolve.commit_lock import CommitLocker, Pin
 from kernlock._internal.resolve.dependencies import dep_spec, refuse_dependency_cycles
 from kernlock._internal.resolve.jobs import Job, plan_jobs
 from kernlock._internal.resolve.no_variant import MissingBuild, missing_builds_error, missing_of
@@ -221,15 +221,7 @@ class Resolver:
         ref, version, commit, resolution = self._pick_commit(spec, refs, job)
         if job.override is not None:
             resolution = f"override for {job.override.when}: {resolution}"
-        kernel = self.locker.lock(
-            job,
-            repo=canonical,
-            commit=commit,
-            ref=ref,
-            version=version,
-            resolution=resolution,
-            refs=refs,
-        )
+        kernel = self.locker.lock(job, Pin(canonical, commit, ref, version, resolution), refs)
         if canonical != spec.repo:
             self.warnings.append(
                 f"{spec.repo} was renamed to {canonical} on the Hub; locked under both names "
