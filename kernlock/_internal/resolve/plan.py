@@ -23,8 +23,7 @@ from kernlock._internal.project.signers import project_policy
 from kernlock._internal.project.workspace import Workspace
 from kernlock._internal.resolve.cooldown import changed_cutoffs, request_cutoffs
 from kernlock._internal.resolve.models import model_kernels
-from kernlock._internal.resolve.options import ResolveOptions
-from kernlock._internal.resolve.request import LockRequest
+from kernlock._internal.resolve.request import LockRequest, ResolveOptions
 from kernlock._internal.spec.kernel_spec import RECORDED, KernelSpec, Origin, parse_spec
 from kernlock._internal.spec.target import Target, parse_target
 from kernlock.errors import KernlockError, UsageError

@@ -1,6 +1,7 @@
 """`kernlock lock` and `kernlock remove` as library calls, each plan → resolve → write: the project
 read once into a `RelockPlan` (`kernlock._internal.resolve.plan`), the resolver, an atomic
-`kernels.lock`."""
+`kernels.lock`; and where a writer refuses to write (`refuse_overwrite`): over a file that is not a
+lock, through a link out of the project, into a directory that does not exist."""
 
 from __future__ import annotations
 
@@ -11,16 +12,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kernlock._internal.hub.client import Hub
-from kernlock._internal.lockfile.entries import Lockfile, format_for
+from kernlock._internal.lockfile.entries import LOCK_FILENAME, Lockfile, format_for
 from kernlock._internal.lockfile.mirror_edit import carry_mirrors
 from kernlock._internal.lockfile.serialize import dumps_lockfile, write_lockfile
 from kernlock._internal.project.config import Project, expand_aliases
 from kernlock._internal.project.groups import group_specs, with_groups
 from kernlock._internal.project.pyproject_edit import edit_pyproject, restore_pyproject
 from kernlock._internal.project.removals import removal
-from kernlock._internal.project.workspace import exclusive_workspace
+from kernlock._internal.project.workspace import Workspace, exclusive_workspace
 from kernlock._internal.resolve.changes import LockResult, lock_changes
-from kernlock._internal.resolve.guards import refuse_overwrite
 from kernlock._internal.resolve.plan import RelockPlan, names, plan
 from kernlock._internal.resolve.request import LockRequest
 from kernlock._internal.resolve.resolver import resolver_for
@@ -308,3 +308,87 @@ def _existing_text(path: Path) -> str | None:
         return path.read_text(encoding="utf-8")
     except (FileNotFoundError, UnicodeDecodeError):
         return None
+
+
+def refuse_overwrite(
+    workspace: Workspace,
+    lockfile: str | os.PathLike[str] | None,
+    retry: str,
+    *,
+    creating: bool = True,
+) -> None:
+    """Refuse a lock path that is an existing file other than a lock (`pyproject.toml`, `train.py`:
+    never written over), or, when `creating`, a named lock whose directory does not exist (no
+    directories are made for it).
+
+    `lockfile` is the path as the caller named it (None: `$KERNLOCK_LOCKFILE` or the project's);
+    `retry` is the command to run again, without it, in the fix.
+    """
+    import shlex
+
+    from kernlock._internal.lockfile.serialize import foreign_lock_problem
+    from kernlock._internal.settings import LOCKFILE_ENV
+
+    path = workspace.lock_path
+    if workspace.discovered:
+        configured = workspace.project.lockfile_name != LOCK_FILENAME
+        how = (
+            f"[tool.kernlock] lockfile of {workspace.project.pyproject.name}"
+            if configured
+            else "default"
+        )
+        fix = (
+            f"set [tool.kernlock] lockfile in {workspace.project.pyproject} to a new "
+            f'file such as "{LOCK_FILENAME}"'
+            if configured
+            else f"move it away (`mv {shlex.quote(str(path))} "
+            f"{shlex.quote(str(path) + '.bak')}`) and run `{retry}` again"
+        )
+    elif lockfile is not None:
+        how, fix = (
+            f"--lockfile {lockfile}",
+            f"leave out --lockfile to write the project's lock: `{retry}`",
+        )
+    else:
+        how, fix = (
+            f"${LOCKFILE_ENV}",
+            f"unset {LOCKFILE_ENV} to write the project's lock: `env -u {LOCKFILE_ENV} {retry}`",
+        )
+    problem = foreign_lock_problem(path)
+    if problem is not None:
+        raise UsageError(
+            f"refusing to write the lock over {path} (named by {how}): {problem}; nothing was "
+            "written",
+            fix=fix,
+        )
+    if workspace.discovered:
+        refuse_link_outside(path, workspace.root, retry)
+    if creating:  # a writer may edit pyproject.toml (`lock SPEC`, `remove`)
+        refuse_link_outside(workspace.project.pyproject, workspace.root, retry)
+    parent = path.parent
+    if creating and not workspace.discovered and not os.path.lexists(path) and not parent.is_dir():
+        raise UsageError(
+            f"refusing to create {path} (named by {how}): its directory {parent} does not exist "
+            "and kernlock makes none for a named lock; nothing was written",
+            fix=f"create it first (`mkdir -p {shlex.quote(str(parent))}`), or {fix}",
+        )
+
+
+def refuse_link_outside(path: Path, root: Path, retry: str) -> None:
+    """Refuse to write through `path`, a project file kernlock found (not one the user named), when
+    it is a symlink that resolves outside the project `root`: a committed `kernels.lock ->
+    ../other/kernels.lock` would make a lock here replace another project's file. A link within the
+    project is written through, as before."""
+    import shlex
+
+    if not path.is_symlink():
+        return
+    target, top = os.path.realpath(path), os.path.realpath(root)
+    if target == top or target.startswith(top + os.sep):
+        return
+    raise UsageError(
+        f"refusing to write through {path}: it is a symlink to {target}, outside the project "
+        f"{root}, and writing it would replace that file; nothing was written",
+        fix="make it a file of the project's own (`cp --remove-destination "
+        f"{shlex.quote(target)} {shlex.quote(str(path))}`) and run `{retry}` again",
+    )

@@ -3,13 +3,15 @@
 Variant choice (`kernlock._internal.hub.variants`) reuses kernels' own parsing and ranking,
 evaluated for each target instead of the running machine, so the lock predicts
 exactly what kernels will load. Hub requests run concurrently through
-`kernlock._internal.hub.client`.
+`kernlock._internal.hub.client`. A spec naming a repo the Hub does not have gets a did-you-mean
+(`refs_or_suggestion`); kernels' dependencies (`kernel-depends`) become specs (`dep_spec`), and a
+cycle among them, which kernels refuses, is refused (`refuse_dependency_cycles`).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
@@ -19,17 +21,16 @@ from kernlock._internal.hub.client import Hub
 from kernlock._internal.hub.responses import Ref
 from kernlock._internal.lockfile.entries import LockedKernel, Lockfile, format_for
 from kernlock._internal.lockfile.target_pins import is_target_pin, pinned_target
+from kernlock._internal.project.suggest import close_repo
 from kernlock._internal.resolve.advised import AdvisoryScreen
 from kernlock._internal.resolve.appended import AppendedBuilds
 from kernlock._internal.resolve.commit_lock import CommitLocker, Pin
-from kernlock._internal.resolve.dependencies import dep_spec, refuse_dependency_cycles
 from kernlock._internal.resolve.jobs import Job, plan_jobs
 from kernlock._internal.resolve.no_variant import MissingBuild, missing_builds_error, missing_of
-from kernlock._internal.resolve.options import ResolveOptions, resolving_context
-from kernlock._internal.resolve.repo_typos import refs_or_suggestion
+from kernlock._internal.resolve.request import ResolveOptions, resolving_context
 from kernlock._internal.spec.ids import is_git_sha
 from kernlock._internal.spec.kernel_spec import KernelSpec, looks_like_sha, version_of_branch
-from kernlock.errors import NoVariantError, ResolutionError
+from kernlock.errors import HubError, NoVariantError, ResolutionError
 
 
 class Resolver:
@@ -337,3 +338,81 @@ def resolver_for(
         progress=progress,
         workers=workers,
     )
+
+
+def is_not_found(error: HubError) -> bool:
+    """Whether the Hub answered that the repo does not exist (not: a model repo of that name)."""
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    return isinstance(error.__cause__, RepositoryNotFoundError) and "not found" in error.message
+
+
+def repo_not_found(hub: Hub, spec: KernelSpec, error: HubError, known: Iterable[str]) -> HubError:
+    """`error` (repository not found) naming where the spec came from and the repo it most likely
+    means: one the project names, else one the Hub lists for the org."""
+    origin = spec.origin
+    where = f" (from {origin})" if origin is not None else ""
+    match = close_repo(spec.repo, known)
+    if match is None and "/" in spec.repo:
+        match = close_repo(spec.repo, hub.org_kernels(spec.repo.split("/", 1)[0]))
+    if match is None:
+        return HubError(f"{error.message}{where}", fix=error.fix or "check the spelling")
+    fixed = spec.text.replace(spec.repo, match, 1)
+    in_file = origin is not None and origin.line is not None
+    return HubError(
+        f"{error.message}{where}; did you mean {match}?",
+        fix=f"write {fixed} instead of {spec.text} at {origin}"
+        if in_file
+        else f"`kernlock lock {fixed}`",
+    )
+
+
+def refs_or_suggestion(hub: Hub, spec: KernelSpec, known: Iterable[str]) -> list[Ref]:
+    """`hub.refs` of the spec's repo; where the Hub has no such repo, `repo_not_found`'s error."""
+    try:
+        return hub.refs(spec.repo)
+    except HubError as error:
+        if not is_not_found(error):
+            raise
+        raise repo_not_found(hub, spec, error, known) from None
+
+
+def refuse_dependency_cycles(kernels: tuple[LockedKernel, ...]) -> None:
+    """Refuse a lock whose `kernel-depends` reach a kernel from itself: kernels fails every load of
+    it (cyclic dependency)."""
+    graph: dict[str, set[str]] = {}
+    commits: dict[str, str] = {}
+    for kernel in kernels:
+        graph.setdefault(kernel.repo, set()).update(dep_spec(d).repo for d in kernel.depends)
+        commits[kernel.repo] = kernel.commit
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(repo: str, path: list[str]) -> list[str] | None:
+        state[repo] = 1
+        for dep in sorted(graph.get(repo, ())):
+            if state.get(dep) == 1:
+                return [*path[path.index(dep) :], dep] if dep in path else [*path, dep]
+            if dep not in state and (cycle := visit(dep, [*path, dep])) is not None:
+                return cycle
+        state[repo] = 2
+        return None
+
+    for repo in sorted(graph):
+        if repo not in state and (cycle := visit(repo, [repo])) is not None:
+            named = " -> ".join(cycle)
+            first = cycle[0]
+            raise ResolutionError(
+                f"kernel-depends form a cycle: {named} (in metadata.json at "
+                f"{first}@{commits[first][:12]}), so kernels would refuse every load of it (cyclic "
+                "dependency); nothing was written",
+                fix=f"pin a revision without the cycle (`kernlock lock {first}@<commit>`) or "
+                "ask the publisher to fix kernel-depends",
+            )
+
+
+def dep_spec(key: str) -> KernelSpec:
+    from kernlock._internal.spec.kernel_spec import parse_spec, spec_from_version
+
+    spec = parse_spec(key)
+    number = version_of_branch(spec.revision or "")
+    return spec_from_version(spec.repo, number) if number is not None else spec
