@@ -193,7 +193,8 @@ def write(plan: RelockPlan, resolved: Resolved) -> LockResult:
     changed; a lock whose pins did not change keeps its bytes."""
     previous, migration, path = plan.previous.lock, plan.previous.migration, plan.path
     result = resolved.lock
-    existing = _existing_text(path) if migration is None else None
+    # a migrated JSON lock is replaced whatever its bytes
+    existing = None if plan.previous.kind == "migrated" else _existing_text(path)
     if previous is not None and existing is not None:
         # no pin change, no `[resolved-with]` churn
         kept = replace(result, resolved_with=previous.resolved_with)

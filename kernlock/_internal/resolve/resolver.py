@@ -57,7 +57,7 @@ class Resolver:
         self.previous = previous
         self.progress = progress or (lambda message: None)
         self.workers = workers
-        self.warnings = locker.warnings  # one list for every part, in the order said
+        self.warnings = locker.warnings  # the list every part adds to
         self._known: set[str] = set()  # every repo the project names: what a typo most likely means
 
     @property
@@ -325,14 +325,13 @@ def resolver_for(
     workers: int = 16,
 ) -> Resolver:
     """A `Resolver` with its parts made for `options`, sharing one list of warnings."""
-    locker = CommitLocker(hub, options, previous, [], workers)
+    warnings: list[str] = []  # in the order the parts say them
+    locker = CommitLocker(hub, options, previous, warnings, workers)
     return Resolver(
         hub,
         options,
         locker=locker,
-        screen=AdvisoryScreen(
-            hub, options.advisories, locker, locker.warnings, options.all_variants
-        ),
+        screen=AdvisoryScreen(hub, options.advisories, locker, warnings, options.all_variants),
         appended=AppendedBuilds(hub, locker, options.cutoff),
         previous=previous,
         progress=progress,
