@@ -10,17 +10,25 @@ tip back to C for commits that have one:
   the targets it serves: the whole entry moves to C', and nothing that ran before changes;
 * failing that, the newest commit with a build for the new target: that target alone is
   pinned there (`kernlock._internal.lockfile.target_pins`) and the other targets keep C.
+
+`AppendedBuilds`, a part the resolver is given, extends each entry kept from the previous lock so,
+locking through the resolver's `CommitLocker`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from kernlock._internal.hub.client import Hub
 from kernlock._internal.hub.responses import TreeFile
 from kernlock._internal.hub.variants import choose_variant, group_variants
 from kernlock._internal.lockfile.entries import LockedKernel
+from kernlock._internal.lockfile.kernels_json import MIGRATED
+from kernlock._internal.lockfile.target_pins import target_pin
+from kernlock._internal.resolve.commit_lock import CommitLocker, Pin
+from kernlock._internal.resolve.jobs import Job
 from kernlock._internal.spec.cooldown import parse_date
 from kernlock._internal.spec.target import Target
 
@@ -112,3 +120,91 @@ def find_appended(
                 pins[target] = commit
                 kept_at[target] = why or "it lacks builds for other new targets"
     return AppendPlan(pins=pins, kept_at=kept_at) if pins else None
+
+
+class AppendedBuilds:
+    """Extends a previous entry to the job's new targets: at its commit, or at builds appended to
+    its branch since; `reasons` says where an entry moved (by identity)."""
+
+    def __init__(
+        self, hub: Hub, locker: CommitLocker, cutoff: Callable[[str], datetime | None]
+    ) -> None:
+        self.hub = hub
+        self.locker = locker
+        self.cutoff = cutoff  # a repo's cooldown cut-off (None: none)
+        self.reasons: dict[tuple[str, str], str] = {}
+
+    def extend(self, previous: LockedKernel, job: Job) -> list[tuple[LockedKernel, Job]]:
+        """Keep a pinned commit; add variants only for targets the old lock lacked.
+
+        A new target the commit has no build for takes a build appended to the entry's branch since:
+        the entry moves where its locked variants are unchanged, else that target alone is pinned to
+        the commit with its build.
+        """
+        missing = [t for t in job.targets if previous.variant_for(t) is None]
+        # a migrated pin
+        if missing and previous.ref is not None and not previous.resolution.startswith(MIGRATED):
+            # is kept as kernels' lock wrote it (`CommitLocker.lock` names a bad one)
+            names = sorted(
+                group_variants(
+                    previous.repo, previous.commit, self.hub.tree(previous.repo, previous.commit)
+                )
+            )
+            unbuilt = [t for t in missing if choose_variant(names, t)[0] is None]
+            if unbuilt:
+                appended = self._append(previous, job, unbuilt)
+                if appended is not None:
+                    return appended
+        return [(self.locker.keep(previous, job), job)]
+
+    def _append(
+        self, previous: LockedKernel, job: Job, unbuilt: list[Target]
+    ) -> list[tuple[LockedKernel, Job]] | None:
+        """Lock `unbuilt` targets at builds appended to the entry's branch after its commit (None:
+        there are none)."""
+        plan = find_appended(self.hub, previous, unbuilt, self.cutoff(previous.repo))
+        if plan is None:
+            return None
+        named = ", ".join(map(str, unbuilt))
+        if plan.move_to is not None:
+            moved = self.locker.lock(
+                job,
+                replace(
+                    Pin.of(previous),
+                    commit=plan.move_to,
+                    resolution=f"{previous.resolution}; moved to {plan.move_to[:12]}: builds "
+                    f"appended for {named}, locked variants unchanged",
+                ),
+            )
+            before = {v.name: v.files for v in previous.variants}
+            # the promise, by sha256
+            if all(before.get(v.name, v.files) == v.files for v in moved.variants):
+                self.reasons[job.identity] = (
+                    f"moved to {plan.move_to[:12]}: builds appended, locked variants unchanged"
+                )
+                return [(replace(moved, aliases=previous.aliases), job)]
+            plan = replace(
+                plan,
+                move_to=None,
+                pins=dict.fromkeys(unbuilt, plan.move_to),
+                kept_at=dict.fromkeys(unbuilt, "a locked variant's files differ there"),
+            )
+        made: list[tuple[LockedKernel, Job]] = []
+        for target, commit in sorted(plan.pins.items()):
+            reason = f"build appended at {commit[:12]}"
+            pin_job = job.for_target(target, target_pin(target, commit, reason))
+            kernel = self.locker.lock(
+                pin_job,
+                replace(
+                    Pin.of(previous),
+                    commit=commit,
+                    resolution=f"{previous.ref}: {previous.commit[:12]} has no build for "
+                    f"{target}; {reason} ({plan.kept_at[target]}, so the other targets keep "
+                    f"{previous.commit[:12]})",
+                ),
+            )
+            made.append((replace(kernel, aliases=previous.aliases), pin_job))
+        rest = replace(job, targets=tuple(t for t in job.targets if t not in plan.pins))
+        if not rest.targets:
+            return made
+        return [(self.locker.keep(previous, rest), rest), *made]

@@ -1,44 +1,30 @@
-"""`kernlock lock` and `kernlock remove` as library calls: sources → resolver → atomic
-`kernels.lock`."""
+"""`kernlock lock` and `kernlock remove` as library calls, each plan → resolve → write: the project
+read once into a `RelockPlan` (`kernlock._internal.resolve.plan`), the resolver, an atomic
+`kernels.lock`; and where a writer refuses to write (`refuse_overwrite`): over a file that is not a
+lock, through a link out of the project, into a directory that does not exist."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterable
-from dataclasses import replace
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kernlock._internal.hub.client import Hub
-from kernlock._internal.lockfile.entries import Lockfile, format_for
-from kernlock._internal.lockfile.kernels_json import migration_for
+from kernlock._internal.lockfile.entries import LOCK_FILENAME, Lockfile, format_for
 from kernlock._internal.lockfile.mirror_edit import carry_mirrors
 from kernlock._internal.lockfile.serialize import dumps_lockfile, write_lockfile
-from kernlock._internal.project.advisory_sources import project_advisories
-from kernlock._internal.project.config import (
-    Project,
-    collect_specs,
-    expand_aliases,
-    project_targets,
-    resolving_target,
-)
-from kernlock._internal.project.gpu_archs import declared_capabilities
+from kernlock._internal.project.config import Project, expand_aliases
 from kernlock._internal.project.groups import group_specs, with_groups
-from kernlock._internal.project.models import project_models
-from kernlock._internal.project.pyproject_edit import edit_pyproject, relative_to, restore_pyproject
+from kernlock._internal.project.pyproject_edit import edit_pyproject, restore_pyproject
 from kernlock._internal.project.removals import removal
-from kernlock._internal.project.signers import project_policy
 from kernlock._internal.project.workspace import Workspace, exclusive_workspace
 from kernlock._internal.resolve.changes import LockResult, lock_changes
-from kernlock._internal.resolve.cooldown import changed_cutoffs, request_cutoffs
-from kernlock._internal.resolve.guards import refuse_overwrite
-from kernlock._internal.resolve.models import model_kernels
-from kernlock._internal.resolve.options import ResolveOptions
+from kernlock._internal.resolve.plan import RelockPlan, names, plan
 from kernlock._internal.resolve.request import LockRequest
-from kernlock._internal.resolve.resolver import Resolver
+from kernlock._internal.resolve.resolver import resolver_for
 from kernlock._internal.rules.override_values import refuse_unmatched_override_values
-from kernlock._internal.spec.kernel_spec import RECORDED, KernelSpec, Origin, parse_spec
-from kernlock._internal.spec.target import parse_target
 from kernlock._internal.store.registry import register
 from kernlock.errors import KernlockError, StaleLockError, TrustError, UsageError
 
@@ -92,8 +78,7 @@ def lock(
         all_variants=all_variants,
         trust=tuple(trust),
         lockfile=lockfile,
-        write=write,
-        check=check,
+        mode="check" if check else "write" if write else "dry-run",
         migrate=migrate,
         exclude_newer=exclude_newer,
     )
@@ -116,13 +101,12 @@ def lock_request(
     """
     with exclusive_workspace(request.project_dir, request.lockfile) as workspace:
         refuse_overwrite(workspace, request.lockfile, request.retry(), creating=request.writes)
-        result = _relock(
-            workspace, workspace.project, request, recorded=recorded, progress=progress, hub=hub
-        )
+        planned = plan(workspace, request, recorded=recorded)
+        result = write(planned, resolve(planned, hub, progress))
     if notes:
         result = replace(result, warnings=(*notes, *result.warnings))
     rerun = request.arguments()
-    if request.check and result.changed:
+    if request.mode == "check" and result.changed:
         what = (
             ", ".join(change.describe() for change in result.changes)
             or "its content would be rewritten"
@@ -161,135 +145,65 @@ def remove(
     with exclusive_workspace(project_dir, lockfile) as workspace:
         refuse_overwrite(workspace, lockfile, rerun(specs, group))
         edited, removals = removal(workspace.project, specs, group, rerun)
-        return _relock(
-            workspace, edited, LockRequest(), removals=removals, progress=progress, hub=hub
-        )
+        planned = plan(workspace, LockRequest(), project=edited, removals=removals)
+        return write(planned, resolve(planned, hub, progress))
 
 
-def _relock(
-    workspace: Workspace,
-    project: Project,
-    request: LockRequest,
-    *,
-    removals: dict[str, list[str]] | None = None,
-    recorded: tuple[str, ...] = (),
-    progress: Callable[[str], None] | None = None,
+@dataclass(frozen=True)
+class Resolved:
+    """What the resolver made of a plan: the lock to write, why entries moved (by identity) and
+    the warnings it gave."""
+
+    lock: Lockfile
+    reasons: Mapping[tuple[str, str], str]
+    warnings: tuple[str, ...]
+
+
+def resolve(
+    plan: RelockPlan,
     hub: Hub | None = None,
-) -> LockResult:
-    """Resolve `project`'s sources plus `request.specs` (and the `recorded` specs of a
-    `--record` run) and write the lock and the pyproject edits (lock held).
-
-    `request.arguments()` is repeated in a refusal's fix.
-    """
-    cli_specs, targets, scan, models = (
-        list(request.specs),
-        request.targets,
-        request.scan,
-        request.models,
-    )
-    trust, upgrade_kernels, rerun = request.trust, request.upgrade_kernels, request.arguments()
-    path = workspace.lock_path
-    migration = migration_for(path, request.migrate)
-    previous = (
-        migration.as_previous_lock()
-        if migration is not None
-        else workspace.previous_lock(request.upgrade)
-    )
-    target_list = project_targets(project, targets)
-    resolving = resolving_target(target_list)
-    skipped: list[str] = []
-    all_specs = collect_specs(project, cli_specs, scan, resolving, skipped)
-    # a recorded spec that no source names yet is kept in [tool.kernlock] recorded
-    new_recorded = _new_recorded(all_specs, recorded)
-    all_specs += [parse_spec(text, Origin(RECORDED)) for text in new_recorded]
-    declared = replace(
-        project, models=(*project.models, *(m for m in models if m not in project.models))
-    )
-    model_specs, model_records = model_kernels(
-        project_models(declared, scan),
-        target_list,
-        workspace.root,
-        [spec.text for spec in all_specs],
-        declared_capabilities(project.gpu_archs, target_list),
-    )
-    all_specs += model_specs
-    if not all_specs and not model_records and not removals:
-        raise KernlockError(
-            "no kernel specs found",
-            fix="pass one (kernlock lock org/repo), list them in [tool.kernlock] kernels, "
-            "or point [tool.kernlock] scan at your training code",
-        )
-    _refuse_unknown_upgrades(upgrade_kernels, {s.repo for s in all_specs} | _names(previous), rerun)
-    cutoffs = request_cutoffs(project, request, previous)
-    options = ResolveOptions(
-        targets=target_list,
-        all_variants=request.all_variants,
-        trust_allowlist=frozenset((*project.trust, *trust)),
-        upgrade_all=request.upgrade,
-        upgrade=frozenset(upgrade_kernels) | changed_cutoffs(previous, cutoffs),
-        resolving_target=resolving,
-        overrides=project.overrides,
-        signing=project_policy(project),
-        advisories=project_advisories(project)[0],  # less those ignored for now
-        exclude_newer=cutoffs,
-    )
-    resolver = Resolver(hub or Hub(), options, previous, progress)
+    progress: Callable[[str], None] | None = None,
+) -> Resolved:
+    """Resolve the plan's specs into the lock to write, with its models, groups and mirrors, and
+    refuse an override nothing matches."""
+    project, previous = plan.project, plan.previous.lock
+    resolver = resolver_for(hub or Hub(), plan.options, previous, progress)
     try:
-        result = resolver.resolve(all_specs)
+        result = resolver.resolve(list(plan.specs))
     except TrustError as error:
-        if not rerun:
+        if not plan.rerun:
             raise
-        raise TrustError.untrusted(error.repo, rerun) from None
+        raise TrustError.untrusted(error.repo, plan.rerun) from None
     result = replace(
         result,
-        models=model_records,
-        version=format_for(result.kernels, model_records, result.exclude_newer),
+        models=plan.models,
+        version=format_for(result.kernels, plan.models, result.exclude_newer),
     )
-    grouped = expand_aliases(group_specs(project.groups, "", {}), resolving)
-    result = with_groups(result, project.groups, grouped, all_specs)
+    grouped = expand_aliases(group_specs(project.groups, "", {}), plan.options.resolving_target)
+    result = with_groups(result, project.groups, grouped, plan.specs)
     # the same pins keep their `[[mirror]]` records: the indexes pushed still hold exactly them
     result = carry_mirrors(previous, result)
-    _refuse_unknown_overrides(project, {s.repo for s in all_specs} | _names(result))
+    _refuse_unknown_overrides(project, {s.repo for s in plan.specs} | names(result))
     refuse_unmatched_override_values(project.overrides, result, str(project.pyproject))
-    existing = _existing_text(path) if migration is None else None
+    return Resolved(result, resolver.reasons, tuple(resolver.warnings))
+
+
+def write(plan: RelockPlan, resolved: Resolved) -> LockResult:
+    """Write the lock and the project edit where the plan writes (the lock held), and say what
+    changed; a lock whose pins did not change keeps its bytes."""
+    previous, migration, path = plan.previous.lock, plan.previous.migration, plan.path
+    result = resolved.lock
+    # a migrated JSON lock is replaced whatever its bytes
+    existing = None if plan.previous.kind == "migrated" else _existing_text(path)
     if previous is not None and existing is not None:
         # no pin change, no `[resolved-with]` churn
         kept = replace(result, resolved_with=previous.resolved_with)
         if dumps_lockfile(kept) == existing:
             result = kept
     changed = existing is None or dumps_lockfile(result) != existing
-    changes = lock_changes(previous, result, resolver.reasons)
+    changes = lock_changes(previous, result, resolved.reasons)
     old, new = ({k.spec for k in lock.kernels} if lock else set() for lock in (previous, result))
-    written = False
-    if request.writes:
-        configured = {str(parse_target(t)) for t in project.targets}
-        additions = {
-            "kernels": [s for s in cli_specs if s not in project.kernels],
-            "targets": [str(t) for t in target_list if str(t) not in configured] if targets else [],
-            "scan": [
-                p for p in (relative_to(workspace.root, p) for p in scan) if p not in project.scan
-            ],
-            "models": [m for m in models if m not in project.models],
-            "trust": [r for r in trust if r not in project.trust],
-            "recorded": list(new_recorded),
-        }
-        edited = any(additions.values()) or bool(removals)
-        before = project.pyproject.read_bytes() if edited and project.pyproject.is_file() else None
-        if edited:
-            edit_pyproject(project, additions, removals)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if migration is not None:
-                migration.preserve()
-            written = write_lockfile(result, path)
-            register(path, result)  # `kernlock cache` keeps what it names
-        # as uv does: pyproject.toml never keeps a spec whose lock was not written
-        except BaseException:
-            if edited:
-                # the disk refuses that too: the lock's own error is the one to say
-                with contextlib.suppress(OSError, KernlockError):
-                    restore_pyproject(project.pyproject, before)
-            raise
+    written = _write_files(plan, result) if plan.writes else False
     return LockResult(
         lock=result,
         path=path,
@@ -297,47 +211,41 @@ def _relock(
         added=tuple(sorted(new - old)),
         removed=tuple(sorted(old - new)),
         updated=tuple(sorted({c.spec for c in changes if c.old and c.new})),
-        warnings=(*skipped, *resolver.warnings, *_doctor_warnings(), *_dirty_warnings(result)),
+        warnings=(
+            *plan.skipped,
+            *resolved.warnings,
+            *_doctor_warnings(),
+            *_dirty_warnings(result),
+        ),
         migrated=migration.summary(result) if migration is not None else None,
         changes=changes,
         changed=changed,
     )
 
 
-def _new_recorded(specs: list[KernelSpec], recorded: tuple[str, ...]) -> list[str]:
-    """The recorded specs whose key none of `specs` (the project's sources) has."""
-    known = {spec.key for spec in specs}
-    return [text for text in recorded if parse_spec(text).key not in known]
-
-
-def _names(lock: Lockfile | None) -> set[str]:
-    """Every repo name a lock's entries answer to (canonical names and aliases)."""
-    return {name for kernel in (lock.kernels if lock else ()) for name in kernel.names()}
-
-
-def _refuse_unknown_upgrades(upgrade_kernels: tuple[str, ...], known: set[str], rerun: str) -> None:
-    """`-P REPO` naming no kernel of the project (a typo would otherwise re-resolve nothing and say
-    "unchanged")."""
-    import shlex
-
-    from kernlock._internal.project.suggest import close_repo, known_list
-
-    for name in upgrade_kernels:
-        if name in known:
-            continue
-        match = close_repo(name, known)
-        words = shlex.split(rerun)
-        fixed = [
-            match if match and word == name and index and words[index - 1] == "-P" else word
-            for index, word in enumerate(words)
-        ]
-        raise UsageError(
-            f"-P {name}: no kernel of this project is named so (it has {known_list(known)}); "
-            "nothing was changed" + (f"; did you mean {match}?" if match else ""),
-            fix=f"`kernlock lock {shlex.join(fixed)}`"
-            if match
-            else "name a repo `kernlock show` lists",
-        )
+def _write_files(plan: RelockPlan, lock: Lockfile) -> bool:
+    """Edit `pyproject.toml`, then write the lock (whether its bytes changed); the edit is undone
+    when the lock cannot be written."""
+    project, edit, path = plan.project, plan.edit, plan.path
+    before = (
+        project.pyproject.read_bytes() if edit is not None and project.pyproject.is_file() else None
+    )
+    if edit is not None:
+        edit_pyproject(project, edit.additions, edit.removals)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if plan.previous.migration is not None:
+            plan.previous.migration.preserve()
+        written = write_lockfile(lock, path)
+        register(path, lock)  # `kernlock cache` keeps what it names
+    # as uv does: pyproject.toml never keeps a spec whose lock was not written
+    except BaseException:
+        if edit is not None:
+            # the disk refuses that too: the lock's own error is the one to say
+            with contextlib.suppress(OSError, KernlockError):
+                restore_pyproject(project.pyproject, before)
+        raise
+    return written
 
 
 def _refuse_unknown_overrides(project: Project, known: set[str]) -> None:
@@ -401,3 +309,87 @@ def _existing_text(path: Path) -> str | None:
         return path.read_text(encoding="utf-8")
     except (FileNotFoundError, UnicodeDecodeError):
         return None
+
+
+def refuse_overwrite(
+    workspace: Workspace,
+    lockfile: str | os.PathLike[str] | None,
+    retry: str,
+    *,
+    creating: bool = True,
+) -> None:
+    """Refuse a lock path that is an existing file other than a lock (`pyproject.toml`, `train.py`:
+    never written over), or, when `creating`, a named lock whose directory does not exist (no
+    directories are made for it).
+
+    `lockfile` is the path as the caller named it (None: `$KERNLOCK_LOCKFILE` or the project's);
+    `retry` is the command to run again, without it, in the fix.
+    """
+    import shlex
+
+    from kernlock._internal.lockfile.serialize import foreign_lock_problem
+    from kernlock._internal.settings import LOCKFILE_ENV
+
+    path = workspace.lock_path
+    if workspace.discovered:
+        configured = workspace.project.lockfile_name != LOCK_FILENAME
+        how = (
+            f"[tool.kernlock] lockfile of {workspace.project.pyproject.name}"
+            if configured
+            else "default"
+        )
+        fix = (
+            f"set [tool.kernlock] lockfile in {workspace.project.pyproject} to a new "
+            f'file such as "{LOCK_FILENAME}"'
+            if configured
+            else f"move it away (`mv {shlex.quote(str(path))} "
+            f"{shlex.quote(str(path) + '.bak')}`) and run `{retry}` again"
+        )
+    elif lockfile is not None:
+        how, fix = (
+            f"--lockfile {lockfile}",
+            f"leave out --lockfile to write the project's lock: `{retry}`",
+        )
+    else:
+        how, fix = (
+            f"${LOCKFILE_ENV}",
+            f"unset {LOCKFILE_ENV} to write the project's lock: `env -u {LOCKFILE_ENV} {retry}`",
+        )
+    problem = foreign_lock_problem(path)
+    if problem is not None:
+        raise UsageError(
+            f"refusing to write the lock over {path} (named by {how}): {problem}; nothing was "
+            "written",
+            fix=fix,
+        )
+    if workspace.discovered:
+        refuse_link_outside(path, workspace.root, retry)
+    if creating:  # a writer may edit pyproject.toml (`lock SPEC`, `remove`)
+        refuse_link_outside(workspace.project.pyproject, workspace.root, retry)
+    parent = path.parent
+    if creating and not workspace.discovered and not os.path.lexists(path) and not parent.is_dir():
+        raise UsageError(
+            f"refusing to create {path} (named by {how}): its directory {parent} does not exist "
+            "and kernlock makes none for a named lock; nothing was written",
+            fix=f"create it first (`mkdir -p {shlex.quote(str(parent))}`), or {fix}",
+        )
+
+
+def refuse_link_outside(path: Path, root: Path, retry: str) -> None:
+    """Refuse to write through `path`, a project file kernlock found (not one the user named), when
+    it is a symlink that resolves outside the project `root`: a committed `kernels.lock ->
+    ../other/kernels.lock` would make a lock here replace another project's file. A link within the
+    project is written through, as before."""
+    import shlex
+
+    if not path.is_symlink():
+        return
+    target, top = os.path.realpath(path), os.path.realpath(root)
+    if target == top or target.startswith(top + os.sep):
+        return
+    raise UsageError(
+        f"refusing to write through {path}: it is a symlink to {target}, outside the project "
+        f"{root}, and writing it would replace that file; nothing was written",
+        fix="make it a file of the project's own (`cp --remove-destination "
+        f"{shlex.quote(target)} {shlex.quote(str(path))}`) and run `{retry}` again",
+    )

@@ -3,13 +3,15 @@
 Variant choice (`kernlock._internal.hub.variants`) reuses kernels' own parsing and ranking,
 evaluated for each target instead of the running machine, so the lock predicts
 exactly what kernels will load. Hub requests run concurrently through
-`kernlock._internal.hub.client`.
+`kernlock._internal.hub.client`. A spec naming a repo the Hub does not have gets a did-you-mean
+(`refs_or_suggestion`); kernels' dependencies (`kernel-depends`) become specs (`dep_spec`), and a
+cycle among them, which kernels refuses, is refused (`refuse_dependency_cycles`).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
@@ -17,47 +19,51 @@ from kernlock._internal.compat.kernels_api import warm_variant_ranking
 from kernlock._internal.compat.transformers import default_version
 from kernlock._internal.hub.client import Hub
 from kernlock._internal.hub.responses import Ref
-from kernlock._internal.hub.variants import choose_variant, group_variants
 from kernlock._internal.lockfile.entries import LockedKernel, Lockfile, format_for
-from kernlock._internal.lockfile.kernels_json import MIGRATED
-from kernlock._internal.lockfile.target_pins import is_target_pin, pinned_target, target_pin
-from kernlock._internal.resolve.commit_lock import CommitLocking
-from kernlock._internal.resolve.dependencies import dep_spec, refuse_dependency_cycles
+from kernlock._internal.lockfile.target_pins import is_target_pin, pinned_target
+from kernlock._internal.project.suggest import close_repo
+from kernlock._internal.resolve.advised import AdvisoryScreen
+from kernlock._internal.resolve.appended import AppendedBuilds
+from kernlock._internal.resolve.commit_lock import CommitLocker, Pin
 from kernlock._internal.resolve.jobs import Job, plan_jobs
 from kernlock._internal.resolve.no_variant import MissingBuild, missing_builds_error, missing_of
-from kernlock._internal.resolve.options import ResolveOptions, resolving_context
-from kernlock._internal.resolve.repo_typos import refs_or_suggestion
-from kernlock._internal.resolve.small_files import SmallFiles
+from kernlock._internal.resolve.request import ResolveOptions, resolving_context
 from kernlock._internal.spec.ids import is_git_sha
 from kernlock._internal.spec.kernel_spec import KernelSpec, looks_like_sha, version_of_branch
-from kernlock._internal.spec.target import Target
-from kernlock.errors import NoVariantError, ResolutionError
+from kernlock.errors import HubError, NoVariantError, ResolutionError
 
 
-class Resolver(CommitLocking):
-    """Resolves specs against a Hub, reusing pins from a previous lock."""
+class Resolver:
+    """Resolves specs against a Hub, reusing pins from a previous lock, with the parts it is given:
+    a `CommitLocker` (a commit to an entry), an `AdvisoryScreen` and `AppendedBuilds`."""
 
     def __init__(
         self,
         hub: Hub,
         options: ResolveOptions,
+        *,
+        locker: CommitLocker,
+        screen: AdvisoryScreen,
+        appended: AppendedBuilds,
         previous: Lockfile | None = None,
         progress: Callable[[str], None] | None = None,
         workers: int = 16,
     ):
         self.hub = hub
         self.options = options
+        self.locker = locker
+        self.screen = screen
+        self.appended = appended
         self.previous = previous
         self.progress = progress or (lambda message: None)
         self.workers = workers
-        self.warnings: list[str] = []
-        self.reasons: dict[
-            tuple[str, str], str
-        ] = {}  # entry identity -> why its commit changed, where `lock_changes` cannot tell
-        self._histories: dict[tuple[str, str], list[str]] = {}
+        self.warnings = locker.warnings  # the list every part adds to
         self._known: set[str] = set()  # every repo the project names: what a typo most likely means
-        self._files = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kernlock-file")
-        self._blobs = SmallFiles(hub, self._files)
+
+    @property
+    def reasons(self) -> dict[tuple[str, str], str]:
+        """Entry identity -> why its commit changed, where `lock_changes` cannot tell."""
+        return {**self.appended.reasons, **self.screen.reasons}
 
     # ---------------------------------------------------------------- public
 
@@ -66,7 +72,7 @@ class Resolver(CommitLocking):
         try:
             return self._resolve(specs)
         finally:
-            self._files.shutdown(wait=True, cancel_futures=True)
+            self.locker.close()
 
     def _resolve(self, specs: list[KernelSpec]) -> Lockfile:
         # kernels (its variant ranking) imports while the first Hub requests are under way, not
@@ -156,17 +162,6 @@ class Resolver(CommitLocking):
             if not job.targets:
                 del jobs[job.identity]
 
-    def history(self, repo: str, branch: str) -> list[str]:
-        """A branch's commits, newest first (none when the Hub has no such branch); asked once per
-        resolution."""
-        key = (repo, branch)
-        if key not in self._histories:
-            try:
-                self._histories[key] = self.hub.commits(repo, branch)
-            except ResolutionError:
-                self._histories[key] = []
-        return self._histories[key]
-
     # ---------------------------------------------------------------- one entry
 
     def _previous(self, job: Job) -> LockedKernel | None:
@@ -200,14 +195,11 @@ class Resolver(CommitLocking):
         previous = self._previous(job)
         if previous is not None:
             self.progress(f"{job.key}: keeping {previous.commit[:12]}")
-            made = self._extend_previous(previous, job)
+            made = self.appended.extend(previous, job)
         else:
             self.progress(f"{job.key}: resolving")
             made = [(self._resolve_fresh(job), job)]
-        if self.options.advisories:
-            from kernlock._internal.resolve.advised import screen
-
-            made = screen(self, made)
+        made = self.screen.screen(made)
         kernels = [
             replace(
                 kernel,
@@ -223,118 +215,6 @@ class Resolver(CommitLocking):
         deps = list({d: dep_spec(d) for kernel in kernels for d in kernel.depends}.values())
         return kernels, deps
 
-    def _extend_previous(self, previous: LockedKernel, job: Job) -> list[tuple[LockedKernel, Job]]:
-        """Keep a pinned commit; add variants only for targets the old lock lacked.
-
-        A new target the commit has no build for takes a build appended to the entry's branch since
-        (`kernlock._internal.resolve.appended`): the entry moves where its locked variants are
-        unchanged, else that target alone is pinned to the commit with its build.
-        """
-        missing = [t for t in job.targets if previous.variant_for(t) is None]
-        # a migrated pin
-        if missing and previous.ref is not None and not previous.resolution.startswith(MIGRATED):
-            # is kept as kernels' lock wrote it (`_lock_commit` names a bad one)
-            names = sorted(
-                group_variants(
-                    previous.repo, previous.commit, self.hub.tree(previous.repo, previous.commit)
-                )
-            )
-            unbuilt = [t for t in missing if choose_variant(names, t)[0] is None]
-            if unbuilt:
-                appended = self._append(previous, job, unbuilt)
-                if appended is not None:
-                    return appended
-        return [(self._keep_or_relock(previous, job), job)]
-
-    def _append(
-        self, previous: LockedKernel, job: Job, unbuilt: list[Target]
-    ) -> list[tuple[LockedKernel, Job]] | None:
-        """Lock `unbuilt` targets at builds appended to the entry's branch after its commit (None:
-        there are none)."""
-        from kernlock._internal.resolve.appended import find_appended
-
-        plan = find_appended(self.hub, previous, unbuilt, self.options.cutoff(previous.repo))
-        if plan is None:
-            return None
-        named = ", ".join(map(str, unbuilt))
-        if plan.move_to is not None:
-            moved = self._lock_commit(
-                job,
-                repo=previous.repo,
-                commit=plan.move_to,
-                ref=previous.ref,
-                version=previous.version,
-                resolution=f"{previous.resolution}; moved to {plan.move_to[:12]}: builds "
-                f"appended for {named}, locked variants unchanged",
-            )
-            before = {v.name: v.files for v in previous.variants}
-            # the promise, by sha256
-            if all(before.get(v.name, v.files) == v.files for v in moved.variants):
-                self.reasons[job.identity] = (
-                    f"moved to {plan.move_to[:12]}: builds appended, locked variants unchanged"
-                )
-                return [(replace(moved, aliases=previous.aliases), job)]
-            plan = replace(
-                plan,
-                move_to=None,
-                pins=dict.fromkeys(unbuilt, plan.move_to),
-                kept_at=dict.fromkeys(unbuilt, "a locked variant's files differ there"),
-            )
-        made: list[tuple[LockedKernel, Job]] = []
-        for target, commit in sorted(plan.pins.items()):
-            reason = f"build appended at {commit[:12]}"
-            pin_job = job.for_target(target, target_pin(target, commit, reason))
-            kernel = self._lock_commit(
-                pin_job,
-                repo=previous.repo,
-                commit=commit,
-                ref=previous.ref,
-                version=previous.version,
-                resolution=f"{previous.ref}: {previous.commit[:12]} has no build for {target}; "
-                f"{reason} ({plan.kept_at[target]}, so the other targets keep "
-                f"{previous.commit[:12]})",
-            )
-            made.append((replace(kernel, aliases=previous.aliases), pin_job))
-        rest = replace(job, targets=tuple(t for t in job.targets if t not in plan.pins))
-        if not rest.targets:
-            return made
-        return [(self._keep_or_relock(previous, rest), rest), *made]
-
-    def _keep_or_relock(self, previous: LockedKernel, job: Job) -> LockedKernel:
-        """The previous entry for the job's targets: kept as it is when complete, else locked again
-        at its commit."""
-        wanted = set(job.targets)
-        have = {t for v in previous.variants for t in v.targets}
-        complete = wanted <= have and (
-            not self.options.all_variants
-            or {v.name for v in previous.variants} >= set(previous.build_variants)
-        )
-        # a 1.0 lock: verify now
-        verified = all(v.signature is not None or not v.signed for v in previous.variants)
-        if (
-            complete
-            and verified
-            and (previous.trust != "allowlist" or previous.repo in self.options.trust_allowlist)
-        ):
-            variants = tuple(
-                replace(v, targets=tuple(t for t in v.targets if t in wanted))
-                for v in previous.variants
-                if self.options.all_variants or any(t in wanted for t in v.targets)
-            )
-            # the recorded signer against today's policy: no network, no sigstore
-            for variant in variants:
-                self.options.signing.check(previous.repo, variant.name, variant.signature)
-            return replace(previous, variants=variants)
-        fresh = self._lock_commit(
-            job,
-            repo=previous.repo,
-            commit=previous.commit,
-            ref=previous.ref,
-            version=previous.version,
-            resolution=previous.resolution,
-        )
-        return replace(fresh, aliases=previous.aliases)
-
     def _resolve_fresh(self, job: Job) -> LockedKernel:
         spec = job.spec
         refs = refs_or_suggestion(self.hub, spec, self._known)  # a typo: the repo it means
@@ -342,15 +222,7 @@ class Resolver(CommitLocking):
         ref, version, commit, resolution = self._pick_commit(spec, refs, job)
         if job.override is not None:
             resolution = f"override for {job.override.when}: {resolution}"
-        kernel = self._lock_commit(
-            job,
-            repo=canonical,
-            commit=commit,
-            ref=ref,
-            version=version,
-            resolution=resolution,
-            refs=refs,
-        )
+        kernel = self.locker.lock(job, Pin(canonical, commit, ref, version, resolution), refs)
         if canonical != spec.repo:
             self.warnings.append(
                 f"{spec.repo} was renamed to {canonical} on the Hub; locked under both names "
@@ -443,3 +315,103 @@ class Resolver(CommitLocking):
                 fix=f"give more characters of the commit ({spec.repo}@<longer sha>)",
             )
         return candidates.pop()
+
+
+def resolver_for(
+    hub: Hub,
+    options: ResolveOptions,
+    previous: Lockfile | None = None,
+    progress: Callable[[str], None] | None = None,
+    workers: int = 16,
+) -> Resolver:
+    """A `Resolver` with its parts made for `options`, sharing one list of warnings."""
+    warnings: list[str] = []  # in the order the parts say them
+    locker = CommitLocker(hub, options, previous, warnings, workers)
+    return Resolver(
+        hub,
+        options,
+        locker=locker,
+        screen=AdvisoryScreen(hub, options.advisories, locker, warnings, options.all_variants),
+        appended=AppendedBuilds(hub, locker, options.cutoff),
+        previous=previous,
+        progress=progress,
+        workers=workers,
+    )
+
+
+def is_not_found(error: HubError) -> bool:
+    """Whether the Hub answered that the repo does not exist (not: a model repo of that name)."""
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    return isinstance(error.__cause__, RepositoryNotFoundError) and "not found" in error.message
+
+
+def repo_not_found(hub: Hub, spec: KernelSpec, error: HubError, known: Iterable[str]) -> HubError:
+    """`error` (repository not found) naming where the spec came from and the repo it most likely
+    means: one the project names, else one the Hub lists for the org."""
+    origin = spec.origin
+    where = f" (from {origin})" if origin is not None else ""
+    match = close_repo(spec.repo, known)
+    if match is None and "/" in spec.repo:
+        match = close_repo(spec.repo, hub.org_kernels(spec.repo.split("/", 1)[0]))
+    if match is None:
+        return HubError(f"{error.message}{where}", fix=error.fix or "check the spelling")
+    fixed = spec.text.replace(spec.repo, match, 1)
+    in_file = origin is not None and origin.line is not None
+    return HubError(
+        f"{error.message}{where}; did you mean {match}?",
+        fix=f"write {fixed} instead of {spec.text} at {origin}"
+        if in_file
+        else f"`kernlock lock {fixed}`",
+    )
+
+
+def refs_or_suggestion(hub: Hub, spec: KernelSpec, known: Iterable[str]) -> list[Ref]:
+    """`hub.refs` of the spec's repo; where the Hub has no such repo, `repo_not_found`'s error."""
+    try:
+        return hub.refs(spec.repo)
+    except HubError as error:
+        if not is_not_found(error):
+            raise
+        raise repo_not_found(hub, spec, error, known) from None
+
+
+def refuse_dependency_cycles(kernels: tuple[LockedKernel, ...]) -> None:
+    """Refuse a lock whose `kernel-depends` reach a kernel from itself: kernels fails every load of
+    it (cyclic dependency)."""
+    graph: dict[str, set[str]] = {}
+    commits: dict[str, str] = {}
+    for kernel in kernels:
+        graph.setdefault(kernel.repo, set()).update(dep_spec(d).repo for d in kernel.depends)
+        commits[kernel.repo] = kernel.commit
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(repo: str, path: list[str]) -> list[str] | None:
+        state[repo] = 1
+        for dep in sorted(graph.get(repo, ())):
+            if state.get(dep) == 1:
+                return [*path[path.index(dep) :], dep] if dep in path else [*path, dep]
+            if dep not in state and (cycle := visit(dep, [*path, dep])) is not None:
+                return cycle
+        state[repo] = 2
+        return None
+
+    for repo in sorted(graph):
+        if repo not in state and (cycle := visit(repo, [repo])) is not None:
+            named = " -> ".join(cycle)
+            first = cycle[0]
+            raise ResolutionError(
+                f"kernel-depends form a cycle: {named} (in metadata.json at "
+                f"{first}@{commits[first][:12]}), so kernels would refuse every load of it (cyclic "
+                "dependency); nothing was written",
+                fix=f"pin a revision without the cycle (`kernlock lock {first}@<commit>`) or "
+                "ask the publisher to fix kernel-depends",
+            )
+
+
+def dep_spec(key: str) -> KernelSpec:
+    from kernlock._internal.spec.kernel_spec import parse_spec, spec_from_version
+
+    spec = parse_spec(key)
+    number = version_of_branch(spec.revision or "")
+    return spec_from_version(spec.repo, number) if number is not None else spec

@@ -8,7 +8,7 @@ from fake_hub import FakeHub
 from kernlock._internal.spec.target import parse_target
 from kernlock.errors import NoVariantError, ResolutionError, TrustError
 from kernlock._internal.spec.overrides import parse_overrides
-from kernlock._internal.resolve.resolver import ResolveOptions, Resolver
+from kernlock._internal.resolve.resolver import ResolveOptions, resolver_for
 from kernlock._internal.spec.kernel_spec import parse_spec
 
 CPU = parse_target("torch2.13-cxx11-cpu-x86_64-linux")
@@ -31,7 +31,7 @@ def hub() -> FakeHub:
 
 
 def resolve(hub: FakeHub, *specs: str, targets=(CPU,), previous=None, **options):
-    resolver = Resolver(hub, ResolveOptions(targets=tuple(targets), **options), previous, workers=2)
+    resolver = resolver_for(hub, ResolveOptions(targets=tuple(targets), **options), previous, workers=2)
     return resolver.resolve([parse_spec(s) for s in specs]), resolver
 
 
@@ -54,7 +54,7 @@ def test_unknown_revision_names_the_branches_and_tags(hub: FakeHub) -> None:
 def test_a_missing_version_is_named_once(hub: FakeHub) -> None:
     from kernlock._internal.spec.kernel_spec import spec_from_version
 
-    resolver = Resolver(hub, ResolveOptions(targets=(CPU,)), None, workers=2)
+    resolver = resolver_for(hub, ResolveOptions(targets=(CPU,)), None, workers=2)
     with pytest.raises(ResolutionError) as raised:
         resolver.resolve([spec_from_version(REPO, 7)])
     assert f"{REPO}@v7: version 7 has no branch v7 on the Hub; available versions: 1, 2" in str(raised.value)

@@ -14,7 +14,7 @@ from fake_hub import FakeHub
 from kernlock._internal.rules import doctor
 from kernlock._internal.compat.transformers import TransformersInfo
 from kernlock._internal.spec.target import parse_target
-from kernlock._internal.resolve.resolver import ResolveOptions, Resolver
+from kernlock._internal.resolve.resolver import ResolveOptions, resolver_for
 from kernlock._internal.spec.kernel_spec import parse_spec
 
 CPU = parse_target("torch2.13-cxx11-cpu-x86_64-linux")
@@ -43,7 +43,7 @@ def hub() -> FakeHub:
 
 def entries(hub: FakeHub, spec: str) -> list:
     """(kernel, variant) of `spec` locked for the CPU target, as `verify` hands them to the doctor."""
-    lock = Resolver(hub, ResolveOptions(targets=(CPU,)), None, workers=1).resolve([parse_spec(spec)])
+    lock = resolver_for(hub, ResolveOptions(targets=(CPU,)), None, workers=1).resolve([parse_spec(spec)])
     return [(kernel, kernel.variant_for(str(CPU))) for kernel in lock.kernels]
 
 

@@ -130,7 +130,7 @@ def lock_command(dry_run: bool, record: bool, quiet: bool, as_json: bool, **opti
     like `uv add`, so later runs and `kernlock verify` see them.
     """
     from kernlock._internal.resolve.relock import lock_request
-    from kernlock._internal.resolve.request import LockRequest
+    from kernlock._internal.resolve.request import LockRequest, Mode
     from kernlock._internal.rules.coverage import uncovered_machine
 
     command = click.get_current_context().meta.get(_RECORDED_COMMAND, ())
@@ -139,7 +139,8 @@ def lock_command(dry_run: bool, record: bool, quiet: bool, as_json: bool, **opti
     if not record:
         options["specs"] = (*options["specs"], *command)  # `kernlock lock -- SPEC…`
     # every other option of the command, by its name
-    request = LockRequest(write=not dry_run, record=command if record else (), **options)
+    mode: Mode = "check" if options.pop("check") else "dry-run" if dry_run else "write"
+    request = LockRequest(mode=mode, record=command if record else (), **options)
     recorded: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     if request.record:
@@ -151,7 +152,8 @@ def lock_command(dry_run: bool, record: bool, quiet: bool, as_json: bool, **opti
         result = lock_request(request, recorded=recorded, notes=notes, progress=progress)
     finally:
         clear_progress(progress)
-    uncovered = None if request.check or request.targets else uncovered_machine(result.lock)
+    checking = request.mode == "check"
+    uncovered = None if checking or request.targets else uncovered_machine(result.lock)
     if uncovered is not None and not as_json:
         report(result, as_json, quiet)
     if uncovered is not None:  # a plain `lock` covers this machine or says it does not (exit 1)
@@ -159,7 +161,7 @@ def lock_command(dry_run: bool, record: bool, quiet: bool, as_json: bool, **opti
 
         done = f"wrote {result.path}" if result.written else f"left {result.path} as it was"
         raise NoVariantError(f"{done}, but {uncovered[0]}", fix=uncovered[1])
-    report(result, as_json, quiet or request.check)
+    report(result, as_json, quiet or checking)
 
 
 def clear_progress(progress: Callable[[str], None] | None) -> None:
