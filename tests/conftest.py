@@ -22,7 +22,6 @@ from helpers import (
 from kernlock.testing.fixtures import advance_branch, build_fixture_repos, default_fixtures_dir
 from kernlock.testing.hub import TestHub
 
-
 TESTS = Path(__file__).resolve().parent
 # Run order: the kinds with the longest tests first (fresh interpreters importing torch, TRL runs, real installs),
 # the unit tests last, so that under `pytest -n auto` no long test is left running alone at the end.

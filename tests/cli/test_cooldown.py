@@ -12,8 +12,8 @@ import pytest
 
 from helpers import ACTIVATION, CPU, FA2, REPO_ROOT, cli, make_project, markdown_blocks
 from kernlock._internal.lockfile.serialize import load_lockfile
-from kernlock._internal.spec.cooldown import ACCEPTED
 from kernlock._internal.resolve import cooldown
+from kernlock._internal.spec.cooldown import ACCEPTED
 from kernlock.testing.fixtures import advance_branch, git, push_commit, rev_parse
 from kernlock.testing.hub import TestHub
 

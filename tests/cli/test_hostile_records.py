@@ -8,9 +8,9 @@ import json
 import os
 
 import pytest
+from test_advisories import ADVISED, EXAMPLE
 
 from helpers import FA2, cli
-from test_advisories import ADVISED, EXAMPLE
 
 
 @pytest.mark.parametrize("shape", ["dev-zero", "fifo"])

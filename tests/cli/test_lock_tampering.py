@@ -10,8 +10,8 @@ import pytest
 
 import kernlock
 from helpers import CPU, FA2, UNTRUSTED, LockedProjectFactory, cli
-from kernlock.errors import LockfileError
 from kernlock._internal.lockfile.serialize import load_lockfile
+from kernlock.errors import LockfileError
 
 
 def remote_problems(project: Path) -> list[str]:

@@ -9,17 +9,16 @@ import shutil
 import stat
 from pathlib import Path
 
+import kernels
 import pytest
 
-import kernels
 import kernlock
-from helpers import FA2, LockedProjectFactory, cli, clear_loaded_kernels
-from kernlock._internal.store import hub_cache as cache
+from helpers import FA2, LockedProjectFactory, big_lock, clear_loaded_kernels, cli
 from kernlock._internal.fs import private
-from kernlock.errors import IntegrityError
 from kernlock._internal.lockfile.serialize import load_lockfile, write_lockfile
 from kernlock._internal.runtime.apply import release
-from helpers import big_lock
+from kernlock._internal.store import hub_cache as cache
+from kernlock.errors import IntegrityError
 
 ATTACKER = 65534  # nobody
 needs_root = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="chown to another user needs root")

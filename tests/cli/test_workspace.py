@@ -303,8 +303,8 @@ def test_a_pyproject_that_is_not_utf8_is_a_one_line_error(tmp_path: Path) -> Non
 
 
 def test_invalid_toml_is_a_config_error_on_python_310(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from kernlock.errors import ConfigError
     from kernlock._internal.project.config import load_project
+    from kernlock.errors import ConfigError
 
     project = make_project(tmp_path / "p", kernels=[ACTIVATION])
     (project / "pyproject.toml").write_text("[tool.kernlock\nkernels = [\n")

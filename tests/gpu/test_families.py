@@ -19,8 +19,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-import kernlock
 import pytest
+
+import kernlock
 from helpers import cli
 from kernlock import load_lockfile
 from kernlock.testing.hub import TestHub

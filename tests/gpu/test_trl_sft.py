@@ -7,8 +7,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-import kernlock
 import pytest
+
+import kernlock
 from helpers import FA2, LockedProject
 from kernlock.testing.hub import TestHub
 from scripts.harness import CLIENT_CHATTER, run

@@ -14,9 +14,9 @@ import pytest
 import kernlock
 from kernlock._internal.compat import kernels_api as kernels_adapter
 from kernlock._internal.compat import kernels_json_lock, kernels_patch
-from kernlock._internal.compat.kernels_json_lock import KernelsPin
 from kernlock._internal.compat.kernels_api import LINES, line, line_for, target_decisions
 from kernlock._internal.compat.kernels_contract import broken_internals, check_internal, internals
+from kernlock._internal.compat.kernels_json_lock import KernelsPin
 from kernlock._internal.compat.transformers import (
     alias_repo,
     default_version,

@@ -8,9 +8,9 @@ import pytest
 import tomllib
 from packaging.requirements import Requirement
 
-from kernlock._internal.rules import doctor
-from kernlock._internal.compat.transformers import TransformersInfo
 from helpers import REPO_ROOT
+from kernlock._internal.compat.transformers import TransformersInfo
+from kernlock._internal.rules import doctor
 
 ROOT = REPO_ROOT
 

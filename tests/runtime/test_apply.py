@@ -11,9 +11,9 @@ import logging
 import os
 from pathlib import Path
 
+import kernels
 import pytest
 
-import kernels
 import kernlock
 from helpers import ACTIVATION, CUDA_X86, FA2, UNIVERSAL, LockedProjectFactory, clear_loaded_kernels
 from kernlock._internal.store import hub_cache as cache
@@ -28,9 +28,6 @@ from kernlock.errors import (
 from kernlock.testing.fixtures import advance_branch, rev_parse
 from kernlock.testing.hub import TestHub
 from scripts.harness import ok, only_locked_files_requested, python, variant_of
-
-
-
 
 # ---------------------------------------------------------------- Transformers attention
 

@@ -9,14 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import CPU, FA2, REPO_ROOT, cli
+from helpers import CPU, FA2, REPO_ROOT, cli, tiny_model_and_data
 from kernlock._internal.lockfile.run_record import variant_content
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.fixtures import advance_branch
 from kernlock.testing.hub import TestHub
 from scripts.harness import python
-from helpers import tiny_model_and_data
-
 
 
 def readme_block() -> tuple[str, str]:

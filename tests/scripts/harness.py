@@ -53,7 +53,7 @@ def run(args: list[str], cwd: Path, timeout: float = 240, **env: str) -> subproc
                              env=child_env(PYTHONFAULTHANDLER="1", **env))
     try:
         stdout, stderr = child.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
+    except subprocess.TimeoutExpired as expired:
         for pid in [child.pid, *descendants(child.pid)]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGABRT)
@@ -62,7 +62,7 @@ def run(args: list[str], cwd: Path, timeout: float = 240, **env: str) -> subproc
         except subprocess.TimeoutExpired:
             child.kill()
             stdout, stderr = child.communicate()
-        raise AssertionError(f"{args} ran past {timeout} s; stdout:\n{stdout[-3000:]}\nstderr:\n{stderr[-12000:]}")
+        raise AssertionError(f"{args} ran past {timeout} s; stdout:\n{stdout[-3000:]}\nstderr:\n{stderr[-12000:]}") from expired
     return completed(args, child.returncode, stdout, stderr)
 
 

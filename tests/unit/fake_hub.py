@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from kernlock.errors import HubError, ResolutionError
 from kernlock._internal.hub.responses import Ref, TreeFile, git_blob_id
+from kernlock.errors import HubError, ResolutionError
 
 
 def sha(text: str) -> str:

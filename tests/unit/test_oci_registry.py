@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kernlock._internal.spec.oci_ref import parse_ref
 from kernlock._internal.oci.registry import Registry, _http
+from kernlock._internal.spec.oci_ref import parse_ref
 from kernlock.errors import MissingFilesError
 
 pytestmark = pytest.mark.unit

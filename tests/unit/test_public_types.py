@@ -89,7 +89,7 @@ def test_the_walk_reaches_nested_fields() -> None:
 
 
 def test_errors_all_lists_every_public_error_and_the_facade_exports_each() -> None:
-    import kernlock.errors as errors
+    from kernlock import errors
 
     defined = {name for name, value in vars(errors).items()
                if isinstance(value, type) and issubclass(value, errors.KernlockError) and not name.startswith("_")}

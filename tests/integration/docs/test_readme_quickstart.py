@@ -5,7 +5,14 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from helpers import CPU, REPO_ROOT, quick_start_blocks, quick_start_section, run_bash, run_tiny_model_recipe
+from helpers import (
+    CPU,
+    REPO_ROOT,
+    quick_start_blocks,
+    quick_start_section,
+    run_bash,
+    run_tiny_model_recipe,
+)
 from kernlock._internal.compat.kernels_api import line
 from kernlock._internal.compat.transformers import use_kernels_repos
 from kernlock._internal.lockfile.serialize import load_lockfile

@@ -17,8 +17,8 @@ import pytest
 from huggingface_hub import HfApi, hf_hub_download
 
 from helpers import CPU, FA2, LockedProjectFactory, cli, make_project
-from kernlock._internal.store.hub_cache import hub_cache_dir, repo_folder, variant_dir
 from kernlock._internal.fetch.download import discard
+from kernlock._internal.store.hub_cache import hub_cache_dir, repo_folder, variant_dir
 from kernlock.testing.hub import TestHub
 
 SO = "flash_attn2/_ops.so"

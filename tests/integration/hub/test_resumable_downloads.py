@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from helpers import FA2, LockedProjectFactory
+from kernlock._internal.fetch.download import download_variant
 from kernlock._internal.fetch.partial import validator_path
 from kernlock._internal.lockfile.entries import LockedFile, LockedKernel, LockedVariant
 from kernlock._internal.store.hub_cache import hub_cache_dir, repo_folder, sha256_file, variant_dir
-from kernlock._internal.fetch.download import download_variant
 from kernlock.testing.hub import TestHub
 
 FA2_V4 = f"{FA2}@v4"  # pinned: the same build with or without Transformers' default table (the matrix's kernels-only cells)
@@ -148,8 +148,8 @@ def test_a_sync_hashes_a_downloaded_file_once_and_a_changed_one_again(
     verified (same inode, size, mtime, ctime), so a big variant is read once, and a file swapped in between is not."""
     import kernlock._internal.store.hub_cache as cache
     from kernlock._internal.fetch import download
-    from kernlock.errors import IntegrityError
     from kernlock._internal.fetch.sync import sync_variant
+    from kernlock.errors import IntegrityError
 
     kernel, variant, _ = _largest(locked_project)
     hashed: list[str] = []

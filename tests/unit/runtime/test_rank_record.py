@@ -7,7 +7,12 @@ import json
 
 import pytest
 
-from kernlock._internal.runtime.rank_guard import TIMEOUT_ENV, RankMismatchError, RankRecord, check_ranks
+from kernlock._internal.runtime.rank_guard import (
+    TIMEOUT_ENV,
+    RankMismatchError,
+    RankRecord,
+    check_ranks,
+)
 from kernlock.errors import UsageError
 
 pytestmark = pytest.mark.unit

@@ -7,7 +7,7 @@ import logging
 from typing import Any
 
 import pytest
-from kernlock._internal.lockfile.format_version import LOCK_VERSION
+
 from kernlock._internal.lockfile.entries import (
     SIGNATURE_FILE,
     LockedFile,
@@ -17,8 +17,9 @@ from kernlock._internal.lockfile.entries import (
     Override,
     Provenance,
 )
-from kernlock._internal.spec.target import Target, parse_target
+from kernlock._internal.lockfile.format_version import LOCK_VERSION
 from kernlock._internal.settings import UPGRADE_FIX
+from kernlock._internal.spec.target import Target, parse_target
 from kernlock.errors import LockfileError, LockfileVersionError
 
 CPU = parse_target("torch2.13-cxx11-cpu-x86_64-linux")

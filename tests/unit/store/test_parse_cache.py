@@ -8,12 +8,11 @@ from pathlib import Path
 
 import pytest
 
-import kernlock
-from kernlock._internal.lockfile import serialize as lockfile_toml
-from kernlock._internal.lockfile import parse_cache
-from kernlock.errors import LockfileError
-from kernlock._internal.lockfile.serialize import load_lockfile, write_lockfile
 from helpers import big_lock
+from kernlock._internal.lockfile import parse_cache
+from kernlock._internal.lockfile import serialize as lockfile_toml
+from kernlock._internal.lockfile.serialize import load_lockfile, write_lockfile
+from kernlock.errors import LockfileError
 
 
 def _forbid_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
