@@ -6,6 +6,7 @@ import hashlib
 import importlib
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from packaging.version import Version
@@ -251,7 +252,7 @@ def test_all_variants_locks_every_build(hub: TestHub, tmp_path: Path) -> None:
 def test_lock_agrees_with_what_kernels_loads(hub: TestHub, tmp_path: Path) -> None:
     import kernels
 
-    specs = {f"{FA2}@v2": {"version": 2}, f"{FA2}@v4": {"version": 4}, "kernels-community/universal@v1": {"version": 1},
+    specs: dict[str, dict[str, Any]] = {f"{FA2}@v2": {"version": 2}, f"{FA2}@v4": {"version": 4}, "kernels-community/universal@v1": {"version": 1},
              "kernels-community/tagged@dev": {"revision": "dev"}}
     project = make_project(tmp_path / "p", kernels=list(specs))
     assert cli("lock", cwd=project).exit_code == 0

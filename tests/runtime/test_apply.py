@@ -269,7 +269,7 @@ def test_tampered_cached_file_is_caught_even_with_same_size(locked_project: Lock
 
     hashed: list[Path] = []
     original = cache.sha256_file
-    monkeypatch.setattr(cache, "sha256_file", lambda path: hashed.append(path) or original(path))
+    monkeypatch.setattr(cache, "sha256_file", lambda path: hashed.append(path) or original(path))  # type: ignore[func-returns-value]  # append: None, then the call
     clear_loaded_kernels()
     kernels.get_kernel(FA2, version=2)  # second warm start: the stamp spares re-hashing
     assert hashed == []

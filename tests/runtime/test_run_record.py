@@ -30,7 +30,7 @@ def _env() -> dict[str, str]:
             "HF_DATASETS_OFFLINE": "1"}
 
 
-def test_loaded_returns_what_this_process_loaded_under_the_lock(locked_project) -> None:  # type: ignore[no-untyped-def]
+def test_loaded_returns_what_this_process_loaded_under_the_lock(locked_project) -> None:
     project, lock = locked_project([f"{FA2}@v4"], [CPU])
     done = python("import kernlock\nbefore = kernlock.loaded()\nkernlock.apply()\nempty = kernlock.loaded()\n"
                   f"from kernels import get_kernel\nget_kernel({FA2!r}, version=4)\n"
@@ -49,7 +49,7 @@ def test_loaded_returns_what_this_process_loaded_under_the_lock(locked_project) 
 
 
 def test_kernlock_run_trl_sft_records_each_checkpoint_and_verify_against_follows_the_lock(
-        hub: TestHub, locked_project, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+        hub: TestHub, locked_project, tmp_path: Path) -> None:
     project, lock = locked_project([FA2], [CPU])
     tiny_model_and_data(project)
     hub.reset_counts()

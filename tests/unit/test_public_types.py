@@ -36,7 +36,7 @@ def _namespace(module: types.ModuleType) -> dict[str, object]:
     namespace = dict(vars(module))
     for node in ast.walk(ast.parse(inspect.getsource(module))):
         if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
-            imports = [n for n in node.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+            imports: list[ast.stmt] = [n for n in node.body if isinstance(n, (ast.Import, ast.ImportFrom))]
             exec(compile(ast.Module(imports, type_ignores=[]), module.__name__, "exec"), namespace)
     return namespace
 

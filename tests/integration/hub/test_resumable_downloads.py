@@ -154,7 +154,7 @@ def test_a_sync_hashes_a_downloaded_file_once_and_a_changed_one_again(
     kernel, variant, _ = _largest(locked_project)
     hashed: list[str] = []
     real_hash = cache.sha256_file
-    monkeypatch.setattr(cache, "sha256_file", lambda path: hashed.append(Path(path).name) or real_hash(path))
+    monkeypatch.setattr(cache, "sha256_file", lambda path: hashed.append(Path(path).name) or real_hash(path))  # type: ignore[func-returns-value]  # append: None, then the call
     report = sync_variant(kernel, variant, hub_cache_dir(), repair=False)
     assert len(report.downloaded) == len(variant.files) and hashed == []
     report = sync_variant(kernel, variant, hub_cache_dir(), repair=False)  # nothing to fetch: all hashed, as before
@@ -174,7 +174,7 @@ def test_a_sync_hashes_a_downloaded_file_once_and_a_changed_one_again(
 
     download.discard(kernel, variant.name, list(variant.files), hub_cache_dir())
     with pytest.raises(IntegrityError, match="does not match kernels.lock"):
-        sync_variant(kernel, variant, hub_cache_dir(), repair=False, fetch=download_then_swap)  # type: ignore[arg-type]
+        sync_variant(kernel, variant, hub_cache_dir(), repair=False, fetch=download_then_swap)
 
 
 @pytest.mark.parametrize("exposure", ["group-writable", "hard-linked"])

@@ -84,7 +84,7 @@ def test_the_model_is_frozen_keyword_only_and_slotted() -> None:
     with pytest.raises(AttributeError):
         FILE.size = 0  # type: ignore[misc]
     with pytest.raises(TypeError):
-        LockedFile("a.py", "1" * 64, 1)  # type: ignore[misc]
+        LockedFile("a.py", "1" * 64, 1)  # type: ignore[call-arg]
     assert not hasattr(FILE, "__dict__")
 
 
