@@ -1,4 +1,4 @@
-# The two set-up-to-result commands (see README): `make demo` and `make test`.
+# The two set-up-to-result commands (see README): `make demo` and `make test`; `make lint` runs the static gates.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -9,7 +9,7 @@ TORCH ?= torch==2.13.0
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 TRITON ?= triton==3.6.0
 
-.PHONY: demo test test-fast install bench matrix clean
+.PHONY: demo test test-fast lint install bench matrix clean
 
 $(BIN)/kernlock: pyproject.toml requirements-dev.txt requirements-docs.txt $(shell git ls-files kernlock fixtures 2>/dev/null)
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,13 @@ test: install
 ## the unit tests alone (tests/unit: no HTTP, no subprocesses), in one process
 test-fast: install
 	$(BIN)/python -m pytest -q tests/unit
+
+## the static gates, as .pre-commit-config.yaml runs them: ruff over the whole repository ([tool.ruff]), the
+## package's layout (`ruff format` lays out kernlock/ alone) and mypy over the package and its tests ([tool.mypy])
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check kernlock
+	$(BIN)/mypy kernlock tests
 
 ## the version matrix (noxfile.py): every kernels/Transformers/huggingface_hub cell, then the support table (docs/reference/supported-versions.md)
 matrix: install

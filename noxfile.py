@@ -243,7 +243,7 @@ def _check_and_run(session: nox.Session, record: dict, extra: list[str] | None =
 
 def _finish(session: nox.Session, record: dict, outcome: str, problem: str | None, report: Path | None = None) -> None:
     if report is not None and report.exists():
-        import xml.etree.ElementTree as ElementTree
+        from xml.etree import ElementTree
 
         suite = ElementTree.parse(report).getroot()
         suite = suite if suite.tag == "testsuite" else suite[0]

@@ -34,8 +34,19 @@ import time
 from pathlib import Path
 from types import ModuleType
 
-from benchmarks.harness import (CPU_TARGET, PYTHON, Result, Target, Workspace, child_env, kinds, lock_project, median,
-                                run_child, running_hub)
+from benchmarks.harness import (
+    CPU_TARGET,
+    PYTHON,
+    Result,
+    Target,
+    Workspace,
+    child_env,
+    kinds,
+    lock_project,
+    median,
+    run_child,
+    running_hub,
+)
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.hub import RATE_LIMITS, TestHub
 
@@ -125,7 +136,7 @@ def _start_at_once(argvs: list[list[str]], env: dict[str, str], cwd: Path, hub: 
              for argv in argvs]
     outputs = [proc.communicate(timeout=900) for proc in procs]
     wall = time.perf_counter() - began
-    failed = [(proc.returncode, err[-1500:]) for proc, (_, err) in zip(procs, outputs) if proc.returncode != 0]
+    failed = [(proc.returncode, err[-1500:]) for proc, (_, err) in zip(procs, outputs, strict=True) if proc.returncode != 0]
     if failed:
         raise RuntimeError(f"{len(failed)} of {len(procs)} processes failed; first: {failed[0]}")
     data = [json.loads(line[6:]) for out, _ in outputs for line in out.splitlines() if line.startswith("BENCH ")]
@@ -225,7 +236,7 @@ def _start_ranks(argvs: list[list[str]], env: dict[str, str], cwd: Path) -> list
     procs = [subprocess.Popen(argv, cwd=cwd, env={**env, "RANK": str(rank)}, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for rank, argv in enumerate(argvs)]
     outputs = [proc.communicate(timeout=600) for proc in procs]
-    failed = [err[-1500:] for proc, (_, err) in zip(procs, outputs) if proc.returncode != 0]
+    failed = [err[-1500:] for proc, (_, err) in zip(procs, outputs, strict=True) if proc.returncode != 0]
     if failed:
         raise RuntimeError(f"{len(failed)} ranks failed; first: {failed[0]}")
     return [json.loads(line[6:]) for out, _ in outputs for line in out.splitlines() if line.startswith("BENCH ")]
@@ -264,7 +275,7 @@ def _nodes_at_once(argv: list[str], homes: list[Path], env: dict[str, str], cwd:
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for home in homes]
     outputs = [proc.communicate(timeout=900) for proc in procs]
     wall = time.perf_counter() - began
-    failed = [err.strip().splitlines()[-1:] for proc, (_, err) in zip(procs, outputs) if proc.returncode != 0]
+    failed = [err.strip().splitlines()[-1:] for proc, (_, err) in zip(procs, outputs, strict=True) if proc.returncode != 0]
     return {"wall_s": round(wall, 2), "failures": len(failed), "first_failure": failed[0] if failed else None,
             "hub_requests": sum(hub.requests.values()), "hub_by_kind": dict(hub.requests),
             "hub_429s": hub.fired.get("429", 0), "registry_requests": _registry_requests(log) - before}

@@ -10,8 +10,19 @@ the same kernel, in their own project directory since both tools name their lock
 from __future__ import annotations
 
 from benchmarks.harness import (
-    CPU_TARGET, KERNELS_CLI, PYTHON, Result, Target, Workspace, child_env, kinds, lock_project, run_child, running_hub,
-    summarize, write_project,
+    CPU_TARGET,
+    KERNELS_CLI,
+    PYTHON,
+    Result,
+    Target,
+    Workspace,
+    child_env,
+    kinds,
+    lock_project,
+    run_child,
+    running_hub,
+    summarize,
+    write_project,
 )
 from benchmarks.load import LOAD_CHILD
 from kernlock._internal.lockfile.serialize import load_lockfile

@@ -12,12 +12,22 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from benchmarks.harness import (
-    CPU_TARGET, PYTHON, ChildFailed, Result, Target, Workspace, child_env, kernel_module, lock_project,
-    median, ratio, running_hub,
+    CPU_TARGET,
+    PYTHON,
+    ChildFailed,
+    Result,
+    Target,
+    Workspace,
+    child_env,
+    kernel_module,
+    lock_project,
+    median,
+    ratio,
+    running_hub,
 )
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.fixtures import push_build

@@ -11,7 +11,17 @@ own overhead: `import torch` first, then time `import kernlock; kernlock.apply()
 from __future__ import annotations
 
 from benchmarks.harness import (
-    PYTHON, Result, Target, Workspace, child_env, kinds, lock_project, ratio, run_child, running_hub, summarize,
+    PYTHON,
+    Result,
+    Target,
+    Workspace,
+    child_env,
+    kinds,
+    lock_project,
+    ratio,
+    run_child,
+    running_hub,
+    summarize,
 )
 
 NAME = "load"

@@ -12,8 +12,19 @@ import json
 from pathlib import Path
 
 from benchmarks.harness import (
-    CPU_TARGET, CUDA_TARGET, KERNELS_CLI, Result, Target, Workspace, child_env, kernlock_lock_argv, ratio, run_child,
-    running_hub, summarize, write_project,
+    CPU_TARGET,
+    CUDA_TARGET,
+    KERNELS_CLI,
+    Result,
+    Target,
+    Workspace,
+    child_env,
+    kernlock_lock_argv,
+    ratio,
+    run_child,
+    running_hub,
+    summarize,
+    write_project,
 )
 from kernlock._internal.lockfile.serialize import load_lockfile
 

@@ -19,8 +19,16 @@ import sys
 from pathlib import Path
 
 from benchmarks.harness import (
-    KERNELS_CLI, Result, Target, Workspace, child_env, kernlock_lock_argv, ratio, run_child,
-    running_hub, summarize,
+    KERNELS_CLI,
+    Result,
+    Target,
+    Workspace,
+    child_env,
+    kernlock_lock_argv,
+    ratio,
+    run_child,
+    running_hub,
+    summarize,
 )
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.fixtures import build_fixture_repos, default_fixtures_dir

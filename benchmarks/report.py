@@ -59,7 +59,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
             points = sorted((r["kernels"], r["median_ms"] / 1000) for r in benches.get("lock", {}).get("rows", [])
                             if r["tool"] == tool and r["latency_ms"] == latency)
             if points:
-                lock_axes.plot(*zip(*points), style, marker="o", color=colour, label=f"{tool}, {latency} ms/request")
+                lock_axes.plot(*zip(*points, strict=True), style, marker="o", color=colour, label=f"{tool}, {latency} ms/request")
     lock_axes.set(title="Lock (cold cache, fresh process)", xlabel="kernels", ylabel="seconds", yscale="log")
     for mode, colour in (("unlocked get_kernel", "tab:gray"), ("locked get_kernel", "tab:blue")):
         for latency, style in ((0, ":"), (50, "-")):
@@ -67,7 +67,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
                             if r.get("kernels") and r["load"] == mode and r["latency_ms"] == latency)
             if points:
                 label = "kernlock.apply() + get_kernel" if mode.startswith("locked") else "get_kernel (unlocked)"
-                load_axes.plot(*zip(*points), style, marker="o", color=colour, label=f"{label}, {latency} ms/request")
+                load_axes.plot(*zip(*points, strict=True), style, marker="o", color=colour, label=f"{label}, {latency} ms/request")
     load_axes.set(title="Time to kernels ready (warm cache, fresh process)", xlabel="kernels", ylabel="ms")
     for axes in (lock_axes, load_axes):
         axes.grid(alpha=0.3)

@@ -8,8 +8,17 @@ fresh cache: what every re-run sent before resuming existed.
 
 from __future__ import annotations
 
+import contextlib
+
 from benchmarks.harness import (
-    KERNLOCK_CLI, ChildFailed, Result, Workspace, child_env, lock_project, run_child, running_hub,
+    KERNLOCK_CLI,
+    ChildFailed,
+    Result,
+    Workspace,
+    child_env,
+    lock_project,
+    run_child,
+    running_hub,
 )
 from kernlock._internal.lockfile.serialize import load_lockfile
 
@@ -33,10 +42,8 @@ def run(ws: Workspace, quick: bool) -> Result:
         home = ws.path("resume-cut")
         hub.add_fault("reset", match=so.sha256, after=so.size // 2)
         hub.add_fault("status", match=so.sha256, code=403)
-        try:
+        with contextlib.suppress(ChildFailed):
             run_child(sync, hub, child_env(hub, home), cwd=project)
-        except ChildFailed:
-            pass
         hub._faults.clear()
         resumed = run_child(sync, hub, child_env(hub, home), cwd=project)
         resent = sum(n for p, n in hub.bytes_by_path.items() if so.sha256 in p)

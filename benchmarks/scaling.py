@@ -22,15 +22,30 @@ from unittest import mock
 
 from benchmarks.download import _measured
 from benchmarks.harness import (
-    PYTHON, Result, Target, Workspace, bench_targets, child_env, kernel_module, kernel_repo, median, ratio,
-    run_child, running_hub, synthetic_lock, timeit_median, timeit_times, write_fixtures, write_project,
+    PYTHON,
+    Result,
+    Target,
+    Workspace,
+    bench_targets,
+    child_env,
+    kernel_module,
+    kernel_repo,
+    median,
+    ratio,
+    run_child,
+    running_hub,
+    synthetic_lock,
+    timeit_median,
+    timeit_times,
+    write_fixtures,
+    write_project,
 )
-from kernlock.testing.fixtures import build_fixture_repos
-from kernlock._internal.store import hub_cache as cache
-from kernlock._internal.spec.target import parse_target
 from kernlock._internal.lockfile.entries import LockedFile, LockedVariant
 from kernlock._internal.lockfile.serialize import load_lockfile, write_lockfile
 from kernlock._internal.rules.coverage import require_coverage
+from kernlock._internal.spec.target import parse_target
+from kernlock._internal.store import hub_cache as cache
+from kernlock.testing.fixtures import build_fixture_repos
 
 NAME = "scaling"
 SIZES = (10, 100, 1000)
@@ -83,8 +98,8 @@ def _lock_scaling(ws: Workspace, reps: int, result: Result) -> None:
         path = ws.path(f"scaling-{size}") / "kernels.lock"
         write_lockfile(synthetic_lock([kernel_repo(i) for i in range(size)], variants=2), path)
 
-        def load_and_check() -> None:
-            require_coverage(load_lockfile(path), target, path)
+        def load_and_check() -> None:  # timed within this iteration: `path` is this size's lock
+            require_coverage(load_lockfile(path), target, path)  # noqa: B023
 
         n = max(reps, reps * 1000 // size)  # small locks: more repetitions, same total time
         with mock.patch.dict(os.environ, KERNLOCK_NO_CACHE="1"):  # the parse is what scales; the cache row follows

@@ -13,8 +13,20 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchmarks.harness import (
-    CPU_TARGET, CUDA_TARGET, KERNELS_CLI, PYTHON, Result, Target, Workspace, child_env, kernlock_lock_argv, median,
-    ratio, run_child, running_hub, write_project,
+    CPU_TARGET,
+    CUDA_TARGET,
+    KERNELS_CLI,
+    PYTHON,
+    Result,
+    Target,
+    Workspace,
+    child_env,
+    kernlock_lock_argv,
+    median,
+    ratio,
+    run_child,
+    running_hub,
+    write_project,
 )
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock._internal.rules.signatures import TRUSTED_ROOT_ENV

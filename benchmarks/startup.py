@@ -11,7 +11,16 @@ shell helpers), `import kernels` (the hook applies the lock at that import), and
 from __future__ import annotations
 
 from benchmarks.harness import (
-    PYTHON, Result, Target, Workspace, child_env, lock_project, median, run_child, running_hub, summarize,
+    PYTHON,
+    Result,
+    Target,
+    Workspace,
+    child_env,
+    lock_project,
+    median,
+    run_child,
+    running_hub,
+    summarize,
 )
 from kernlock._internal.cli.commands.run import run_environment
 

@@ -14,8 +14,19 @@ from __future__ import annotations
 import re
 
 from benchmarks.harness import (
-    KERNLOCK_CLI, PYTHON, Result, Target, Workspace, bench_targets, child_env, kernel_repo, median, ratio, run_child,
-    synthetic_lock, write_project,
+    KERNLOCK_CLI,
+    PYTHON,
+    Result,
+    Target,
+    Workspace,
+    bench_targets,
+    child_env,
+    kernel_repo,
+    median,
+    ratio,
+    run_child,
+    synthetic_lock,
+    write_project,
 )
 from kernlock._internal.lockfile.serialize import write_lockfile
 

@@ -145,7 +145,9 @@ def _imported_default(path: Path, node: ast.AST) -> str:
     return f"{value:g}" if isinstance(value, float) else f"`{text}`" if value is None else str(value)
 
 
-def environment_reads() -> dict[str, dict[str, set[str]]]:
+# one walk over each module's AST that handles every form of read (settings' names, os.environ, getenv, defaults)
+# in place: split up, the pieces would share `names`, `settings` and `reads` through arguments
+def environment_reads() -> dict[str, dict[str, set[str]]]:  # noqa: C901
     """Every environment variable the package reads: variable -> {"kinds", "defaults"}."""
     settings_path, settings = settings_variables()
     settings_module = _module_name(settings_path)
@@ -166,10 +168,10 @@ def environment_reads() -> dict[str, dict[str, set[str]]]:
         if path == settings_path:
             names.update({constant: variable for constant, (variable, _) in settings.items()})
 
-        def variable_of(node: ast.AST) -> str | None:
+        def variable_of(node: ast.AST) -> str | None:  # called within this iteration: `names` is this module's
             if isinstance(node, ast.Attribute) and node.attr in settings:  # settings.MUTEX_TIMEOUT_ENV
                 return settings[node.attr][0]
-            value = _literal(node, names)
+            value = _literal(node, names)  # noqa: B023
             return value if isinstance(value, str) and value.isupper() and " " not in value else None
 
         def note(variable: str, kind: str, default: str | None) -> None:
@@ -215,7 +217,7 @@ def env_vars() -> str:
     """The environment variables table (Markdown)."""
     _, settings = settings_variables()
     reads = environment_reads()
-    meaning = {variable: text for variable, text in settings.values()}
+    meaning = dict(settings.values())
     other = sorted(set(reads) - set(meaning))
     if set(other) != set(OTHER_VARIABLES):
         raise RuntimeError("docs reference: variables read outside settings.py and OTHER_VARIABLES in "

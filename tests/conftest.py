@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -21,7 +21,6 @@ from helpers import (
 )
 from kernlock.testing.fixtures import advance_branch, build_fixture_repos, default_fixtures_dir
 from kernlock.testing.hub import TestHub
-
 
 TESTS = Path(__file__).resolve().parent
 # Run order: the kinds with the longest tests first (fresh interpreters importing torch, TRL runs, real installs),
@@ -70,7 +69,7 @@ def _forget_loaded_kernels() -> None:
         if cached is not None:
             cached.cache_clear()
     if (flash_utils := sys.modules.get("transformers.modeling_flash_attention_utils")) is not None:
-        flash_utils._loaded_implementation = None
+        flash_utils._loaded_implementation = None  # type: ignore[attr-defined]  # transformers' attribute, not followed
 
 
 @pytest.fixture
@@ -102,7 +101,7 @@ def locked_project(hub: TestHub, tmp_path: Path) -> LockedProjectFactory:
     ``targets=()`` locks for this machine; ``extra`` is appended to ``[tool.kernlock]``; ``files`` (name -> text)
     are written before locking; the project lies at ``root`` (default ``tmp_path / "p"``).
     """
-    def make(kernels: list[str], targets: list[str] = (), extra: str = "", files: dict[str, str] | None = None,
+    def make(kernels: list[str], targets: Sequence[str] = (), extra: str = "", files: dict[str, str] | None = None,
              root: Path | None = None) -> LockedProject:
         return lock_project(root or tmp_path / "p", kernels, targets, extra, files)
 

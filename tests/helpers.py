@@ -15,11 +15,11 @@ import pytest
 from click.testing import CliRunner, Result
 
 from kernlock._internal.cli.main import main
-from kernlock._internal.lockfile.entries import Lockfile, LockedFile, LockedKernel, LockedVariant
-from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock._internal.host import current_target
-from kernlock._internal.spec.target import parse_target
+from kernlock._internal.lockfile.entries import LockedFile, LockedKernel, LockedVariant, Lockfile
+from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock._internal.rules.signatures import TRUSTED_ROOT_ENV
+from kernlock._internal.spec.target import parse_target
 from kernlock.testing.sigstore import TestSigstore
 
 # Targets (CPU is this test machine's).

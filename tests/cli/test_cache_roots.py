@@ -15,7 +15,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import CPU, FA2, REPO_ROOT, LockedProjectFactory, cli, make_project, markdown_blocks, run_bash, run_kernlock
+from helpers import (
+    CPU,
+    FA2,
+    REPO_ROOT,
+    LockedProjectFactory,
+    cli,
+    make_project,
+    markdown_blocks,
+    run_bash,
+    run_kernlock,
+)
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock._internal.store.gc_roots import lock_id
 from kernlock._internal.store.hub_cache import hub_cache_dir, repo_folder

@@ -14,8 +14,8 @@ import pytest
 
 import kernlock._internal.fetch.vendor
 from helpers import CPU, LockedProjectFactory, cli, make_project, run_kernlock
-from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock._internal.fs.mutex import PROJECT_MUTEX_NAME
+from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.hub import TestHub
 
 ACTIVATION = "kernels-community/activation@v1"

@@ -12,8 +12,8 @@ import pytest
 
 from helpers import ACTIVATION, CPU, FA2, REPO_ROOT, cli, make_project, markdown_blocks
 from kernlock._internal.lockfile.serialize import load_lockfile
-from kernlock._internal.spec.cooldown import ACCEPTED
 from kernlock._internal.resolve import cooldown
+from kernlock._internal.spec.cooldown import ACCEPTED
 from kernlock.testing.fixtures import advance_branch, git, push_commit, rev_parse
 from kernlock.testing.hub import TestHub
 
@@ -88,7 +88,7 @@ def test_a_head_one_day_old_waits_under_seven_days_and_is_taken_under_zero(
     assert relocked.exit_code == 0, relocked.output
     assert _locked_commit(project) == head
     assert f"{SPEC}  {previous[:12]} -> {head[:12]}" in relocked.output
-    assert load_lockfile(project / "kernels.lock").exclude_newer.span == "PT0S"  # type: ignore[union-attr]
+    assert load_lockfile(project / "kernels.lock").exclude_newer.span == "PT0S"
 
 
 def test_the_newest_older_commit_without_the_targets_build_is_passed_over(
@@ -119,7 +119,7 @@ def test_the_command_line_value_replaces_the_projects(day_old_head: tuple[str, s
     assert _locked_commit(project) == head  # dated exactly 24 hours ago: at the cut-off is not newer
     assert cli("lock", "--exclude-newer", "2026-05-31", cwd=project).exit_code == 0
     assert _locked_commit(project) == previous
-    assert load_lockfile(project / "kernels.lock").exclude_newer.date == "2026-05-31T00:00:00Z"  # type: ignore[union-attr]
+    assert load_lockfile(project / "kernels.lock").exclude_newer.date == "2026-05-31T00:00:00Z"
 
 
 def test_a_per_repo_cooldown_applies_to_its_repo(day_old_head: tuple[str, str], tmp_path: Path) -> None:

@@ -7,8 +7,8 @@ Each test plants code whose import writes a sentinel file and asserts the file n
 from __future__ import annotations
 
 import json
-from collections import Counter
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import pytest

@@ -11,6 +11,8 @@ from pathlib import Path
 
 from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
+from packageurl import PackageURL
+
 from helpers import (
     CPU,
     CUDA_X86,
@@ -26,7 +28,6 @@ from helpers import (
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.github_signer import GITHUB_ISSUER, KERNELS_COMMUNITY_BUILD
 from kernlock.testing.hub import TestHub
-from packageurl import PackageURL
 
 SIGNED = "kernels-community/signed"
 

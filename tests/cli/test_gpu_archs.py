@@ -11,9 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import kernels
 import pytest
 
-import kernels
 import kernlock
 from helpers import CPU, LockedProjectFactory, cli, kernels_module, make_project
 from kernlock._internal.compat.kernels_api import arch_covers
@@ -159,7 +159,7 @@ def test_arch_covers_is_kernels_arch_validator(archs: list[str], monkeypatch: py
             kernels_says = True
         except RuntimeError:
             kernels_says = False
-        assert arch_covers(archs, "cuda", "%d.%d" % capability) is kernels_says, (archs, capability)
+        assert arch_covers(archs, "cuda", "{}.{}".format(*capability)) is kernels_says, (archs, capability)
 
 
 # ---------------------------------------------------------------- apply() on a (simulated) GPU

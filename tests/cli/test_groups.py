@@ -9,8 +9,21 @@ from pathlib import Path
 
 import pytest
 
-from helpers import (ACTIVATION, CPU, CU128_ON_V2, CUDA_X86, FA2, RELU, REPO_ROOT, UNIVERSAL, WITH_DEP, cli, make_project,
-                     markdown_blocks, run_bash)
+from helpers import (
+    ACTIVATION,
+    CPU,
+    CU128_ON_V2,
+    CUDA_X86,
+    FA2,
+    RELU,
+    REPO_ROOT,
+    UNIVERSAL,
+    WITH_DEP,
+    cli,
+    make_project,
+    markdown_blocks,
+    run_bash,
+)
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.hub import TestHub
 

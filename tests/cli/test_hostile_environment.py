@@ -15,10 +15,17 @@ from pathlib import Path
 import pytest
 
 import kernlock
-from helpers import ACTIVATION, CPU, UNIVERSAL, LockedProjectFactory, cli, make_project, run_kernlock
+from helpers import (
+    ACTIVATION,
+    CPU,
+    UNIVERSAL,
+    LockedProjectFactory,
+    cli,
+    make_project,
+    run_kernlock,
+)
 from kernlock.errors import LockfileError
 from kernlock.testing.hub import TestHub
-
 
 pytestmark = pytest.mark.usefixtures("release_applied_lock")
 
@@ -211,8 +218,8 @@ def test_a_lock_linked_within_the_project_is_still_written_through(locked_projec
 
 def test_a_held_download_lock_ends_sync_and_a_cold_apply_by_the_hub_deadline(
         locked_project: LockedProjectFactory, monkeypatch) -> None:
-    from kernlock._internal.store.hub_cache import hub_cache_dir, repo_folder
     from kernlock._internal.fetch.download_lock import file_lock_name
+    from kernlock._internal.store.hub_cache import hub_cache_dir, repo_folder
 
     project, lock = locked_project([f"{ACTIVATION}@v1"], [CPU])
     [kernel] = lock.kernels
@@ -248,7 +255,7 @@ def test_a_held_download_lock_ends_sync_and_a_cold_apply_by_the_hub_deadline(
 @pytest.mark.parametrize("page", [[], "one entry"])
 def test_a_listing_that_never_ends_is_refused_by_pages_and_time(hub: TestHub, tmp_path: Path, monkeypatch,
                                                                  page: object) -> None:
-    import kernlock._internal.hub.client as client
+    from kernlock._internal.hub import client
 
     project = make_project(tmp_path / "p", kernels=[f"{UNIVERSAL}@v1"], targets=[CPU])
     entry = {"type": "directory", "path": "build/x", "oid": "0" * 40, "size": 0}  # skipped: not a file
@@ -374,7 +381,7 @@ def test_a_lock_that_cannot_be_written_leaves_pyproject_as_it_was(locked_project
                                                                   monkeypatch) -> None:
     import errno
 
-    import kernlock._internal.fs.atomic as atomic
+    from kernlock._internal.fs import atomic
 
     project = locked_project([f"{ACTIVATION}@v1"], [CPU]).path
     before = {name: (project / name).read_bytes() for name in ("pyproject.toml", "kernels.lock")}

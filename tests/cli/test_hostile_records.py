@@ -8,13 +8,13 @@ import json
 import os
 
 import pytest
+from test_advisories import ADVISED, EXAMPLE
 
 from helpers import FA2, cli
-from test_advisories import ADVISED, EXAMPLE
 
 
 @pytest.mark.parametrize("shape", ["dev-zero", "fifo"])
-def test_an_advisory_file_that_is_a_device_or_a_fifo_is_one_line(locked_project, shape: str) -> None:  # type: ignore[no-untyped-def]
+def test_an_advisory_file_that_is_a_device_or_a_fifo_is_one_line(locked_project, shape: str) -> None:
     project = locked_project([f"{FA2}@v2"], extra=ADVISED, files={"advisories.toml": EXAMPLE.read_text()}).path
     advisories = project / "advisories.toml"
     advisories.unlink()
@@ -54,7 +54,7 @@ REASONS = {
 
 
 @pytest.mark.parametrize("shape", sorted(HOSTILE_RECORDS))
-def test_a_hostile_checkpoint_record_is_one_line_and_exit_1(locked_project, shape: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_hostile_checkpoint_record_is_one_line_and_exit_1(locked_project, shape: str) -> None:
     project = locked_project([f"{FA2}@v2"]).path
     checkpoint = project / "out" / "checkpoint-1"
     checkpoint.mkdir(parents=True)

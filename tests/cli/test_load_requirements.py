@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 from helpers import CPU, CUDA_X86, PROVENANCE, cli, make_project
-
 from kernlock._internal.host import installed_version
 from kernlock.testing.hub import TestHub
 

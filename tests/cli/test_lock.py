@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import importlib
 import hashlib
+import importlib
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
-from helpers import ARM, CPU, CUDA_130, CUDA_X86, FA2, cli, make_project
-
 from packaging.version import Version
 
+from helpers import ARM, CPU, CUDA_130, CUDA_X86, FA2, cli, make_project
 from kernlock._internal.compat.transformers import default_version
-from kernlock._internal.spec.target import parse_target
 from kernlock._internal.host import installed_version
 from kernlock._internal.lockfile.serialize import load_lockfile
+from kernlock._internal.spec.target import parse_target
 from kernlock.testing.fixtures import advance_branch, rev_parse
 from kernlock.testing.hub import TestHub
 
@@ -252,8 +252,8 @@ def test_all_variants_locks_every_build(hub: TestHub, tmp_path: Path) -> None:
 def test_lock_agrees_with_what_kernels_loads(hub: TestHub, tmp_path: Path) -> None:
     import kernels
 
-    specs = {f"{FA2}@v2": dict(version=2), f"{FA2}@v4": dict(version=4), "kernels-community/universal@v1": dict(version=1),
-             "kernels-community/tagged@dev": dict(revision="dev")}
+    specs: dict[str, dict[str, Any]] = {f"{FA2}@v2": {"version": 2}, f"{FA2}@v4": {"version": 4}, "kernels-community/universal@v1": {"version": 1},
+             "kernels-community/tagged@dev": {"revision": "dev"}}
     project = make_project(tmp_path / "p", kernels=list(specs))
     assert cli("lock", cwd=project).exit_code == 0
     lock = lock_of(project)

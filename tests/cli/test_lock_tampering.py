@@ -10,8 +10,8 @@ import pytest
 
 import kernlock
 from helpers import CPU, FA2, UNTRUSTED, LockedProjectFactory, cli
-from kernlock.errors import LockfileError
 from kernlock._internal.lockfile.serialize import load_lockfile
+from kernlock.errors import LockfileError
 
 
 def remote_problems(project: Path) -> list[str]:
@@ -77,7 +77,7 @@ def test_an_invalid_hand_edit_names_its_key_path_and_the_recommended_fix_works(
 
 
 @pytest.mark.parametrize("algorithm", ["md5", "bogus-algo"])
-def test_an_unknown_digest_algorithm_in_the_lock_is_refused(locked_project, algorithm: str) -> None:  # type: ignore[no-untyped-def]
+def test_an_unknown_digest_algorithm_in_the_lock_is_refused(locked_project, algorithm: str) -> None:
     """Issue 44, class 14: an algorithm kernlock does not check used to turn the metadata-digest check off."""
     project, _ = locked_project([f"{FA2}@v4"], [CPU])
     text = (project / "kernels.lock").read_text()

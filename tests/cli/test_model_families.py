@@ -108,10 +108,10 @@ def _qwen3_5(project: Path) -> None:
 
 
 def test_capabilities_come_from_the_mapping_and_gpu_archs_narrow_them(tmp_path: Path) -> None:
-    from kernlock._internal.spec.kernel_spec import Origin
-    from kernlock._internal.spec.target import parse_target
     from kernlock._internal.project.scan import ModelRef
     from kernlock._internal.resolve.models import model_kernels
+    from kernlock._internal.spec.kernel_spec import Origin
+    from kernlock._internal.spec.target import parse_target
 
     _qwen3_5(tmp_path)
     refs, targets = [ModelRef("./model", Origin("pyproject.toml"))], [parse_target(CUDA_130)]

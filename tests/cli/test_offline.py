@@ -11,8 +11,8 @@ from collections import Counter
 from pathlib import Path
 
 from helpers import CPU, CUDA_X86, FA2, LockedProjectFactory, cli
-from kernlock._internal.store.hub_cache import hub_cache_dir, variant_dir
 from kernlock._internal.lockfile.serialize import load_lockfile
+from kernlock._internal.store.hub_cache import hub_cache_dir, variant_dir
 from kernlock.testing.hub import TestHub
 
 KERNELS = [f"{FA2}@v2", "kernels-community/with-dep@v1"]
@@ -105,9 +105,9 @@ def test_a_bad_body_from_the_hub_is_never_kept(hub: TestHub, locked_project: Loc
     result = cli("sync", cwd=project)
     assert result.exit_code == 1 and hub.fired["corrupt"] >= 1
     assert "the Hub sent" in result.output and "nothing was kept" in result.output
-    leftovers = [p for p in hub_cache_dir().rglob("metadata.json")]
+    leftovers = list(hub_cache_dir().rglob("metadata.json"))
     assert leftovers == []
-    assert not [p for p in hub_cache_dir().rglob("*.incomplete")]
+    assert not list(hub_cache_dir().rglob("*.incomplete"))
 
 
 def test_truncated_bodies_are_retried(hub: TestHub, locked_project: LockedProjectFactory) -> None:

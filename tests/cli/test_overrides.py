@@ -8,9 +8,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from helpers import CPU, CU128_ON_V2, CUDA_130, CUDA_X86, FA2, LockedProjectFactory, cli, make_project
-from kernlock._internal.store.hub_cache import variant_dir, vendored_variant_dir
+from helpers import (
+    CPU,
+    CU128_ON_V2,
+    CUDA_130,
+    CUDA_X86,
+    FA2,
+    LockedProjectFactory,
+    cli,
+    make_project,
+)
 from kernlock._internal.lockfile.serialize import load_lockfile
+from kernlock._internal.store.hub_cache import variant_dir, vendored_variant_dir
 from kernlock.testing.fixtures import rev_parse
 from kernlock.testing.hub import TestHub
 from scripts.harness import load_identities

@@ -174,8 +174,8 @@ def test_a_file_the_lock_lost_stays_in_the_shared_cache_and_the_printed_fix_rest
     import kernels
 
     import kernlock
-    from kernlock.errors import IntegrityError
     from kernlock._internal.runtime.apply import release
+    from kernlock.errors import IntegrityError
     from scripts.harness import python
 
     project, entry, root, cache = synced
@@ -243,8 +243,8 @@ def test_a_version_the_bare_spec_is_not_pinned_at_is_refused_and_the_printed_fix
 
     import kernlock
     from kernlock._internal.compat import transformers
-    from kernlock.errors import UnlockedKernelError
     from kernlock._internal.runtime.apply import release
+    from kernlock.errors import UnlockedKernelError
 
     project, lock = locked_project([FA2], [CPU])
     [bare] = lock.kernels

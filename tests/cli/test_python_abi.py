@@ -14,14 +14,14 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-from helpers import CPU, CUDA_X86, REPO_ROOT, cli, make_project
 
+from helpers import CPU, CUDA_X86, REPO_ROOT, cli, make_project
 from kernlock._internal.compat.kernels_api import line, system_parameters
-from kernlock.errors import TargetError
-from kernlock._internal.hub.variants import choose_variant
-from kernlock._internal.spec.target import parse_target
 from kernlock._internal.host import current_target, interpreter, running_python
+from kernlock._internal.hub.variants import choose_variant
 from kernlock._internal.lockfile.serialize import dumps_lockfile, load_lockfile, parse_lockfile
+from kernlock._internal.spec.target import parse_target
+from kernlock.errors import TargetError
 from kernlock.testing.fixtures import git
 from kernlock.testing.hub import TestHub
 from scripts.harness import load_identities
@@ -92,7 +92,7 @@ def test_machine_lock_takes_this_pythons_build_and_a_declared_python_its_own(hub
     make_project(project, kernels=[f"{PYABI}@v1"])
     machine = cli("lock", cwd=project)
     assert machine.exit_code == 0
-    python = "%d.%d" % here
+    python = "{}.{}".format(*here)
     assert (f"{PYABI}@v1: on {CPU} kernels loads a build that depends on the Python version; locked {expected_here} "
             f"for this interpreter (Python {python}); name the Python in the target for the others, "
             f"e.g. {CPU}-cp{python.replace('.', '')}") in machine.output

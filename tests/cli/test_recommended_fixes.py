@@ -19,17 +19,29 @@ import pytest
 import kernlock
 import kernlock._internal.cli.options
 from helpers import CPU, CUDA_X86, cli, make_project, patch_hub_client
-from kernlock._internal.store import hub_cache as cache
 from kernlock._internal.host import current_target
+from kernlock._internal.lockfile.serialize import load_lockfile
+from kernlock._internal.project.workspace import VENDOR_ENV
+from kernlock._internal.store import hub_cache as cache
 from kernlock.errors import (
-    ConfigError, HubError, IntegrityError, LocalKernelError, LockfileError, LockfileNotFoundError, MissingFilesError,
-    NoVariantError, ResolutionError, StaleLockError, TargetError, TrustError, UnlockedKernelError, UnsafeLockfileError,
+    ConfigError,
+    HubError,
+    IntegrityError,
+    LocalKernelError,
+    LockfileError,
+    LockfileNotFoundError,
+    MissingFilesError,
+    NoVariantError,
+    ResolutionError,
+    StaleLockError,
+    TargetError,
+    TrustError,
+    UnlockedKernelError,
+    UnsafeLockfileError,
     UsageError,
 )
-from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.fixtures import rev_parse, rewrite_branch
 from kernlock.testing.hub import TestHub
-from kernlock._internal.project.workspace import VENDOR_ENV
 
 FA2 = "kernels-community/flash-attn2"
 TAGGED = "kernels-community/tagged"

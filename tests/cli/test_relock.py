@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import json
 
-from helpers import ACTIVATION, CPU, CU128_ON_V2, CUDA_X86, FA2, TAGGED, UNIVERSAL, LockedProjectFactory, cli, make_project
+from helpers import (
+    ACTIVATION,
+    CPU,
+    CU128_ON_V2,
+    CUDA_X86,
+    FA2,
+    TAGGED,
+    UNIVERSAL,
+    LockedProjectFactory,
+    cli,
+    make_project,
+)
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.fixtures import advance_branch
 from kernlock.testing.hub import TestHub

@@ -11,9 +11,9 @@ import json
 import sys
 from pathlib import Path
 
+import kernels
 import pytest
 
-import kernels
 import kernlock
 from helpers import CPU, LockedProjectFactory, cli
 from kernlock._internal.compat.kernels_api import line
@@ -104,7 +104,7 @@ def test_a_lock_written_on_python_3_13_fails_verify_as_apply_does(hub: TestHub,
     for file in (path, project / "pyproject.toml"):  # the lock as Python 3.13 writes it for the plain target
         file.write_text(file.read_text().replace(f"{CPU}-cp313", CPU))
     assert f'name = "{BUILD_313}"' in path.read_text()
-    python = "%d.%d" % sys.version_info[:2]
+    python = "{}.{}".format(*sys.version_info[:2])
     code, problems = _problems(project)
     assert code == 1
     [problem] = problems["coverage"]

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from helpers import CPU, CUDA_X86, RELU, cli, make_project, REPO_ROOT
+from helpers import CPU, CUDA_X86, RELU, REPO_ROOT, cli, make_project
 from kernlock._internal.lockfile.entries import Signature
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock._internal.rules.signatures import production_trusted_root, verify_bundle
 from kernlock.testing.fixtures import move_branch, push_commit, rev_parse
-from kernlock.testing.hub import TestHub
 from kernlock.testing.github_signer import GITHUB_ISSUER, KERNELS_COMMUNITY_BUILD
+from kernlock.testing.hub import TestHub
 
 SIGNED = "kernels-community/signed"
 MY_ORG = "my-org/signed-kernel"

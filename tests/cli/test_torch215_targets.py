@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import cli, make_project, patch_hub_client
 
+from helpers import cli, make_project, patch_hub_client
 from kernlock._internal.compat.kernels_api import line
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock._internal.spec.target import parse_target

@@ -8,8 +8,19 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from helpers import (ACTIVATION, CPU, CU128_ON_V2, CUDA_X86, FA2, WITH_DEP, cli, make_project, quick_start_blocks,
-                     run_bash, tiny_model_and_data)
+from helpers import (
+    ACTIVATION,
+    CPU,
+    CU128_ON_V2,
+    CUDA_X86,
+    FA2,
+    WITH_DEP,
+    cli,
+    make_project,
+    quick_start_blocks,
+    run_bash,
+    tiny_model_and_data,
+)
 from kernlock.testing.hub import TestHub
 
 ROTARY = "kernels-community/rotary"

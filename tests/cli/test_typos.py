@@ -38,8 +38,8 @@ def test_a_misspelled_kernlock_table_is_refused_not_ignored(hub: TestHub, tmp_pa
     assert not (project / "kernels.lock").exists()
     # the fix, applied as data: the table renamed, its settings kept
     document = tomlkit.parse((project / "pyproject.toml").read_text())
-    tool = document["tool"]  # type: ignore[index]
-    tool[fix.group(2)] = tool.pop(fix.group(1))  # type: ignore[union-attr]
+    tool = document["tool"]
+    tool[fix.group(2)] = tool.pop(fix.group(1))
     (project / "pyproject.toml").write_text(tomlkit.dumps(document))
     assert cli("lock", cwd=project).exit_code == 0
     assert load_lockfile(project / "kernels.lock").kernel(f"{UNIVERSAL}@v1") is not None
@@ -55,8 +55,8 @@ def test_a_misspelled_key_is_named_with_its_suggestion_and_the_fix_keeps_the_val
     assert fix is not None and fix.groups() == ("target", "targets"), result.output
     # the fix, applied as data: the key renamed, its value kept
     document = tomlkit.parse((project / "pyproject.toml").read_text())
-    table = document["tool"]["kernlock"]  # type: ignore[index]
-    table[fix.group(2)] = table.pop(fix.group(1))  # type: ignore[union-attr]
+    table = document["tool"]["kernlock"]
+    table[fix.group(2)] = table.pop(fix.group(1))
     (project / "pyproject.toml").write_text(tomlkit.dumps(document))
     assert cli("lock", cwd=project).exit_code == 0
     assert f'targets = ["{CPU}"]' in (project / "pyproject.toml").read_text()
@@ -142,8 +142,8 @@ def test_a_near_miss_overrides_table_is_refused_and_its_fix_keeps_the_override(h
     fix = re.fullmatch(r"rename (\S+) to (\S+) in \[tool\.kernlock\]", _fix(result.output))
     assert fix is not None and fix.groups() == ("override", "overrides")
     document = tomlkit.parse((project / "pyproject.toml").read_text())
-    table = document["tool"]["kernlock"]  # type: ignore[index]
-    table[fix.group(2)] = table.pop(fix.group(1))  # type: ignore[union-attr]
+    table = document["tool"]["kernlock"]
+    table[fix.group(2)] = table.pop(fix.group(1))
     (project / "pyproject.toml").write_text(tomlkit.dumps(document))
     assert cli("lock", cwd=project).exit_code == 0 and _cu128_is_pinned_to_v2(hub, project)
 
@@ -161,8 +161,8 @@ def test_a_misspelled_override_key_is_renamed_keeping_the_pin(hub: TestHub, tmp_
                        r"pyproject\.toml", error["fix"])
     assert fix is not None and fix.groups() == ("revison", "revision", FA2, "1"), error["fix"]  # not "remove it"
     document = tomlkit.parse((project / "pyproject.toml").read_text())  # the fix, run by its data
-    entry = document["tool"]["kernlock"]["overrides"][fix.group(3)][int(fix.group(4)) - 1]  # type: ignore[index]
-    entry[fix.group(2)] = entry.pop(fix.group(1))  # type: ignore[union-attr]
+    entry = document["tool"]["kernlock"]["overrides"][fix.group(3)][int(fix.group(4)) - 1]
+    entry[fix.group(2)] = entry.pop(fix.group(1))
     (project / "pyproject.toml").write_text(tomlkit.dumps(document))
     assert 'revision = "v2"' in (project / "pyproject.toml").read_text()  # the pin kept
     assert cli("lock", cwd=project).exit_code == 0 and _cu128_is_pinned_to_v2(hub, project)

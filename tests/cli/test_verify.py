@@ -8,10 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 from helpers import ARM, CPU, CUDA_130, CUDA_X86, FA2, LockedProjectFactory, cli
-from kernlock._internal.verify.checks import verify
 from kernlock._internal.lockfile.serialize import load_lockfile
+from kernlock._internal.verify.checks import verify
 from kernlock.testing.fixtures import advance_branch
 from kernlock.testing.hub import TestHub
 
@@ -180,8 +179,8 @@ def test_coverage_names_a_kernel_missing_a_variant(locked_project: LockedProject
 
 
 def test_cache_check(locked_project: LockedProjectFactory) -> None:
-    from kernlock._internal.store.hub_cache import variant_dir
     from kernlock._internal.fetch.download import ensure_variant
+    from kernlock._internal.store.hub_cache import variant_dir
 
     project = locked_project([ACT], [CPU]).path
     result = cli("verify", "--cache", cwd=project)

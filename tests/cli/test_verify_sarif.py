@@ -9,9 +9,10 @@ import shutil
 from pathlib import Path
 
 import jsonschema
+
 from helpers import ARM, CUDA_X86, FA2, REPO_ROOT, cli, make_project, markdown_blocks, run_bash
-from kernlock._internal.verify.sarif import RULES
 from kernlock._internal.lockfile.serialize import load_lockfile
+from kernlock._internal.verify.sarif import RULES
 from kernlock.testing.hub import TestHub
 from scripts import tiny
 

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from helpers import CPU, CUDA_X86, RELU, cli, make_project
-from kernlock._internal.store import hub_cache as cache
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock._internal.rules.signatures import TRUSTED_ROOT_ENV
+from kernlock._internal.store import hub_cache as cache
 from kernlock.testing.fixtures import advance_branch, move_branch, rev_parse
-from kernlock.testing.hub import TestHub
 from kernlock.testing.github_signer import KERNELS_COMMUNITY_BUILD
+from kernlock.testing.hub import TestHub
 from kernlock.testing.sigstore import TestSigstore
 
 SIGNED = "kernels-community/signed"

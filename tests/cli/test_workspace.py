@@ -303,8 +303,8 @@ def test_a_pyproject_that_is_not_utf8_is_a_one_line_error(tmp_path: Path) -> Non
 
 
 def test_invalid_toml_is_a_config_error_on_python_310(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from kernlock.errors import ConfigError
     from kernlock._internal.project.config import load_project
+    from kernlock.errors import ConfigError
 
     project = make_project(tmp_path / "p", kernels=[ACTIVATION])
     (project / "pyproject.toml").write_text("[tool.kernlock\nkernels = [\n")
@@ -356,8 +356,8 @@ def test_without_a_lock_each_command_says_so_once_and_json_gets_json(hub: TestHu
     for args in (("show",), ("sync",), ("outdated",), ("explain", ACTIVATION)):
         line = one_line_error(cli(*args, cwd=project))
         assert line.count(lock) == 1 and "create it with `kernlock lock`" in line
-    for args in (("show", "--json"), ("sync", "--json"), ("lock", "--json", "a/b@")):
-        result = cli(*args, cwd=project)
+    for json_args in (("show", "--json"), ("sync", "--json"), ("lock", "--json", "a/b@")):
+        result = cli(*json_args, cwd=project)
         error = json.loads(result.output)
         assert result.exit_code == error["error"]["exit_code"] == 2 and error["ok"] is False, result.output
         assert error["error"]["message"] and error["error"]["type"].endswith("Error")

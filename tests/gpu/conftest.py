@@ -8,8 +8,9 @@ import os
 import time
 from pathlib import Path
 
-import kernlock
 import pytest
+
+import kernlock
 from helpers import FA2, LockedProject, cli, lock_project
 from kernlock.testing.hub import TestHub
 
@@ -53,8 +54,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def save_llama(path: Path) -> None:
     """A tiny random Llama (`tiny.gpu_config`) and its tokenizer, written with save_pretrained."""
     import torch
-    from scripts import tiny
     from transformers import LlamaForCausalLM
+
+    from scripts import tiny
 
     tiny.tokenizer(path)
     torch.manual_seed(0)

@@ -7,8 +7,9 @@ when CUDA is not yet initialised, at `apply()` itself when it is. Each case in a
 
 from __future__ import annotations
 
-import kernlock
 import pytest
+
+import kernlock
 from helpers import LockedProjectFactory
 from scripts.harness import ok, python
 

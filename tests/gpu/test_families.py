@@ -19,13 +19,14 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-import kernlock
 import pytest
+
+import kernlock
 from helpers import cli
 from kernlock import load_lockfile
 from kernlock.testing.hub import TestHub
 from scripts import families
-from scripts.harness import CLIENT_CHATTER, run
+from scripts.harness import CLIENT_CHATTER, run, run_within
 
 pytestmark = pytest.mark.gpu
 
@@ -103,7 +104,7 @@ def test_every_repo_a_family_requests_on_cuda_is_locked(
     root = project(tmp_path / name.replace("_", "-"), 'models = ["./model"]\n')
     save_family(name, root / "model")
     hub.reset_counts()
-    loaded = run([sys.executable, "-c", LOAD], root, timeout=300)
+    loaded = run_within(300, [sys.executable, "-c", LOAD], root)
     assert loaded.result is not None, loaded.stdout[-2000:] + loaded.stderr[-4000:]
     requested = requested_repos(hub)
     locked = cli("lock", cwd=root)
@@ -120,8 +121,8 @@ def test_lock_record_locks_a_kernel_the_projects_code_loads_and_run_then_asks_fo
         hub: TestHub, tmp_path: Path) -> None:
     root = project(tmp_path / "record")
     (root / "train.py").write_text(RECORD_SCRIPT)
-    recorded = run([sys.executable, "-m", "kernlock", "lock", "--record", "--",
-                    sys.executable, "train.py"], root, timeout=300)
+    recorded = run_within(300, [sys.executable, "-m", "kernlock", "lock", "--record", "--",
+                                 sys.executable, "train.py"], root)
     assert recorded.returncode == 0, recorded.stdout[-2000:] + recorded.stderr[-4000:]
     assert 'source = "recorded"' in (root / "kernels.lock").read_text()
     hub.reset_counts()

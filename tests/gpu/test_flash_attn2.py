@@ -11,8 +11,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-import kernlock
 import pytest
+
+import kernlock
 from helpers import FA2, FIXTURE_CPU, LockedProjectFactory, run_kernlock
 from kernlock.testing.hub import TestHub
 from scripts.harness import ok, only_locked_files_requested, python

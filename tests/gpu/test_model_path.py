@@ -11,6 +11,7 @@ import math
 from collections.abc import Callable
 
 import pytest
+
 from helpers import FA2, LockedProject
 from kernlock.testing.hub import TestHub
 from scripts.harness import CLIENT_CHATTER, ok, python

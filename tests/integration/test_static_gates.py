@@ -1,5 +1,7 @@
-"""The static gates: `mypy kernlock` and `ruff check kernlock` are clean under the project's configuration,
-and users' code type-checks against the lazy public API."""
+"""Users' code type-checks against the lazy public API, and no tracked file holds merge-conflict markers.
+
+The repository's own static gates, `ruff check .` and `mypy kernlock tests`, are not run here: `make lint` runs
+them (and `.ci/run` runs `make lint`; `.pre-commit-config.yaml` runs them on each commit)."""
 
 from __future__ import annotations
 
@@ -15,17 +17,6 @@ ROOT = REPO_ROOT
 def mypy(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", *args], cwd=cwd,
                           capture_output=True, text=True, check=False)
-
-
-def test_package_type_checks_clean() -> None:
-    checked = mypy("kernlock")
-    assert checked.returncode == 0, checked.stdout + checked.stderr
-
-
-def test_package_lints_clean() -> None:
-    linted = subprocess.run([sys.executable, "-m", "ruff", "check", "kernlock"], cwd=ROOT, capture_output=True,
-                            text=True, check=False)
-    assert linted.returncode == 0, linted.stdout + linted.stderr
 
 
 def test_public_api_is_typed_behind_the_lazy_init(tmp_path: Path) -> None:

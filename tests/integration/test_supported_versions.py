@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import tomllib
 from packaging.requirements import Requirement
 
-from kernlock._internal.rules import doctor
-from kernlock._internal.compat.transformers import TransformersInfo
 from helpers import REPO_ROOT
+from kernlock._internal.compat.transformers import TransformersInfo
+from kernlock._internal.rules import doctor
 
 ROOT = REPO_ROOT
 
@@ -108,7 +109,7 @@ def test_readme_support_table_is_the_last_matrix_run() -> None:
 def test_support_table_shows_each_cell_and_the_fix_it_ran(tmp_path: Path) -> None:
     import json
 
-    base = {"kernlock": "0123abc", "installed": {"python": "3.11.7", "kernels": "0.17.2", "transformers": "5.22.2", "huggingface_hub": "2.4.0",
+    base: dict[str, Any] = {"kernlock": "0123abc", "installed": {"python": "3.11.7", "kernels": "0.17.2", "transformers": "5.22.2", "huggingface_hub": "2.4.0",
                           "torch": "2.13.0+cpu"}, "slice": {"tests": 9, "failures": 0, "errors": 0, "skipped": 1}}
     cells = {
         "ok": {**base, "requested": {"kernels": "0.17.2", "transformers": "5.22.2", "huggingface_hub": None},

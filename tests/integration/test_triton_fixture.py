@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from helpers import REPO_ROOT
 
 pytest.importorskip("triton", reason="Triton is not installed (the Makefile installs it)")

@@ -11,9 +11,9 @@ import logging
 import os
 from pathlib import Path
 
+import kernels
 import pytest
 
-import kernels
 import kernlock
 from helpers import ACTIVATION, CUDA_X86, FA2, UNIVERSAL, LockedProjectFactory, clear_loaded_kernels
 from kernlock._internal.store import hub_cache as cache
@@ -28,9 +28,6 @@ from kernlock.errors import (
 from kernlock.testing.fixtures import advance_branch, rev_parse
 from kernlock.testing.hub import TestHub
 from scripts.harness import ok, only_locked_files_requested, python, variant_of
-
-
-
 
 # ---------------------------------------------------------------- Transformers attention
 
@@ -272,7 +269,7 @@ def test_tampered_cached_file_is_caught_even_with_same_size(locked_project: Lock
 
     hashed: list[Path] = []
     original = cache.sha256_file
-    monkeypatch.setattr(cache, "sha256_file", lambda path: hashed.append(path) or original(path))
+    monkeypatch.setattr(cache, "sha256_file", lambda path: hashed.append(path) or original(path))  # type: ignore[func-returns-value]  # append: None, then the call
     clear_loaded_kernels()
     kernels.get_kernel(FA2, version=2)  # second warm start: the stamp spares re-hashing
     assert hashed == []

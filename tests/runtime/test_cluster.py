@@ -14,10 +14,18 @@ from pathlib import Path
 
 import pytest
 
-from helpers import CPU, FA2, LockedProjectFactory, run_kernlock, REPO_ROOT
+from helpers import CPU, FA2, REPO_ROOT, LockedProjectFactory, run_kernlock
 from kernlock._internal.lockfile.entries import LockedKernel
 from kernlock.testing.hub import TestHub
-from scripts.harness import PRELUDE, child_env, completed, ok, only_locked_files_requested, run, variant_of
+from scripts.harness import (
+    PRELUDE,
+    child_env,
+    completed,
+    ok,
+    only_locked_files_requested,
+    run,
+    variant_of,
+)
 
 CPU_212 = "torch2.12-cxx11-cpu-x86_64-linux"
 TWO_RANKS = REPO_ROOT / "examples" / "cluster" / "two_ranks.sh"

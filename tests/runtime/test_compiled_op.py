@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from helpers import RELU, LockedProjectFactory
+from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock._internal.store import hub_cache as cache
 from kernlock.errors import LockfileError
-from kernlock._internal.lockfile.serialize import load_lockfile
 from scripts.harness import ok, python, variant_of
 
 LIBRARY = "_relu_0f3c2a1.abi3.so"

@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 
 from helpers import CPU, cli, make_project
-
 from kernlock._internal.compat.kernels_api import variant_metadata
 from kernlock._internal.lockfile.entries import LockedFile
 from kernlock._internal.lockfile.serialize import load_lockfile

@@ -11,9 +11,9 @@ import shutil
 import sys
 from pathlib import Path
 
+import kernels
 import pytest
 
-import kernels
 import kernlock
 from helpers import ACTIVATION, UNIVERSAL, clear_loaded_kernels
 from kernlock._internal.fetch import download

@@ -9,15 +9,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import kernels
 import pytest
 
-import kernels
 import kernlock
 from helpers import FA2, LockedProjectFactory, cli
-from kernlock._internal.store import hub_cache as cache
-from kernlock.errors import IntegrityError
 from kernlock._internal.lockfile.entries import LockedKernel, LockedVariant
 from kernlock._internal.project.workspace import VENDOR_ENV
+from kernlock._internal.store import hub_cache as cache
+from kernlock.errors import IntegrityError
 from scripts.harness import python
 
 PLANTED = 'KERNEL_IDENTITY = {"planted": True}\n'

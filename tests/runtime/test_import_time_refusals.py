@@ -13,8 +13,21 @@ import pytest
 
 import kernlock
 import kernlock._internal.runtime.importguard
-from helpers import ACTIVATION, CPU, FIXTURE_CPU, UNIVERSAL, LockedProjectFactory, clear_loaded_kernels, cli, kernels_module
-from kernlock.errors import IntegrityError, MissingFilesError, UnlockedKernelError, VariantMismatchError
+from helpers import (
+    ACTIVATION,
+    FIXTURE_CPU,
+    UNIVERSAL,
+    LockedProjectFactory,
+    clear_loaded_kernels,
+    cli,
+    kernels_module,
+)
+from kernlock.errors import (
+    IntegrityError,
+    MissingFilesError,
+    UnlockedKernelError,
+    VariantMismatchError,
+)
 from kernlock.testing.fixtures import advance_branch, push_build
 from kernlock.testing.hub import TestHub
 from scripts.harness import variant_of

@@ -15,15 +15,26 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import kernels
 import pytest
 
-import kernels
 import kernlock
-from helpers import ACTIVATION, CPU, FIXTURE_CPU_BUILD, RELU, this_torchs_build, LockedProjectFactory, clear_loaded_kernels, cli, kernels_module, make_project
-from kernlock._internal.resolve import commit_lock
+from helpers import (
+    ACTIVATION,
+    CPU,
+    FIXTURE_CPU_BUILD,
+    RELU,
+    LockedProjectFactory,
+    clear_loaded_kernels,
+    cli,
+    kernels_module,
+    make_project,
+    this_torchs_build,
+)
 from kernlock._internal.compat.kernels_api import line, module_name
-from kernlock.errors import IntegrityError
+from kernlock._internal.resolve import commit_lock
 from kernlock._internal.runtime.apply import release
+from kernlock.errors import IntegrityError
 from kernlock.testing.fixtures import git, push_commit
 from kernlock.testing.hub import TestHub
 

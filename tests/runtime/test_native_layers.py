@@ -15,6 +15,7 @@ from pathlib import Path
 
 from helpers import CUDA_130, FA2, cli, make_project
 from kernlock._internal.lockfile.serialize import load_lockfile
+from kernlock._internal.spec.target import parse_target
 from kernlock.testing.hub import TestHub
 from scripts import tiny
 from scripts.harness import python
@@ -66,7 +67,7 @@ def test_a_layer_kernel_without_a_build_for_a_target_is_locked_native_with_its_r
     for spec in (f"{LIGER}@v4", f"{ROTARY}@v2", f"{ACTIVATION}@v1"):
         entry = lock.kernel(spec)
         assert entry is not None and entry.native == (f"{CU126}: no build for this target",)
-        assert entry.variant_for(CUDA_130) is not None and not entry.serves(CU126)
+        assert entry.variant_for(CUDA_130) is not None and not entry.serves(parse_target(CU126))
     assert lock.kernel(FA2).variant_for(CU126) is not None  # what the user asked for still needs its build
     shown = cli("show", cwd=project).output
     assert "native (no build for this target)" in shown

@@ -15,8 +15,19 @@ from pathlib import Path
 
 import pytest
 
-from helpers import (ACTIVATION, CPU, FA2, RELU, REPO_ROOT, UNIVERSAL, LockedProjectFactory, cli, markdown_blocks, run_bash,
-                     run_kernlock)
+from helpers import (
+    ACTIVATION,
+    CPU,
+    FA2,
+    RELU,
+    REPO_ROOT,
+    UNIVERSAL,
+    LockedProjectFactory,
+    cli,
+    markdown_blocks,
+    run_bash,
+    run_kernlock,
+)
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock._internal.oci.artifact import variant_manifest
 from kernlock.testing.hub import TestHub

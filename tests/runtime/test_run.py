@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,10 +15,10 @@ from kernlock._internal.cli.commands.run import run_environment
 from kernlock._internal.compat.transformers import default_version
 from kernlock._internal.host import current_target
 from kernlock.testing.hub import TestHub
-from scripts.harness import kernlock_run, run
+from scripts.harness import Completed, kernlock_run, run
 
 
-def trl_sft(project: Path, attn_implementation: str, *run_options: str) -> subprocess.CompletedProcess:
+def trl_sft(project: Path, attn_implementation: str, *run_options: str) -> Completed:
     """`kernlock run [run_options] -- trl sft` for two steps of a tiny model (written into `project` once)."""
     from scripts import tiny
 

@@ -9,14 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import CPU, FA2, REPO_ROOT, cli
+from helpers import CPU, FA2, REPO_ROOT, cli, tiny_model_and_data
 from kernlock._internal.lockfile.run_record import variant_content
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.fixtures import advance_branch
 from kernlock.testing.hub import TestHub
 from scripts.harness import python
-from helpers import tiny_model_and_data
-
 
 
 def readme_block() -> tuple[str, str]:
@@ -32,7 +30,7 @@ def _env() -> dict[str, str]:
             "HF_DATASETS_OFFLINE": "1"}
 
 
-def test_loaded_returns_what_this_process_loaded_under_the_lock(locked_project) -> None:  # type: ignore[no-untyped-def]
+def test_loaded_returns_what_this_process_loaded_under_the_lock(locked_project) -> None:
     project, lock = locked_project([f"{FA2}@v4"], [CPU])
     done = python("import kernlock\nbefore = kernlock.loaded()\nkernlock.apply()\nempty = kernlock.loaded()\n"
                   f"from kernels import get_kernel\nget_kernel({FA2!r}, version=4)\n"
@@ -51,7 +49,7 @@ def test_loaded_returns_what_this_process_loaded_under_the_lock(locked_project) 
 
 
 def test_kernlock_run_trl_sft_records_each_checkpoint_and_verify_against_follows_the_lock(
-        hub: TestHub, locked_project, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+        hub: TestHub, locked_project, tmp_path: Path) -> None:
     project, lock = locked_project([FA2], [CPU])
     tiny_model_and_data(project)
     hub.reset_counts()

@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from kernlock._internal.compat.kernels_api import kernels_target
-from kernlock._internal.spec.target import parse_target
 from kernlock._internal.host import current_target
+from kernlock._internal.spec.target import parse_target
 from kernlock.errors import TargetError
 
 

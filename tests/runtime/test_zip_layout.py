@@ -8,9 +8,9 @@ import json
 import sys
 from pathlib import Path
 
+import kernels
 import pytest
 
-import kernels
 import kernlock
 from helpers import CPU, LockedProjectFactory, cli
 from kernlock._internal.compat.kernels_api import line

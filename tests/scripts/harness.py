@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from kernlock._internal.lockfile.entries import LockedKernel, Lockfile
 from kernlock._internal.spec.target import Target
@@ -43,17 +44,31 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def run(args: list[str], cwd: Path, timeout: float = 240, **env: str) -> subprocess.CompletedProcess:
+class Completed(subprocess.CompletedProcess[str]):
+    """A finished child; `.result` holds the last thing its script reported with `tiny.result` (or None)."""
+
+    result: Any
+
+
+def run(args: list[str], cwd: Path, **env: str) -> Completed:
     """Run a command in a fresh process; `.result` holds what its script reported with `tiny.result`.
 
-    A command still running after `timeout` seconds fails the test with its output and, for every Python
-    process of the tree, the stack of each thread (faulthandler's dump on SIGABRT).
+    A command still running after 240 seconds fails the test as `run_within` says.
+    """
+    return run_within(240, args, cwd, **env)
+
+
+def run_within(timeout: float, args: list[str], cwd: Path, **env: str) -> Completed:
+    """`run`, failing the test when the command still runs after `timeout` seconds, with its output and, for every
+    Python process of the tree, the stack of each thread (faulthandler's dump on SIGABRT).
+
+    (`timeout` is not a keyword of `run`: `run(args, cwd, **environment)` then type-checks for any str mapping.)
     """
     child = subprocess.Popen(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              env=child_env(PYTHONFAULTHANDLER="1", **env))
     try:
         stdout, stderr = child.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
+    except subprocess.TimeoutExpired as expired:
         for pid in [child.pid, *descendants(child.pid)]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGABRT)
@@ -62,29 +77,29 @@ def run(args: list[str], cwd: Path, timeout: float = 240, **env: str) -> subproc
         except subprocess.TimeoutExpired:
             child.kill()
             stdout, stderr = child.communicate()
-        raise AssertionError(f"{args} ran past {timeout} s; stdout:\n{stdout[-3000:]}\nstderr:\n{stderr[-12000:]}")
+        raise AssertionError(f"{args} ran past {timeout} s; stdout:\n{stdout[-3000:]}\nstderr:\n{stderr[-12000:]}") from expired
     return completed(args, child.returncode, stdout, stderr)
 
 
-def completed(args: list[str], returncode: int, stdout: str, stderr: str) -> subprocess.CompletedProcess:
+def completed(args: list[str], returncode: int, stdout: str, stderr: str) -> Completed:
     """A finished child; `.result` holds the last thing its script reported with `tiny.result` (or None)."""
-    proc = subprocess.CompletedProcess(args, returncode, stdout, stderr)
+    proc = Completed(args, returncode, stdout, stderr)
     lines = [line for line in stdout.splitlines() if line.startswith("RESULT ")]
     proc.result = json.loads(lines[-1][len("RESULT "):]) if lines else None
     return proc
 
 
-def python(code: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
+def python(code: str, cwd: Path, **env: str) -> Completed:
     """Run `code` (after a prelude importing json, os, sys, torch and tiny) in a fresh interpreter."""
     return run([sys.executable, "-c", PRELUDE + code], cwd, **env)
 
 
-def kernlock_run(code: str, cwd: Path, *options: str, **env: str) -> subprocess.CompletedProcess:
+def kernlock_run(code: str, cwd: Path, *options: str, **env: str) -> Completed:
     """Run `code` under `kernlock run [options] -- python -c …`."""
     return run([sys.executable, "-m", "kernlock", "run", *options, "--", sys.executable, "-c", PRELUDE + code], cwd, **env)
 
 
-def ok(proc: subprocess.CompletedProcess) -> dict:
+def ok(proc: Completed) -> dict:
     """The child's result, failing with its output if it did not succeed."""
     assert proc.returncode == 0 and proc.result is not None, f"rc={proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     return proc.result

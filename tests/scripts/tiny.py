@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import types
 from pathlib import Path
 
 import torch
@@ -88,7 +89,7 @@ def result(**values) -> None:
     print("RESULT " + json.dumps(values, default=str), flush=True)
 
 
-def loaded_kernels() -> dict[str, object]:
+def loaded_kernels() -> dict[str, types.ModuleType]:
     """Imported fixture kernel modules by module name."""
     return {name: m for name, m in list(sys.modules.items()) if "." not in name and hasattr(m, "KERNEL_IDENTITY")}
 

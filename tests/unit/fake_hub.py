@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from kernlock.errors import HubError, ResolutionError
 from kernlock._internal.hub.responses import Ref, TreeFile, git_blob_id
+from kernlock.errors import HubError, ResolutionError
 
 
 def sha(text: str) -> str:
@@ -41,7 +41,7 @@ class FakeHub:
     def _repo(self, repo: str) -> str:
         repo = self.renamed.get(repo, repo)
         if repo not in self.files:
-            raise HubError(f"{repo}: repository not found on the Hub; check the spelling")
+            raise HubError(f"{repo}: repository not found on the Hub", fix="check the spelling")
         return repo
 
     def refs(self, repo: str) -> list[Ref]:
@@ -65,7 +65,7 @@ class FakeHub:
         self.calls.append(("tree", repo, commit))
         contents = self.files[self._repo(repo)].get(commit)
         if contents is None:
-            raise ResolutionError(f"{repo}: revision not found: {commit}")
+            raise ResolutionError(f"{repo}: revision not found: {commit}", fix="check the revision")
         return [TreeFile(p, len(d), git_blob_id(d), None) for p, d in sorted(contents.items()) if p.startswith(path + "/")]
 
     def fetch(self, repo: str, commit: str, path: str, blob_id: str, size: int | None = None) -> bytes:

@@ -10,8 +10,8 @@ import pytest
 import kernlock
 import kernlock.errors
 from kernlock._internal.cli.options import error_json
-from kernlock.errors import NO_FIX, KernlockError, LockfileError, TrustError
 from kernlock._internal.project.local_kernels import LOCAL_KERNELS_ENV, verify_findings
+from kernlock.errors import NO_FIX, KernlockError, LockfileError, TrustError
 
 pytestmark = pytest.mark.unit
 

@@ -83,7 +83,7 @@ def test_the_facade_exports_exactly_its_typed_names_and_lists_them() -> None:
 
     import kernlock
 
-    tree = ast.parse(importlib.util.find_spec("kernlock").loader.get_source("kernlock"))
+    tree = ast.parse(importlib.util.find_spec("kernlock").loader.get_source("kernlock"))  # type: ignore[attr-defined]  # a source loader
     block = next(node for node in tree.body if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING")
     typed = {alias.asname for node in block.body if isinstance(node, ast.ImportFrom) for alias in node.names}
     assert typed == set(kernlock._EXPORTS)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kernlock._internal.spec.oci_ref import parse_ref
 from kernlock._internal.oci.registry import Registry, _http
+from kernlock._internal.spec.oci_ref import parse_ref
 from kernlock.errors import MissingFilesError
 
 pytestmark = pytest.mark.unit
@@ -34,7 +34,7 @@ def test_a_token_server_is_asked_with_the_docker_config_s_login_and_its_token_se
     http, seen = _http(), []
     login = base64.b64encode(b"ci:s3cret").decode()
 
-    def handler(request):  # type: ignore[no-untyped-def]
+    def handler(request):
         seen.append((request.url.path, dict(request.url.params), request.headers.get("authorization")))
         if request.url.path == "/token":
             return http.Response(200, json={"token": "t0k"})
@@ -55,7 +55,7 @@ def test_a_token_server_is_asked_with_the_docker_config_s_login_and_its_token_se
 def test_429_and_503_are_tried_again_then_said_in_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     http, answers = _http(), [429, 503, 200]
 
-    def handler(request):  # type: ignore[no-untyped-def]
+    def handler(request):
         status = answers.pop(0) if answers else 503
         return http.Response(status, headers={"Retry-After": "0"}, content=b"{}" if status == 200 else b"")
 
@@ -94,7 +94,7 @@ def test_credentials_from_a_helper_an_identity_token_or_the_auths_entry(
 def test_an_endless_manifest_is_cut_off_in_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     http = _http()
 
-    def handler(request):  # type: ignore[no-untyped-def]
+    def handler(request):
         return http.Response(200, content=iter([b" " * (1 << 20)] * 17))
 
     with pytest.raises(MissingFilesError, match="manifest v1 is over 16 MiB: not a kernlock artifact"):

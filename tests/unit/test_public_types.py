@@ -36,7 +36,7 @@ def _namespace(module: types.ModuleType) -> dict[str, object]:
     namespace = dict(vars(module))
     for node in ast.walk(ast.parse(inspect.getsource(module))):
         if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
-            imports = [n for n in node.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+            imports: list[ast.stmt] = [n for n in node.body if isinstance(n, (ast.Import, ast.ImportFrom))]
             exec(compile(ast.Module(imports, type_ignores=[]), module.__name__, "exec"), namespace)
     return namespace
 
@@ -89,7 +89,7 @@ def test_the_walk_reaches_nested_fields() -> None:
 
 
 def test_errors_all_lists_every_public_error_and_the_facade_exports_each() -> None:
-    import kernlock.errors as errors
+    from kernlock import errors
 
     defined = {name for name, value in vars(errors).items()
                if isinstance(value, type) and issubclass(value, errors.KernlockError) and not name.startswith("_")}

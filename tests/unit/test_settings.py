@@ -6,9 +6,9 @@ import pytest
 
 from kernlock._internal import settings
 from kernlock._internal.fs import private
-from kernlock.errors import UsageError
 from kernlock._internal.project.local_kernels import allowed
 from kernlock._internal.project.strict import strict_from_env
+from kernlock.errors import UsageError
 
 pytestmark = pytest.mark.unit
 

@@ -161,7 +161,7 @@ def test_the_readme_stays_a_front_page() -> None:
 
 
 @pytest.fixture(scope="module")
-def served(site: Path):  # type: ignore[no-untyped-def]
+def served(site: Path):
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *args: object) -> None:
             pass
@@ -175,7 +175,7 @@ def served(site: Path):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="module")
-def browser():  # type: ignore[no-untyped-def]
+def browser():
     if CHROMIUM is None:
         if os.environ.get("CI"):
             pytest.fail("chromium is not installed (.ci/run installs Debian's chromium)")
@@ -190,7 +190,7 @@ def browser():  # type: ignore[no-untyped-def]
         browser.close()
 
 
-def test_the_site_renders_its_navigation_search_and_cli_reference(served: str, browser) -> None:  # type: ignore[no-untyped-def]
+def test_the_site_renders_its_navigation_search_and_cli_reference(served: str, browser) -> None:
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
@@ -237,7 +237,7 @@ LINES = """els => els.map(e => { const r = document.createRange(); r.selectNodeC
                                return new Set([...r.getClientRects()].map(b => Math.round(b.top))).size; })"""
 
 
-def test_generated_tables_keep_names_whole_and_the_cli_glance_is_one_line_a_command(served: str, browser) -> None:  # type: ignore[no-untyped-def]
+def test_generated_tables_keep_names_whole_and_the_cli_glance_is_one_line_a_command(served: str, browser) -> None:
     """In a narrow window no name of the environment, configuration and CLI tables wraps or breaks mid-word (the
     `kernlock-names` style), and at the desktop width of the other test each "At a glance" row is one line."""
     page = browser.new_page(viewport={"width": 600, "height": 900})

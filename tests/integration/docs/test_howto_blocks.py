@@ -9,12 +9,11 @@ import sys
 from pathlib import Path
 
 from helpers import CPU, CUDA_130, CUDA_X86, FA2, REPO_ROOT, markdown_blocks
-from kernlock._internal.spec.advisories import parse_advisories
 from kernlock._internal.fs import tomlio
 from kernlock._internal.lockfile.serialize import load_lockfile
+from kernlock._internal.spec.advisories import parse_advisories
 from kernlock.testing.fixtures import move_branch, rev_parse
 from kernlock.testing.hub import TestHub
-
 
 PAGES = {"appended": "docs/how-to/new-torch.md", "advisories": "docs/how-to/advisories.md"}
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from helpers import CPU, REPO_ROOT, quick_start_blocks, quick_start_section, run_bash, run_tiny_model_recipe
+from helpers import (
+    CPU,
+    REPO_ROOT,
+    quick_start_blocks,
+    quick_start_section,
+    run_bash,
+    run_tiny_model_recipe,
+)
 from kernlock._internal.compat.kernels_api import line
 from kernlock._internal.compat.transformers import use_kernels_repos
 from kernlock._internal.lockfile.serialize import load_lockfile
@@ -82,7 +89,7 @@ def ci_recipe_steps() -> list[str]:
     return [step for step in steps if step.startswith("kernlock ")]
 
 
-def test_the_ci_recipe_runs_its_kernlock_steps_as_written(locked_project, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_the_ci_recipe_runs_its_kernlock_steps_as_written(locked_project, tmp_path: Path) -> None:
     """The README's GitHub Actions job's `kernlock` steps pass on a fresh lock and fail on a stale one."""
     kernlock_steps = ci_recipe_steps()
     assert [step.split("  #")[0].strip() for step in kernlock_steps] == ["kernlock lock --check",
@@ -99,7 +106,7 @@ def test_the_ci_recipe_runs_its_kernlock_steps_as_written(locked_project, tmp_pa
     assert (project / "kernels.lock").read_bytes() == before
 
 
-def test_the_ci_recipe_fails_on_a_lock_edited_by_hand(locked_project) -> None:  # type: ignore[no-untyped-def]
+def test_the_ci_recipe_fails_on_a_lock_edited_by_hand(locked_project) -> None:
     """A commit, a sha256 and a file list edited by hand in kernels.lock: the recipe, run as written, fails each time
     (the offline checks alone pass them: only the Hub knows)."""
     project, lock = locked_project(["kernels-community/flash-attn2@v2"], ["torch2.13-cxx11-cpu-x86_64-linux"])

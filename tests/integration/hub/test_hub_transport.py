@@ -17,8 +17,8 @@ import pytest
 from huggingface_hub import HfApi, hf_hub_download
 
 from helpers import CPU, FA2, LockedProjectFactory, cli, make_project
-from kernlock._internal.store.hub_cache import hub_cache_dir, repo_folder, variant_dir
 from kernlock._internal.fetch.download import discard
+from kernlock._internal.store.hub_cache import hub_cache_dir, repo_folder, variant_dir
 from kernlock.testing.hub import TestHub
 
 SO = "flash_attn2/_ops.so"
@@ -73,7 +73,7 @@ def test_tree_is_paginated_and_lists_xet_hashes(hub: TestHub) -> None:
     entries = list(HfApi().list_repo_tree(FA2, "build", recursive=True, revision="v2", repo_type="kernel"))
     assert len(entries) > 3 * 5 and hub.requests["tree"] == -(-len(entries) // 5)
     so_files = [e for e in entries if getattr(e, "lfs", None) is not None]
-    assert so_files and all(e.xet_hash and len(e.xet_hash) == 64 for e in so_files)
+    assert so_files and all(e.xet_hash and len(e.xet_hash) == 64 for e in so_files)  # type: ignore[union-attr]  # files: lfs
 
 
 def test_lock_costs_at_most_two_api_requests_per_kernel_plus_one_per_org(hub: TestHub, tmp_path: Path) -> None:

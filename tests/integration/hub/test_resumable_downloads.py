@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from helpers import FA2, LockedProjectFactory
+from kernlock._internal.fetch.download import download_variant
 from kernlock._internal.fetch.partial import validator_path
 from kernlock._internal.lockfile.entries import LockedFile, LockedKernel, LockedVariant
 from kernlock._internal.store.hub_cache import hub_cache_dir, repo_folder, sha256_file, variant_dir
-from kernlock._internal.fetch.download import download_variant
 from kernlock.testing.hub import TestHub
 
 FA2_V4 = f"{FA2}@v4"  # pinned: the same build with or without Transformers' default table (the matrix's kernels-only cells)
@@ -148,13 +148,13 @@ def test_a_sync_hashes_a_downloaded_file_once_and_a_changed_one_again(
     verified (same inode, size, mtime, ctime), so a big variant is read once, and a file swapped in between is not."""
     import kernlock._internal.store.hub_cache as cache
     from kernlock._internal.fetch import download
-    from kernlock.errors import IntegrityError
     from kernlock._internal.fetch.sync import sync_variant
+    from kernlock.errors import IntegrityError
 
     kernel, variant, _ = _largest(locked_project)
     hashed: list[str] = []
     real_hash = cache.sha256_file
-    monkeypatch.setattr(cache, "sha256_file", lambda path: hashed.append(Path(path).name) or real_hash(path))
+    monkeypatch.setattr(cache, "sha256_file", lambda path: hashed.append(Path(path).name) or real_hash(path))  # type: ignore[func-returns-value]  # append: None, then the call
     report = sync_variant(kernel, variant, hub_cache_dir(), repair=False)
     assert len(report.downloaded) == len(variant.files) and hashed == []
     report = sync_variant(kernel, variant, hub_cache_dir(), repair=False)  # nothing to fetch: all hashed, as before
@@ -174,7 +174,7 @@ def test_a_sync_hashes_a_downloaded_file_once_and_a_changed_one_again(
 
     download.discard(kernel, variant.name, list(variant.files), hub_cache_dir())
     with pytest.raises(IntegrityError, match="does not match kernels.lock"):
-        sync_variant(kernel, variant, hub_cache_dir(), repair=False, fetch=download_then_swap)  # type: ignore[arg-type]
+        sync_variant(kernel, variant, hub_cache_dir(), repair=False, fetch=download_then_swap)
 
 
 @pytest.mark.parametrize("exposure", ["group-writable", "hard-linked"])

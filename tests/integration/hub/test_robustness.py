@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers import CPU, FA2, LockedProjectFactory, cli, make_project
-from kernlock.errors import LockfileError
 from kernlock._internal.lockfile.serialize import dumps_lockfile, load_lockfile, parse_lockfile
+from kernlock.errors import LockfileError
 from kernlock.testing.fixtures import push_commit
 from kernlock.testing.hub import TestHub
 

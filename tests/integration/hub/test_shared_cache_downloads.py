@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from helpers import CPU, FA2, LockedProjectFactory, cli
+from kernlock._internal.fetch.download import download_variant, ensure_variant
 from kernlock._internal.lockfile.entries import LockedFile, LockedKernel, LockedVariant
 from kernlock._internal.store.hub_cache import hub_cache_dir, repo_folder, sha256_file
-from kernlock._internal.fetch.download import download_variant, ensure_variant
 from kernlock.testing.hub import TestHub
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
@@ -72,7 +72,8 @@ def _real_partial(hub: TestHub, kernel: LockedKernel, variant: LockedVariant, lo
     """The first PREFIX bytes of `locked` and the CDN's real ETag, as a dropped download leaves them (then removed)."""
     hub.add_fault("reset", match=r"^/cdn/", after=PREFIX)
     hub.add_fault("status", match=r"^/cdn/", code=403)
-    with pytest.raises(Exception):
+    # the cut download fails with whichever error the client raises there; only what it leaves behind is checked
+    with pytest.raises(Exception):  # noqa: B017
         download_variant(kernel, variant, hub_cache_dir(), [locked])
     hub._faults.clear()
     [partial] = _blobs(kernel).glob(f"{locked.sha256}.*.incomplete")

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from kernlock.errors import ConfigError, LockfileError, SpecError
 from kernlock._internal.project.config import find_project_root, load_project, project_specs
 from kernlock._internal.project.scan import scan_paths
 from kernlock._internal.project.workspace import LOCKFILE_ENV, check_lock_path, open_workspace
+from kernlock.errors import ConfigError, LockfileError, SpecError
 
 FA2 = "kernels-community/flash-attn2"
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from fake_hub import FakeHub
-from kernlock._internal.spec.target import parse_target
-from kernlock.errors import NoVariantError, ResolutionError, TrustError
-from kernlock._internal.spec.overrides import parse_overrides
 from kernlock._internal.resolve.resolver import ResolveOptions, resolver_for
 from kernlock._internal.spec.kernel_spec import parse_spec
+from kernlock._internal.spec.overrides import parse_overrides
+from kernlock._internal.spec.target import parse_target
+from kernlock.errors import NoVariantError, ResolutionError, TrustError
 
 CPU = parse_target("torch2.13-cxx11-cpu-x86_64-linux")
 CUDA = parse_target("torch2.12-cxx11-cu128-x86_64-linux")

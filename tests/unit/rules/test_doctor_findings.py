@@ -9,13 +9,13 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-from fake_hub import FakeHub
 
-from kernlock._internal.rules import doctor
+from fake_hub import FakeHub
 from kernlock._internal.compat.transformers import TransformersInfo
-from kernlock._internal.spec.target import parse_target
 from kernlock._internal.resolve.resolver import ResolveOptions, resolver_for
+from kernlock._internal.rules import doctor
 from kernlock._internal.spec.kernel_spec import parse_spec
+from kernlock._internal.spec.target import parse_target
 
 CPU = parse_target("torch2.13-cxx11-cpu-x86_64-linux")
 CPU_VARIANT = "torch213-cxx11-cpu-x86_64-linux"

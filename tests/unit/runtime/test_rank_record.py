@@ -7,7 +7,12 @@ import json
 
 import pytest
 
-from kernlock._internal.runtime.rank_guard import TIMEOUT_ENV, RankMismatchError, RankRecord, check_ranks
+from kernlock._internal.runtime.rank_guard import (
+    TIMEOUT_ENV,
+    RankMismatchError,
+    RankRecord,
+    check_ranks,
+)
 from kernlock.errors import UsageError
 
 pytestmark = pytest.mark.unit
@@ -38,7 +43,8 @@ def test_a_bad_timeout_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path) ->
     lock = tmp_path / "kernels.lock"
     lock.write_text("")
     monkeypatch.setenv(TIMEOUT_ENV, "5m")
-    monkeypatch.setattr(state, "_binding", state.Binding(lock=type("L", (), {"kernels": []})(), path=lock, target="torch-cpu"))
+    # a stand-in binding: a lock of no kernels and the target as text (rank_record takes its text) are all it needs
+    monkeypatch.setattr(state, "_binding", state.Binding(lock=type("L", (), {"kernels": []})(), path=lock, target="torch-cpu"))  # type: ignore[arg-type]
     monkeypatch.setenv("KERNLOCK_ALLOW_MIXED_VARIANTS", "0")
     with pytest.raises(UsageError, match=rf"^\${TIMEOUT_ENV}='5m' is not a number of seconds above 0; fix: "):
         check_ranks(store=None, rank=0, world_size=2)
@@ -56,9 +62,9 @@ def test_a_rank_loading_a_local_build_is_a_mismatch_blamed_on_local_kernels(monk
     path.write_text("")
     monkeypatch.setenv("KERNLOCK_ALLOW_MIXED_VARIANTS", "0")
     monkeypatch.delenv("LOCAL_KERNELS", raising=False)
-    hub_rank = rank_record(0, lock, path, "torch-cpu")
+    hub_rank = rank_record(0, lock, path, "torch-cpu")  # type: ignore[arg-type]  # the stand-in lock above
     monkeypatch.setenv("LOCAL_KERNELS", f"org/k={tmp_path / 'build'}")
-    local_rank = rank_record(1, lock, path, "torch-cpu")
+    local_rank = rank_record(1, lock, path, "torch-cpu")  # type: ignore[arg-type]  # the stand-in lock above
     verdict = judge([hub_rank, local_rank], 2)
     assert not verdict.ok and "rank(s) 1 load a local build of org/k@v1 (LOCAL_KERNELS) while other ranks" in verdict.table
     assert "per-target overrides" not in verdict.table  # was: blamed overrides the project does not have

@@ -8,8 +8,8 @@ import subprocess
 import pytest
 
 from kernlock._internal import settings
-from kernlock.errors import UnlockedKernelError
 from kernlock._internal.runtime.autoapply import _refusals_in_one_line
+from kernlock.errors import UnlockedKernelError
 
 pytestmark = pytest.mark.unit
 

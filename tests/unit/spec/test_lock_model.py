@@ -7,7 +7,7 @@ import logging
 from typing import Any
 
 import pytest
-from kernlock._internal.lockfile.format_version import LOCK_VERSION
+
 from kernlock._internal.lockfile.entries import (
     SIGNATURE_FILE,
     LockedFile,
@@ -17,8 +17,9 @@ from kernlock._internal.lockfile.entries import (
     Override,
     Provenance,
 )
-from kernlock._internal.spec.target import Target, parse_target
+from kernlock._internal.lockfile.format_version import LOCK_VERSION
 from kernlock._internal.settings import UPGRADE_FIX
+from kernlock._internal.spec.target import Target, parse_target
 from kernlock.errors import LockfileError, LockfileVersionError
 
 CPU = parse_target("torch2.13-cxx11-cpu-x86_64-linux")
@@ -83,7 +84,7 @@ def test_the_model_is_frozen_keyword_only_and_slotted() -> None:
     with pytest.raises(AttributeError):
         FILE.size = 0  # type: ignore[misc]
     with pytest.raises(TypeError):
-        LockedFile("a.py", "1" * 64, 1)  # type: ignore[misc]
+        LockedFile("a.py", "1" * 64, 1)  # type: ignore[call-arg]
     assert not hasattr(FILE, "__dict__")
 
 

@@ -11,8 +11,8 @@ import pytest
 from helpers import sample_lockfile
 from kernlock._internal.lockfile.mirror_edit import carry_mirrors, with_mirror
 from kernlock._internal.lockfile.serialize import dumps_lockfile, parse_lockfile
-from kernlock._internal.spec.oci_ref import OciRef, parse_ref
 from kernlock._internal.oci.artifact import digest_of, lock_index, variant_manifest
+from kernlock._internal.spec.oci_ref import OciRef, parse_ref
 from kernlock.errors import LockfileError, UsageError
 
 pytestmark = pytest.mark.unit

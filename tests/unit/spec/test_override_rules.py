@@ -6,10 +6,10 @@ import re
 
 import pytest
 
+from kernlock._internal.spec.kernel_spec import parse_spec
+from kernlock._internal.spec.overrides import parse_overrides
 from kernlock._internal.spec.target import parse_target
 from kernlock.errors import ConfigError, SpecError
-from kernlock._internal.spec.overrides import parse_overrides
-from kernlock._internal.spec.kernel_spec import parse_spec
 
 FA2 = "kernels-community/flash-attn2"
 CPU = parse_target("torch2.13-cxx11-cpu-x86_64-linux")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kernlock.errors import SpecError
 from kernlock._internal.spec.kernel_spec import Origin, parse_spec, spec_from_version
+from kernlock.errors import SpecError
 
 
 @pytest.mark.parametrize(

@@ -7,11 +7,16 @@ from pathlib import Path
 
 import pytest
 
+from helpers import sample_lockfile
+from kernlock._internal.lockfile.entries import Lockfile
+from kernlock._internal.lockfile.serialize import (
+    dumps_lockfile,
+    load_lockfile,
+    parse_lockfile,
+    write_lockfile,
+)
 from kernlock._internal.spec.target import parse_target
 from kernlock.errors import NO_FIX, LockfileError, LockfileVersionError, WriteError
-from kernlock._internal.lockfile.entries import Lockfile
-from kernlock._internal.lockfile.serialize import dumps_lockfile, load_lockfile, parse_lockfile, write_lockfile
-from helpers import sample_lockfile
 
 SHA = "a" * 40
 CPU = parse_target("torch2.13-cxx11-cpu-x86_64-linux")

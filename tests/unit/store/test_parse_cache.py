@@ -8,12 +8,11 @@ from pathlib import Path
 
 import pytest
 
-import kernlock
-from kernlock._internal.lockfile import serialize as lockfile_toml
-from kernlock._internal.lockfile import parse_cache
-from kernlock.errors import LockfileError
-from kernlock._internal.lockfile.serialize import load_lockfile, write_lockfile
 from helpers import big_lock
+from kernlock._internal.lockfile import parse_cache
+from kernlock._internal.lockfile import serialize as lockfile_toml
+from kernlock._internal.lockfile.serialize import load_lockfile, write_lockfile
+from kernlock.errors import LockfileError
 
 
 def _forbid_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -68,7 +67,7 @@ def test_entries_in_a_directory_others_can_write_are_ignored(tmp_path: Path, pri
     private_kernlock_cache.chmod(0o777)
     calls = []
     original = lockfile_toml.parse_lockfile
-    monkeypatch.setattr(lockfile_toml, "parse_lockfile", lambda *a, **k: calls.append(1) or original(*a, **k))
+    monkeypatch.setattr(lockfile_toml, "parse_lockfile", lambda *a, **k: calls.append(1) or original(*a, **k))  # type: ignore[func-returns-value]  # append: None, then the call
     load_lockfile(path)
     assert calls == [1]
 
