@@ -27,12 +27,16 @@ install: $(BIN)/kernlock
 demo: install
 	PATH="$(abspath $(BIN)):$$PATH" scripts/demo.sh
 
-## the test suite, spread over the cores by pytest-xdist (pytest exit 5, "no tests collected", fails too);
+## the test suite but its `slow` tests (make test-slow), spread over the cores by pytest-xdist (pytest exit 5, "no tests collected", fails too);
 ## the OCI tests need the CNCF registry (Debian's docker-registry; .ci/run installs it) and skip without it
 test: install
 	@command -v docker-registry >/dev/null || command -v registry >/dev/null \
 	  || echo "make test: the OCI registry tests skip: no CNCF registry (apt-get install docker-registry)"
-	$(BIN)/python -m pytest -q -n auto
+	$(BIN)/python -m pytest -q -n auto -m "not slow"
+
+## the slow end-to-end tests alone (`slow` marker: each starts training runs, a fresh venv or a browser); .ci/run runs them after `make test`
+test-slow: install
+	$(BIN)/python -m pytest -q -n auto -m slow
 
 ## the unit tests alone (tests/unit: no HTTP, no subprocesses), in one process
 test-fast: install

@@ -7,6 +7,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from helpers import CPU, cli, make_project
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.fixtures import advance_branch, git, move_branch, rev_parse
@@ -17,6 +19,7 @@ APPENDED = "kernels-community/appended"  # v1 #2 appends torch 2.14 builds, the 
 TORCH214 = "torch2.14-cxx11-cpu-x86_64-linux"
 
 
+@pytest.mark.slow
 def test_a_byte_identical_move_passes_and_a_changed_file_fails_named(hub: TestHub, tmp_path: Path) -> None:
     repo = hub.repo_path(APPENDED)
     tip = rev_parse(repo, "v1")

@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from helpers import (
     CPU,
     FA2,
@@ -78,6 +80,7 @@ def survives_hf_cache_prune(project: Path, commit: str, hub: TestHub) -> None:
     assert sum(hub.requests.values()) == 0, hub.log
 
 
+@pytest.mark.slow
 def test_synced_commits_survive_hf_cache_prune(hub: TestHub, locked_project: LockedProjectFactory) -> None:
     project, lock = locked_project([f"{FA2}@v4"], [CPU])
     [entry] = lock.kernels
@@ -93,6 +96,7 @@ def test_synced_commits_survive_hf_cache_prune(hub: TestHub, locked_project: Loc
     survives_hf_cache_prune(project, entry.commit, hub)
 
 
+@pytest.mark.slow
 def test_apply_s_own_first_download_roots_the_commit(hub: TestHub, locked_project: LockedProjectFactory) -> None:
     project, lock = locked_project([f"{FA2}@v4"], [CPU])
     [entry] = lock.kernels
@@ -275,6 +279,7 @@ print("IDENTITY " + json.dumps(module.KERNEL_IDENTITY))
 """
 
 
+@pytest.mark.slow
 def test_kernels_own_offline_version_lookup_still_resolves_beside_the_roots(hub: TestHub,
                                                                            locked_project: LockedProjectFactory) -> None:
     """Plain kernels (no kernlock) records `refs/v4` online and reads only top-level `refs/v<N>` offline: the nested

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 
+import pytest
 import yaml
 
 from helpers import ACTIVATION, REPO_ROOT, LockedProjectFactory, run_bash
@@ -23,6 +24,7 @@ def _lane_steps() -> dict[str, list[str]]:
             for name, job in workflow["jobs"].items()}
 
 
+@pytest.mark.slow
 def test_lane_one_passes_offline_and_lane_two_fails_on_a_moved_branch(hub: TestHub,
                                                                      locked_project: LockedProjectFactory) -> None:
     project, lock = locked_project([f"{ACTIVATION}@v1"])

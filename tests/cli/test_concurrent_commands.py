@@ -41,6 +41,7 @@ def test_concurrent_locks_with_different_state_dirs_keep_both(hub: TestHub, tmp_
     assert not (project / PROJECT_MUTEX_NAME).exists()  # the project's lock file is removed on release
 
 
+@pytest.mark.slow
 def test_concurrent_vendor_into_one_directory_waits_instead_of_failing(
     locked_project: LockedProjectFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

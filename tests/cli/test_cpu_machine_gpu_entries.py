@@ -7,6 +7,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 from helpers import CPU, CUDA_130, FA2, cli, make_project, run_kernlock
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.hub import TestHub
@@ -15,6 +17,7 @@ from scripts import tiny
 LAYERS = {"kernels-community/liger-kernels@v4", "kernels-community/rotary@v2", "kernels-community/activation@v1"}
 
 
+@pytest.mark.slow
 def test_the_quick_start_on_a_cpu_machine_syncs_and_vendors_with_cuda_only_layer_kernels(hub: TestHub,
                                                                                         tmp_path: Path) -> None:
     project = make_project(tmp_path / "p", kernels=[f"{FA2}@v4"], targets=[CPU, CUDA_130], extra='\nmodels = ["./model"]')

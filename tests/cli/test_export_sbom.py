@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
 from packageurl import PackageURL
@@ -42,6 +43,7 @@ def properties(component: dict, name: str) -> list[str]:
     return [p["value"] for p in component.get("properties", []) if p["name"] == f"kernlock:{name}"]
 
 
+@pytest.mark.slow
 def test_the_quick_start_lock_exports_one_valid_component_per_locked_variant(hub: TestHub, tmp_path: Path) -> None:
     """The README's quick start locked as written, then synced for this machine: the SBOM validates, has one
     component per locked variant with each locked file's sha256 and size, its targets and GPU archs, and the

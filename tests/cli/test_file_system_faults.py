@@ -36,6 +36,7 @@ def test_a_deeply_nested_lock_is_one_line_and_exit_2(tmp_path: Path, monkeypatch
         kernlock.apply()
 
 
+@pytest.mark.slow
 def test_export_into_a_fifo_a_pipe_or_a_missing_directory_never_hangs(locked, tmp_path: Path) -> None:
     project, _, entry = locked
     fifo = tmp_path / "fifo"

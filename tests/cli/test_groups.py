@@ -167,6 +167,7 @@ except UnlockedKernelError as error:
 '''
 
 
+@pytest.mark.slow
 def test_the_how_to_blocks_run_as_written(hub: TestHub, tmp_path: Path) -> None:
     """docs/how-to/groups.md: its `[tool.kernlock]` tables and its commands, verbatim; the training job downloads
     and binds no inference kernel, and the refusal reads as the page shows it."""

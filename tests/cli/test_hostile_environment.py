@@ -126,6 +126,7 @@ def _python(uid: int, project: Path, code: str, **kwargs) -> subprocess.Complete
 
 
 @needs_second_user
+@pytest.mark.slow
 def test_another_members_held_project_lock_is_waited_on_and_its_pid_never_offered_to_kill(team_project: Path) -> None:
     project = team_project
     bob = subprocess.Popen(_as(BOB, project, sys.executable, "-c", "import os; os.umask(0o002)\n" + HOLD), cwd=project,
@@ -216,6 +217,7 @@ def test_a_lock_linked_within_the_project_is_still_written_through(locked_projec
 # ---------------------------------------------------------------- a download lock someone holds
 
 
+@pytest.mark.slow
 def test_a_held_download_lock_ends_sync_and_a_cold_apply_by_the_hub_deadline(
         locked_project: LockedProjectFactory, monkeypatch) -> None:
     from kernlock._internal.fetch.download_lock import file_lock_name
@@ -338,6 +340,7 @@ def test_a_hub_timeout_huggingface_hub_cannot_read_is_one_line_and_exit_2(locked
     assert run_kernlock("sync", cwd=project, env={name: "30"}).returncode == 0
 
 
+@pytest.mark.slow
 def test_outdated_with_the_hub_unreachable_is_not_up_to_date(hub: TestHub, locked_project: LockedProjectFactory) -> None:
     project = locked_project([f"{UNIVERSAL}@v1"], [CPU]).path
     hub.stop()
@@ -363,6 +366,7 @@ def test_the_stop_for_a_python_without_kernlock_names_the_import_it_stopped(tmp_
     assert "kernels would load kernels" not in line
 
 
+@pytest.mark.slow
 def test_verify_remote_is_bounded_by_one_hub_deadline_as_a_whole(hub: TestHub, locked_project: LockedProjectFactory,
                                                                   monkeypatch) -> None:
     project, lock = locked_project([f"{ACTIVATION}@v1", f"{UNIVERSAL}@v1"], [CPU])

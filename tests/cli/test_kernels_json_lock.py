@@ -48,6 +48,7 @@ def kernels_project(hub: TestHub, kernels_locked: Path, tmp_path: Path) -> Calla
 
 
 @needs_json_lock
+@pytest.mark.slow
 def test_kernels_json_lock_is_refused_then_migrated_with_its_commits_kept(
     hub: TestHub, kernels_project: Callable[[str], Path],
 ) -> None:
@@ -168,6 +169,7 @@ def _installed_package(project: Path, site: Path) -> Path:
 
 
 @needs_json_lock
+@pytest.mark.slow
 def test_packaged_load_kernel_works_under_apply_and_fails_no_worse_without(
     hub: TestHub, kernels_project: Callable[[str], Path], tmp_path: Path,
 ) -> None:

@@ -6,6 +6,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from helpers import ACTIVATION, REPO_ROOT, UNIVERSAL, make_project, markdown_blocks
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock._internal.project.config import load_project
@@ -25,6 +27,7 @@ def kernlock(project: Path, *args: str, **env: str):
     return run([sys.executable, "-m", "kernlock", *args], project, **env)
 
 
+@pytest.mark.slow
 def test_a_kernel_only_the_run_loads_is_locked_as_recorded_and_then_loads_locked_offline(
     hub: TestHub, tmp_path: Path
 ) -> None:
@@ -60,6 +63,7 @@ def test_a_kernel_only_the_run_loads_is_locked_as_recorded_and_then_loads_locked
     assert load_lockfile(project / "kernels.lock").kernels == ()
 
 
+@pytest.mark.slow
 def test_a_failing_command_writes_nothing(hub: TestHub, tmp_path: Path) -> None:
     project = make_project(tmp_path / "p", kernels=[f"{ACTIVATION}@v1"])
     (project / "train.py").write_text(TRAIN + "raise SystemExit(3)\n")
@@ -83,6 +87,7 @@ def test_a_command_that_loads_nothing_locks_as_usual(hub: TestHub, tmp_path: Pat
     assert 'version = "1.0"' in (project / "kernels.lock").read_text()
 
 
+@pytest.mark.slow
 def test_layer_loads_under_kernelize_record_the_layer_device_and_mode(hub: TestHub, tmp_path: Path) -> None:
     project = make_project(tmp_path / "p")
     (project / "train.py").write_text(
@@ -112,6 +117,7 @@ def test_layer_loads_under_kernelize_record_the_layer_device_and_mode(hub: TestH
     ], [json.loads(line) for line in recording.read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_the_cli_references_record_block_runs_as_written(hub: TestHub, tmp_path: Path) -> None:
     page = (REPO_ROOT / "docs/reference/cli.md").read_text(encoding="utf-8")
     section = page.split("## Recording what a command loads", 1)[1].split("\n## ", 1)[0]

@@ -104,6 +104,7 @@ def _heavy_imports(stderr: str) -> list[str]:
     return [n for n in names if n.split(".")[0] in ("torch", "transformers", "kernels")]
 
 
+@pytest.mark.slow
 def test_verify_with_models_imports_neither_torch_nor_transformers_and_flags_a_transformers_upgrade(
         hub: TestHub, tmp_path: Path) -> None:
     project = _project(tmp_path / "p", [CUDA_130, CPU])
@@ -161,6 +162,7 @@ tiny.result(same=same, replaced=replaced, explicit=explicit, loaded=sorted(tiny.
 """
 
 
+@pytest.mark.slow
 def test_unlocked_default_layer_kernels_keep_transformers_forward_with_one_line_and_no_request(
         hub: TestHub, tmp_path: Path) -> None:
     project = _project(tmp_path / "p", [CPU], models="")
@@ -183,6 +185,7 @@ def test_unlocked_default_layer_kernels_keep_transformers_forward_with_one_line_
     assert re.match(rf"kernel ({LIGER}|{ROTARY}) \(version \d\) is not in ", message), message
 
 
+@pytest.mark.slow
 def test_locked_default_layer_kernels_are_served_from_the_lock(hub: TestHub, tmp_path: Path) -> None:
     """With the model declared, the same kernelize binds the layers to the locked commit (a CUDA target simulated)."""
     project = _project(tmp_path / "p", [CUDA_130])
@@ -215,6 +218,7 @@ def test_models_must_be_a_list_of_strings(tmp_path: Path, value: object) -> None
     assert result.exit_code == 2 and "[tool.kernlock] models must be a list of strings" in result.output
 
 
+@pytest.mark.slow
 def test_the_default_kernelize_lines_fix_locks_the_model_and_then_the_lock_serves_it(hub: TestHub, tmp_path: Path) -> None:
     """The fix the fallback line prints, run as printed: it records the model and adds its kernels, nothing else;
     on the GPU target the same kernelize then loads them from the lock (no fallback line)."""

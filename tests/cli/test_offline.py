@@ -10,6 +10,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from helpers import CPU, CUDA_X86, FA2, LockedProjectFactory, cli
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock._internal.store.hub_cache import hub_cache_dir, variant_dir
@@ -118,6 +120,7 @@ def test_truncated_bodies_are_retried(hub: TestHub, locked_project: LockedProjec
     assert hub.fired["truncate"] == 2
 
 
+@pytest.mark.slow
 def test_vendor_directory_works_with_no_hub_and_no_cache(hub: TestHub, locked_project: LockedProjectFactory,
                                                          tmp_path: Path) -> None:
     project = locked_project(KERNELS, [CPU, CUDA_X86]).path
@@ -148,6 +151,7 @@ def test_vendor_directory_works_with_no_hub_and_no_cache(hub: TestHub, locked_pr
     assert not (tmp_path / "empty-home").exists()
 
 
+@pytest.mark.slow
 def test_hub_down_warm_cache_works_cold_cache_says_what_is_missing(hub: TestHub,
                                                                    locked_project: LockedProjectFactory) -> None:
     project = locked_project(KERNELS, [CPU]).path
@@ -164,6 +168,7 @@ def test_hub_down_warm_cache_works_cold_cache_says_what_is_missing(hub: TestHub,
     assert "kernlock sync" in message
 
 
+@pytest.mark.slow
 def test_eight_processes_cold_start_download_each_file_once(hub: TestHub, locked_project: LockedProjectFactory) -> None:
     project = locked_project(KERNELS, [CPU]).path
     lock = load_lockfile(project / "kernels.lock")

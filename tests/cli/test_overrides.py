@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from helpers import (
     CPU,
     CU128_ON_V2,
@@ -25,6 +27,7 @@ from kernlock.testing.hub import TestHub
 from scripts.harness import load_identities
 
 
+@pytest.mark.slow
 def test_override_sends_cu128_targets_to_v2_and_others_keep_the_default(hub: TestHub, tmp_path: Path) -> None:
     project = make_project(tmp_path / "p", kernels=[FA2], targets=[CPU, CUDA_X86, CUDA_130], extra=CU128_ON_V2)
     result = cli("lock", cwd=project)

@@ -170,6 +170,7 @@ def synced(locked_project: LockedProjectFactory) -> Synced:
     return project, entry, variant_dir(entry, entry.variant_for(CPU).name), hub_cache_dir()
 
 
+@pytest.mark.slow
 def test_a_file_the_lock_lost_stays_in_the_shared_cache_and_the_printed_fix_restores_the_lock(synced: Synced) -> None:
     import kernels
 
@@ -211,6 +212,7 @@ def test_a_file_the_lock_lost_stays_in_the_shared_cache_and_the_printed_fix_rest
     assert run_kernlock("verify", "--cache", cwd=project).returncode == 0
 
 
+@pytest.mark.slow
 def test_a_planted_file_is_reported_not_deleted_and_the_printed_fix_deletes_only_it(synced: Synced) -> None:
     project, _, root, cache = synced
     before = cache_files(cache)
@@ -351,6 +353,7 @@ def test_an_override_keyed_to_a_misspelt_repo_is_refused_with_a_did_you_mean(loc
     assert any(k.override is not None for k in load_lockfile(project / "kernels.lock").kernels)
 
 
+@pytest.mark.slow
 def test_a_misspelt_use_kernels_entry_is_refused_with_a_did_you_mean(hub: TestHub, tmp_path: Path) -> None:
     from helpers import make_project
 

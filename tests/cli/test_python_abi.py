@@ -78,6 +78,7 @@ def test_an_old_lock_reads_and_writes_the_same(tmp_path: Path) -> None:
 
 
 @needs_python_abi
+@pytest.mark.slow
 def test_machine_lock_takes_this_pythons_build_and_a_declared_python_its_own(hub: TestHub, tmp_path: Path) -> None:
     here = sys.version_info[:2]
     expected_here = BUILD_313 if here >= (3, 13) else BUILD_39  # the highest minimum Python this interpreter meets

@@ -412,6 +412,7 @@ def test_a_missing_branch_is_fixed_by_pinning_one_the_hub_lists(locked: Path) ->
     failing("lock", f"{FA2}@{max((b for b in branches if re.fullmatch(r'v[0-9]+', b)), key=lambda b: int(b[1:]))}")()
 
 
+@pytest.mark.slow
 def test_a_rate_limit_is_waited_out_with_the_longer_wait_it_names(hub: TestHub, locked: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     hub.rate_limits, hub.rate_window = {"api": 1}, 1.0

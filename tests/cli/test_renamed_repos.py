@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from helpers import CPU, FA2, cli, make_project
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock.testing.fixtures import rev_parse
@@ -11,6 +13,7 @@ from kernlock.testing.hub import TestHub
 from scripts.harness import load_identities
 
 
+@pytest.mark.slow
 def test_renamed_repo_is_locked_and_applied_under_both_names(hub: TestHub, tmp_path: Path) -> None:
     hub.renames["kernels-community/flash-attn"] = FA2
     project = make_project(tmp_path / "p", kernels=["kernels-community/flash-attn@v2"], targets=[CPU])

@@ -30,6 +30,7 @@ def _fixes(text: str) -> set[str]:
     ("torch2.13-cxx11-cu130-x86_64-linux", "torch2.14-cxx11-cu130-x86_64-linux", True),
     (CPU, "torch2.14-cxx11-cpu-x86_64-linux", False),
 ])
+@pytest.mark.slow
 def test_every_message_after_a_torch_upgrade_names_the_one_command_that_covers_it(
         hub: TestHub, tmp_path: Path, old: str, new: str, model: bool) -> None:
     repo = hub.repo_path(APPENDED)

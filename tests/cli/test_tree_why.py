@@ -8,6 +8,8 @@ import shlex
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from helpers import (
     ACTIVATION,
     CPU,
@@ -39,6 +41,7 @@ def _quick_start_project(tmp_path: Path) -> Path:
     return project
 
 
+@pytest.mark.slow
 def test_why_rotary_names_the_model_and_the_transformers_row_and_tree_gives_every_entry_a_source(
     hub: TestHub, tmp_path: Path
 ) -> None:

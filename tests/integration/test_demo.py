@@ -8,10 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from helpers import REPO_ROOT
 from kernlock._internal.lockfile.serialize import load_lockfile
 
 
+@pytest.mark.slow
 def test_the_demo_trains_on_the_locked_kernel_and_keeps_its_project(tmp_path: Path) -> None:
     env = {**os.environ, "TMPDIR": str(tmp_path), "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     done = subprocess.run(["bash", str(REPO_ROOT / "scripts" / "demo.sh")], env=env, capture_output=True, text=True,

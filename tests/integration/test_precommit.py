@@ -63,6 +63,7 @@ def _hook(repo: Path, config: Path, home: Path) -> subprocess.CompletedProcess:
     return subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_pre_commit_hook_scenarios(hub: TestHub, tmp_path: Path, hook_config: Path, pre_commit_home: Path) -> None:
     repo = make_project(tmp_path / "repo", kernels=["kernels-community/flash-attn2@v2"], targets=[CPU, CUDA_X86],
                         extra='scan = ["train.py"]\n')
@@ -120,6 +121,7 @@ def test_the_readmes_hook_config_works_as_written(hub: TestHub, tmp_path: Path, 
     assert result.returncode == 1 and "kernels-community/flash-attn2@v3 changed" in result.stdout, result.stdout
 
 
+@pytest.mark.slow
 def test_the_quick_starts_hook_fails_on_a_changed_attn_implementation_in_train_py(
     hub: TestHub, tmp_path: Path, pre_commit_home: Path,
 ) -> None:

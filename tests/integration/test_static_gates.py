@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from helpers import REPO_ROOT
 
 ROOT = REPO_ROOT
@@ -19,6 +21,7 @@ def mypy(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, check=False)
 
 
+@pytest.mark.slow
 def test_public_api_is_typed_behind_the_lazy_init(tmp_path: Path) -> None:
     assert (ROOT / "kernlock" / "py.typed").is_file()
     user = tmp_path / "train.py"

@@ -17,6 +17,7 @@ from helpers import REPO_ROOT
 pytest.importorskip("triton", reason="Triton is not installed (the Makefile installs it)")
 
 
+@pytest.mark.slow
 def test_triton_forward_matches_sdpa_under_the_interpreter(tmp_path: Path) -> None:
     report = tmp_path / "triton-cpu.json"
     script = REPO_ROOT / "tests" / "gpu" / "check_triton.py"

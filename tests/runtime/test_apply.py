@@ -44,6 +44,7 @@ tiny.result(forms=out, applied=applied.kernels)
 """
 
 
+@pytest.mark.slow
 def test_every_attn_implementation_form_loads_the_locked_build_after_branches_move(
     hub: TestHub, locked_project: LockedProjectFactory
 ) -> None:
@@ -91,6 +92,7 @@ tiny.result(pinned=pinned, unlocked=unlocked)
 
 
 @pytest.mark.parametrize("before", [True, False], ids=["apply-before-import", "apply-after-import"])
+@pytest.mark.slow
 def test_apply_before_or_after_importing_transformers(hub: TestHub, locked_project: LockedProjectFactory,
                                                       before: bool) -> None:
     project, lock = locked_project([f"{FA2}@v2"])
@@ -195,6 +197,7 @@ tiny.result(**out)
 """
 
 
+@pytest.mark.slow
 def test_kernelize_uses_the_locked_layer_kernel_with_no_requests_when_warm(hub: TestHub,
                                                                            locked_project: LockedProjectFactory) -> None:
     project, lock = locked_project([f"{ACTIVATION}@v1"])
@@ -232,6 +235,7 @@ tiny.result(identity=kernel.KERNEL_IDENTITY, before=before, after=dict(kernel.CA
 """
 
 
+@pytest.mark.slow
 def test_sft_trainer_trains_through_the_locked_kernel(hub: TestHub, locked_project: LockedProjectFactory) -> None:
     project, lock = locked_project([FA2])
     [entry] = lock.kernels

@@ -91,6 +91,7 @@ def all_bind_one_lock(ranks: list[subprocess.CompletedProcess], lockfile: Path, 
         assert f"{FA2}@{entry.commit[:12]} [{entry.variant_for(CPU).name}]" in proc.stderr
 
 
+@pytest.mark.slow
 def test_identical_ranks_pass_and_say_what_they_bind_with_apply_after_init(locked_project: LockedProjectFactory) -> None:
     """Ranks calling apply() after init_process_group pass; the start-up hook's case is the next test's fixed job."""
     project, lock = locked_project([FA2])
@@ -99,6 +100,7 @@ def test_identical_ranks_pass_and_say_what_they_bind_with_apply_after_init(locke
     all_bind_one_lock(ranks, project / "kernels.lock", lock.kernels[0])
 
 
+@pytest.mark.slow
 def test_a_rank_with_another_lock_stops_every_rank_with_the_table(locked_project: LockedProjectFactory,
                                                                   tmp_path: Path) -> None:
     project, lock = locked_project([FA2])
@@ -116,6 +118,7 @@ def test_a_rank_with_another_lock_stops_every_rank_with_the_table(locked_project
     all_bind_one_lock(fixed, project / "kernels.lock", lock.kernels[0])
 
 
+@pytest.mark.slow
 def test_a_mismatch_found_by_the_start_up_hook_is_one_error_line_per_rank(locked_project: LockedProjectFactory,
                                                                           tmp_path: Path) -> None:
     """init_process_group before the first kernels/transformers import: the hook's apply() runs the guard."""
@@ -132,6 +135,7 @@ def test_a_mismatch_found_by_the_start_up_hook_is_one_error_line_per_rank(locked
 
 
 @pytest.mark.parametrize("allow", [None, True], ids=["default", "opted-in"])  # `= false` is the default (unit test)
+@pytest.mark.slow
 def test_mixed_variants_pass_only_when_opted_in(locked_project: LockedProjectFactory, allow: bool | None) -> None:
     project = mixed_project(locked_project, allow)
     ranks = launch_ranks(INIT + AFTER_INIT, project, [{"KERNLOCK_TARGET": CPU}, {"KERNLOCK_TARGET": CPU_212}])
@@ -147,6 +151,7 @@ def test_mixed_variants_pass_only_when_opted_in(locked_project: LockedProjectFac
     assert "ranks  hosts" not in ranks[1].stderr
 
 
+@pytest.mark.slow
 def test_opt_in_on_some_ranks_only_is_not_enough_and_the_guard_can_be_switched_off(
     locked_project: LockedProjectFactory,
 ) -> None:
@@ -160,6 +165,7 @@ def test_opt_in_on_some_ranks_only_is_not_enough_and_the_guard_can_be_switched_o
     assert "all ranks bind" not in off[0].stderr
 
 
+@pytest.mark.slow
 def test_a_rank_without_the_lock_is_named(locked_project: LockedProjectFactory) -> None:
     project, _ = locked_project([FA2])
     ranks = launch_ranks(INIT + AFTER_INIT, project, [{"KERNLOCK_RANK_CHECK_TIMEOUT": "2"}, {"without_kernlock": "1"}])
@@ -169,6 +175,7 @@ def test_a_rank_without_the_lock_is_named(locked_project: LockedProjectFactory) 
 
 
 @pytest.mark.parametrize("launcher", ["torchrun", "accelerate"])
+@pytest.mark.slow
 def test_ddp_job_under_kernlock_run_binds_every_rank_to_the_lock(hub: TestHub, locked_project: LockedProjectFactory,
                                                                  launcher: str) -> None:
     project, lock = locked_project([FA2])
@@ -228,6 +235,7 @@ def interpreter_for_another_user() -> tuple[str, str]:
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to run ranks as a second uid")
 @pytest.mark.parametrize("layout", ["synced HF_HOME", "vendor directory"])
+@pytest.mark.slow
 def test_ranks_of_another_user_load_from_a_read_only_shared_cache(hub: TestHub, locked_project: LockedProjectFactory,
                                                                  layout: str) -> None:
     python, site_packages = interpreter_for_another_user()

@@ -33,6 +33,7 @@ def run_load(project: Path) -> dict:
     return ok(python(f"RELU = {RELU!r}\nOPS = {LIBRARY.split('.')[0]!r}\n{LOAD_SCRIPT}", project))
 
 
+@pytest.mark.slow
 def test_compiled_op_kernel_in_kernel_builder_layout_loads_through_apply(locked_project: LockedProjectFactory) -> None:
     project, lock = locked_project([f"{RELU}@v1"])
     [entry] = lock.kernels
@@ -51,6 +52,7 @@ def test_compiled_op_kernel_in_kernel_builder_layout_loads_through_apply(locked_
     assert any(Path(path).name == library.sha256 for path in result["mapped"]), result["mapped"]
 
 
+@pytest.mark.slow
 def test_tampered_library_is_refused_before_dlopen(locked_project: LockedProjectFactory) -> None:
     project, lock = locked_project([f"{RELU}@v1"])
     [entry] = lock.kernels

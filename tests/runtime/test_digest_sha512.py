@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from helpers import CPU, cli, make_project
 from kernlock._internal.compat.kernels_api import variant_metadata
 from kernlock._internal.lockfile.entries import LockedFile
@@ -52,6 +54,7 @@ def test_kernels_sha512_digest_is_what_kernlock_checks(tmp_path: Path) -> None:
     assert digest_problem(parsed, files, variant) == "metadata.json's digest disagrees with the files (_ops.so)"
 
 
+@pytest.mark.slow
 def test_a_sha512_build_locks_verifies_and_loads(hub: TestHub, tmp_path: Path) -> None:
     project = tmp_path / "p"
     _locked(project, f"{SHA512}@v1")
@@ -73,6 +76,7 @@ def test_a_sha512_digest_the_files_disagree_with_is_refused_by_lock(hub: TestHub
     assert not (project / "kernels.lock").exists()
 
 
+@pytest.mark.slow
 def test_a_wrong_sha512_of_an_lfs_file_fails_verify_cache_and_apply(hub: TestHub, tmp_path: Path) -> None:
     project = tmp_path / "p"
     _locked(project, f"{SHA512}@v3")  # the lock reads no LFS content, so it cannot see this one

@@ -167,6 +167,7 @@ tiny.result(bound=bound, refused=refused)
 """
 
 
+@pytest.mark.slow
 def test_transformers_use_kernels_binds_to_the_lock_and_strict_refuses_unlocked(locked) -> None:
     project, lock, entry = locked
     script = f"REPO = {ACTIVATION!r}\nUNLOCKED = {UNIVERSAL!r}\n{USE_KERNELS_SCRIPT}"

@@ -99,6 +99,7 @@ def test_planted_bytecode_never_runs_and_is_removed_by_repair(synced: Synced, tm
     assert not planted.parent.exists()
 
 
+@pytest.mark.slow
 def test_bytecode_written_by_an_unlocked_process_is_inert(synced: Synced) -> None:
     project, entry, variant, root = synced
     unlocked = python(f"import kernels; kernels.get_kernel({FA2!r}, revision={entry.commit!r})", project,

@@ -13,6 +13,8 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
+
 from helpers import CUDA_130, FA2, cli, make_project
 from kernlock._internal.lockfile.serialize import load_lockfile
 from kernlock._internal.spec.target import parse_target
@@ -82,6 +84,7 @@ def test_a_layer_kernel_without_a_build_for_a_target_is_locked_native_with_its_r
     assert refused.exit_code != 0 and f"has no build for {CU126}" in refused.output
 
 
+@pytest.mark.slow
 def test_the_run_record_names_the_bound_and_the_native_layers(hub: TestHub, tmp_path: Path) -> None:
     project = _project(tmp_path / "p", [CUDA_130])
     assert cli("lock", cwd=project).exit_code == 0
@@ -96,6 +99,7 @@ def test_the_run_record_names_the_bound_and_the_native_layers(hub: TestHub, tmp_
     assert layers["SiLU"] == {"layer": "SiLU", "native": "no kernel in Transformers' mapping for this device and mode"}
 
 
+@pytest.mark.slow
 def test_a_trainer_checkpoints_run_record_names_the_bound_and_the_native_layers(hub: TestHub, tmp_path: Path) -> None:
     project = _project(tmp_path / "p", [CUDA_130])
     assert cli("lock", cwd=project).exit_code == 0
@@ -111,6 +115,7 @@ def test_a_trainer_checkpoints_run_record_names_the_bound_and_the_native_layers(
     assert f"ok   against (2 kernels of out/checkpoint-1 on {CUDA_130})" in verified.output, verified.output
 
 
+@pytest.mark.slow
 def test_a_locked_layer_kernel_missing_from_an_offline_cache_stops_the_run_with_one_line(hub: TestHub,
                                                                                        tmp_path: Path) -> None:
     project = _project(tmp_path / "p", [CUDA_130])
@@ -136,6 +141,7 @@ def test_a_locked_layer_kernel_missing_from_an_offline_cache_stops_the_run_with_
     assert "running native (lenient mode)" in lenient.stderr
 
 
+@pytest.mark.slow
 def test_two_gloo_ranks_one_bound_one_native_for_a_layer_stop_with_the_table(hub: TestHub, tmp_path: Path) -> None:
     import socket
     import subprocess

@@ -78,6 +78,7 @@ def trained_by(proc: subprocess.CompletedProcess) -> dict:
     return json.loads(lines[-1][len("RESULT "):])
 
 
+@pytest.mark.slow
 def test_vendor_to_a_registry_then_sync_from_and_run_train_with_no_hub(
     hub: TestHub, locked_project: LockedProjectFactory, registry: RunningRegistry, tmp_path: Path
 ) -> None:
@@ -126,6 +127,7 @@ def test_vendor_to_a_registry_then_sync_from_and_run_train_with_no_hub(
     assert (used["commit"], used["variant"]) == (entry.commit, variant.name)
 
 
+@pytest.mark.slow
 def test_kernlock_mirror_feeds_the_first_load_of_a_cold_node(
     hub: TestHub, locked_project: LockedProjectFactory, registry: RunningRegistry, tmp_path: Path
 ) -> None:
@@ -227,6 +229,7 @@ def test_a_bad_destination_is_one_line_and_nothing_is_pushed(
     assert (project / "kernels.lock").read_bytes() == before
 
 
+@pytest.mark.slow
 def test_a_registry_that_is_down_is_one_line_naming_it(locked_project: LockedProjectFactory, tmp_path: Path) -> None:
     project, _ = locked_project([FA2])
     from registry import _free_port
@@ -239,6 +242,7 @@ def test_a_registry_that_is_down_is_one_line_naming_it(locked_project: LockedPro
     assert "fix: check that the registry 127.0.0.1:" in line
 
 
+@pytest.mark.slow
 def test_credentials_come_from_the_docker_config_and_never_reach_the_lock(
     hub: TestHub, locked_project: LockedProjectFactory, tmp_path: Path
 ) -> None:
@@ -293,6 +297,7 @@ def test_a_pull_reads_only_this_machine_s_variant(
     assert not blobs & {f"sha256:{f.sha256}" for f in other.files if f.sha256 not in {g.sha256 for g in mine.files}}
 
 
+@pytest.mark.slow
 def test_the_recorded_digest_pins_the_index_when_its_tag_moves(
     hub: TestHub, locked_project: LockedProjectFactory, registry: RunningRegistry, tmp_path: Path
 ) -> None:
@@ -361,6 +366,7 @@ def _pushed_repos(index: bytes) -> set[str]:
     return {m["annotations"]["dev.kernlock.repo"] for m in json.loads(index)["manifests"]}
 
 
+@pytest.mark.slow
 def test_vendor_to_a_registry_with_a_group_pushes_only_that_groups_variants(
     hub: TestHub, locked_project: LockedProjectFactory, registry: RunningRegistry, tmp_path: Path
 ) -> None:

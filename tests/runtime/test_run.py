@@ -35,6 +35,7 @@ def trl_sft(project: Path, attn_implementation: str, *run_options: str) -> Compl
     ], project, HF_DATASETS_OFFLINE="1")
 
 
+@pytest.mark.slow
 def test_a_refusal_inside_trl_sft_is_one_line_first_naming_the_lenient_rerun(
     locked_project: LockedProjectFactory,
 ) -> None:
@@ -63,6 +64,7 @@ CHILD = (
 
 
 @pytest.mark.parametrize("lenient", [False, True], ids=["strict", "lenient"])
+@pytest.mark.slow
 def test_every_python_process_applies_the_lock(locked_project: LockedProjectFactory, lenient: bool) -> None:
     project, _ = locked_project([f"{FA2}@v2"])
     proc = kernlock_run(CHILD, project, *(["--lenient"] if lenient else []))
@@ -71,6 +73,7 @@ def test_every_python_process_applies_the_lock(locked_project: LockedProjectFact
     assert proc.result == {"here": [True, strict], "child": ["True", str(strict)]}
 
 
+@pytest.mark.slow
 def test_exit_codes_and_signals_are_the_commands_own(locked_project: LockedProjectFactory) -> None:
     project, _ = locked_project([f"{FA2}@v2"])
     assert kernlock_run("raise SystemExit(3)", project).returncode == 3

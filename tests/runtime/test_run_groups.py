@@ -8,6 +8,8 @@ import shlex
 import sys
 from pathlib import Path
 
+import pytest
+
 from helpers import ACTIVATION, CPU, FA2, RELU, UNIVERSAL, WITH_DEP, cli, make_project
 from kernlock.testing.hub import TestHub
 from scripts.harness import kernlock_run, run
@@ -35,6 +37,7 @@ LOADS = (
 )
 
 
+@pytest.mark.slow
 def test_run_group_binds_only_that_groups_kernels(hub: TestHub, tmp_path: Path) -> None:
     project = make_project(tmp_path / "p", [f"{UNIVERSAL}@v1"], targets=[CPU], extra=GROUPS)
     assert cli("lock", cwd=project).exit_code == 0

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from helpers import CPU, FA2, REPO_ROOT, cli, tiny_model_and_data
 from kernlock._internal.lockfile.run_record import variant_content
 from kernlock._internal.lockfile.serialize import load_lockfile
@@ -30,6 +32,7 @@ def _env() -> dict[str, str]:
             "HF_DATASETS_OFFLINE": "1"}
 
 
+@pytest.mark.slow
 def test_loaded_returns_what_this_process_loaded_under_the_lock(locked_project) -> None:
     project, lock = locked_project([f"{FA2}@v4"], [CPU])
     done = python("import kernlock\nbefore = kernlock.loaded()\nkernlock.apply()\nempty = kernlock.loaded()\n"
@@ -48,6 +51,7 @@ def test_loaded_returns_what_this_process_loaded_under_the_lock(locked_project) 
                                            "files": {f.path: f.sha256 for f in variant.files}}]
 
 
+@pytest.mark.slow
 def test_kernlock_run_trl_sft_records_each_checkpoint_and_verify_against_follows_the_lock(
         hub: TestHub, locked_project, tmp_path: Path) -> None:
     project, lock = locked_project([FA2], [CPU])

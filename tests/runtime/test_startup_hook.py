@@ -37,6 +37,7 @@ def project(locked_project: LockedProjectFactory) -> Path:
     return locked_project([f"{FA2}@v2"])[0]
 
 
+@pytest.mark.slow
 def test_a_child_that_overwrites_pythonpath_still_applies_the_lock(project: Path, tmp_path: Path) -> None:
     how = (f"env = {{**os.environ, 'PYTHONPATH': {str(tmp_path)!r}}}\n"
            "child = subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True)")
@@ -44,6 +45,7 @@ def test_a_child_that_overwrites_pythonpath_still_applies_the_lock(project: Path
     assert proc.returncode == 0 and proc.result["child"] == ["applied"], (proc.stderr, proc.result)
 
 
+@pytest.mark.slow
 def test_a_child_started_with_a_rebuilt_environment_still_applies_the_lock(project: Path) -> None:
     how = ("env = {k: v for k, v in os.environ.items() if not k.startswith('KERNLOCK_') and k != 'PYTHONPATH'}\n"
            "child = subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True)")
@@ -51,6 +53,7 @@ def test_a_child_started_with_a_rebuilt_environment_still_applies_the_lock(proje
     assert proc.returncode == 0 and proc.result["child"] == ["applied"], (proc.stderr, proc.result)
 
 
+@pytest.mark.slow
 def test_a_childs_own_sitecustomize_in_front_still_runs_and_the_lock_applies(project: Path, tmp_path: Path) -> None:
     tracer = tmp_path / "tracer"
     tracer.mkdir()
@@ -80,6 +83,7 @@ def test_kernlock_run_refuses_a_python_that_skips_the_hook(project: Path, flag: 
     assert fixed.returncode == 0 and fixed.stdout.split() == ["applied"], fixed.stderr
 
 
+@pytest.mark.slow
 def test_a_child_python_that_skips_the_hook_is_named_in_one_warning(project: Path) -> None:
     how = "child = subprocess.run([sys.executable, '-E', '-c', code], capture_output=True, text=True)"
     proc = kernlock_run(launched(how), project)
@@ -125,6 +129,7 @@ def test_kernlock_run_refuses_a_hook_skipping_python_not_named_python(project: P
     assert shown in line and "drop the option, or call kernlock.apply()" in line, line
 
 
+@pytest.mark.slow
 def test_a_child_python_under_another_name_with_minus_e_is_named_in_one_warning(project: Path, tmp_path: Path) -> None:
     tool = tmp_path / "py"
     tool.symlink_to(sys.executable)
@@ -135,6 +140,7 @@ def test_a_child_python_under_another_name_with_minus_e_is_named_in_one_warning(
     assert len(warnings) == 1 and "`py -E`" in warnings[0] and "not locked" in warnings[0], proc.stderr
 
 
+@pytest.mark.slow
 def test_a_child_console_script_that_skips_the_hook_is_named_in_one_warning(project: Path, tmp_path: Path) -> None:
     tool = tmp_path / "train-tool"
     tool.write_text(f"#!{sys.executable} -I\nprint('tool ran')\n")

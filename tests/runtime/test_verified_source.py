@@ -33,6 +33,7 @@ tiny.result(jit_source_injected="INJECTED" in "".join(jitted.raw_src), inspect_i
 """
 
 
+@pytest.mark.slow
 def test_triton_compiles_the_verified_source_not_a_rewrite_after_the_import(locked_project) -> None:
     project, _ = locked_project([f"{FA2}@v4"], [CPU])
     done = python(REWRITE_AFTER_IMPORT % {"repo": FA2}, project)  # @triton.jit reads the source; no GPU needed
@@ -52,6 +53,7 @@ tiny.result(second=inspect.getsource(kernel.second), third=inspect.getsource(ker
 """
 
 
+@pytest.mark.slow
 def test_a_verified_source_with_a_form_feed_gives_inspect_the_right_function(hub, locked_project) -> None:
     """Issue 44, class 8: `str.splitlines` also splits at a form feed, which Python's own line reading does
     not, so every function after one was served shifted (Triton would compile the wrong lines)."""

@@ -92,6 +92,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return site
 
 
+@pytest.mark.slow
 def test_mkdocs_build_strict_passes_and_generates_the_reference(site: Path) -> None:
     from kernlock._internal import settings
     from kernlock._internal.cli.main import COMMANDS
@@ -190,6 +191,7 @@ def browser():
         browser.close()
 
 
+@pytest.mark.slow
 def test_the_site_renders_its_navigation_search_and_cli_reference(served: str, browser) -> None:
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     errors: list[str] = []
@@ -237,6 +239,7 @@ LINES = """els => els.map(e => { const r = document.createRange(); r.selectNodeC
                                return new Set([...r.getClientRects()].map(b => Math.round(b.top))).size; })"""
 
 
+@pytest.mark.slow
 def test_generated_tables_keep_names_whole_and_the_cli_glance_is_one_line_a_command(served: str, browser) -> None:
     """In a narrow window no name of the environment, configuration and CLI tables wraps or breaks mid-word (the
     `kernlock-names` style), and at the desktop width of the other test each "At a glance" row is one line."""

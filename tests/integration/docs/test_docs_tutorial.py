@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from helpers import FA2, REPO_ROOT, LockedProjectFactory, markdown_blocks
 
 TUTORIAL = REPO_ROOT / "docs" / "tutorial" / "quick-start.md"
@@ -35,6 +37,7 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return {**os.environ, "PATH": path, "SCRATCH": str(tmp_path / "scratch"), **extra}
 
 
+@pytest.mark.slow
 def test_the_tutorials_cluster_job_runs_as_written(locked_project: LockedProjectFactory, tmp_path: Path) -> None:
     project, lock = locked_project([FA2])
     [entry] = lock.kernels

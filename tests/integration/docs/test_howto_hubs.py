@@ -25,6 +25,7 @@ def text_block(containing: str) -> str:
     return block
 
 
+@pytest.mark.slow
 def test_the_test_hub_script_runs_as_written(tmp_path: Path) -> None:
     """The script starts the test Hub, which prints the variables the page shows and its `--help` names; kernlock
     locks and verifies against it without writing the endpoint down; the script's trap stops the Hub."""
@@ -61,6 +62,7 @@ def test_the_private_repo_error_is_the_line_lock_prints(hub: TestHub, tmp_path: 
     assert locked.stderr == text_block("access denied").replace("ORG/REPO", repo)
 
 
+@pytest.mark.slow
 def test_the_tutorials_tiny_model_recipe_makes_a_model_and_a_data_set(tmp_path: Path) -> None:
     """docs/tutorial/quick-start.md's recipe, run as written in an empty directory: `./model` loads with
     `from_pretrained` (a Llama of about 90,000 parameters whose tokenizer knows every character of the data), and

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from helpers import REPO_ROOT, copy_checkout
 
 
@@ -19,6 +21,7 @@ def readme_install_lines() -> list[str]:
     return [line for line in lines if line and not line.startswith(("#", "git clone")) and "[" not in line]
 
 
+@pytest.mark.slow
 def test_the_readmes_install_commands_work(tmp_path: Path) -> None:
     lines = readme_install_lines()
     assert lines == ["pip install ./kernlock", "pip wheel --no-deps -w dist ./kernlock && pip install dist/kernlock-*.whl"]

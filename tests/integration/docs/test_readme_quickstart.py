@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from helpers import (
     CPU,
     REPO_ROOT,
@@ -21,6 +23,7 @@ from kernlock.testing.hub import TestHub
 from scripts.harness import only_locked_files_requested
 
 
+@pytest.mark.slow
 def test_every_quick_start_block_runs_as_written(hub: TestHub, tmp_path: Path) -> None:
     """lock, the `apply()` lines of train.py, `kernlock run -- trl sft` and verify, each block verbatim; the Python
     and TRL runs load the locked commit although the branch moved after locking."""
@@ -89,6 +92,7 @@ def ci_recipe_steps() -> list[str]:
     return [step for step in steps if step.startswith("kernlock ")]
 
 
+@pytest.mark.slow
 def test_the_ci_recipe_runs_its_kernlock_steps_as_written(locked_project, tmp_path: Path) -> None:
     """The README's GitHub Actions job's `kernlock` steps pass on a fresh lock and fail on a stale one."""
     kernlock_steps = ci_recipe_steps()
@@ -106,6 +110,7 @@ def test_the_ci_recipe_runs_its_kernlock_steps_as_written(locked_project, tmp_pa
     assert (project / "kernels.lock").read_bytes() == before
 
 
+@pytest.mark.slow
 def test_the_ci_recipe_fails_on_a_lock_edited_by_hand(locked_project) -> None:
     """A commit, a sha256 and a file list edited by hand in kernels.lock: the recipe, run as written, fails each time
     (the offline checks alone pass them: only the Hub knows)."""

@@ -43,6 +43,7 @@ def test_hostile_listings_are_bounded(hub: TestHub, tmp_path: Path, listing, hea
 
 
 @pytest.mark.parametrize("match", [r"/refs$", r"/tree/"])
+@pytest.mark.slow
 def test_header_slow_drip_is_bounded_by_the_hub_deadline(hub: TestHub, tmp_path: Path, monkeypatch, match: str) -> None:
     project = make_project(tmp_path / "p", kernels=[f"{ACTIVATION}@v1"], targets=[CPU])
     for name, value in {"HF_HUB_ETAG_TIMEOUT": "1", "KERNLOCK_HUB_DEADLINE": "2"}.items():
@@ -58,6 +59,7 @@ def test_header_slow_drip_is_bounded_by_the_hub_deadline(hub: TestHub, tmp_path:
 
 
 @pytest.mark.parametrize("reader", ["sync", "cold apply()"])
+@pytest.mark.slow
 def test_header_slow_drip_on_a_download_is_bounded_by_the_hub_deadline(
     hub: TestHub, locked_project: LockedProjectFactory, monkeypatch, reader: str
 ) -> None:

@@ -199,6 +199,7 @@ def test_cache_location_follows_huggingface_hub(monkeypatch: pytest.MonkeyPatch,
 
 
 @pytest.mark.parametrize(("kind", "match"), [("stall", r"/resolve/"), ("stall", r"/cdn/"), ("slowloris", r"/cdn/")])
+@pytest.mark.slow
 def test_sync_gives_up_within_the_deadline(hub: TestHub, locked_project: LockedProjectFactory,
                                            monkeypatch: pytest.MonkeyPatch, kind: str, match: str) -> None:
     project = locked_project([f"{FA2}@v2"], [CPU]).path
@@ -214,6 +215,7 @@ def test_sync_gives_up_within_the_deadline(hub: TestHub, locked_project: LockedP
     assert not list(hub_cache_dir().rglob("*.incomplete"))
 
 
+@pytest.mark.slow
 def test_cold_apply_gives_up_within_the_deadline(hub: TestHub, locked_project: LockedProjectFactory) -> None:
     project = locked_project([f"{FA2}@v2"], [CPU]).path
     hub.add_fault("stall", match=r"/cdn/", times=100)
@@ -252,6 +254,7 @@ def test_an_endless_body_during_lock_is_cut_and_the_lock_kept(hub: TestHub,
 # ---------------------------------------------------------------- rate limits
 
 
+@pytest.mark.slow
 def test_rate_limits_are_waited_out_with_one_line(hub: TestHub, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     hub.rate_limits, hub.rate_window = {"api": 2}, 2.0
     project = make_project(tmp_path / "p", kernels=[f"{FA2}@v2"], targets=[CPU])

@@ -161,6 +161,7 @@ toml_values = st.recursive(toml_scalars, lambda inner: st.lists(inner, max_size=
 
 @settings(max_examples=300, deadline=None)
 @given(document=st.dictionaries(st.sampled_from(["version", "targets", "inputs", "kernel", "resolved-with", "other"]), toml_values, max_size=5))
+@pytest.mark.slow
 def test_random_documents_raise_errors_with_a_key_path(document: dict) -> None:
     import tomlkit
 
@@ -200,6 +201,7 @@ def run_cli(project: Path, *args: str, token: str = SENTINEL) -> subprocess.Comp
                           env={**os.environ, "HF_TOKEN": token}, timeout=120)
 
 
+@pytest.mark.slow
 def test_token_is_sent_but_never_written_or_printed(hub: TestHub, tmp_path: Path) -> None:
     project = make_project(tmp_path / "p", kernels=[f"{FA2}@v2"], targets=[CPU])
     outputs = [run_cli(project, "lock", "--json"), run_cli(project, "verify", "--json"), run_cli(project, "sync"),

@@ -49,6 +49,7 @@ def _get(url: str) -> bytes:
         return response.read()
 
 
+@pytest.mark.slow
 def test_fixture_repos_are_deterministic(tmp_path: Path, fixture_repos_template: dict[str, Path]) -> None:
     rebuilt = build_fixture_repos(default_fixtures_dir(), tmp_path)
     for repo_id, path in fixture_repos_template.items():
@@ -305,6 +306,7 @@ def test_corrupt_and_reset_faults(hub: TestHub) -> None:
     assert hub.fired == {"corrupt": 1, "reset": 1}
 
 
+@pytest.mark.slow
 def test_cli_serves_fixture_repos(tmp_path: Path) -> None:
     process = subprocess.Popen(
         [sys.executable, "-m", "kernlock.testing.hub", "--port", "0", "--workdir", str(tmp_path)],
