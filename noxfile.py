@@ -63,6 +63,11 @@ CELLS = [
     ("0.17.2", "5.23.0", None, TORCH),
 ]
 
+# What the suite imports at collection beside kernlock (the slice is picked with -k, so every test
+# module is imported): the test extra of pyproject.toml less pytest-xdist, pre-commit and TRL (TRL is
+# installed beside each cell's versions below, where pip can).
+TEST_DEPS = ("pytest", "pyyaml", "hypothesis", "jsonschema>=4.18", "cyclonedx-python-lib[json-validation]>=11.12,<12")
+
 # The representative slice, by test name (stable across moves between test files).
 SLICE = [
     "test_fresh_lock_passes_every_offline_check",  # lock -> verify
@@ -134,7 +139,7 @@ def matrix(session: nox.Session, kernels: str, transformers: str | None, hub: st
     # the torch 2.13 cells keep the local CPU wheel (requirements-matrix.txt); the others name their torch
     constraints = ("-c", str(CONSTRAINTS)) if torch == TORCH else ()
     pins = [f"torch=={torch}"]
-    if not _installs(session, record, *constraints, *pins, ".", "pytest", "pyyaml", "hypothesis"):
+    if not _installs(session, record, *constraints, *pins, ".", *TEST_DEPS):
         return
     pins += [f"kernels=={kernels}"] + ([f"transformers=={transformers}"] if transformers else [])
     session.install(*constraints, *pins, *([f"huggingface_hub=={hub}"] if hub else []))
@@ -192,7 +197,7 @@ def _installs(session: nox.Session, record: dict, *args: str, trl: bool = False)
 @nox.session(name="matrix(trl)")
 def matrix_trl(session: nox.Session) -> None:
     """The newest TRL with its own pick of Transformers, and kernels from kernlock's range: `pip install torch==2.13.0 . trl`."""
-    session.install("-c", str(CONSTRAINTS), "torch==2.13.0", ".", "trl", "pytest", "pyyaml", "hypothesis")
+    session.install("-c", str(CONSTRAINTS), "torch==2.13.0", ".", "trl", *TEST_DEPS)
     record = {
         "cell": "trl",
         "requested": {"kernels": None, "transformers": None, "huggingface_hub": None, "trl": "newest"},
