@@ -21,7 +21,9 @@ from helpers import (
     clear_loaded_kernels,
     cli,
     kernels_module,
+    make_project,
 )
+from kernlock import load_lockfile
 from kernlock.errors import (
     IntegrityError,
     MissingFilesError,
@@ -38,14 +40,19 @@ CU130 = "torch2.13-cxx11-cu130-x86_64-linux"
 
 
 def test_backend_argument_binds_to_the_locked_target_or_is_refused(
-    hub: TestHub, locked_project: LockedProjectFactory, monkeypatch: pytest.MonkeyPatch
+    hub: TestHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from packaging.version import Version
 
     CUDA = kernels_module("backends").CUDA
 
     # simulated targets: the CPU one is CU130's Torch with a CPU backend, whatever Torch runs the suite
-    project, lock = locked_project([f"{ACTIVATION}@v1"], targets=[FIXTURE_CPU, CU130])
+    # (named on the command line: a plain lock under another Torch than 2.13 takes a locked target
+    # that differs from this machine only in its Torch for an upgrade, and asks to lock this machine)
+    project = make_project(tmp_path / "p", kernels=[f"{ACTIVATION}@v1"])
+    locked = cli("lock", "--target", FIXTURE_CPU, "--target", CU130, cwd=project)
+    assert locked.exit_code == 0, locked.output
+    lock = load_lockfile(project / "kernels.lock")
     [entry] = lock.kernels
     assert advance_branch(hub.repo_path(ACTIVATION), "v1") != entry.commit
     monkeypatch.setattr(kernels_module("backends"), "_backend", lambda: CUDA(version=Version("13.0")))  # a CUDA 13.0 machine
