@@ -63,10 +63,19 @@ CELLS = [
     ("0.17.2", "5.23.0", None, TORCH),
 ]
 
-# What the suite imports at collection beside kernlock (the slice is picked with -k, so every test
-# module is imported): the test extra of pyproject.toml less pytest-xdist, pre-commit and TRL (TRL is
-# installed beside each cell's versions below, where pip can).
-TEST_DEPS = ("pytest", "pyyaml", "hypothesis", "jsonschema>=4.18", "cyclonedx-python-lib[json-validation]>=11.12,<12")
+def _test_deps() -> tuple[str, ...]:
+    """What the suite imports at collection beside kernlock (the slice is picked with -k, so every
+    test module is imported): pyproject.toml's test extra, less pytest-xdist and pre-commit (the
+    slice runs in one process, without the hook tests) and TRL with its datasets (installed beside
+    each cell's versions below, where pip can)."""
+    import tomllib
+
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["test"]
+    left_out = {"pytest-xdist", "pre-commit", "trl", "datasets"}
+    return tuple(d for d in extra if re.split(r"[\[<>=!~ ]", d, maxsplit=1)[0] not in left_out)
+
+
+TEST_DEPS = _test_deps()
 
 # The representative slice, by test name (stable across moves between test files).
 SLICE = [
